@@ -1,0 +1,56 @@
+// ByteDfa: a minimal, trimmed DFA over bytes, the automaton every regex (and later every lexeme)
+// compiles to. The hot loop is one lookup: next[state * num_classes + byte_class[b]].
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "lockstep/status.h"
+#include "lockstep/types.h"
+
+namespace lockstep {
+
+struct ByteDfa {
+  // State 0 is the dead state: never accepting, every byte leads back to 0. Every other state
+  // is live (some accepting state is reachable from it): the DFA is trimmed and minimal.
+  static constexpr StateId kDead = 0;
+
+  std::int32_t num_states = 1;
+  std::int32_t num_classes = 1;
+  std::array<std::uint8_t, 256> byte_class{};  // byte -> class in [0, num_classes)
+  std::vector<StateId> next;                   // num_states * num_classes entries
+  StateId start = kDead;                       // kDead iff the language is empty
+  // Accepting states are numbered together: s is accepting iff s >= accept_begin.
+  StateId accept_begin = 1;
+
+  StateId Step(StateId s, std::uint8_t b) const { return next[s * num_classes + byte_class[b]]; }
+  bool IsAccepting(StateId s) const { return s >= accept_begin; }
+  // Runs `bytes` from `s`; returns kDead as soon as the automaton dies.
+  StateId Run(StateId s, std::string_view bytes) const {
+    for (unsigned char c : bytes) {
+      s = Step(s, c);
+      if (s == kDead) break;
+    }
+    return s;
+  }
+  bool FullMatch(std::string_view bytes) const { return IsAccepting(Run(start, bytes)); }
+};
+
+struct RegexCompileOptions {
+  // Budget on DFA states (after subset construction, before minimisation); exceeding it is a
+  // kResourceLimit error, never an OOM.
+  std::int32_t max_dfa_states = 100000;
+  std::int32_t max_nfa_states = 1000000;
+  // Largest counted repetition bound accepted ({m,n} with n above it is kResourceLimit).
+  std::int32_t max_repeat = 100000;
+};
+
+// Compiles a regex (JSON Schema `pattern` syntax: ECMA-262 subset shared with RE2) into a
+// minimal ByteDfa matching exactly the strings that FULLY match the pattern (a leading ^ and a
+// trailing $ are accepted and change nothing). Errors: kInvalidRegex with location
+// "offset N" and a snippet; kResourceLimit when a budget in `options` runs out.
+Result<ByteDfa> CompileRegexToDfa(std::string_view pattern, const RegexCompileOptions& options = {});
+
+}  // namespace lockstep

@@ -1,0 +1,102 @@
+// Vocabulary: a real tokenizer's tokens as exact byte strings, its special tokens, and its
+// canonical BPE encoder. Loaded once, immutable, shared by every compiled grammar and matcher.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "lockstep/status.h"
+#include "lockstep/types.h"
+
+namespace lockstep {
+
+enum class TokenKind : std::uint8_t {
+  kNormal = 0,   // emits its bytes
+  kByte = 1,     // SentencePiece byte-fallback <0xNN>: emits one byte
+  kSpecial = 2,  // control / added special token (BOS, EOS, chat markers): emits no text
+  kUnused = 3,   // id inside [0, size) that the tokenizer does not define (gap): never allowed
+};
+
+struct VocabularyOptions {
+  // Logits width of the model; 0 means "same as the vocabulary". Must be >= size() when set.
+  std::int32_t logits_width = 0;
+};
+
+struct EncodeOptions {
+  // SentencePiece-style tokenizers (Mistral, Llama-2) prepend a dummy "▁" to a text by default,
+  // as their reference libraries do. Constrained generation continues text mid-stream, so the
+  // matcher encodes with add_dummy_prefix = false.
+  bool add_dummy_prefix = true;
+};
+
+class Vocabulary {
+ public:
+  // `name_or_path`: a bundled name ("llama3", "gpt2", "qwen2.5", "mistral"), or a path to a
+  // tokenizer.json (plain or .gz), a .tiktoken rank file (meta read from <stem>.meta.json beside
+  // it) or a SentencePiece tokenizer.model.
+  static Result<std::shared_ptr<const Vocabulary>> Load(std::string_view name_or_path,
+                                                        const VocabularyOptions& options = {});
+  // From the text of an HF tokenizer.json.
+  static Result<std::shared_ptr<const Vocabulary>> FromTokenizerJson(
+      std::string_view json, const VocabularyOptions& options = {}, std::string name = "json");
+  // From a tiktoken rank file's text and its meta json ({pat_str, special_tokens, n_vocab}).
+  static Result<std::shared_ptr<const Vocabulary>> FromTiktoken(
+      std::string_view ranks, std::string_view meta_json, const VocabularyOptions& options = {},
+      std::string name = "tiktoken");
+  // From a serialized SentencePiece ModelProto (tokenizer.model contents).
+  static Result<std::shared_ptr<const Vocabulary>> FromSentencePiece(
+      std::string_view model_proto, const VocabularyOptions& options = {},
+      std::string name = "sentencepiece");
+
+  virtual ~Vocabulary();
+
+  const std::string& name() const;
+  // Number of token ids: max id + 1 (gaps are kUnused).
+  std::int32_t size() const;
+  // Logits width (>= size()). Ids in [size(), logits_width()) are padding, never allowed.
+  std::int32_t logits_width() const;
+
+  // Exact bytes the token emits ("▁" already turned to ' ', <0x0A> to "\n", byte-level BPE
+  // already mapped back through the bytes-to-unicode table). Empty for special/unused tokens.
+  std::string_view TokenBytes(TokenId id) const;
+  TokenKind Kind(TokenId id) const;
+  bool IsSpecial(TokenId id) const { return Kind(id) == TokenKind::kSpecial; }
+  // The token's string as written in the tokenizer file (for display and lookup by name).
+  std::string_view TokenText(TokenId id) const;
+  // Looks up a token by its text in the file (e.g. "<|eot_id|>"); kNoToken if absent.
+  TokenId FindToken(std::string_view text) const;
+
+  // End-of-sequence ids (for Llama-3: <|end_of_text|>, <|eot_id|>; from the tokenizer_config
+  // conventions / known names). Never empty for the bundled vocabularies.
+  const std::vector<TokenId>& eos_ids() const;
+  TokenId eos() const { return eos_ids().empty() ? kNoToken : eos_ids().front(); }
+  TokenId bos() const;
+
+  // Canonical encoding (exactly the ids the reference library produces; special-token text in
+  // `text` is treated as ordinary text).
+  Result<std::vector<TokenId>> Encode(std::string_view text, const EncodeOptions& options = {}) const;
+  // Concatenated TokenBytes of `ids` (special tokens emit nothing). Ids out of range are an error.
+  Result<std::string> Decode(std::span<const TokenId> ids) const;
+
+  // Stable 64-bit fingerprint of (token bytes, kinds, eos ids, logits width).
+  std::uint64_t Fingerprint() const;
+
+  class Impl;
+  const Impl& impl() const { return *impl_; }
+
+ protected:
+  explicit Vocabulary(std::unique_ptr<Impl> impl);
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// Directory searched for bundled vocabularies by name: $LOCKSTEP_DATA_DIR if set, else the
+// source tree's schemas/ folder (compiled in), else the installed share folder.
+std::string DataDirectory();
+
+}  // namespace lockstep

@@ -1,0 +1,1 @@
+# tests owned by the vocab work
