@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -45,6 +46,11 @@ struct RegexCompileOptions {
   std::int32_t max_nfa_states = 1000000;
   // Largest counted repetition bound accepted ({m,n} with n above it is kResourceLimit).
   std::int32_t max_repeat = 100000;
+  // Deepest group nesting accepted (bounds the parser's recursion); deeper is kResourceLimit.
+  std::int32_t max_nesting_depth = 1000;
+  // Budget on the NFA-state entries of all state sets kept by the subset construction (memory
+  // is about 4 bytes each); exceeding it is kResourceLimit.
+  std::int64_t max_subset_elements = 20000000;
 };
 
 // Compiles a regex (JSON Schema `pattern` syntax: ECMA-262 subset shared with RE2) into a
@@ -52,5 +58,17 @@ struct RegexCompileOptions {
 // trailing $ are accepted and change nothing). Errors: kInvalidRegex with location
 // "offset N" and a snippet; kResourceLimit when a budget in `options` runs out.
 Result<ByteDfa> CompileRegexToDfa(std::string_view pattern, const RegexCompileOptions& options = {});
+
+// A golden-testable text form of `dfa`, independent of its byte-class numbering:
+//   start 1
+//   1: 61-62->2
+//   2*:
+// One line per live state; '*' marks accepting states; each maximal run of bytes with the same
+// non-dead target is "lo-hi->t" (or "lo->t" for one byte), bytes in lowercase hex.
+std::string DumpDfa(const ByteDfa& dfa);
+
+// Checks the ByteDfa invariants (sizes, dead state, trimmed, accepting states grouped); returns
+// an empty string if all hold, else a description of the first violation. For tests and fuzzing.
+std::string CheckDfaInvariants(const ByteDfa& dfa);
 
 }  // namespace lockstep

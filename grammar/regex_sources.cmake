@@ -1,1 +1,2 @@
-set(LOCKSTEP_REGEX_SOURCES)
+# The regex front end: pattern -> RegexAst (grammar/regex_parser.h).
+set(LOCKSTEP_REGEX_SOURCES regex_parser.cc)

@@ -1,0 +1,426 @@
+// The public Vocabulary handle (include/lockstep/vocabulary.h): token tables, Load() by name
+// or path, the encode pipeline (added tokens, normalizers, pre-tokenizers, BPE), Decode and
+// Fingerprint. The format loaders live in tokenizer_json.cc, tiktoken.cc and
+// sentencepiece_vocab.cc.
+#include <sentencepiece_processor.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "automata/unicode.h"
+#include "automata/vocabulary_impl.h"
+
+namespace lockstep {
+
+// Loader entry points defined in the per-format files.
+Result<std::shared_ptr<const Vocabulary>> LoadTokenizerJsonWithConfig(
+    std::string_view json, std::string_view config_json, const VocabularyOptions& options,
+    std::string name);
+
+// ---- Impl -----------------------------------------------------------------------------------
+
+Vocabulary::Impl::Impl() = default;
+Vocabulary::Impl::~Impl() = default;
+
+void Vocabulary::Impl::Resize(std::int32_t n) {
+  size_ = n;
+  kinds_.assign(static_cast<std::size_t>(n), TokenKind::kUnused);
+  pending_bytes_.assign(static_cast<std::size_t>(n), std::string());
+  pending_text_.assign(static_cast<std::size_t>(n), std::string());
+}
+
+void Vocabulary::Impl::AddToken(TokenId id, TokenKind kind, std::string_view bytes,
+                                std::string_view text) {
+  auto i = static_cast<std::size_t>(id);
+  kinds_[i] = kind;
+  pending_bytes_[i].assign(bytes);
+  pending_text_[i].assign(text);
+}
+
+void Vocabulary::Impl::Finish() {
+  auto pack = [this](std::vector<std::string>* src, std::string* pool,
+                     std::vector<std::uint32_t>* off) {
+    std::size_t total = 0;
+    for (const std::string& s : *src) total += s.size();
+    pool->clear();
+    pool->reserve(total);
+    off->assign(static_cast<std::size_t>(size_) + 1, 0);
+    for (std::size_t i = 0; i < src->size(); ++i) {
+      (*off)[i] = static_cast<std::uint32_t>(pool->size());
+      pool->append((*src)[i]);
+    }
+    (*off)[src->size()] = static_cast<std::uint32_t>(pool->size());
+    std::vector<std::string>().swap(*src);
+  };
+  pack(&pending_bytes_, &bytes_pool_, &bytes_off_);
+  pack(&pending_text_, &text_pool_, &text_off_);
+}
+
+Status Vocabulary::Impl::SetLogitsWidth(const VocabularyOptions& options) {
+  if (options.logits_width == 0) {
+    logits_width_ = size_;
+    return Status::Ok();
+  }
+  if (options.logits_width < size_) {
+    return Status(StatusCode::kInvalidArgument,
+                  "logits_width " + std::to_string(options.logits_width) +
+                      " is smaller than the vocabulary size " + std::to_string(size_),
+                  "logits_width");
+  }
+  logits_width_ = options.logits_width;
+  return Status::Ok();
+}
+
+void Vocabulary::Impl::ResolveSpecialIds(std::string_view config_eos, std::string_view config_bos) {
+  // Special tokens are few and sit at the ends of the id range; a linear scan is cheap enough
+  // at load, but collect them once.
+  std::vector<std::pair<std::string_view, TokenId>> specials;
+  for (TokenId id = 0; id < size_; ++id) {
+    if (kinds_[static_cast<std::size_t>(id)] != TokenKind::kSpecial) continue;
+    auto i = static_cast<std::size_t>(id);
+    specials.emplace_back(
+        std::string_view(text_pool_.data() + text_off_[i], text_off_[i + 1] - text_off_[i]), id);
+  }
+  auto lookup = [&](std::string_view text) -> TokenId {
+    if (text.empty()) return kNoToken;
+    for (const auto& [t, id] : specials) {
+      if (t == text) return id;
+    }
+    return kNoToken;
+  };
+  auto add_eos = [this](TokenId id) {
+    if (id == kNoToken) return;
+    for (TokenId e : eos_ids_) {
+      if (e == id) return;
+    }
+    eos_ids_.push_back(id);
+  };
+  if (eos_ids_.empty()) {
+    add_eos(lookup(config_eos));
+    for (std::string_view known :
+         {"<|end_of_text|>", "<|eot_id|>", "<|endoftext|>", "<|im_end|>", "</s>"}) {
+      add_eos(lookup(known));
+    }
+  }
+  if (bos_ == kNoToken) {
+    bos_ = lookup(config_bos);
+    if (bos_ == kNoToken) bos_ = lookup("<|begin_of_text|>");
+    if (bos_ == kNoToken) bos_ = lookup("<s>");
+  }
+}
+
+Status Vocabulary::Impl::EncodeSegment(std::string_view text, bool first,
+                                       const EncodeOptions& options,
+                                       std::vector<TokenId>* out) const {
+  // Normalizers.
+  std::string buf(text);
+  std::string tmp;
+  for (const NormalizerStep& step : normalizers_) {
+    switch (step.kind) {
+      case NormalizerStep::Kind::kNfc:
+        if (!vocab::NormalizeNfc(buf, &tmp)) {
+          return Status(StatusCode::kInternal, "ICU NFC normalization failed");
+        }
+        buf.swap(tmp);
+        break;
+      case NormalizerStep::Kind::kPrepend:
+        if (options.add_dummy_prefix && !buf.empty()) buf.insert(0, step.to);
+        break;
+      case NormalizerStep::Kind::kReplace: {
+        if (step.from.empty()) break;
+        tmp.clear();
+        std::size_t last = 0;
+        for (std::size_t p = buf.find(step.from); p != std::string::npos;
+             p = buf.find(step.from, p + step.from.size())) {
+          tmp.append(buf, last, p - last);
+          tmp.append(step.to);
+          last = p + step.from.size();
+        }
+        tmp.append(buf, last, std::string::npos);
+        buf.swap(tmp);
+        break;
+      }
+    }
+  }
+  if (byte_level_ && add_prefix_space_ && !buf.empty() && buf[0] != ' ') buf.insert(0, " ");
+  // Pre-tokenizers.
+  thread_local std::vector<std::string_view> pieces;
+  thread_local std::vector<std::string_view> next;
+  pieces.clear();
+  if (!buf.empty()) pieces.push_back(buf);
+  std::string meta_buf;  // Metaspace rewrites the text; pieces then point into meta_buf
+  for (const PreTokenizerStep& step : pre_tokenizers_) {
+    if (step.kind == PreTokenizerStep::Kind::kSplit) {
+      next.clear();
+      for (std::string_view p : pieces) {
+        if (!step.splitter->Split(p, &next)) {
+          return Status(StatusCode::kResourceLimit,
+                        "the pre-tokenizer regex exceeded ICU's time or stack limit", "");
+        }
+      }
+      pieces.swap(next);
+      continue;
+    }
+    // Metaspace: replace ' ' by the replacement, prepend it, optionally split before each.
+    std::string joined;
+    for (std::string_view p : pieces) joined.append(p);
+    meta_buf.clear();
+    if (step.prepend && first && options.add_dummy_prefix && !joined.empty() &&
+        joined.compare(0, step.replacement.size(), step.replacement) != 0) {
+      meta_buf = step.replacement;
+    }
+    for (char c : joined) {
+      if (c == ' ') {
+        meta_buf.append(step.replacement);
+      } else {
+        meta_buf.push_back(c);
+      }
+    }
+    pieces.clear();
+    if (meta_buf.empty()) continue;
+    if (!step.split || step.replacement.empty()) {
+      pieces.push_back(meta_buf);
+      continue;
+    }
+    std::string_view all(meta_buf);
+    std::size_t start = 0;
+    for (std::size_t p = all.find(step.replacement, 1); p != std::string_view::npos;
+         p = all.find(step.replacement, p + step.replacement.size())) {
+      if (p > start) pieces.push_back(all.substr(start, p - start));
+      start = p;
+    }
+    pieces.push_back(all.substr(start));
+  }
+  std::size_t bad = 0;
+  for (std::string_view p : pieces) {
+    if (!bpe_.Encode(p, out, &bad)) {
+      return Status(StatusCode::kUnsupported,
+                    "the vocabulary has no token (and no fallback) for a byte of the text",
+                    "piece offset " + std::to_string(bad));
+    }
+  }
+  return Status::Ok();
+}
+
+Result<std::vector<TokenId>> Vocabulary::Impl::Encode(std::string_view text,
+                                                      const EncodeOptions& options) const {
+  std::size_t bad = vocab::FindInvalidUtf8(text);
+  if (bad != std::string_view::npos) {
+    return Status(StatusCode::kInvalidArgument, "text is not valid UTF-8",
+                  "offset " + std::to_string(bad));
+  }
+  std::vector<TokenId> out;
+  if (encoder_ == Encoder::kSentencePiece) {
+    const sentencepiece::SentencePieceProcessor* sp =
+        options.add_dummy_prefix ? sp_.get() : sp_no_prefix_.get();
+    std::vector<int> ids;
+    auto st = sp->Encode(std::string_view(text), &ids);
+    if (!st.ok()) return Status(StatusCode::kInternal, "sentencepiece: " + st.ToString());
+    out.assign(ids.begin(), ids.end());
+    return out;
+  }
+  if (lazy_build_) {
+    std::call_once(lazy_once_,
+                   [this] { lazy_status_ = lazy_build_(const_cast<vocab::BpeModel*>(&bpe_)); });
+    if (!lazy_status_.ok()) return lazy_status_;
+  }
+  out.reserve(text.size() / 3 + 4);
+  std::size_t pos = 0;
+  bool first = true;
+  while (pos < text.size()) {
+    // Earliest (then longest) non-special added token in the rest of the text.
+    std::size_t best = std::string_view::npos;
+    std::size_t best_len = 0;
+    TokenId best_id = kNoToken;
+    for (const auto& [literal, id] : literal_added_) {
+      std::size_t p = text.find(literal, pos);
+      if (p == std::string_view::npos) continue;
+      if (p < best || (p == best && literal.size() > best_len)) {
+        best = p;
+        best_len = literal.size();
+        best_id = id;
+      }
+    }
+    std::size_t end = best == std::string_view::npos ? text.size() : best;
+    if (end > pos) {
+      LOCKSTEP_RETURN_IF_ERROR(EncodeSegment(text.substr(pos, end - pos), first, options, &out));
+    }
+    first = false;
+    if (best == std::string_view::npos) break;
+    out.push_back(best_id);
+    pos = best + best_len;
+  }
+  return out;
+}
+
+// ---- Vocabulary -----------------------------------------------------------------------------
+
+Vocabulary::Vocabulary(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Vocabulary::~Vocabulary() = default;
+
+std::shared_ptr<const Vocabulary> Vocabulary::FromImpl(std::unique_ptr<Impl> impl) {
+  return std::shared_ptr<const Vocabulary>(new Vocabulary(std::move(impl)));
+}
+
+const std::string& Vocabulary::name() const { return impl_->name_; }
+std::int32_t Vocabulary::size() const { return impl_->size_; }
+std::int32_t Vocabulary::logits_width() const { return impl_->logits_width_; }
+
+std::string_view Vocabulary::TokenBytes(TokenId id) const {
+  if (id < 0 || id >= impl_->size_) return {};
+  auto i = static_cast<std::size_t>(id);
+  return std::string_view(impl_->bytes_pool_.data() + impl_->bytes_off_[i],
+                          impl_->bytes_off_[i + 1] - impl_->bytes_off_[i]);
+}
+
+TokenKind Vocabulary::Kind(TokenId id) const {
+  if (id < 0 || id >= impl_->size_) return TokenKind::kUnused;
+  return impl_->kinds_[static_cast<std::size_t>(id)];
+}
+
+std::string_view Vocabulary::TokenText(TokenId id) const {
+  if (id < 0 || id >= impl_->size_) return {};
+  auto i = static_cast<std::size_t>(id);
+  return std::string_view(impl_->text_pool_.data() + impl_->text_off_[i],
+                          impl_->text_off_[i + 1] - impl_->text_off_[i]);
+}
+
+TokenId Vocabulary::FindToken(std::string_view text) const {
+  std::call_once(impl_->by_text_once_, [this] {
+    impl_->by_text_.Reserve(static_cast<std::size_t>(impl_->size_));
+    // Insert in reverse so the lowest id wins when two tokens share a spelling.
+    for (TokenId id = impl_->size_ - 1; id >= 0; --id) {
+      if (Kind(id) == TokenKind::kUnused) continue;
+      impl_->by_text_.Insert(TokenText(id), id);
+    }
+  });
+  return impl_->by_text_.Find(text);
+}
+
+const std::vector<TokenId>& Vocabulary::eos_ids() const { return impl_->eos_ids_; }
+TokenId Vocabulary::bos() const { return impl_->bos_; }
+
+Result<std::vector<TokenId>> Vocabulary::Encode(std::string_view text,
+                                                const EncodeOptions& options) const {
+  return impl_->Encode(text, options);
+}
+
+Result<std::string> Vocabulary::Decode(std::span<const TokenId> ids) const {
+  std::string out;
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= impl_->size_) {
+      return Status(StatusCode::kInvalidArgument,
+                    "token id " + std::to_string(ids[i]) + " out of range [0, " +
+                        std::to_string(impl_->size_) + ")",
+                    "index " + std::to_string(i));
+    }
+    out.append(TokenBytes(ids[i]));
+  }
+  return out;
+}
+
+std::uint64_t Vocabulary::Fingerprint() const {
+  std::uint64_t h = 0xCBF29CE484222325ull;  // FNV-1a 64
+  auto mix_byte = [&h](unsigned char b) {
+    h ^= b;
+    h *= 0x100000001B3ull;
+  };
+  auto mix_u32 = [&](std::uint32_t v) {
+    for (int k = 0; k < 4; ++k) mix_byte(static_cast<unsigned char>(v >> (8 * k)));
+  };
+  mix_u32(static_cast<std::uint32_t>(impl_->size_));
+  mix_u32(static_cast<std::uint32_t>(impl_->logits_width_));
+  for (TokenId id = 0; id < impl_->size_; ++id) {
+    mix_byte(static_cast<unsigned char>(Kind(id)));
+    std::string_view b = TokenBytes(id);
+    mix_u32(static_cast<std::uint32_t>(b.size()));
+    for (char c : b) mix_byte(static_cast<unsigned char>(c));
+  }
+  mix_u32(static_cast<std::uint32_t>(impl_->eos_ids_.size()));
+  for (TokenId e : impl_->eos_ids_) mix_u32(static_cast<std::uint32_t>(e));
+  return h;
+}
+
+std::string DataDirectory() {
+  if (const char* env = std::getenv("LOCKSTEP_DATA_DIR"); env != nullptr && *env != '\0') {
+    return env;
+  }
+#ifdef LOCKSTEP_SOURCE_DATA_DIR
+  if (std::filesystem::is_directory(LOCKSTEP_SOURCE_DATA_DIR)) return LOCKSTEP_SOURCE_DATA_DIR;
+#endif
+  return "/usr/local/share/lockstep";
+}
+
+namespace {
+
+bool EndsWith(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+Result<std::shared_ptr<const Vocabulary>> LoadFile(const std::filesystem::path& path,
+                                                   const VocabularyOptions& options,
+                                                   std::string name) {
+  std::string p = path.string();
+  if (EndsWith(p, ".tiktoken")) {
+    LOCKSTEP_ASSIGN_OR_RETURN(std::string ranks, vocab::ReadFile(p));
+    std::filesystem::path meta = path;
+    meta.replace_extension(".meta.json");
+    LOCKSTEP_ASSIGN_OR_RETURN(std::string meta_json, vocab::ReadFile(meta.string()));
+    if (name.empty()) name = path.stem().string();
+    return Vocabulary::FromTiktoken(ranks, meta_json, options, std::move(name));
+  }
+  if (name.empty()) name = path.parent_path().filename().string();
+  if (name.empty()) name = path.filename().string();
+  LOCKSTEP_ASSIGN_OR_RETURN(std::string raw, vocab::ReadFile(p));
+  bool gz = raw.size() >= 2 && static_cast<unsigned char>(raw[0]) == 0x1F &&
+            static_cast<unsigned char>(raw[1]) == 0x8B;
+  if (EndsWith(p, ".model") && !gz) {
+    return Vocabulary::FromSentencePiece(raw, options, std::move(name));
+  }
+  auto inflated = vocab::MaybeGunzip(std::move(raw));
+  if (!inflated.ok()) {
+    return Status(inflated.status().code(), inflated.status().message(),
+                  p + ": " + inflated.status().location());
+  }
+  std::string config;
+  std::filesystem::path config_path = path.parent_path() / "tokenizer_config.json";
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(config_path, ec)) {
+    auto c = vocab::ReadFile(config_path.string());
+    if (c.ok()) config = std::move(c.value());
+  }
+  return LoadTokenizerJsonWithConfig(inflated.value(), config, options, std::move(name));
+}
+
+}  // namespace
+
+Result<std::shared_ptr<const Vocabulary>> Vocabulary::Load(std::string_view name_or_path,
+                                                           const VocabularyOptions& options) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path path{std::string(name_or_path)};
+  if (fs::is_regular_file(path, ec)) return LoadFile(path, options, "");
+  // A bundled name (or a directory holding a tokenizer).
+  fs::path dir = path;
+  std::string name;
+  bool is_name = !name_or_path.empty() && name_or_path.find('/') == std::string_view::npos &&
+                 !fs::is_directory(path, ec);
+  if (is_name) {
+    dir = fs::path(DataDirectory()) / "tokenizers" / std::string(name_or_path);
+    name = std::string(name_or_path);
+  }
+  if (fs::is_directory(dir, ec)) {
+    for (const char* file : {"tokenizer.json.gz", "tokenizer.json", "tokenizer.model"}) {
+      if (fs::is_regular_file(dir / file, ec)) {
+        if (name.empty()) name = dir.filename().string();
+        return LoadFile(dir / file, options, name);
+      }
+    }
+  }
+  return Status(StatusCode::kIoError,
+                "no vocabulary file or bundled vocabulary named '" + std::string(name_or_path) +
+                    "' (bundled ones live in " + DataDirectory() + "/tokenizers)",
+                std::string(name_or_path));
+}
+
+}  // namespace lockstep

@@ -1,0 +1,45 @@
+// A small command-line parser for the `lockstep` subcommands: --flag VALUE, --flag=VALUE,
+// boolean switches and positional arguments, with errors that name the offending argument.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "lockstep/status.h"
+
+namespace lockstep::cli {
+
+class Args {
+ public:
+  // `value_flags` take a value; `switches` do not. Short aliases map to long names.
+  Args(std::set<std::string> value_flags, std::set<std::string> switches,
+       std::map<std::string, std::string> aliases = {})
+      : value_flags_(std::move(value_flags)),
+        switches_(std::move(switches)),
+        aliases_(std::move(aliases)) {}
+
+  Status Parse(int argc, char** argv, int first);
+
+  bool Has(const std::string& name) const { return values_.count(name) > 0; }
+  std::string Get(const std::string& name, const std::string& def = "") const {
+    auto it = values_.find(name);
+    return it == values_.end() ? def : it->second;
+  }
+  Result<std::int64_t> GetInt(const std::string& name, std::int64_t def, std::int64_t lo,
+                              std::int64_t hi) const;
+  Result<double> GetDouble(const std::string& name, double def, double lo, double hi) const;
+  const std::vector<std::string>& positional() const { return positional_; }
+
+ private:
+  std::set<std::string> value_flags_;
+  std::set<std::string> switches_;
+  std::map<std::string, std::string> aliases_;
+  std::map<std::string, std::string> values_;
+  std::vector<std::string> positional_;
+};
+
+}  // namespace lockstep::cli

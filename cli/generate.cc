@@ -1,0 +1,209 @@
+// `lockstep generate`: the sampling loop with the matcher in lockstep: logits from a source,
+// the constraint's mask, one draw, one accepted token, until EOS or the token budget.
+// `lockstep train-ngram`: trains the n-gram logits source (run by the build for llama3).
+#include "cli/generate.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/args.h"
+#include "lockstep/compiler.h"
+#include "lockstep/logits_source.h"
+#include "lockstep/matcher.h"
+#include "lockstep/ngram_model.h"
+#include "lockstep/sampler.h"
+#include "lockstep/vocabulary.h"
+
+namespace lockstep::cli {
+namespace {
+
+constexpr const char* kGenerateHelp = R"(usage: lockstep generate --regex RE [options]
+
+Generates text that fully matches RE, token by token: the logits source scores the vocabulary,
+the constraint masks it, the sampler draws. Prints one line per sample, or with --json one
+object per line: {"text":..., "tokens":[...], "finish":"eos"|"length", "match":true|false}
+("tokens" are the generated ids without the final EOS; "match" is whether the text is a
+complete match of RE).
+
+options:
+  --regex RE             the constraint (full match; syntax in schemas/regex/README.md)
+  --tokenizer NAME|PATH  vocabulary (default llama3)
+  --model ngram|uniform  logits source (default ngram: a token n-gram model trained at build
+                         time on schemas/corpus; uniform: seeded random logits)
+  --ngram-model PATH     n-gram model file (default: the one built for the tokenizer)
+  --seed N               sampler and source seed (default 0); same seed, same output
+  -n, --count COUNT      number of samples (default 1)
+  --temperature T        0 = greedy (default 1.0)
+  --top-k K              keep the K most likely allowed tokens (default 0 = off)
+  --top-p P              nucleus mass in (0, 1] (default 1 = off)
+  --max-tokens M         token budget per sample (default 256)
+  --prompt TEXT          context given to the logits source (not constrained, not printed)
+  --json                 JSON lines output
+)";
+
+constexpr const char* kTrainHelp = R"(usage: lockstep train-ngram [--tokenizer NAME|PATH] [--order N] -o OUT FILE.jsonl...
+
+Trains the token n-gram logits source on JSONL documents ({"text": ...} per line), tokenised
+with the vocabulary, and writes it to OUT (bound to the vocabulary's fingerprint).
+)";
+
+int Fail(const Status& st) {
+  std::cerr << "lockstep: " << st.ToString() << "\n";
+  return st.code() == StatusCode::kInternal ? 1 : 2;
+}
+
+std::string CorpusDir() { return DataDirectory() + "/corpus"; }
+
+std::vector<std::string> DefaultCorpus() { return DefaultNgramCorpus(DataDirectory()); }
+
+constexpr int kDefaultOrder = 4;
+
+Result<std::unique_ptr<LogitsSource>> MakeSource(const Args& args, const Vocabulary& vocab,
+                                                 std::uint64_t seed) {
+  std::string kind = args.Get("model", "ngram");
+  if (kind == "uniform") {
+    return std::unique_ptr<LogitsSource>(new UniformSource(vocab.logits_width(), seed));
+  }
+  if (kind != "ngram") {
+    return Status(StatusCode::kInvalidArgument,
+                  "--model must be ngram or uniform, got '" + kind + "'", "--model");
+  }
+  std::string path = args.Get("ngram-model");
+  if (path.empty()) {
+    std::string built = std::string(LOCKSTEP_MODEL_DIR) + "/ngram-" + vocab.name() + ".bin";
+    if (std::filesystem::exists(built)) path = built;
+  }
+  if (!path.empty()) {
+    auto model = NgramModel::Load(path, vocab.Fingerprint());
+    if (!model.ok()) return model.status();
+    return std::unique_ptr<LogitsSource>(new NgramModel(std::move(model).value()));
+  }
+  // No model was built for this vocabulary: train one now from the shipped corpus.
+  std::cerr << "lockstep: no prebuilt n-gram model for '" << vocab.name()
+            << "', training one on " << CorpusDir() << "\n";
+  auto model = NgramModel::TrainFromCorpus(vocab, DefaultCorpus(), kDefaultOrder);
+  if (!model.ok()) return model.status();
+  return std::unique_ptr<LogitsSource>(new NgramModel(std::move(model).value()));
+}
+
+}  // namespace
+
+int Generate(int argc, char** argv) {
+  Args args({"tokenizer", "regex", "model", "ngram-model", "seed", "count", "temperature",
+             "top-k", "top-p", "max-tokens", "prompt"},
+            {"json", "help"}, {{"-h", "help"}, {"-n", "count"}});
+  if (Status st = args.Parse(argc, argv, 2); !st.ok()) return Fail(st);
+  if (args.Has("help")) return std::cout << kGenerateHelp, 0;
+  if (!args.positional().empty()) {
+    return Fail(Status(StatusCode::kInvalidArgument,
+                       "unexpected argument '" + args.positional()[0] + "'", "arguments"));
+  }
+  if (!args.Has("regex")) {
+    return Fail(Status(StatusCode::kInvalidArgument, "generate needs --regex RE", "arguments"));
+  }
+  auto seed = args.GetInt("seed", 0, 0, INT64_MAX);
+  auto count = args.GetInt("count", 1, 0, 1000000);
+  auto max_tokens = args.GetInt("max-tokens", 256, 1, 1000000);
+  auto top_k = args.GetInt("top-k", 0, 0, INT32_MAX);
+  auto temperature = args.GetDouble("temperature", 1.0, 0.0, 1e6);
+  auto top_p = args.GetDouble("top-p", 1.0, 1e-9, 1.0);
+  for (const Status* st : {&seed.status(), &count.status(), &max_tokens.status(),
+                           &top_k.status(), &temperature.status(), &top_p.status()}) {
+    if (!st->ok()) return Fail(*st);
+  }
+
+  auto vocab_r = Vocabulary::Load(args.Get("tokenizer", "llama3"));
+  if (!vocab_r.ok()) return Fail(vocab_r.status());
+  std::shared_ptr<const Vocabulary> vocab = *vocab_r;
+  GrammarCompiler compiler(vocab);
+  auto grammar = compiler.CompileRegex(args.Get("regex"));
+  if (!grammar.ok()) return Fail(grammar.status());
+  auto source = MakeSource(args, *vocab, static_cast<std::uint64_t>(*seed));
+  if (!source.ok()) return Fail(source.status());
+  std::vector<TokenId> prompt;
+  if (args.Has("prompt")) {
+    auto ids = vocab->Encode(args.Get("prompt"));
+    if (!ids.ok()) return Fail(ids.status());
+    prompt = *ids;
+  }
+
+  SamplerConfig config;
+  config.temperature = static_cast<float>(*temperature);
+  config.top_k = static_cast<std::int32_t>(*top_k);
+  config.top_p = static_cast<float>(*top_p);
+  config.seed = static_cast<std::uint64_t>(*seed);
+  const std::int32_t width = vocab->logits_width();
+  Sampler sampler(config, width);
+  std::vector<float> logits(width);
+  std::vector<std::uint32_t> mask(PaddedBitmaskWords(width));
+  const bool progress = isatty(STDERR_FILENO) && *count > 1;
+  std::vector<bool> is_eos(vocab->size(), false);
+  for (TokenId e : vocab->eos_ids()) is_eos[e] = true;
+
+  for (std::int64_t i = 0; i < *count; ++i) {
+    Matcher matcher(*grammar);
+    std::vector<TokenId> context = prompt;
+    std::vector<TokenId> out;
+    std::string finish = "length";
+    for (std::int64_t step = 0; step < *max_tokens; ++step) {
+      (*source)->Logits(context, logits);
+      matcher.FillNextTokenBitmask(mask);
+      TokenId tok = sampler.Sample(logits, mask.data(), static_cast<std::uint64_t>(i),
+                                   static_cast<std::uint64_t>(step));
+      if (tok == kNoToken || !matcher.AcceptToken(tok)) {
+        return Fail(Status(StatusCode::kInternal, "the sampler drew a token the mask forbids",
+                           "sample " + std::to_string(i) + ", step " + std::to_string(step)));
+      }
+      if (tok < vocab->size() && is_eos[tok]) {
+        finish = "eos";
+        break;
+      }
+      out.push_back(tok);
+      context.push_back(tok);
+    }
+    std::string text = *vocab->Decode(out);
+    bool match = matcher.IsTerminated() || matcher.CanEnd();
+    if (args.Has("json")) {
+      nlohmann::ordered_json j = {{"text", text}, {"tokens", out}, {"finish", finish}, {"match", match}};
+      std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    } else {
+      std::cout << text << "\n";
+    }
+    if (progress) std::cerr << "\r[" << (i + 1) << "/" << *count << "]" << std::flush;
+  }
+  if (progress) std::cerr << "\n";
+  return 0;
+}
+
+int TrainNgram(int argc, char** argv) {
+  Args args({"tokenizer", "order", "output"}, {"help"}, {{"-h", "help"}, {"-o", "output"}});
+  if (Status st = args.Parse(argc, argv, 2); !st.ok()) return Fail(st);
+  if (args.Has("help")) return std::cout << kTrainHelp, 0;
+  if (!args.Has("output")) {
+    return Fail(Status(StatusCode::kInvalidArgument, "train-ngram needs -o OUT", "arguments"));
+  }
+  auto order = args.GetInt("order", kDefaultOrder, NgramModel::kMinOrder, NgramModel::kMaxOrder);
+  if (!order.ok()) return Fail(order.status());
+  std::vector<std::string> files = args.positional();
+  if (files.empty()) files = DefaultCorpus();
+  auto vocab = Vocabulary::Load(args.Get("tokenizer", "llama3"));
+  if (!vocab.ok()) return Fail(vocab.status());
+  auto model = NgramModel::TrainFromCorpus(**vocab, files, static_cast<int>(*order));
+  if (!model.ok()) return Fail(model.status());
+  if (Status st = model->Save(args.Get("output"), (*vocab)->Fingerprint()); !st.ok()) {
+    return Fail(st);
+  }
+  std::cerr << "lockstep: trained order-" << *order << " n-gram on " << model->num_tokens()
+            << " tokens -> " << args.Get("output") << "\n";
+  return 0;
+}
+
+}  // namespace lockstep::cli

@@ -1,0 +1,270 @@
+// The `lockstep` command: tokenize, detokenize, compile and generate under a constraint, with
+// any bundled or user vocabulary. Bad input ends with one line on stderr that names the
+// location, and a non-zero exit: 2 for usage and input errors, 1 for internal failures.
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <numeric>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/args.h"
+#include "cli/generate.h"
+#include "cli/report.h"
+#include "lockstep/compiler.h"
+#include "lockstep/matcher.h"
+#include "lockstep/status.h"
+#include "lockstep/vocabulary.h"
+
+namespace lockstep::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double MsSince(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+int Fail(const Status& st) {
+  std::cerr << "lockstep: " << st.ToString() << "\n";
+  return st.code() == StatusCode::kInternal ? 1 : 2;
+}
+
+std::string JsonString(std::string_view s) {
+  return nlohmann::json(std::string(s)).dump(-1, ' ', false,
+                                             nlohmann::json::error_handler_t::replace);
+}
+
+constexpr const char* kMainHelp = R"(lockstep: grammar-constrained structured output over real tokenizer vocabularies
+
+usage: lockstep COMMAND [options]
+
+commands:
+  tokenize     encode text into token ids
+  detokenize   decode token ids into text
+  compile      compile a constraint and report automaton and mask statistics
+  generate     generate text under a constraint with a sampler and a logits source
+  train-ngram  train the token n-gram logits source on a corpus
+
+Run `lockstep COMMAND --help` for the options of a command.
+Bundled vocabularies: llama3 (default), gpt2, qwen2.5, mistral; or a path to a tokenizer.json
+(.gz), a .tiktoken rank file or a SentencePiece tokenizer.model.
+)";
+
+constexpr const char* kTokenizeHelp = R"(usage: lockstep tokenize [--tokenizer NAME|PATH] [--json] [--no-prefix] TEXT...
+
+Prints the canonical token ids of TEXT (the arguments joined by spaces; "-" reads stdin),
+space separated, or as a JSON array with --json. Special-token text is encoded as plain text.
+  --tokenizer NAME|PATH  vocabulary (default llama3)
+  --no-prefix            SentencePiece vocabularies: do not prepend the dummy "▁"
+  --json                 print {"ids":[...], "tokens":[...]} with each token's text
+)";
+
+constexpr const char* kDetokenizeHelp = R"(usage: lockstep detokenize [--tokenizer NAME|PATH] ID...
+
+Prints the bytes of the token ids (arguments, or whitespace/comma separated on stdin if none).
+  --tokenizer NAME|PATH  vocabulary (default llama3)
+)";
+
+constexpr const char* kCompileHelp = R"(usage: lockstep compile --regex RE [--tokenizer NAME|PATH] [--stats] [--json]
+
+Compiles RE (full-match semantics) into a minimal byte DFA and its token-level masks.
+  --regex RE             the constraint (JSON Schema `pattern` syntax, see schemas/regex/README.md)
+  --tokenizer NAME|PATH  vocabulary (default llama3)
+  --stats                also compute every state's token mask and report their sizes
+  --max-states N         DFA state budget (default 100000); exceeding it is a resource limit
+  --json                 print one JSON object instead of text
+)";
+
+Result<std::shared_ptr<const Vocabulary>> LoadVocab(const Args& args) {
+  return Vocabulary::Load(args.Get("tokenizer", "llama3"));
+}
+
+int Tokenize(int argc, char** argv) {
+  Args args({"tokenizer"}, {"json", "no-prefix", "help"}, {{"-h", "help"}});
+  if (Status st = args.Parse(argc, argv, 2); !st.ok()) return Fail(st);
+  if (args.Has("help")) return std::cout << kTokenizeHelp, 0;
+  std::string text;
+  if (args.positional().size() == 1 && args.positional()[0] == "-") {
+    std::stringstream ss;
+    ss << std::cin.rdbuf();
+    text = ss.str();
+  } else {
+    for (std::size_t i = 0; i < args.positional().size(); ++i) {
+      if (i) text += ' ';
+      text += args.positional()[i];
+    }
+  }
+  auto vocab = LoadVocab(args);
+  if (!vocab.ok()) return Fail(vocab.status());
+  EncodeOptions eo;
+  eo.add_dummy_prefix = !args.Has("no-prefix");
+  auto ids = (*vocab)->Encode(text, eo);
+  if (!ids.ok()) return Fail(ids.status());
+  if (args.Has("json")) {
+    std::string out = "{\"ids\":[";
+    for (std::size_t i = 0; i < ids->size(); ++i) out += (i ? "," : "") + std::to_string((*ids)[i]);
+    out += "],\"tokens\":[";
+    for (std::size_t i = 0; i < ids->size(); ++i) {
+      out += (i ? "," : "") + JsonString((*vocab)->TokenBytes((*ids)[i]));
+    }
+    std::cout << out << "]}\n";
+  } else {
+    for (std::size_t i = 0; i < ids->size(); ++i) std::cout << (i ? " " : "") << (*ids)[i];
+    std::cout << "\n";
+  }
+  return 0;
+}
+
+int Detokenize(int argc, char** argv) {
+  Args args({"tokenizer"}, {"help"}, {{"-h", "help"}});
+  if (Status st = args.Parse(argc, argv, 2); !st.ok()) return Fail(st);
+  if (args.Has("help")) return std::cout << kDetokenizeHelp, 0;
+  std::vector<std::string> words = args.positional();
+  if (words.empty()) {
+    std::string w;
+    std::stringstream ss;
+    ss << std::cin.rdbuf();
+    std::string all = ss.str();
+    std::replace(all.begin(), all.end(), ',', ' ');
+    std::replace(all.begin(), all.end(), '[', ' ');
+    std::replace(all.begin(), all.end(), ']', ' ');
+    std::istringstream is(all);
+    while (is >> w) words.push_back(w);
+  }
+  std::vector<TokenId> ids;
+  for (std::size_t i = 0; i < words.size(); ++i) {
+    const std::string& w = words[i];
+    char* end = nullptr;
+    long v = std::strtol(w.c_str(), &end, 10);
+    if (w.empty() || *end != '\0' || v < 0 || v > INT32_MAX) {
+      return Fail(Status(StatusCode::kInvalidArgument, "not a token id: '" + w + "'",
+                         "id " + std::to_string(i)));
+    }
+    ids.push_back(static_cast<TokenId>(v));
+  }
+  auto vocab = LoadVocab(args);
+  if (!vocab.ok()) return Fail(vocab.status());
+  auto text = (*vocab)->Decode(ids);
+  if (!text.ok()) return Fail(text.status());
+  std::cout << *text << "\n";
+  return 0;
+}
+
+int Compile(int argc, char** argv) {
+  Args args({"tokenizer", "regex", "max-states"}, {"stats", "json", "help"}, {{"-h", "help"}});
+  if (Status st = args.Parse(argc, argv, 2); !st.ok()) return Fail(st);
+  if (args.Has("help")) return std::cout << kCompileHelp, 0;
+  if (!args.Has("regex")) {
+    return Fail(Status(StatusCode::kInvalidArgument, "compile needs --regex RE", "arguments"));
+  }
+  if (!args.positional().empty()) {
+    return Fail(Status(StatusCode::kInvalidArgument,
+                       "unexpected argument '" + args.positional()[0] + "'", "arguments"));
+  }
+  CompileOptions options;
+  auto max_states = args.GetInt("max-states", options.max_dfa_states, 1, 100000000);
+  if (!max_states.ok()) return Fail(max_states.status());
+  options.max_dfa_states = static_cast<std::int32_t>(*max_states);
+
+  auto t0 = Clock::now();
+  auto vocab = LoadVocab(args);
+  if (!vocab.ok()) return Fail(vocab.status());
+  double load_ms = MsSince(t0);
+  t0 = Clock::now();
+  GrammarCompiler compiler(*vocab);
+  double trie_ms = MsSince(t0);
+  t0 = Clock::now();
+  auto grammar = compiler.CompileRegex(args.Get("regex"), options);
+  if (!grammar.ok()) return Fail(grammar.status());
+  double compile_ms = MsSince(t0);
+  Matcher matcher(*grammar);
+  std::vector<std::uint32_t> mask(BitmaskWords((*vocab)->logits_width()));
+  t0 = Clock::now();
+  matcher.FillNextTokenBitmask(mask);
+  double first_mask_ms = MsSince(t0);
+
+  CompiledGrammarStats stats = (*grammar)->Stats();
+  nlohmann::ordered_json out = {
+      {"regex", args.Get("regex")},
+      {"tokenizer", (*vocab)->name()},
+      {"vocab_size", (*vocab)->size()},
+      {"dfa_states", stats.dfa_states - 1},  // live states, the dead state not counted
+      {"byte_classes", stats.byte_classes},
+      {"accepting_states", stats.accepting_states},
+      {"vocab_load_ms", load_ms},
+      {"trie_build_ms", trie_ms},
+      {"compile_ms", compile_ms},
+      {"first_mask_ms", first_mask_ms},
+  };
+  if (args.Has("stats")) {
+    // Every live state's mask: how many tokens each admits, and what that cost to compute.
+    t0 = Clock::now();
+    (*grammar)->PrecomputeAllMasks();
+    out["all_masks_ms"] = MsSince(t0);
+    auto per_state = CountAllowedPerState(**grammar);
+    std::vector<std::int64_t> sorted = per_state;
+    std::sort(sorted.begin(), sorted.end());
+    if (!sorted.empty()) {
+      out["allowed_tokens_min"] = sorted.front();
+      out["allowed_tokens_median"] = sorted[sorted.size() / 2];
+      out["allowed_tokens_max"] = sorted.back();
+    }
+    out["allowed_tokens_per_state"] = per_state;
+    stats = (*grammar)->Stats();
+    out["cached_masks"] = stats.cached_masks;
+    out["mask_cache_bytes"] = stats.mask_cache_bytes;
+  }
+  if (args.Has("json")) {
+    std::cout << out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    return 0;
+  }
+  std::printf("regex            %s\n", args.Get("regex").c_str());
+  std::printf("tokenizer        %s (%d ids, logits width %d)\n", (*vocab)->name().c_str(),
+              (*vocab)->size(), (*vocab)->logits_width());
+  std::printf("dfa states       %d live (+1 dead), %d accepting, %d byte classes\n",
+              stats.dfa_states - 1, stats.accepting_states, stats.byte_classes);
+  std::printf("vocabulary load  %.2f ms (+ token trie %.2f ms)\n", load_ms, trie_ms);
+  std::printf("compile          %.3f ms\n", compile_ms);
+  std::printf("first mask       %.3f ms (%lld tokens allowed at the start)\n", first_mask_ms,
+              static_cast<long long>(CountBits(mask)));
+  if (args.Has("stats")) {
+    std::printf("all masks        %.3f ms for %d states, %.1f MiB cached\n",
+                out["all_masks_ms"].get<double>(), stats.dfa_states - 1,
+                static_cast<double>(stats.mask_cache_bytes) / (1 << 20));
+    std::printf("allowed/state    min %lld, median %lld, max %lld\n",
+                static_cast<long long>(out["allowed_tokens_min"].get<std::int64_t>()),
+                static_cast<long long>(out["allowed_tokens_median"].get<std::int64_t>()),
+                static_cast<long long>(out["allowed_tokens_max"].get<std::int64_t>()));
+    PrintHistogram(out["allowed_tokens_per_state"].get<std::vector<std::int64_t>>());
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace lockstep::cli
+
+int main(int argc, char** argv) {
+  using namespace lockstep::cli;
+  if (argc < 2) {
+    std::cerr << kMainHelp;
+    return 2;
+  }
+  std::string cmd = argv[1];
+  if (cmd == "--help" || cmd == "-h" || cmd == "help") return std::cout << kMainHelp, 0;
+  if (cmd == "tokenize") return Tokenize(argc, argv);
+  if (cmd == "detokenize") return Detokenize(argc, argv);
+  if (cmd == "compile") return Compile(argc, argv);
+  if (cmd == "generate") return Generate(argc, argv);
+  if (cmd == "train-ngram") return TrainNgram(argc, argv);
+  std::cerr << "lockstep: invalid argument at argument 1: unknown command '" << cmd
+            << "' (see lockstep --help)\n";
+  return 2;
+}

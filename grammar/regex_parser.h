@@ -1,0 +1,34 @@
+// ParseRegex: the regex front end. Turns a JSON Schema `pattern` (the ECMA-262 subset that RE2
+// shares, see schemas/regex/README.md) into a RegexAst for the byte-NFA compiler and the
+// sampler used in tests. Errors are kInvalidRegex with location "offset N" and a caret snippet,
+// or kResourceLimit when a repetition bound or the nesting depth is over budget.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "grammar/regex_ast.h"
+#include "lockstep/status.h"
+
+namespace lockstep {
+
+struct RegexParseOptions {
+  // Largest bound allowed in {m}, {m,} and {m,n}; a larger one is kResourceLimit.
+  std::int32_t max_repeat = 100000;
+  // Deepest nesting of groups allowed; deeper is kResourceLimit (keeps recursion bounded).
+  std::int32_t max_nesting_depth = 1000;
+};
+
+Result<RegexAst> ParseRegex(std::string_view pattern, const RegexParseOptions& options = {});
+
+// The error every front end reports for a bad regex: code kInvalidRegex (or `code`), location
+// "offset N", and a message of `what` followed by a snippet of the pattern with a caret under
+// byte `offset`.
+Status RegexError(std::string_view pattern, std::size_t offset, std::string_view what,
+                  StatusCode code = StatusCode::kInvalidRegex);
+
+// Appends the UTF-8 encoding of the scalar value `cp` (not a surrogate, at most U+10FFFF).
+void AppendUtf8(char32_t cp, std::string* out);
+
+}  // namespace lockstep

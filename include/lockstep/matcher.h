@@ -1,0 +1,58 @@
+// Matcher: the per-sequence runtime of a CompiledGrammar. It answers "which tokens may come
+// next" as a bitmask and advances token by token; it is cheap to create, fork and roll back.
+// The hot path (FillNextTokenBitmask, AcceptToken) never throws and does not allocate once the
+// history has grown to the sequence length.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "lockstep/compiler.h"
+#include "lockstep/types.h"
+
+namespace lockstep {
+
+class Matcher {
+ public:
+  explicit Matcher(std::shared_ptr<const CompiledGrammar> grammar);
+
+  // Writes BitmaskWords(logits_width) words into `words` (bit i of word i/32 = token i allowed).
+  // EOS ids are allowed exactly where the constraint may end; other special tokens and padding
+  // ids never. After termination every bit is zero and the call returns false.
+  bool FillNextTokenBitmask(std::span<std::uint32_t> words) const;
+  // Advances by one token; false (state unchanged) if the token is not allowed. Accepting an
+  // EOS id where the constraint may end terminates the matcher.
+  bool AcceptToken(TokenId id);
+  // Advances by raw bytes (one history step); false and unchanged if they lead nowhere.
+  bool AcceptString(std::string_view bytes);
+  // Undoes the last `n` accepted steps (tokens or strings); false if fewer were accepted.
+  bool Rollback(std::int32_t n);
+  // Number of accepted steps that Rollback can undo.
+  std::int32_t NumSteps() const { return static_cast<std::int32_t>(history_.size()) - 1; }
+  Matcher Fork() const { return *this; }
+  void Reset();
+  bool IsTerminated() const { return terminated_; }
+  // True if the text so far is a complete match (EOS would be accepted now).
+  bool CanEnd() const;
+  // Bytes that every continuation must start with (jump-forward); stops where the automaton
+  // branches or may end. Empty if nothing is forced.
+  std::string ForcedBytes() const;
+  // Speculative decoding: how many of `draft` would be accepted in order, from the current
+  // state, without changing it.
+  std::int32_t ValidateDraft(std::span<const TokenId> draft) const;
+
+  const CompiledGrammar& grammar() const { return *grammar_; }
+  StateId state() const { return history_.back(); }
+
+ private:
+  std::shared_ptr<const CompiledGrammar> grammar_;
+  std::vector<StateId> history_;  // history_[0] = start; one entry per accepted step
+  bool terminated_ = false;
+  std::int32_t terminated_at_ = -1;  // history size when EOS was accepted
+};
+
+}  // namespace lockstep
