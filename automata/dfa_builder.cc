@@ -10,19 +10,31 @@
 
 namespace lockstep {
 
-std::int32_t ComputeByteClasses(const ByteNfa& nfa, std::array<std::uint8_t, 256>* byte_class) {
-  std::vector<std::uint8_t> seen(256 * 256, 0);
+namespace {
+
+// The distinct byte ranges of `nfa`'s byte states, as sorted lo * 256 + hi keys.
+std::vector<std::uint16_t> DistinctRanges(const ByteNfa& nfa) {
+  std::vector<std::uint16_t> keys;
+  for (const NfaState& s : nfa.states) {
+    if (s.kind == NfaStateKind::kByte)
+      keys.push_back(static_cast<std::uint16_t>(s.lo * 256 + s.hi));
+  }
+  std::sort(keys.begin(), keys.end());
+  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  return keys;
+}
+
+std::int32_t ByteClassesOf(const std::vector<std::uint16_t>& ranges,
+                           std::array<std::uint8_t, 256>* byte_class) {
   std::array<std::int32_t, 256> cls{};
   std::int32_t num = 1;
   std::array<std::int32_t, 512> remap;
-  for (const NfaState& s : nfa.states) {
-    if (s.kind != NfaStateKind::kByte) continue;
-    std::uint8_t& flag = seen[s.lo * 256 + s.hi];
-    if (flag) continue;
-    flag = 1;
+  for (std::uint16_t key : ranges) {
+    const int lo = key >> 8;
+    const int hi = key & 0xFF;
     // Split every class the range cuts into its inside and outside parts.
     remap.fill(-1);
-    for (int b = s.lo; b <= s.hi; ++b) {
+    for (int b = lo; b <= hi; ++b) {
       std::int32_t& r = remap[cls[b]];
       if (r < 0) r = num++;
       cls[b] = r;
@@ -39,6 +51,12 @@ std::int32_t ComputeByteClasses(const ByteNfa& nfa, std::array<std::uint8_t, 256
   }
   for (int b = 0; b < 256; ++b) (*byte_class)[b] = static_cast<std::uint8_t>(cls[b]);
   return num;
+}
+
+}  // namespace
+
+std::int32_t ComputeByteClasses(const ByteNfa& nfa, std::array<std::uint8_t, 256>* byte_class) {
+  return ByteClassesOf(DistinctRanges(nfa), byte_class);
 }
 
 namespace {
@@ -59,32 +77,32 @@ class SubsetBuilder {
       : nfa_(nfa), options_(options), mark_(nfa.states.size(), 0) {}
 
   Result<SubsetDfa> Build() {
-    dfa_.num_classes = ComputeByteClasses(nfa_, &dfa_.byte_class);
+    const std::vector<std::uint16_t> ranges = DistinctRanges(nfa_);
+    dfa_.num_classes = ByteClassesOf(ranges, &dfa_.byte_class);
     const std::int32_t k = dfa_.num_classes;
-    // Classes covered by each distinct byte range, as a CSR list per NFA byte state.
-    std::vector<std::int32_t> range_of(nfa_.states.size(), -1);
-    std::vector<std::int32_t> range_id(256 * 256, -1);
+    // Classes covered by each distinct byte range (CSR), and the range of each NFA byte state.
     range_begin_.push_back(0);
+    for (std::uint16_t key : ranges) {
+      std::int32_t last = -1;
+      for (int b = key >> 8; b <= (key & 0xFF); ++b) {
+        const std::int32_t c = dfa_.byte_class[b];
+        if (c > last) {  // a class not seen yet in this range
+          range_classes_.push_back(c);
+          last = c;
+        } else if (std::find(range_classes_.begin() + range_begin_.back(), range_classes_.end(),
+                             c) == range_classes_.end()) {
+          range_classes_.push_back(c);
+        }
+      }
+      range_begin_.push_back(static_cast<std::int32_t>(range_classes_.size()));
+    }
+    std::vector<std::int32_t> range_of(nfa_.states.size(), -1);
     for (std::size_t i = 0; i < nfa_.states.size(); ++i) {
       const NfaState& s = nfa_.states[i];
       if (s.kind != NfaStateKind::kByte) continue;
-      std::int32_t& id = range_id[s.lo * 256 + s.hi];
-      if (id < 0) {
-        id = static_cast<std::int32_t>(range_begin_.size() - 1);
-        std::int32_t last = -1;
-        for (int b = s.lo; b <= s.hi; ++b) {
-          std::int32_t c = dfa_.byte_class[b];
-          if (c > last) {  // classes inside a range appear in increasing order
-            range_classes_.push_back(c);
-            last = c;
-          } else if (std::find(range_classes_.begin() + range_begin_.back(), range_classes_.end(),
-                               c) == range_classes_.end()) {
-            range_classes_.push_back(c);
-          }
-        }
-        range_begin_.push_back(static_cast<std::int32_t>(range_classes_.size()));
-      }
-      range_of[i] = id;
+      const auto key = static_cast<std::uint16_t>(s.lo * 256 + s.hi);
+      range_of[i] = static_cast<std::int32_t>(std::lower_bound(ranges.begin(), ranges.end(), key) -
+                                              ranges.begin());
     }
     range_of_ = std::move(range_of);
     buckets_.assign(k, {});

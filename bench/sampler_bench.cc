@@ -84,8 +84,8 @@ BENCHMARK(BM_Sample)->ArgsProduct({{0, 1, 2, 3}, {kWidth, 10}})->Unit(benchmark:
 
 void BM_NgramLogits(benchmark::State& state) {
   auto vocab = *Vocabulary::Load("llama3");
-  static auto* model = new NgramModel(*NgramModel::TrainFromCorpus(
-      *vocab, {std::string(LOCKSTEP_SOURCE_DATA_DIR) + "/corpus/json.jsonl"}, 4));
+  static auto* model = new NgramModel(std::move(NgramModel::TrainFromCorpus(
+      *vocab, DefaultNgramCorpus(LOCKSTEP_SOURCE_DATA_DIR), 4)).value());
   std::vector<TokenId> ctx = *vocab->Encode("{\"name\": \"get_weather\", \"arguments\": {\"");
   std::vector<float> out(model->width());
   Latencies lat;
