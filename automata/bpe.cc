@@ -32,9 +32,8 @@ void StringIdMap::Reserve(std::size_t n) {
 
 void StringIdMap::Grow() { Reserve(slots_.empty() ? 8 : slots_.size()); }
 
-void StringIdMap::Insert(std::string_view key, TokenId id) {
+void StringIdMap::Insert(std::string_view key, TokenId id, std::uint32_t h) {
   if ((count_ + 1) * 2 > slots_.size()) Grow();
-  auto h = static_cast<std::uint32_t>(HashBytes(key.data(), key.size()));
   std::size_t mask = slots_.size() - 1;
   std::size_t i = h & mask;
   while (slots_[i].id != kNoToken) {
@@ -51,9 +50,14 @@ void StringIdMap::Insert(std::string_view key, TokenId id) {
   ++count_;
 }
 
-TokenId StringIdMap::Find(std::string_view key) const {
+std::uint32_t StringIdMap::Hash(std::string_view key) {
+  return static_cast<std::uint32_t>(HashBytes(key.data(), key.size()));
+}
+
+TokenId StringIdMap::Find(std::string_view key) const { return Find(key, Hash(key)); }
+
+TokenId StringIdMap::Find(std::string_view key, std::uint32_t h) const {
   if (slots_.empty()) return kNoToken;
-  auto h = static_cast<std::uint32_t>(HashBytes(key.data(), key.size()));
   std::size_t mask = slots_.size() - 1;
   std::size_t i = h & mask;
   while (slots_[i].id != kNoToken) {
@@ -108,6 +112,10 @@ void PairMap::Insert(TokenId a, TokenId b, Merge merge) {
   }
   slots_[i] = Slot{key, merge};
   ++count_;
+}
+
+void PairMap::Prefetch(TokenId a, TokenId b) const {
+  if (!slots_.empty()) __builtin_prefetch(&slots_[MixKey(Key(a, b)) & (slots_.size() - 1)]);
 }
 
 const PairMap::Merge* PairMap::Find(TokenId a, TokenId b) const {

@@ -22,8 +22,15 @@ class StringIdMap {
  public:
   void Reserve(std::size_t n);
   // Inserts or overwrites (last one wins, as a JSON object read into a map does).
-  void Insert(std::string_view key, TokenId id);
+  void Insert(std::string_view key, TokenId id) { Insert(key, id, Hash(key)); }
+  void Insert(std::string_view key, TokenId id, std::uint32_t hash);
   TokenId Find(std::string_view key) const;  // kNoToken if absent
+  // Batch helpers for table builds: hash once, prefetch the slot, then look up.
+  static std::uint32_t Hash(std::string_view key);
+  void Prefetch(std::uint32_t hash) const {
+    if (!slots_.empty()) __builtin_prefetch(&slots_[hash & (slots_.size() - 1)]);
+  }
+  TokenId Find(std::string_view key, std::uint32_t hash) const;
   std::size_t size() const { return count_; }
 
  private:
@@ -49,6 +56,7 @@ class PairMap {
   void Reserve(std::size_t n);
   void Insert(TokenId a, TokenId b, Merge merge);  // last one wins
   const Merge* Find(TokenId a, TokenId b) const;
+  void Prefetch(TokenId a, TokenId b) const;
   std::size_t size() const { return count_; }
 
  private:

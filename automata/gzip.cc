@@ -11,6 +11,7 @@
 namespace lockstep::vocab {
 namespace {
 constexpr std::size_t kMaxFileBytes = std::size_t{1} << 30;      // 1 GiB
+constexpr std::size_t kSlack = 64;                               // >= simdjson::SIMDJSON_PADDING
 constexpr std::size_t kMaxInflatedBytes = std::size_t{1} << 28;  // 256 MiB
 }  // namespace
 
@@ -23,7 +24,9 @@ Result<std::string> ReadFile(const std::string& path) {
   if (static_cast<std::size_t>(size) > kMaxFileBytes) {
     return Status(StatusCode::kIoError, "file larger than 1 GiB", path);
   }
-  std::string data(static_cast<std::size_t>(size), '\0');
+  std::string data;
+  data.reserve(static_cast<std::size_t>(size) + kSlack);  // room for simdjson's padding
+  data.resize(static_cast<std::size_t>(size));
   in.seekg(0, std::ios::beg);
   if (size > 0 && !in.read(data.data(), size)) {
     return Status(StatusCode::kIoError, "cannot read file", path);
@@ -80,6 +83,7 @@ Result<std::string> MaybeGunzip(std::string data) {
     }
   }
   inflateEnd(&zs);
+  if (out.size() - produced < kSlack) out.resize(produced + kSlack);  // keep padding room
   out.resize(produced);
   return out;
 }

@@ -5,6 +5,8 @@
 // headers are not installed, so the two protobuf fields are edited by hand here).
 #include <sentencepiece_processor.h>
 
+#include <cstdio>
+
 #include "automata/vocabulary_impl.h"
 
 namespace lockstep {

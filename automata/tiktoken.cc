@@ -183,8 +183,7 @@ Result<std::shared_ptr<const Vocabulary>> Vocabulary::FromTiktoken(std::string_v
     return Status(splitter.status().code(), splitter.status().message(),
                   "meta:/pat_str (" + splitter.status().location() + ")");
   }
-  impl->pre_tokenizers_.push_back(Impl::PreTokenizerStep{
-      Impl::PreTokenizerStep::Kind::kSplit, std::move(splitter.value()), {}, false, false});
+  impl->pre_tokenizers_.push_back(Impl::PreTokenizerStep::Split(std::move(splitter.value())));
   impl->Finish();
   LOCKSTEP_RETURN_IF_ERROR(impl->SetLogitsWidth(options));
   impl->ResolveSpecialIds({}, {});

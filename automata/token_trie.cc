@@ -9,25 +9,30 @@
 namespace lockstep {
 
 TokenTrie::TokenTrie(const Vocabulary& vocab) {
-  std::vector<TokenId> ids;
-  ids.reserve(vocab.size());
+  struct Entry {
+    std::string_view bytes;
+    TokenId id;
+  };
+  std::vector<Entry> entries;
+  entries.reserve(vocab.size());
   for (TokenId id = 0; id < vocab.size(); ++id) {
     TokenKind kind = vocab.Kind(id);
-    if ((kind == TokenKind::kNormal || kind == TokenKind::kByte) && !vocab.TokenBytes(id).empty()) {
-      ids.push_back(id);
+    std::string_view bytes = vocab.TokenBytes(id);
+    if ((kind == TokenKind::kNormal || kind == TokenKind::kByte) && !bytes.empty()) {
+      entries.push_back({bytes, id});
     }
   }
-  std::stable_sort(ids.begin(), ids.end(), [&](TokenId a, TokenId b) {
-    return vocab.TokenBytes(a) < vocab.TokenBytes(b);
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    int c = a.bytes.compare(b.bytes);
+    return c < 0 || (c == 0 && a.id < b.id);
   });
 
   // path[d] = index of the node at depth d+1 on the current root-to-leaf path.
   std::vector<std::uint32_t> path;
   std::string_view prev;
-  nodes_.reserve(ids.size() * 3);
-  tokens_.reserve(ids.size());
-  for (TokenId id : ids) {
-    std::string_view bytes = vocab.TokenBytes(id);
+  nodes_.reserve(entries.size() * 3);
+  tokens_.reserve(entries.size());
+  for (const auto& [bytes, id] : entries) {
     std::size_t common = 0;
     while (common < prev.size() && common < bytes.size() && prev[common] == bytes[common]) {
       ++common;

@@ -4,7 +4,8 @@
 // reported with a JSON Pointer, never a crash.
 #include <simdjson.h>
 
-#include <charconv>
+#include <algorithm>
+#include <array>
 #include <nlohmann/json.hpp>
 
 #include "automata/unicode.h"
@@ -182,8 +183,7 @@ struct Loader {
       }
       if (use_regex) {
         LOCKSTEP_ASSIGN_OR_RETURN(auto splitter, vocab::MakeRegexSplitter(vocab::kGpt2Pattern));
-        impl->pre_tokenizers_.push_back(
-            Step{Step::Kind::kSplit, std::move(splitter), {}, false, false});
+        impl->pre_tokenizers_.push_back(Step::Split(std::move(splitter)));
       }
       return Status::Ok();
     }
@@ -205,16 +205,12 @@ struct Loader {
           return Status(splitter.status().code(), splitter.status().message(),
                         ptr + "/pattern/Regex (" + splitter.status().location() + ")");
         }
-        impl->pre_tokenizers_.push_back(
-            Step{Step::Kind::kSplit, std::move(splitter.value()), {}, false, false});
+        impl->pre_tokenizers_.push_back(Step::Split(std::move(splitter.value())));
         return Status::Ok();
       }
       if (o["pattern"]["String"].get_string().get(pattern) == simdjson::SUCCESS) {
-        impl->pre_tokenizers_.push_back(Step{Step::Kind::kSplit,
-                                             vocab::MakeLiteralSplitter(std::string(pattern)),
-                                             {},
-                                             false,
-                                             false});
+        impl->pre_tokenizers_.push_back(
+            Step::Split(vocab::MakeLiteralSplitter(std::string(pattern))));
         return Status::Ok();
       }
       return Invalid("expected {\"Regex\": string} or {\"String\": string}", ptr + "/pattern");
@@ -238,8 +234,13 @@ struct Loader {
         LOCKSTEP_ASSIGN_OR_RETURN(prepend, GetBoolOr(o, "add_prefix_space", true, ptr));
       }
       LOCKSTEP_ASSIGN_OR_RETURN(bool split, GetBoolOr(o, "split", true, ptr));
-      impl->pre_tokenizers_.push_back(
-          Step{Step::Kind::kMetaspace, nullptr, std::string(replacement), prepend, split});
+      Step step;
+      step.kind = Step::Kind::kMetaspace;
+      step.replacement = std::string(replacement);
+      step.prepend = prepend;
+      step.prepend_always = scheme == "always";
+      step.split = split;
+      impl->pre_tokenizers_.push_back(std::move(step));
       saw_metaspace_decoder = true;
       return Status::Ok();
     }
@@ -319,18 +320,17 @@ std::string ConfigToken(std::string_view config_json, std::string_view key) {
 }  // namespace
 
 Result<std::shared_ptr<const Vocabulary>> LoadTokenizerJsonWithConfig(
-    std::string_view json, std::string_view config_json, const VocabularyOptions& options,
+    std::string json, std::string_view config_json, const VocabularyOptions& options,
     std::string name) {
-  std::string inflated_storage;
-  if (json.size() >= 2 && static_cast<unsigned char>(json[0]) == 0x1F &&
-      static_cast<unsigned char>(json[1]) == 0x8B) {
-    LOCKSTEP_ASSIGN_OR_RETURN(inflated_storage, vocab::MaybeGunzip(std::string(json)));
-    json = inflated_storage;
+  LOCKSTEP_ASSIGN_OR_RETURN(json, vocab::MaybeGunzip(std::move(json)));
+  // simdjson parses a std::string in place when its capacity has SIMDJSON_PADDING to spare;
+  // ReadFile and MaybeGunzip leave that room, so a 9 MB file is not copied again here.
+  if (json.capacity() - json.size() < simdjson::SIMDJSON_PADDING) {
+    json.reserve(json.size() + simdjson::SIMDJSON_PADDING);
   }
   simdjson::dom::parser parser;
-  simdjson::padded_string padded(json);
   element doc;
-  if (auto err = parser.parse(padded).get(doc); err != simdjson::SUCCESS) {
+  if (auto err = parser.parse(json).get(doc); err != simdjson::SUCCESS) {
     return JsonSyntaxError(json, err, "tokenizer.json");
   }
   object root;
@@ -459,16 +459,16 @@ Result<std::shared_ptr<const Vocabulary>> LoadTokenizerJsonWithConfig(
   bpe.ignore_merges = ignore_merges;
   bpe.byte_fallback = byte_fallback;
   bpe.fuse_unk = fuse_unk;
-  // What the lazy build needs: model vocab ids, the unk token and the merges.
-  struct Deferred {
+  // What the BPE table build below needs: model vocab ids, the unk token and the merges.
+  struct BpeInputs {
     std::vector<TokenId> model_ids;
     std::string unk;
     bool has_unk = false;
     std::string merge_pool;                 // left0 right0 left1 right1 ...
     std::vector<std::uint32_t> merge_offs;  // 2 * merges + 1 boundaries
   };
-  auto deferred = std::make_shared<Deferred>();
-  deferred->model_ids.reserve(count);
+  auto inputs = std::make_shared<BpeInputs>();
+  inputs->model_ids.reserve(count);
   std::string bytes;
   for (auto field : vocab_obj) {
     std::int64_t id = 0;
@@ -491,7 +491,7 @@ Result<std::shared_ptr<const Vocabulary>> LoadTokenizerJsonWithConfig(
       }
     }
     impl.AddToken(static_cast<TokenId>(id), kind, bytes, text);
-    deferred->model_ids.push_back(static_cast<TokenId>(id));
+    inputs->model_ids.push_back(static_cast<TokenId>(id));
   }
   for (const Added& a : added) {
     if (a.special) {
@@ -507,18 +507,18 @@ Result<std::shared_ptr<const Vocabulary>> LoadTokenizerJsonWithConfig(
     element u;
     if (model["unk_token"].get(u) == simdjson::SUCCESS && !u.is_null()) {
       LOCKSTEP_ASSIGN_OR_RETURN(std::string_view unk, GetString(u, "/model/unk_token"));
-      deferred->unk.assign(unk);
-      deferred->has_unk = true;
+      inputs->unk.assign(unk);
+      inputs->has_unk = true;
     }
   }
 
-  // ---- merges: checked for shape here, resolved to ids on first Encode ----
+  // ---- merges: checked for shape here, resolved to ids by build() below ----
   array merges;
   if (model["merges"].get_array().get(merges) != simdjson::SUCCESS) {
     return Invalid("missing or non-array 'merges'", "/model/merges");
   }
-  deferred->merge_offs.reserve(2 * merges.size() + 1);
-  deferred->merge_offs.push_back(0);
+  inputs->merge_offs.reserve(2 * merges.size() + 1);
+  inputs->merge_offs.push_back(0);
   std::size_t index = 0;
   for (element m : merges) {
     std::string_view left, right, s;
@@ -539,72 +539,106 @@ Result<std::shared_ptr<const Vocabulary>> LoadTokenizerJsonWithConfig(
                        "/model/merges/" + std::to_string(index));
       }
     }
-    deferred->merge_pool.append(left);
-    deferred->merge_offs.push_back(static_cast<std::uint32_t>(deferred->merge_pool.size()));
-    deferred->merge_pool.append(right);
-    deferred->merge_offs.push_back(static_cast<std::uint32_t>(deferred->merge_pool.size()));
+    inputs->merge_pool.append(left);
+    inputs->merge_offs.push_back(static_cast<std::uint32_t>(inputs->merge_pool.size()));
+    inputs->merge_pool.append(right);
+    inputs->merge_offs.push_back(static_cast<std::uint32_t>(inputs->merge_pool.size()));
     ++index;
   }
   const Vocabulary::Impl* raw = loader.impl.get();
-  impl.lazy_build_ = [raw, deferred, byte_level](vocab::BpeModel* model) -> Status {
-    model->vocab.Reserve(deferred->model_ids.size());
+  auto build = [raw, inputs, byte_level](vocab::BpeModel* model) -> Status {
+    model->vocab.Reserve(inputs->model_ids.size());
     std::string key;
-    for (TokenId id : deferred->model_ids) {
-      auto i = static_cast<std::size_t>(id);
-      std::string_view text(raw->text_pool_.data() + raw->text_off_[i],
-                            raw->text_off_[i + 1] - raw->text_off_[i]);
-      if (!byte_level) {
-        model->vocab.Insert(text, id);
-      } else if (raw->kinds_[i] == TokenKind::kNormal) {
-        model->vocab.Insert(std::string_view(raw->bytes_pool_.data() + raw->bytes_off_[i],
-                                             raw->bytes_off_[i + 1] - raw->bytes_off_[i]),
-                            id);
-      } else {
-        if (!vocab::DecodeByteLevel(text, &key)) key.assign(text);
-        model->vocab.Insert(key, id);
+    {
+      // The model-space string of each vocab entry, inserted in prefetched batches.
+      constexpr std::size_t kBatch = 32;
+      std::array<std::string, kBatch> keys;
+      std::array<std::uint32_t, kBatch> key_hashes;
+      const std::vector<TokenId>& ids = inputs->model_ids;
+      for (std::size_t base = 0; base < ids.size(); base += kBatch) {
+        const std::size_t m = std::min(kBatch, ids.size() - base);
+        for (std::size_t k = 0; k < m; ++k) {
+          auto i = static_cast<std::size_t>(ids[base + k]);
+          std::string_view text(raw->text_pool_.data() + raw->text_off_[i],
+                                raw->text_off_[i + 1] - raw->text_off_[i]);
+          if (!byte_level) {
+            keys[k].assign(text);
+          } else if (raw->kinds_[i] == TokenKind::kNormal) {
+            keys[k].assign(raw->bytes_pool_.data() + raw->bytes_off_[i],
+                           raw->bytes_off_[i + 1] - raw->bytes_off_[i]);
+          } else if (!vocab::DecodeByteLevel(text, &keys[k])) {
+            keys[k].assign(text);
+          }
+          key_hashes[k] = vocab::StringIdMap::Hash(keys[k]);
+          model->vocab.Prefetch(key_hashes[k]);
+        }
+        for (std::size_t k = 0; k < m; ++k) {
+          model->vocab.Insert(keys[k], ids[base + k], key_hashes[k]);
+        }
       }
     }
-    if (deferred->has_unk) {
-      if (!byte_level || !vocab::DecodeByteLevel(deferred->unk, &key)) key = deferred->unk;
+    if (inputs->has_unk) {
+      if (!byte_level || !vocab::DecodeByteLevel(inputs->unk, &key)) key = inputs->unk;
       model->unk = model->vocab.Find(key);
     }
-    const std::size_t n = (deferred->merge_offs.size() - 1) / 2;
+    const std::size_t n = (inputs->merge_offs.size() - 1) / 2;
     model->merges.Reserve(n);
-    std::string left_buf, right_buf, joined;
-    std::string_view pool = deferred->merge_pool;
-    for (std::size_t r = 0; r < n; ++r) {
-      std::string_view left =
-          pool.substr(deferred->merge_offs[2 * r],
-                      deferred->merge_offs[2 * r + 1] - deferred->merge_offs[2 * r]);
-      std::string_view right =
-          pool.substr(deferred->merge_offs[2 * r + 1],
-                      deferred->merge_offs[2 * r + 2] - deferred->merge_offs[2 * r + 1]);
-      if (byte_level) {
-        if (!vocab::DecodeByteLevel(left, &left_buf) ||
-            !vocab::DecodeByteLevel(right, &right_buf)) {
-          return Invalid("merge token is not byte-level text",
-                         "/model/merges/" + std::to_string(r));
+    // Batches of merges: hash and prefetch every lookup of the batch before doing any, so the
+    // cache misses of the 3 string lookups and the pair insert overlap.
+    constexpr std::size_t kBatch = 32;
+    std::array<std::string, kBatch> left_buf, right_buf, joined;
+    std::array<std::uint32_t, 3 * kBatch> hashes;
+    std::array<TokenId, 3 * kBatch> found;
+    std::string_view pool = inputs->merge_pool;
+    const std::vector<std::uint32_t>& offs = inputs->merge_offs;
+    for (std::size_t base = 0; base < n; base += kBatch) {
+      const std::size_t m = std::min(kBatch, n - base);
+      for (std::size_t k = 0; k < m; ++k) {
+        std::size_t r = base + k;
+        std::string_view left = pool.substr(offs[2 * r], offs[2 * r + 1] - offs[2 * r]);
+        std::string_view right = pool.substr(offs[2 * r + 1], offs[2 * r + 2] - offs[2 * r + 1]);
+        if (byte_level) {
+          if (!vocab::DecodeByteLevel(left, &left_buf[k]) ||
+              !vocab::DecodeByteLevel(right, &right_buf[k])) {
+            return Invalid("merge token is not byte-level text",
+                           "/model/merges/" + std::to_string(r));
+          }
+        } else {
+          left_buf[k].assign(left);
+          right_buf[k].assign(right);
         }
-      } else {
-        left_buf.assign(left);
-        right_buf.assign(right);
+        joined[k].assign(left_buf[k]).append(right_buf[k]);
+        hashes[3 * k] = vocab::StringIdMap::Hash(left_buf[k]);
+        hashes[3 * k + 1] = vocab::StringIdMap::Hash(right_buf[k]);
+        hashes[3 * k + 2] = vocab::StringIdMap::Hash(joined[k]);
+        for (int j = 0; j < 3; ++j) model->vocab.Prefetch(hashes[3 * k + j]);
       }
-      joined.assign(left_buf).append(right_buf);
-      TokenId a = model->vocab.Find(left_buf);
-      TokenId b = model->vocab.Find(right_buf);
-      TokenId ab = model->vocab.Find(joined);
-      if (a == kNoToken || b == kNoToken || ab == kNoToken) {
-        return Invalid("merge refers to a token that is not in the vocabulary",
-                       "/model/merges/" + std::to_string(r));
+      for (std::size_t k = 0; k < m; ++k) {
+        found[3 * k] = model->vocab.Find(left_buf[k], hashes[3 * k]);
+        found[3 * k + 1] = model->vocab.Find(right_buf[k], hashes[3 * k + 1]);
+        found[3 * k + 2] = model->vocab.Find(joined[k], hashes[3 * k + 2]);
+        if (found[3 * k] == kNoToken || found[3 * k + 1] == kNoToken ||
+            found[3 * k + 2] == kNoToken) {
+          return Invalid("merge refers to a token that is not in the vocabulary",
+                         "/model/merges/" + std::to_string(base + k));
+        }
+        model->merges.Prefetch(found[3 * k], found[3 * k + 1]);
       }
-      model->merges.Insert(a, b, vocab::PairMap::Merge{static_cast<std::int32_t>(r), ab});
+      for (std::size_t k = 0; k < m; ++k) {
+        model->merges.Insert(
+            found[3 * k], found[3 * k + 1],
+            vocab::PairMap::Merge{static_cast<std::int32_t>(base + k), found[3 * k + 2]});
+      }
     }
-    std::string().swap(deferred->merge_pool);
-    std::vector<std::uint32_t>().swap(deferred->merge_offs);
+    std::string().swap(inputs->merge_pool);
+    std::vector<std::uint32_t>().swap(inputs->merge_offs);
     return Status::Ok();
   };
 
   impl.Finish();
+  // The merge table is built here, eagerly: with prefetched batches it costs about 35 ms for
+  // Llama-3's 280k merges, and a bad merge is then a load error, not an encode error.
+  LOCKSTEP_RETURN_IF_ERROR(build(&impl.bpe_));
   LOCKSTEP_RETURN_IF_ERROR(impl.SetLogitsWidth(options));
   impl.ResolveSpecialIds(ConfigToken(config_json, "eos_token"),
                          ConfigToken(config_json, "bos_token"));
@@ -614,7 +648,8 @@ Result<std::shared_ptr<const Vocabulary>> LoadTokenizerJsonWithConfig(
 Result<std::shared_ptr<const Vocabulary>> Vocabulary::FromTokenizerJson(
     std::string_view json, const VocabularyOptions& options, std::string name,
     std::string_view tokenizer_config_json) {
-  return LoadTokenizerJsonWithConfig(json, tokenizer_config_json, options, std::move(name));
+  return LoadTokenizerJsonWithConfig(std::string(json), tokenizer_config_json, options,
+                                     std::move(name));
 }
 
 }  // namespace lockstep

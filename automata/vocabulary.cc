@@ -14,7 +14,7 @@ namespace lockstep {
 
 // Loader entry points defined in the per-format files.
 Result<std::shared_ptr<const Vocabulary>> LoadTokenizerJsonWithConfig(
-    std::string_view json, std::string_view config_json, const VocabularyOptions& options,
+    std::string json, std::string_view config_json, const VocabularyOptions& options,
     std::string name);
 
 // ---- Impl -----------------------------------------------------------------------------------
@@ -112,7 +112,12 @@ void Vocabulary::Impl::ResolveSpecialIds(std::string_view config_eos, std::strin
 Status Vocabulary::Impl::EncodeSegment(std::string_view text, bool first,
                                        const EncodeOptions& options,
                                        std::vector<TokenId>* out) const {
-  // Normalizers.
+  // Normalizers. A hostile file can chain expanding replacements; bound the growth.
+  const std::size_t max_bytes = 64 * text.size() + 4096;
+  auto TooLong = [] {
+    return Status(StatusCode::kResourceLimit,
+                  "the tokenizer's normalizers expand the text more than 64-fold", "");
+  };
   std::string buf(text);
   std::string tmp;
   for (const NormalizerStep& step : normalizers_) {
@@ -125,6 +130,7 @@ Status Vocabulary::Impl::EncodeSegment(std::string_view text, bool first,
         break;
       case NormalizerStep::Kind::kPrepend:
         if (options.add_dummy_prefix && !buf.empty()) buf.insert(0, step.to);
+        if (buf.size() > max_bytes) return TooLong();
         break;
       case NormalizerStep::Kind::kReplace: {
         if (step.from.empty()) break;
@@ -138,6 +144,7 @@ Status Vocabulary::Impl::EncodeSegment(std::string_view text, bool first,
         }
         tmp.append(buf, last, std::string::npos);
         buf.swap(tmp);
+        if (buf.size() > max_bytes) return TooLong();
         break;
       }
     }
@@ -165,8 +172,8 @@ Status Vocabulary::Impl::EncodeSegment(std::string_view text, bool first,
     std::string joined;
     for (std::string_view p : pieces) joined.append(p);
     meta_buf.clear();
-    if (step.prepend && first && options.add_dummy_prefix && !joined.empty() &&
-        joined.compare(0, step.replacement.size(), step.replacement) != 0) {
+    if (step.prepend && (first || step.prepend_always) && options.add_dummy_prefix &&
+        !joined.empty() && joined.compare(0, step.replacement.size(), step.replacement) != 0) {
       meta_buf = step.replacement;
     }
     for (char c : joined) {
@@ -177,6 +184,7 @@ Status Vocabulary::Impl::EncodeSegment(std::string_view text, bool first,
       }
     }
     pieces.clear();
+    if (meta_buf.size() > max_bytes) return TooLong();
     if (meta_buf.empty()) continue;
     if (!step.split || step.replacement.empty()) {
       pieces.push_back(meta_buf);
@@ -218,11 +226,6 @@ Result<std::vector<TokenId>> Vocabulary::Impl::Encode(std::string_view text,
     if (!st.ok()) return Status(StatusCode::kInternal, "sentencepiece: " + st.ToString());
     out.assign(ids.begin(), ids.end());
     return out;
-  }
-  if (lazy_build_) {
-    std::call_once(lazy_once_,
-                   [this] { lazy_status_ = lazy_build_(const_cast<vocab::BpeModel*>(&bpe_)); });
-    if (!lazy_status_.ok()) return lazy_status_;
   }
   out.reserve(text.size() / 3 + 4);
   std::size_t pos = 0;
@@ -389,7 +392,7 @@ Result<std::shared_ptr<const Vocabulary>> LoadFile(const std::filesystem::path& 
     auto c = vocab::ReadFile(config_path.string());
     if (c.ok()) config = std::move(c.value());
   }
-  return LoadTokenizerJsonWithConfig(inflated.value(), config, options, std::move(name));
+  return LoadTokenizerJsonWithConfig(std::move(inflated.value()), config, options, std::move(name));
 }
 
 }  // namespace

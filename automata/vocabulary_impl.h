@@ -4,7 +4,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -35,11 +34,18 @@ class Vocabulary::Impl {
   };
   // One pre-tokenizer step of an HF tokenizer.json, applied to every piece in order.
   struct PreTokenizerStep {
-    enum class Kind { kSplit, kMetaspace } kind;
+    enum class Kind { kSplit, kMetaspace } kind = Kind::kSplit;
     std::unique_ptr<vocab::Splitter> splitter;  // kSplit
     std::string replacement;                    // kMetaspace: "▁"
     bool prepend = false;                       // kMetaspace: prepend_scheme first/always
+    bool prepend_always = false;                // kMetaspace: also after added tokens
     bool split = false;                         // kMetaspace: split before each replacement
+
+    static PreTokenizerStep Split(std::unique_ptr<vocab::Splitter> splitter) {
+      PreTokenizerStep step;
+      step.splitter = std::move(splitter);
+      return step;
+    }
   };
   enum class Encoder { kBpe, kSentencePiece };
 
@@ -79,11 +85,6 @@ class Vocabulary::Impl {
   // Added tokens that are not special: HF matches their text in the input before splitting.
   std::vector<std::pair<std::string, TokenId>> literal_added_;
   vocab::BpeModel bpe_;
-  // Finishes bpe_ on first Encode (HF merge table: resolving 280k merges would dominate
-  // load time); its status is kept and returned by every Encode if it failed.
-  mutable std::once_flag lazy_once_;
-  mutable Status lazy_status_;
-  std::function<Status(vocab::BpeModel*)> lazy_build_;
   std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;
   std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_no_prefix_;
 

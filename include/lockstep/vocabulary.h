@@ -86,12 +86,9 @@ class Vocabulary {
   // Canonical encoding (exactly the ids the reference library produces; special-token text in
   // `text` is treated as ordinary text, while the text of an added token that is not special,
   // such as Qwen's "<tool_call>", becomes that token, as HF tokenizers does). Thread-safe.
-  // The first call on an HF tokenizer.json vocabulary builds the merge table (about 100 ms for
-  // Llama-3's 280k merges), so Load stays fast for users that never encode.
   // Errors: kInvalidArgument for text that is not valid UTF-8; kUnsupported when a byte has no
-  // token and the vocabulary has no fallback; kInvalidVocabulary when a merge names an unknown
-  // token (found while building the merge table; every later call returns it too);
-  // kResourceLimit when an ICU-fallback pre-tokenizer regex exceeds its time limit.
+  // token and the vocabulary has no fallback; kResourceLimit when an ICU-fallback pre-tokenizer
+  // regex exceeds its time limit.
   Result<std::vector<TokenId>> Encode(std::string_view text,
                                       const EncodeOptions& options = {}) const;
   // Concatenated TokenBytes of `ids` (special tokens emit nothing). Ids out of range are an error.

@@ -246,6 +246,21 @@ TEST(VocabularyTest, TinyTokenizerJsonEncodesWithMergesUnkAndAddedTokens) {
   EXPECT_TRUE(v.IsSpecial(4));
 }
 
+TEST(VocabularyTest, MetaspacePreTokenizerPrependsAndSplits) {
+  auto r = Vocabulary::FromTokenizerJson(R"({
+    "pre_tokenizer": {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first",
+                      "split": true},
+    "decoder": {"type": "Metaspace", "replacement": "\u2581"},
+    "model": {"type": "BPE", "vocab": {"\u2581a": 0, "\u2581": 1, "a": 2, "b": 3},
+              "merges": ["\u2581 a"]}})");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const Vocabulary& v = *r.value();
+  EXPECT_EQ(v.TokenBytes(0), " a");
+  EXPECT_EQ(MustEncode(v, "a a"), (std::vector<TokenId>{0, 0}));
+  EXPECT_EQ(MustEncode(v, "a a", EncodeOptions{false}), (std::vector<TokenId>{2, 0}));
+  EXPECT_EQ(MustEncode(v, "ab  a"), (std::vector<TokenId>{0, 3, 1, 0}));
+}
+
 std::string Gzip(std::string_view data) {
   z_stream zs{};
   deflateInit2(&zs, 9, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
@@ -299,14 +314,10 @@ TEST(VocabularyTest, MalformedTokenizerJsonIsAnErrorWithALocation) {
   ExpectError(load(R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": [],
                       "continuing_subword_prefix": "##"}})"),
               StatusCode::kUnsupported, "/model/continuing_subword_prefix", "prefix");
-  // A merge naming an unknown token is found when the merge table is built (first Encode).
-  auto lazy = load(R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["a q"]}})");
-  ASSERT_TRUE(lazy.ok());
-  auto e = lazy.value()->Encode("a");
-  ASSERT_FALSE(e.ok());
-  EXPECT_EQ(e.status().code(), StatusCode::kInvalidVocabulary);
-  EXPECT_EQ(e.status().location(), "/model/merges/0");
-  EXPECT_FALSE(lazy.value()->Encode("aa").ok());  // the same error every time
+  ExpectError(load(R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["a q"]}})"),
+              StatusCode::kInvalidVocabulary, "/model/merges/0", "merge of an unknown token");
+  ExpectError(load(R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": [["a", 1]]}})"),
+              StatusCode::kInvalidVocabulary, "/model/merges/0", "merge pair of wrong type");
 }
 
 TEST(VocabularyTest, GzipAndFileErrors) {
@@ -360,6 +371,25 @@ TEST(VocabularyTest, MalformedTiktokenIsAnErrorWithALocation) {
               StatusCode::kInvalidVocabulary, "meta:/special_tokens/a", "huge special id");
 }
 
+TEST(VocabularyTest, ExpandingNormalizersEndInAResourceLimit) {
+  std::string big(1000, 'a');
+  auto r = Vocabulary::FromTokenizerJson(R"({"normalizer": {"type": "Sequence", "normalizers": [)"
+                                         R"({"type": "Replace", "pattern": {"String": "a"},)"
+                                         R"( "content": ")" +
+                                         big +
+                                         R"("},)"
+                                         R"({"type": "Replace", "pattern": {"String": "a"},)"
+                                         R"( "content": ")" +
+                                         big +
+                                         R"("}]},)"
+                                         R"("model": {"type": "BPE", "vocab": {"a": 0},)"
+                                         R"( "merges": []}})");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  auto e = r.value()->Encode("aaaa");
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.status().code(), StatusCode::kResourceLimit);
+}
+
 TEST(VocabularyTest, PathologicalSplitRegexEndsInAResourceLimitNotAHang) {
   auto r = Vocabulary::FromTokenizerJson(R"({
     "pre_tokenizer": {"type": "Split", "pattern": {"Regex": "(a+)+b"}, "behavior": "Isolated",
@@ -372,47 +402,80 @@ TEST(VocabularyTest, PathologicalSplitRegexEndsInAResourceLimitNotAHang) {
   EXPECT_EQ(e.status().code(), StatusCode::kResourceLimit);
 }
 
+// A tiny byte-level tokenizer.json exercising Sequence, Split, ByteLevel, NFC and array merges.
+constexpr std::string_view kTinyByteLevelJson = R"({
+  "added_tokens": [{"id": 5, "content": "<|end|>", "special": true}],
+  "normalizer": {"type": "Sequence", "normalizers": [{"type": "NFC"}]},
+  "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+      {"type": "Split", "pattern": {"Regex": " ?\\p{L}+|\\s+(?!\\S)|\\s+|."},
+       "behavior": "Isolated", "invert": false},
+      {"type": "ByteLevel", "add_prefix_space": false, "use_regex": false}]},
+  "decoder": {"type": "ByteLevel"},
+  "model": {"type": "BPE", "ignore_merges": true,
+            "vocab": {"a": 0, "b": 1, "ab": 2, "\u0120": 3, "\u0120a": 4},
+            "merges": [["a", "b"], ["\u0120", "a"]]}
+})";
+
+TEST(VocabularyTest, TinyByteLevelTokenizerJsonEncodes) {
+  auto r = Vocabulary::FromTokenizerJson(kTinyByteLevelJson, {}, "tiny");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const Vocabulary& v = *r.value();
+  EXPECT_EQ(v.TokenBytes(3), " ");
+  EXPECT_EQ(MustEncode(v, "ab a"), (std::vector<TokenId>{2, 4}));
+  EXPECT_TRUE(v.IsSpecial(5));
+  EXPECT_TRUE(v.eos_ids().empty());  // "<|end|>" is not a known EOS name and there is no config
+}
+
 // Random mutations of small valid inputs: every outcome is a value or an error, never a crash.
+// LOCKSTEP_TEST_SCALE multiplies the number of rounds (the sanitizer build runs more).
 TEST(VocabularyTest, MutatedInputsNeverCrash) {
   std::mt19937 rng(42);
-  const std::string tiktoken = "YQ== 0\nYg== 1\nYWI= 2\n";
   const std::string meta =
-      R"({"pat_str": "\\p{L}+|\\s+(?!\\S)|.", "special_tokens": {"<|endoftext|>": 3}, "n_vocab": 4})";
-  const std::string gz = Gzip(kTinyJson);
+      R"({"pat_str": "\\p{L}+|\\s+(?!\\S)|.", "special_tokens": {"<|endoftext|>": 3},)"
+      R"( "n_vocab": 4})";
+  const std::vector<std::string> seeds = {std::string(kTinyJson), std::string(kTinyByteLevelJson),
+                                          Gzip(kTinyJson), "YQ== 0\nYg== 1\nYWI= 2\n"};
+  const int rounds = static_cast<int>(1500 * testing::TestScale());
   int loaded = 0;
-  for (int iter = 0; iter < 3000; ++iter) {
-    std::string json(kTinyJson), tk(tiktoken), mt(meta), z(gz);
-    for (std::string* s : {&json, &tk, &mt, &z}) {
+  for (int iter = 0; iter < rounds; ++iter) {
+    std::vector<std::string> inputs = seeds;
+    std::string mt = meta;
+    inputs.push_back(mt);
+    for (std::string& s : inputs) {
       int edits = 1 + static_cast<int>(rng() % 4);
-      for (int k = 0; k < edits && !s->empty(); ++k) {
-        std::size_t pos = rng() % s->size();
+      for (int k = 0; k < edits && !s.empty(); ++k) {
+        std::size_t pos = rng() % s.size();
         switch (rng() % 3) {
           case 0:
-            (*s)[pos] = static_cast<char>(rng() % 256);
+            s[pos] = static_cast<char>(rng() % 256);
             break;
           case 1:
-            s->erase(pos, 1 + rng() % 4);
+            s.erase(pos, 1 + rng() % 4);
             break;
           default:
-            s->insert(pos, 1, "{}[]\":,0 \\a"[rng() % 11]);
+            s.insert(pos, 1, "{}[]\":,0 \\a"[rng() % 11]);
             break;
         }
       }
     }
-    for (auto r : {Vocabulary::FromTokenizerJson(json), Vocabulary::FromTiktoken(tk, mt),
-                   Vocabulary::FromTokenizerJson(z)}) {
+    for (auto r :
+         {Vocabulary::FromTokenizerJson(inputs[0]), Vocabulary::FromTokenizerJson(inputs[1]),
+          Vocabulary::FromTokenizerJson(inputs[2]), Vocabulary::FromTiktoken(inputs[3], inputs[4]),
+          Vocabulary::FromTiktoken(seeds[3], inputs[4])}) {
       if (!r.ok()) {
         EXPECT_FALSE(r.status().message().empty());
         continue;
       }
       ++loaded;
       const Vocabulary& v = *r.value();
-      auto e = v.Encode("abba ab\xC3\xA9 a");
-      if (e.ok()) {
-        auto d = v.Decode(e.value());
-        EXPECT_TRUE(d.ok());
+      for (EncodeOptions options : {EncodeOptions{true}, EncodeOptions{false}}) {
+        auto e = v.Encode("abba ab\xC3\xA9 a  \n", options);
+        if (e.ok()) {
+          EXPECT_TRUE(v.Decode(e.value()).ok());
+        }
       }
       (void)v.Fingerprint();
+      (void)v.FindToken("ab");
     }
   }
   EXPECT_GT(loaded, 0);
