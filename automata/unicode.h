@@ -7,6 +7,8 @@
 #include <string>
 #include <string_view>
 
+#include "grammar/utf8.h"
+
 namespace lockstep::vocab {
 
 // Character class bits of one code point.
@@ -27,7 +29,7 @@ std::uint8_t ClassOf(char32_t c);
 int DecodeUtf8(std::string_view s, std::size_t i, char32_t* c);
 // Byte offset of the first ill-formed sequence, or npos when `s` is valid UTF-8.
 std::size_t FindInvalidUtf8(std::string_view s);
-void AppendUtf8(char32_t c, std::string* out);
+using ::lockstep::AppendUtf8;
 
 // NFC of valid UTF-8 `s` into *out; returns false on an ICU error.
 bool NormalizeNfc(std::string_view s, std::string* out);

@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "grammar/regex_ast.h"
+#include "grammar/utf8.h"
 #include "lockstep/status.h"
 
 namespace lockstep {
@@ -28,7 +29,5 @@ Result<RegexAst> ParseRegex(std::string_view pattern, const RegexParseOptions& o
 Status RegexError(std::string_view pattern, std::size_t offset, std::string_view what,
                   StatusCode code = StatusCode::kInvalidRegex);
 
-// Appends the UTF-8 encoding of the scalar value `cp` (not a surrogate, at most U+10FFFF).
-void AppendUtf8(char32_t cp, std::string* out);
 
 }  // namespace lockstep

@@ -102,7 +102,9 @@ TEST_F(MatcherTest, SpecialTokensNeverAllowedEvenWhereTheRegexMayEnd) {
     bool is_eos = false;
     for (TokenId e : vocab_->eos_ids()) is_eos |= (e == id);
     EXPECT_EQ(Bit(mask, id), is_eos) << "special token " << id << " " << vocab_->TokenText(id);
-    if (!is_eos) EXPECT_FALSE(m.AcceptToken(id));
+    if (!is_eos) {
+      EXPECT_FALSE(m.AcceptToken(id));
+    }
   }
 }
 

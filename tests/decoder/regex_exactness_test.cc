@@ -94,7 +94,7 @@ TEST_P(RegexExactnessTest, FastMaskEqualsBruteForceAndOutputsMatchRe2) {
   ASSERT_GE(patterns.size(), 30u) << "schemas/regex/corpus.txt must hold at least 30 patterns";
 
   const double scale = testing::TestScale();
-  const int walks_per_pattern = std::max(1, static_cast<int>(4 * scale));
+  const int walks_per_pattern = std::max(1, static_cast<int>(8 * scale));
   const int steps_per_walk = 24;
   const long sound_target = std::max(30L, static_cast<long>(1000 * scale));
   const int samples_per_pattern = std::max(2, static_cast<int>(20 * scale));
