@@ -2,7 +2,7 @@
 # Installs the Debian 12 packages lockstep builds and tests with, only those that are missing.
 # Runs as root (or with sudo available); nothing is downloaded except through apt.
 set -euo pipefail
-pkgs=(build-essential cmake pkg-config git python3 zlib1g-dev libicu-dev libre2-dev
+pkgs=(build-essential make cmake pkg-config git python3 zlib1g-dev libicu-dev libre2-dev
       libsentencepiece-dev nlohmann-json3-dev libsimdjson-dev libboost-dev libgtest-dev
       libbenchmark-dev pybind11-dev python3-numpy clang-14 libclang-rt-14-dev)
 missing=()
