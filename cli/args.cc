@@ -2,6 +2,7 @@
 #include "cli/args.h"
 
 #include <cerrno>
+#include <climits>
 #include <cmath>
 #include <cstdlib>
 
@@ -36,7 +37,7 @@ Status Args::Parse(int argc, char** argv, int first) {
         return Status(StatusCode::kInvalidArgument, "--" + name + " takes no value",
                       "argument " + std::to_string(i));
       }
-      values_[name] = "1";
+      values_[name] = std::string(1, '1');
     } else if (value_flags_.count(name)) {
       if (!has_value) {
         if (i + 1 >= argc) {
@@ -84,6 +85,14 @@ Result<double> Args::GetDouble(const std::string& name, double def, double lo, d
                   "--" + name);
   }
   return v;
+}
+
+Result<std::shared_ptr<const Vocabulary>> LoadVocabulary(const Args& args) {
+  VocabularyOptions options;
+  auto width = args.GetInt("logits-width", 0, 0, INT32_MAX);
+  if (!width.ok()) return width.status();
+  options.logits_width = static_cast<std::int32_t>(*width);
+  return Vocabulary::Load(args.Get("tokenizer", "llama3"), options);
 }
 
 }  // namespace lockstep::cli

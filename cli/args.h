@@ -4,12 +4,14 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "lockstep/status.h"
+#include "lockstep/vocabulary.h"
 
 namespace lockstep::cli {
 
@@ -41,5 +43,9 @@ class Args {
   std::map<std::string, std::string> values_;
   std::vector<std::string> positional_;
 };
+
+// The vocabulary named by --tokenizer (default llama3), with --logits-width when given (the
+// model's logits rows, which may exceed the vocabulary; padding ids are never allowed).
+Result<std::shared_ptr<const Vocabulary>> LoadVocabulary(const Args& args);
 
 }  // namespace lockstep::cli

@@ -36,6 +36,8 @@ complete match of RE).
 options:
   --regex RE             the constraint (full match; syntax in schemas/regex/README.md)
   --tokenizer NAME|PATH  vocabulary (default llama3)
+  --logits-width V       the model's logits width when it exceeds the vocabulary (padding
+                         ids are never allowed)
   --model ngram|uniform  logits source (default ngram: a token n-gram model trained at build
                          time on schemas/corpus; uniform: seeded random logits)
   --ngram-model PATH     n-gram model file (default: the one built for the tokenizer)
@@ -79,7 +81,8 @@ Result<std::unique_ptr<LogitsSource>> MakeSource(const Args& args, const Vocabul
   std::string path = args.Get("ngram-model");
   if (path.empty()) {
     std::string built = std::string(LOCKSTEP_MODEL_DIR) + "/ngram-" + vocab.name() + ".bin";
-    if (std::filesystem::exists(built)) path = built;
+    // The built model covers the vocabulary's own width; another width trains afresh.
+    if (std::filesystem::exists(built) && vocab.logits_width() == vocab.size()) path = built;
   }
   if (!path.empty()) {
     auto model = NgramModel::Load(path, vocab.Fingerprint());
@@ -97,7 +100,7 @@ Result<std::unique_ptr<LogitsSource>> MakeSource(const Args& args, const Vocabul
 }  // namespace
 
 int Generate(int argc, char** argv) {
-  Args args({"tokenizer", "regex", "model", "ngram-model", "seed", "count", "temperature",
+  Args args({"tokenizer", "logits-width", "regex", "model", "ngram-model", "seed", "count", "temperature",
              "top-k", "top-p", "max-tokens", "prompt"},
             {"json", "help"}, {{"-h", "help"}, {"-n", "count"}});
   if (Status st = args.Parse(argc, argv, 2); !st.ok()) return Fail(st);
@@ -120,7 +123,7 @@ int Generate(int argc, char** argv) {
     if (!st->ok()) return Fail(*st);
   }
 
-  auto vocab_r = Vocabulary::Load(args.Get("tokenizer", "llama3"));
+  auto vocab_r = LoadVocabulary(args);
   if (!vocab_r.ok()) return Fail(vocab_r.status());
   std::shared_ptr<const Vocabulary> vocab = *vocab_r;
   GrammarCompiler compiler(vocab);

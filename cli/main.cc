@@ -79,13 +79,10 @@ Compiles RE (full-match semantics) into a minimal byte DFA and its token-level m
   --regex RE             the constraint (JSON Schema `pattern` syntax, see schemas/regex/README.md)
   --tokenizer NAME|PATH  vocabulary (default llama3)
   --stats                also compute every state's token mask and report their sizes
+  --logits-width V       the model's logits width when it exceeds the vocabulary
   --max-states N         DFA state budget (default 100000); exceeding it is a resource limit
   --json                 print one JSON object instead of text
 )";
-
-Result<std::shared_ptr<const Vocabulary>> LoadVocab(const Args& args) {
-  return Vocabulary::Load(args.Get("tokenizer", "llama3"));
-}
 
 int Tokenize(int argc, char** argv) {
   Args args({"tokenizer"}, {"json", "no-prefix", "help"}, {{"-h", "help"}});
@@ -102,7 +99,7 @@ int Tokenize(int argc, char** argv) {
       text += args.positional()[i];
     }
   }
-  auto vocab = LoadVocab(args);
+  auto vocab = LoadVocabulary(args);
   if (!vocab.ok()) return Fail(vocab.status());
   EncodeOptions eo;
   eo.add_dummy_prefix = !args.Has("no-prefix");
@@ -150,7 +147,7 @@ int Detokenize(int argc, char** argv) {
     }
     ids.push_back(static_cast<TokenId>(v));
   }
-  auto vocab = LoadVocab(args);
+  auto vocab = LoadVocabulary(args);
   if (!vocab.ok()) return Fail(vocab.status());
   auto text = (*vocab)->Decode(ids);
   if (!text.ok()) return Fail(text.status());
@@ -159,7 +156,7 @@ int Detokenize(int argc, char** argv) {
 }
 
 int Compile(int argc, char** argv) {
-  Args args({"tokenizer", "regex", "max-states"}, {"stats", "json", "help"}, {{"-h", "help"}});
+  Args args({"tokenizer", "logits-width", "regex", "max-states"}, {"stats", "json", "help"}, {{"-h", "help"}});
   if (Status st = args.Parse(argc, argv, 2); !st.ok()) return Fail(st);
   if (args.Has("help")) return std::cout << kCompileHelp, 0;
   if (!args.Has("regex")) {
@@ -175,7 +172,7 @@ int Compile(int argc, char** argv) {
   options.max_dfa_states = static_cast<std::int32_t>(*max_states);
 
   auto t0 = Clock::now();
-  auto vocab = LoadVocab(args);
+  auto vocab = LoadVocabulary(args);
   if (!vocab.ok()) return Fail(vocab.status());
   double load_ms = MsSince(t0);
   t0 = Clock::now();

@@ -93,6 +93,14 @@ class Generate(unittest.TestCase):
         self.assertFalse(rows[0]["match"])
         self.assertEqual(len(rows[0]["tokens"]), 2)
 
+    def test_padded_logits_width_never_samples_padding(self):
+        rows = self.gen(r"[a-z ]{5,40}", "--logits-width", "128512", "--model", "uniform", "-n", "5")
+        for r in rows:
+            self.assertTrue(all(t < 128256 for t in r["tokens"]), r)
+        code, _, err = run("generate", "--regex", "a", "--logits-width", "1000")
+        self.assertEqual(code, 2)
+        self.assertIn("logits_width", err)
+
     def test_other_vocabularies(self):
         for tok in ("gpt2", "qwen2.5", "mistral"):
             with self.subTest(tokenizer=tok):
