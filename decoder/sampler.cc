@@ -1,16 +1,22 @@
-// Sampler (include/lockstep/sampler.h): mask -> temperature -> top-k -> top-p -> draw without a
-// full-vocabulary sort. The work happens on one "probability array": the logits themselves
-// (dense masks) or a compact copy of the candidates (sparse masks, or the k survivors of top-k),
-// so a mask that allows few tokens costs about its popcount. Exp and the per-block sums are
-// vectorised kernels; top-k is a k-heap fed by a vectorised "above threshold" scan; top-p finds
-// its cut with a histogram over the float bits of the probabilities and sorts only the one
-// boundary bucket; the draw walks block sums, then one block.
+// Sampler (include/lockstep/sampler.h): bias -> penalties -> mask -> temperature -> top-k -> top-p
+// -> min-p -> draw without a full-vocabulary sort, and SamplerPreset (the one place here that
+// parses JSON and catches nlohmann's exceptions). Bias and penalties edit the logits in place and
+// touch only the listed ids and the distinct ids of the history window. The rest happens on one
+// "probability array": the logits themselves (dense masks) or a compact copy of the candidates
+// (sparse masks, or the k survivors of top-k), so a mask that allows few tokens costs about its
+// popcount. Exp and the per-block sums are vectorised kernels; top-k is a k-heap fed by a
+// vectorised "above threshold" scan; top-p finds its cut with a histogram over the float bits of
+// the probabilities and quickselects only the one boundary bucket; min-p is one more threshold,
+// folded into top-p's; the draw walks block sums, then one block.
 #include "lockstep/sampler.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <new>
+#include <nlohmann/json.hpp>
+#include <string>
 
 #include "decoder/mask_kernels.h"
 
@@ -22,6 +28,9 @@ namespace {
 constexpr int kBucketShift = 19;
 constexpr std::int32_t kNumBuckets = (0x3F800000u >> kBucketShift) + 1;
 constexpr int kHistograms = 4;
+// Top-p cuts with at most this many candidates above the skip bound go straight to the
+// quickselect; more go through the histogram first.
+constexpr std::int32_t kDirectCutMax = 4096;
 
 inline std::uint32_t FloatBits(float v) {
   std::uint32_t b;
@@ -122,7 +131,7 @@ float CutByMass(float* v, std::int32_t m, double need) {
     float* eq_end = std::partition(gt_end, v + m, [pivot](float x) { return x == pivot; });
     double above = 0;
     for (float* x = v; x != gt_end; ++x) above += *x;
-    if (above >= need) {
+    if (above >= need && gt_end != v) {  // need <= 0 with nothing above: the pivot is the max
       m = static_cast<std::int32_t>(gt_end - v);
       continue;
     }
@@ -159,6 +168,8 @@ void Sampler::Reserve(std::int32_t width) {
   cand_vals_.resize(width);
   boundary_.resize(width);
   block_sums_.resize(kernels::NumBlocks(width));
+  counts_.resize(width, 0);
+  touched_.resize(width);
   if (config_.top_k > 0) heap_.resize(std::min(config_.top_k, width));
 }
 
@@ -182,6 +193,17 @@ float Sampler::TopPThreshold(const float* p, std::int32_t n, double total, doubl
   // bounds the buckets to the octaves in [skip, 1], which keeps the tables in L1.
   const float skip = std::max(static_cast<float>((total - target) / static_cast<double>(n)),
                               std::numeric_limits<float>::min());
+  // Peaked distributions (the usual case for a language model) leave few entries >= skip: one
+  // vectorised compaction pass, then a quickselect on those, beats the histogram's per-entry
+  // scatter by far. A strided sample of 1 in 64 entries predicts flat distributions, where the
+  // compaction would be wasted.
+  std::int32_t sampled = 0;
+  for (std::int32_t i = 0; i < n; i += 64) sampled += p[i] >= skip;
+  if (sampled * 64 <= 2 * kDirectCutMax) {
+    const std::int32_t survivors = kernels::CollectInRange(
+        p, n, skip, std::numeric_limits<float>::infinity(), boundary_.data());
+    if (survivors <= kDirectCutMax) return CutByMass(boundary_.data(), survivors, target);
+  }
   const std::uint32_t skip_bits = FloatBits(skip);
   const std::uint32_t base = skip_bits >> kBucketShift;
   const std::uint32_t top = FloatBits(1.0f) >> kBucketShift;
@@ -228,24 +250,55 @@ float Sampler::TopPThreshold(const float* p, std::int32_t n, double total, doubl
   return CutByMass(boundary_.data(), m, target - cum);
 }
 
+void Sampler::ApplyBiasAndPenalties(float* x, std::int32_t width,
+                                    std::span<const TokenId> history) {
+  for (const auto& [id, bias] : config_.logit_bias) {
+    if (id >= 0 && id < width) x[id] += bias;
+  }
+  const float theta = config_.repetition_penalty;
+  const bool repetition = theta > 0 && theta != 1.0f;
+  const float freq = config_.frequency_penalty, presence = config_.presence_penalty;
+  if (history.empty() || !(repetition || freq != 0 || presence != 0)) return;
+  const std::size_t window = static_cast<std::size_t>(std::max(config_.repetition_window, 0));
+  if (window > 0 && history.size() > window) history = history.last(window);
+  // Count the window into counts_ (all zero on entry), remembering each distinct id once; the
+  // same ids reset it, so the cost is O(window) whatever the width.
+  std::int32_t distinct = 0;
+  for (const TokenId t : history) {
+    if (t < 0 || t >= width) continue;
+    if (counts_[t]++ == 0) touched_[distinct++] = t;
+  }
+  for (std::int32_t i = 0; i < distinct; ++i) {
+    const TokenId t = touched_[i];
+    float z = x[t];
+    if (repetition) z = z > 0 ? z / theta : z * theta;
+    z = z - static_cast<float>(counts_[t]) * freq - presence;
+    x[t] = z;
+    counts_[t] = 0;
+  }
+}
+
 Sampler::Draw Sampler::SampleImpl(std::span<float> logits, const std::uint32_t* mask,
-                                  std::uint64_t sequence_id, std::uint64_t step,
-                                  bool count_candidates) {
+                                  std::span<const TokenId> history, std::uint64_t sequence_id,
+                                  std::uint64_t step, bool count_candidates, float* probs) {
   Draw d;
   const std::int32_t width = static_cast<std::int32_t>(logits.size());
+  if (probs != nullptr) std::fill(probs, probs + std::max(width, 0), 0.0f);
   if (width <= 0) return d;
+  Reserve(width);
   float* x = logits.data();
+  ApplyBiasAndPenalties(x, width, history);
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   constexpr float kPosInf = std::numeric_limits<float>::infinity();
   if (!(config_.temperature > 0) || config_.top_k == 1) {
     d.token = kernels::MaskedArgmax(x, mask, width);
     d.num_candidates = d.token == kNoToken ? 0 : 1;
+    if (probs != nullptr && d.token != kNoToken) probs[d.token] = 1.0f;
     return d;
   }
   const std::int32_t allowed =
       mask == nullptr ? width : static_cast<std::int32_t>(kernels::CountAllowed(mask, width));
   if (allowed == 0) return d;
-  Reserve(width);
 
   // Pick the probability array: compact candidates or the logits in place. Neither choice
   // writes to `logits` yet, so the degenerate case below can still read them.
@@ -279,23 +332,40 @@ Sampler::Draw Sampler::SampleImpl(std::span<float> logits, const std::uint32_t* 
     // Degenerate: every allowed logit is -inf, or one is +inf. Greedy is the only sane answer.
     d.token = kernels::MaskedArgmax(x, mask, width);
     d.num_candidates = 1;
+    if (probs != nullptr && d.token != kNoToken) probs[d.token] = 1.0f;
     return d;
   }
 
   double total =
       kernels::ExpBlocks(p, p_mask, n, max, 1.0f / config_.temperature, block_sums_.data());
+  // Top-p and min-p are both "keep p >= threshold" on the same array: min-p's threshold is
+  // relative to p_max, which top-p always keeps, so applying the larger threshold once is the
+  // same as applying them in turn.
+  float tau = 0.0f;
   if (config_.top_p < 1.0f) {
     // top_p <= 0 keeps only the most likely token(s).
     const double target = static_cast<double>(std::max(config_.top_p, 0.0f)) * total;
-    const float tau = TopPThreshold(p, n, total, target);
-    if (tau > 0) {
-      total = kernels::ThresholdBlocks(p, n, tau, block_sums_.data());
-      if (count_candidates) {
-        std::int32_t kept = 0;
-        for (std::int32_t i = 0; i < n; ++i) kept += p[i] > 0;
-        d.num_candidates = kept;
+    tau = TopPThreshold(p, n, total, target);
+  }
+  if (config_.min_p > 0) {
+    // The max candidate became Exp(0), the largest probability before renormalising.
+    tau = std::max(tau, config_.min_p * kernels::ExpNonPositive(0.0f));
+  }
+  if (tau > 0) {
+    total = kernels::ThresholdBlocks(p, n, tau, block_sums_.data());
+    if (count_candidates) {
+      std::int32_t kept = 0;
+      for (std::int32_t i = 0; i < n; ++i) kept += p[i] > 0;
+      d.num_candidates = kept;
+    }
+  }
+  if (probs != nullptr) {
+    for (std::int32_t i = 0; i < n; ++i) {
+      if (p[i] > 0) {
+        probs[compact ? cand_ids_[i] : i] = static_cast<float>(static_cast<double>(p[i]) / total);
       }
     }
+    return d;
   }
   const double u = CounterUniform(config_.seed, sequence_id, step);
   const std::int32_t index = DrawIndex(p, n, block_sums_.data(), total, u);
@@ -310,11 +380,23 @@ Sampler::Draw Sampler::SampleImpl(std::span<float> logits, const std::uint32_t* 
 
 TokenId Sampler::Sample(std::span<float> logits, const std::uint32_t* mask,
                         std::uint64_t sequence_id, std::uint64_t step) {
-  return SampleImpl(logits, mask, sequence_id, step, false).token;
+  return SampleImpl(logits, mask, {}, sequence_id, step, false, nullptr).token;
+}
+
+TokenId Sampler::Sample(std::span<float> logits, const std::uint32_t* mask,
+                        std::span<const TokenId> history, std::uint64_t sequence_id,
+                        std::uint64_t step) {
+  return SampleImpl(logits, mask, history, sequence_id, step, false, nullptr).token;
 }
 
 SampleResult Sampler::SampleDetailed(std::span<const float> logits, const std::uint32_t* mask,
                                      std::uint64_t sequence_id, std::uint64_t step) {
+  return SampleDetailed(logits, mask, {}, sequence_id, step);
+}
+
+SampleResult Sampler::SampleDetailed(std::span<const float> logits, const std::uint32_t* mask,
+                                     std::span<const TokenId> history, std::uint64_t sequence_id,
+                                     std::uint64_t step) {
   SampleResult r;
   const std::int32_t width = static_cast<std::int32_t>(logits.size());
   if (width <= 0) return r;
@@ -325,7 +407,8 @@ SampleResult Sampler::SampleDetailed(std::span<const float> logits, const std::u
   const float max = kernels::MaskedMax(copy_.data(), mask, width);
   const double z = kernels::ExpBlocks(copy_.data(), mask, width, max, 1.0f, block_sums_.data());
   std::memcpy(copy_.data(), logits.data(), sizeof(float) * width);
-  const Draw d = SampleImpl(std::span<float>(copy_.data(), width), mask, sequence_id, step, true);
+  const Draw d = SampleImpl(std::span<float>(copy_.data(), width), mask, history, sequence_id, step,
+                            true, nullptr);
   r.token = d.token;
   r.logprob = d.logprob;
   r.num_candidates = d.num_candidates;
@@ -333,6 +416,165 @@ SampleResult Sampler::SampleDetailed(std::span<const float> logits, const std::u
     r.masked_logprob = static_cast<float>(static_cast<double>(logits[d.token]) - max - std::log(z));
   }
   return r;
+}
+
+std::int32_t Sampler::Distribution(std::span<const float> logits, const std::uint32_t* mask,
+                                   std::span<const TokenId> history, std::span<float> probs) {
+  const std::int32_t width = static_cast<std::int32_t>(logits.size());
+  if (width <= 0 || probs.size() != logits.size()) return 0;
+  if (copy_.size() < static_cast<std::size_t>(width)) copy_.resize(width);
+  std::memcpy(copy_.data(), logits.data(), sizeof(float) * width);
+  return SampleImpl(std::span<float>(copy_.data(), width), mask, history, 0, 0, true, probs.data())
+      .num_candidates;
+}
+
+// ---- Presets.
+
+namespace {
+
+Status PresetError(std::string message, std::string pointer) {
+  return Status(StatusCode::kInvalidArgument, std::move(message), std::move(pointer));
+}
+
+// A JSON Pointer reference token: '~' -> "~0", '/' -> "~1".
+std::string PointerToken(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '~') {
+      out += "~0";
+    } else if (c == '/') {
+      out += "~1";
+    } else {
+      out += c;
+    }
+  }
+  return "/" + out;
+}
+
+// `v` as a finite number in [lo, hi], or an error at `at`.
+Status ReadNumber(const nlohmann::json& v, const std::string& at, double lo, double hi,
+                  double* out) {
+  if (!v.is_number()) return PresetError("expected a number", at);
+  const double d = v.get<double>();
+  if (!std::isfinite(d) || d < lo || d > hi) {
+    return PresetError(
+        "number out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]", at);
+  }
+  *out = d;
+  return Status::Ok();
+}
+
+Status ReadInteger(const nlohmann::json& v, const std::string& at, std::int64_t lo, std::int64_t hi,
+                   std::int64_t* out) {
+  if (!v.is_number_integer()) return PresetError("expected an integer", at);
+  if (v.is_number_unsigned() ? v.get<std::uint64_t>() > static_cast<std::uint64_t>(hi)
+                             : (v.get<std::int64_t>() < lo || v.get<std::int64_t>() > hi)) {
+    return PresetError("integer out of range", at);
+  }
+  *out = v.get<std::int64_t>();
+  return Status::Ok();
+}
+
+Status ReadPreset(const nlohmann::json& obj, const std::string& at, SamplerConfig* c) {
+  if (!obj.is_object()) return PresetError("a preset must be an object", at);
+  constexpr double kMaxFloat = std::numeric_limits<float>::max();
+  for (const auto& [key, v] : obj.items()) {
+    const std::string where = at + PointerToken(key);
+    double d = 0;
+    std::int64_t i = 0;
+    if (key == "description") {
+      if (!v.is_string()) return PresetError("expected a string", where);
+    } else if (key == "temperature") {
+      LOCKSTEP_RETURN_IF_ERROR(ReadNumber(v, where, 0, kMaxFloat, &d));
+      c->temperature = static_cast<float>(d);
+    } else if (key == "top_k") {
+      LOCKSTEP_RETURN_IF_ERROR(
+          ReadInteger(v, where, 0, std::numeric_limits<std::int32_t>::max(), &i));
+      c->top_k = static_cast<std::int32_t>(i);
+    } else if (key == "top_p") {
+      LOCKSTEP_RETURN_IF_ERROR(ReadNumber(v, where, 0, 1, &d));
+      c->top_p = static_cast<float>(d);
+    } else if (key == "min_p") {
+      LOCKSTEP_RETURN_IF_ERROR(ReadNumber(v, where, 0, 1, &d));
+      c->min_p = static_cast<float>(d);
+    } else if (key == "seed") {
+      if (!v.is_number_unsigned()) return PresetError("expected a non-negative integer", where);
+      c->seed = v.get<std::uint64_t>();
+    } else if (key == "repetition_penalty") {
+      LOCKSTEP_RETURN_IF_ERROR(ReadNumber(v, where, 1e-6, kMaxFloat, &d));
+      c->repetition_penalty = static_cast<float>(d);
+    } else if (key == "repetition_window") {
+      LOCKSTEP_RETURN_IF_ERROR(
+          ReadInteger(v, where, 0, std::numeric_limits<std::int32_t>::max(), &i));
+      c->repetition_window = static_cast<std::int32_t>(i);
+    } else if (key == "frequency_penalty") {
+      LOCKSTEP_RETURN_IF_ERROR(ReadNumber(v, where, -kMaxFloat, kMaxFloat, &d));
+      c->frequency_penalty = static_cast<float>(d);
+    } else if (key == "presence_penalty") {
+      LOCKSTEP_RETURN_IF_ERROR(ReadNumber(v, where, -kMaxFloat, kMaxFloat, &d));
+      c->presence_penalty = static_cast<float>(d);
+    } else if (key == "logit_bias") {
+      if (!v.is_object()) return PresetError("expected an object of token id -> bias", where);
+      for (const auto& [id_text, bias] : v.items()) {
+        const std::string bias_at = where + PointerToken(id_text);
+        std::int64_t id = 0;
+        bool digits = !id_text.empty() && id_text.size() <= 10;
+        for (char ch : id_text) {
+          digits = digits && ch >= '0' && ch <= '9';
+          if (digits) id = id * 10 + (ch - '0');
+        }
+        if (!digits || id > std::numeric_limits<TokenId>::max()) {
+          return PresetError("a logit_bias key must be a decimal token id", bias_at);
+        }
+        LOCKSTEP_RETURN_IF_ERROR(ReadNumber(bias, bias_at, -kMaxFloat, kMaxFloat, &d));
+        c->logit_bias.emplace_back(static_cast<TokenId>(id), static_cast<float>(d));
+      }
+    } else {
+      return PresetError("unknown sampler field '" + key + "'", where);
+    }
+  }
+  return Status::Ok();
+}
+
+Result<SamplerConfig> SamplerPresetImpl(std::string_view name, std::string_view text) {
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(text.begin(), text.end());
+  } catch (const nlohmann::json::parse_error& e) {
+    // e.byte counts from 1; locations count from 0.
+    return PresetError(std::string("malformed presets file: ") + e.what(),
+                       "offset " + std::to_string(e.byte > 0 ? e.byte - 1 : 0));
+  }
+  if (!doc.is_object()) return PresetError("the presets file must be a JSON object", "");
+  const auto presets = doc.find("presets");
+  if (presets == doc.end() || !presets->is_object()) {
+    return PresetError("the presets file needs an object \"presets\"", "/presets");
+  }
+  const auto it = presets->find(std::string(name));
+  if (it == presets->end()) {
+    std::string known;
+    for (const auto& [key, unused] : presets->items()) {
+      (void)unused;
+      known += (known.empty() ? "" : ", ") + key;
+    }
+    return PresetError("unknown sampler preset '" + std::string(name) + "' (known: " + known + ")",
+                       "/presets" + PointerToken(name));
+  }
+  SamplerConfig config;
+  LOCKSTEP_RETURN_IF_ERROR(ReadPreset(*it, "/presets" + PointerToken(name), &config));
+  return config;
+}
+
+}  // namespace
+
+Result<SamplerConfig> SamplerPreset(std::string_view name, std::string_view presets_json) {
+  try {
+    return SamplerPresetImpl(name, presets_json);
+  } catch (const nlohmann::json::exception& e) {
+    return Status(StatusCode::kInternal, std::string("presets: ") + e.what());
+  } catch (const std::bad_alloc&) {
+    return Status(StatusCode::kResourceLimit, "presets: out of memory");
+  }
 }
 
 }  // namespace lockstep

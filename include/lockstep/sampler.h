@@ -1,17 +1,20 @@
 // Sampler: turns one step's logits and grammar bitmask into a token, for generation loops and
-// hosts. Stages, in order: grammar mask (disallowed = -inf) -> temperature (T = 0 is the masked
-// argmax) -> top-k -> top-p -> renormalise -> draw. The mask comes before truncation, so
-// truncation never leaves zero candidates. Randomness is counter-based: the draw depends only on
-// (seed, sequence id, step), so a run reproduces bit for bit whatever the batch size, the thread
-// count or the order in which sequences are sampled. Later stages of the full pipeline (logit
-// bias, penalties, min-p) slot in around the same core.
+// hosts. Stages, in order, each optional: logit bias -> repetition penalty -> frequency and
+// presence penalties -> grammar mask (disallowed = -inf) -> temperature (T = 0 is the argmax of
+// the masked, penalised logits) -> top-k -> top-p -> min-p -> renormalise -> draw. The mask comes
+// before truncation, so truncation never leaves zero candidates. Randomness is counter-based: the
+// draw depends only on (seed, sequence id, step), so a run reproduces bit for bit whatever the
+// batch size, the thread count or the order in which sequences are sampled. Named presets
+// (schemas/presets/presets.json) turn into configs with SamplerPreset.
 #pragma once
 
 #include <cstdint>
 #include <span>
+#include <string_view>
 #include <utility>
 #include <vector>
 
+#include "lockstep/status.h"
 #include "lockstep/types.h"
 
 namespace lockstep {
@@ -21,8 +24,26 @@ struct SamplerConfig {
   std::int32_t top_k = 0;    // keep the k most likely allowed tokens (ties to lowest id); 0 = off
   float top_p = 1.0f;        // keep the smallest set of most likely tokens whose mass is >= top_p
                              // (ties at the cut are all kept); >= 1 = off
+  float min_p = 0.0f;        // then keep tokens with p >= min_p * p_max; <= 0 = off
   std::uint64_t seed = 0;
+  // Added to the logit of each listed id (ids outside the logits width are ignored); applied
+  // first, so penalties see the biased logits.
+  std::vector<std::pair<TokenId, float>> logit_bias = {};
+  // CTRL repetition penalty theta over the distinct tokens of the history window: a positive
+  // logit is divided by theta, a negative one multiplied. 1 (or <= 0) = off.
+  float repetition_penalty = 1.0f;
+  // Penalties look at the last `repetition_window` tokens of the history; 0 = all of it.
+  std::int32_t repetition_window = 0;
+  // z - count * frequency_penalty - (count > 0) * presence_penalty, count over the same window.
+  float frequency_penalty = 0.0f;
+  float presence_penalty = 0.0f;
 };
+
+// The preset called `name` in `presets_json` (the format of schemas/presets/presets.json: an
+// object "presets" of name -> {field: value}, fields named as in SamplerConfig, "logit_bias" an
+// object of decimal id -> bias). kInvalidArgument for an unknown name, a malformed file or a
+// bad field, with the JSON Pointer (or byte offset) of the problem as the location.
+Result<SamplerConfig> SamplerPreset(std::string_view name, std::string_view presets_json);
 
 struct SampleResult {
   TokenId token = kNoToken;  // kNoToken when the mask allows nothing (a caller error)
@@ -30,7 +51,7 @@ struct SampleResult {
   // renormalised; 0 for a greedy step.
   float logprob = 0.0f;
   // log P(token) under softmax of the masked logits at temperature 1 (the constrained model
-  // distribution): logit - logsumexp(allowed logits).
+  // distribution, before bias and penalties): logit - logsumexp(allowed logits).
   float masked_logprob = 0.0f;
   // Tokens the draw chose from (after truncation, including any whose probability underflowed
   // to 0); 1 for a greedy step.
@@ -54,12 +75,27 @@ class Sampler {
   // `logits`: one float per token of the logits width, used as scratch (overwritten). `mask`:
   // ceil(logits.size() / 32) words in the shared layout, or null for "all allowed". Logits must
   // not be NaN or +inf; -inf is fine. Returns kNoToken if no token is allowed.
+  // An empty history: bias applies, penalties do not.
   TokenId Sample(std::span<float> logits, const std::uint32_t* mask, std::uint64_t sequence_id,
                  std::uint64_t step);
+  // `history`: the tokens generated so far (oldest first) for the penalties; only its last
+  // config().repetition_window entries are read, ids outside the width are ignored. Costs
+  // O(window) on top of the plain draw, never O(width).
+  TokenId Sample(std::span<float> logits, const std::uint32_t* mask,
+                 std::span<const TokenId> history, std::uint64_t sequence_id, std::uint64_t step);
   // As Sample (same token), plus log-probabilities; `logits` is only read (costs two copies into
   // scratch and one extra pass over the allowed logits).
   SampleResult SampleDetailed(std::span<const float> logits, const std::uint32_t* mask,
                               std::uint64_t sequence_id, std::uint64_t step);
+  SampleResult SampleDetailed(std::span<const float> logits, const std::uint32_t* mask,
+                              std::span<const TokenId> history, std::uint64_t sequence_id,
+                              std::uint64_t step);
+  // The final distribution Sample draws from, by the same code: probs[i] = P(token i) after every
+  // stage and the renormalisation, 0 for masked or truncated ids (a greedy config gives 1 on the
+  // argmax). `probs` must have logits.size() entries. Returns the number of candidates (entries
+  // the draw could pick), 0 if no token is allowed. Copies `logits`; meant for hosts and tests.
+  std::int32_t Distribution(std::span<const float> logits, const std::uint32_t* mask,
+                            std::span<const TokenId> history, std::span<float> probs);
 
  private:
   struct Draw {
@@ -67,8 +103,13 @@ class Sampler {
     float logprob = 0.0f;
     std::int32_t num_candidates = 0;
   };
-  Draw SampleImpl(std::span<float> logits, const std::uint32_t* mask, std::uint64_t sequence_id,
-                  std::uint64_t step, bool count_candidates);
+  // The whole pipeline on `logits` (overwritten). With `probs` non-null it writes the final
+  // distribution there instead of drawing.
+  Draw SampleImpl(std::span<float> logits, const std::uint32_t* mask,
+                  std::span<const TokenId> history, std::uint64_t sequence_id, std::uint64_t step,
+                  bool count_candidates, float* probs);
+  // Logit bias, repetition, frequency and presence penalties, in place.
+  void ApplyBiasAndPenalties(float* logits, std::int32_t width, std::span<const TokenId> history);
   void Reserve(std::int32_t width);
   // Keeps the top_k best allowed entries of `logits` in cand_ids_/cand_vals_.
   std::int32_t SelectTopK(const float* logits, const std::uint32_t* mask, std::int32_t width,
@@ -85,6 +126,10 @@ class Sampler {
   std::vector<std::pair<float, TokenId>> heap_;
   std::vector<double> bucket_mass_;
   std::vector<float> copy_;
+  // Penalty scratch: counts_[id] for the ids of the window (zero elsewhere between calls, reset
+  // through touched_, the distinct ids seen).
+  std::vector<std::int32_t> counts_;
+  std::vector<TokenId> touched_;
 };
 
 }  // namespace lockstep

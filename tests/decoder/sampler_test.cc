@@ -1,15 +1,21 @@
 // Tests for lockstep/sampler.h: greedy and masked semantics, top-k/top-p on hand-computed
-// distributions, chi-square agreement with softmax(logits / T), counter-based determinism, and
-// scalar/AVX2 agreement. Seeds are fixed, so every statistical check is deterministic.
+// distributions, chi-square agreement with softmax(logits / T), counter-based determinism,
+// scalar/AVX2 agreement, penalties over a history window, and presets from JSON. Seeds are fixed,
+// so every statistical check is deterministic. Stage-by-stage golden values:
+// sampler_golden_test.cc.
 #include "lockstep/sampler.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <limits>
 #include <map>
+#include <numeric>
 #include <random>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include "decoder/mask_kernels.h"
@@ -310,19 +316,34 @@ TEST(SamplerTest, ScalarAndAvx2KernelsDrawTheSameTokens) {
   }
   const SamplerConfig configs[] = {{.temperature = 1.0f},
                                    {.temperature = 0.6f, .top_k = 40},
-                                   {.temperature = 1.0f, .top_p = 0.9f}};
+                                   {.temperature = 1.0f, .top_p = 0.9f},
+                                   {.temperature = 1.0f, .min_p = 0.05f},
+                                   {.temperature = 0.7f,
+                                    .top_p = 0.9f,
+                                    .min_p = 0.01f,
+                                    .logit_bias = {{3, 2.0f}},
+                                    .repetition_penalty = 1.3f,
+                                    .repetition_window = 64,
+                                    .frequency_penalty = 0.2f,
+                                    .presence_penalty = 0.1f}};
+  std::vector<TokenId> history;
+  for (int i = 0; i < 100; ++i) history.push_back((i * 7919) % width);
   for (const SamplerConfig& c : configs) {
     std::vector<TokenId> tokens[2];
+    std::vector<float> probs[2];
     for (int pass = 0; pass < 2; ++pass) {
       kernels::ForceIsa(pass == 0 ? kernels::Isa::kScalar : kernels::Isa::kAvx2);
       Sampler s(c);
       std::vector<float> y;
       for (int k = 0; k < 50; ++k) {
         y = x;
-        tokens[pass].push_back(s.Sample(y, m.words(), 0, k));
+        tokens[pass].push_back(s.Sample(y, m.words(), history, 0, k));
       }
+      probs[pass].resize(width);
+      s.Distribution(x, m.words(), history, probs[pass]);
     }
     EXPECT_EQ(tokens[0], tokens[1]);
+    EXPECT_EQ(probs[0], probs[1]);  // bit for bit
   }
   kernels::ForceIsa(kernels::Isa::kAuto);
 }
@@ -394,6 +415,228 @@ TEST(SamplerTest, AllowedMinusInfinityAndTinyTemperature) {
     y = z;
     EXPECT_EQ(cold.Sample(y, nullptr, 0, k), std::max_element(z.begin(), z.end()) - z.begin());
   }
+}
+
+TEST(SamplerTest, PenaltiesTouchOnlyTheHistoryWindow) {
+  const std::vector<float> x = {2.0f, -1.0f, 0.5f, 3.0f, -2.0f, 1.0f};
+  // Tokens 4 and 0 fall outside the window of 4; 1 appears twice, 3 and 2 once; 99 and -5 are
+  // outside the width and ignored.
+  const std::vector<TokenId> history = {4, 0, 99, 1, 3, -5, 1, 2};
+  SamplerConfig c{.temperature = 0,
+                  .repetition_penalty = 2.0f,
+                  .repetition_window = 6,
+                  .frequency_penalty = 0.25f,
+                  .presence_penalty = 0.5f};
+  // Expected logits after the penalties (window = {99, 1, 3, -5, 1, 2}).
+  const std::vector<float> want = {
+      2.0f, -1.0f * 2 - 2 * 0.25f - 0.5f, 0.5f / 2 - 0.25f - 0.5f, 3.0f / 2 - 0.25f - 0.5f, -2.0f,
+      1.0f};
+  // Greedy over the penalised logits: argmax moves from 3 to 0.
+  Sampler s(c);
+  std::vector<float> y = x;
+  EXPECT_EQ(s.Sample(y, nullptr, history, 0, 0), 0);
+  EXPECT_EQ(y, want);  // the logits are the scratch: they now hold the penalised values
+  // The scratch counts are reset: the same call again gives the same result, and a call with an
+  // empty history leaves the logits alone.
+  y = x;
+  s.Sample(y, nullptr, history, 0, 1);
+  EXPECT_EQ(y, want);
+  y = x;
+  EXPECT_EQ(s.Sample(y, nullptr, {}, 0, 2), 3);
+  EXPECT_EQ(y, x);
+  // Window 0: the whole history, so 4 and 0 are penalised too.
+  c.repetition_window = 0;
+  Sampler whole(c);
+  y = x;
+  whole.Sample(y, nullptr, history, 0, 0);
+  EXPECT_EQ(y[0], 2.0f / 2 - 0.25f - 0.5f);
+  EXPECT_EQ(y[4], -2.0f * 2 - 0.25f - 0.5f);
+}
+
+TEST(SamplerTest, OldSignatureEqualsEmptyHistory) {
+  const std::vector<float> x = RandomLogits(3000, 12);
+  SamplerConfig c{.temperature = 0.9f,
+                  .top_p = 0.8f,
+                  .min_p = 0.02f,
+                  .logit_bias = {{17, 5.0f}},
+                  .repetition_penalty = 1.5f,
+                  .frequency_penalty = 1.0f,
+                  .presence_penalty = 1.0f};
+  Sampler a(c), b(c);
+  std::vector<float> y, z;
+  for (int k = 0; k < 200; ++k) {
+    y = x;
+    z = x;
+    ASSERT_EQ(a.Sample(y, nullptr, 1, k), b.Sample(z, nullptr, {}, 1, k));
+    ASSERT_EQ(a.SampleDetailed(x, nullptr, 1, k).token,
+              a.SampleDetailed(x, nullptr, {}, 1, k).token);
+  }
+}
+
+TEST(SamplerTest, DistributionIsTheDrawnDistribution) {
+  const std::int32_t width = 40000;
+  const std::vector<float> x = RandomLogits(width, 31, 2.5f);
+  TokenBitmask dense(width), sparse(width);
+  for (std::int32_t i = 0; i < width; ++i) {
+    if (i % 9 != 0) dense.Set(i);
+    if (i % 101 == 0) sparse.Set(i);
+  }
+  std::vector<TokenId> history = {5, 5, 100, 2000, 39999};
+  const SamplerConfig configs[] = {
+      {.temperature = 0},
+      {.temperature = 1.0f, .min_p = 0.01f},
+      {.temperature = 0.7f, .top_k = 40, .top_p = 0.9f, .repetition_penalty = 1.2f},
+      {.temperature = 1.2f, .top_p = 0.8f, .logit_bias = {{8, 3.0f}}, .frequency_penalty = 0.3f}};
+  for (const SamplerConfig& c : configs) {
+    Sampler s(c);
+    for (const TokenBitmask* m : {&dense, &sparse}) {
+      std::vector<float> probs(width);
+      const std::int32_t n = s.Distribution(x, m->words(), history, probs);
+      double sum = 0;
+      std::int32_t nonzero = 0;
+      for (std::int32_t i = 0; i < width; ++i) {
+        if (probs[i] > 0) {
+          ASSERT_TRUE(m->Test(i)) << i;
+          ++nonzero;
+        }
+        sum += probs[i];
+      }
+      EXPECT_NEAR(sum, 1.0, 1e-5);
+      EXPECT_LE(nonzero, n);  // candidates whose probability underflowed are counted too
+      for (int k = 0; k < 20; ++k) {
+        const SampleResult r = s.SampleDetailed(x, m->words(), history, 2, k);
+        ASSERT_GT(probs[r.token], 0.0f);
+        if (c.temperature > 0) {
+          EXPECT_NEAR(r.logprob, std::log(probs[r.token]), 1e-5);
+        }
+      }
+    }
+  }
+  std::vector<float> wrong(3);
+  Sampler s;
+  EXPECT_EQ(s.Distribution(x, nullptr, {}, wrong), 0);
+}
+
+// Top-p on a 128k vocabulary, peaked (few entries above the skip bound: the compaction and
+// quickselect path) and flat (the histogram path): the kept set is the one a double-precision
+// sort-and-cumulate picks.
+TEST(SamplerTest, TopPKeptSetMatchesASortOnLargeVocabularies) {
+  const std::int32_t width = 128256;
+  for (bool peaked : {true, false}) {
+    SCOPED_TRACE(peaked ? "peaked" : "flat");
+    std::vector<float> x = RandomLogits(width, 41, 2.0f);
+    if (peaked) {
+      const float head[] = {14, 13.5f, 13, 12, 11, 10, 9, 8};
+      for (int j = 0; j < 8; ++j) x[j * 9001 + 5] = head[j];
+    }
+    const double t = 0.7, top_p = 0.9;
+    std::vector<double> p(width);
+    const double m = *std::max_element(x.begin(), x.end());
+    for (std::int32_t i = 0; i < width; ++i) p[i] = std::exp((x[i] - m) / t);
+    std::vector<double> sorted = p;
+    std::sort(sorted.begin(), sorted.end(), std::greater<double>());
+    const double total = std::accumulate(sorted.begin(), sorted.end(), 0.0);
+    double cum = 0;
+    std::int32_t want = 0;
+    while (cum < top_p * total) cum += sorted[want++];
+    Sampler s(SamplerConfig{.temperature = 0.7f, .top_p = 0.9f});
+    std::vector<float> probs(width);
+    s.Distribution(x, nullptr, {}, probs);
+    std::int32_t kept = 0;
+    for (std::int32_t i = 0; i < width; ++i) {
+      if (probs[i] > 0) {
+        ++kept;
+        EXPECT_GE(p[i], sorted[want - 1]) << i;
+      }
+    }
+    EXPECT_EQ(kept, want);
+    // More kept than the direct path's 4096 candidates: the flat case took the histogram path.
+    if (peaked) {
+      EXPECT_LT(want, 10);
+    } else {
+      EXPECT_GT(want, 4096);
+    }
+  }
+}
+
+std::string ReadPresets() {
+  std::ifstream in(std::string(LOCKSTEP_SOURCE_DATA_DIR) + "/presets/presets.json");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+TEST(SamplerTest, PresetsFromTheShippedFile) {
+  const std::string json = ReadPresets();
+  ASSERT_FALSE(json.empty());
+  auto extraction = SamplerPreset("extraction", json);
+  ASSERT_TRUE(extraction.ok()) << extraction.status().ToString();
+  EXPECT_EQ(extraction->temperature, 0.0f);
+  auto chat = SamplerPreset("chat", json);
+  ASSERT_TRUE(chat.ok());
+  EXPECT_EQ(chat->temperature, 0.7f);
+  EXPECT_EQ(chat->top_p, 1.0f);
+  auto creative = SamplerPreset("creative", json);
+  ASSERT_TRUE(creative.ok());
+  EXPECT_EQ(creative->temperature, 1.0f);
+  EXPECT_EQ(creative->top_p, 0.95f);
+  EXPECT_EQ(creative->frequency_penalty, 0.2f);
+  auto code = SamplerPreset("code", json);
+  ASSERT_TRUE(code.ok());
+  EXPECT_EQ(code->temperature, 0.2f);
+  EXPECT_EQ(code->top_p, 0.95f);
+  EXPECT_EQ(code->top_k, 0);
+  EXPECT_EQ(code->frequency_penalty, 0.0f);
+
+  auto unknown = SamplerPreset("poetry", json);
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(unknown.status().location(), "/presets/poetry");
+  EXPECT_NE(unknown.status().message().find("chat, code, creative, extraction"), std::string::npos)
+      << unknown.status().message();
+}
+
+TEST(SamplerTest, PresetErrorsPointAtTheBadField) {
+  struct Case {
+    const char* json;
+    const char* location;
+  };
+  const Case cases[] = {
+      {R"({"presets": {"a": {"top_p": 1.5}}})", "/presets/a/top_p"},
+      {R"({"presets": {"a": {"temperature": "hot"}}})", "/presets/a/temperature"},
+      {R"({"presets": {"a": {"top_k": 2.5}}})", "/presets/a/top_k"},
+      {R"({"presets": {"a": {"top_k": -1}}})", "/presets/a/top_k"},
+      {R"({"presets": {"a": {"temprature": 1}}})", "/presets/a/temprature"},
+      {R"({"presets": {"a": {"logit_bias": {"x1": 2}}}})", "/presets/a/logit_bias/x1"},
+      {R"({"presets": {"a": {"logit_bias": {"12": null}}}})", "/presets/a/logit_bias/12"},
+      {R"({"presets": {"a": {"seed": -3}}})", "/presets/a/seed"},
+      {R"({"presets": {"a": [1]}})", "/presets/a"},
+      {R"({"presets": [1]})", "/presets"},
+      {R"({"other": {}})", "/presets"},
+      {R"({"presets": {"a": {"top_p": 0.5,}}})", "offset 32"},
+      {"", "offset 0"},
+  };
+  for (const Case& c : cases) {
+    auto r = SamplerPreset("a", c.json);
+    ASSERT_FALSE(r.ok()) << c.json;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << c.json;
+    EXPECT_EQ(r.status().location(), c.location) << c.json << ": " << r.status().message();
+  }
+  auto ok = SamplerPreset("a/b", R"({"presets": {"a/b": {"top_k": 3, "min_p": 0.1, "seed": 9,
+      "repetition_penalty": 1.1, "repetition_window": 64, "presence_penalty": -0.5,
+      "logit_bias": {"7": -100, "0": 1.5}, "description": "x"}}})");
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(ok->top_k, 3);
+  EXPECT_EQ(ok->min_p, 0.1f);
+  EXPECT_EQ(ok->seed, 9u);
+  EXPECT_EQ(ok->repetition_penalty, 1.1f);
+  EXPECT_EQ(ok->repetition_window, 64);
+  EXPECT_EQ(ok->presence_penalty, -0.5f);
+  ASSERT_EQ(ok->logit_bias.size(), 2u);  // object keys come in sorted order
+  EXPECT_EQ(ok->logit_bias[0], (std::pair<TokenId, float>{0, 1.5f}));
+  EXPECT_EQ(ok->logit_bias[1], (std::pair<TokenId, float>{7, -100.0f}));
+  auto escaped = SamplerPreset("x~y/z", R"({"presets": {}})");
+  EXPECT_EQ(escaped.status().location(), "/presets/x~0y~1z");
 }
 
 }  // namespace
