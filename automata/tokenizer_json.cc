@@ -10,6 +10,7 @@
 
 #include "automata/unicode.h"
 #include "automata/vocabulary_impl.h"
+#include "grammar/json_pointer.h"
 
 namespace lockstep {
 namespace {
@@ -25,20 +26,6 @@ Status Invalid(std::string message, std::string pointer) {
 }
 Status Unsupported(std::string message, std::string pointer) {
   return Status(StatusCode::kUnsupported, std::move(message), std::move(pointer));
-}
-
-std::string PointerToken(std::string_view key) {
-  std::string out;
-  for (char c : key) {
-    if (c == '~') {
-      out += "~0";
-    } else if (c == '/') {
-      out += "~1";
-    } else {
-      out.push_back(c);
-    }
-  }
-  return out;
 }
 
 // Byte offset of a JSON syntax error (simdjson's DOM does not report one).
@@ -401,7 +388,7 @@ Result<std::shared_ptr<const Vocabulary>> LoadTokenizerJsonWithConfig(
     std::int64_t id;
     if (field.value.get_int64().get(id) != simdjson::SUCCESS || id < 0 || id >= kMaxTokenId) {
       return Invalid("token id must be an integer in [0, 2^24)",
-                     "/model/vocab/" + PointerToken(field.key));
+                     "/model/vocab" + JsonPointerSegment(field.key));
     }
     max_id = std::max(max_id, id);
     ++count;

@@ -148,8 +148,6 @@ int Generate(int argc, char** argv) {
   std::vector<float> logits(width);
   std::vector<std::uint32_t> mask(PaddedBitmaskWords(width));
   const bool progress = isatty(STDERR_FILENO) && *count > 1;
-  std::vector<bool> is_eos(vocab->size(), false);
-  for (TokenId e : vocab->eos_ids()) is_eos[e] = true;
 
   for (std::int64_t i = 0; i < *count; ++i) {
     Matcher matcher(*grammar);
@@ -165,7 +163,7 @@ int Generate(int argc, char** argv) {
         return Fail(Status(StatusCode::kInternal, "the sampler drew a token the mask forbids",
                            "sample " + std::to_string(i) + ", step " + std::to_string(step)));
       }
-      if (tok < vocab->size() && is_eos[tok]) {
+      if (matcher.IsTerminated()) {  // the token was an EOS id
         finish = "eos";
         break;
       }

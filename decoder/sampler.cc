@@ -19,6 +19,7 @@
 #include <string>
 
 #include "decoder/mask_kernels.h"
+#include "grammar/json_pointer.h"
 
 namespace lockstep {
 namespace {
@@ -436,21 +437,6 @@ Status PresetError(std::string message, std::string pointer) {
   return Status(StatusCode::kInvalidArgument, std::move(message), std::move(pointer));
 }
 
-// A JSON Pointer reference token: '~' -> "~0", '/' -> "~1".
-std::string PointerToken(std::string_view s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '~') {
-      out += "~0";
-    } else if (c == '/') {
-      out += "~1";
-    } else {
-      out += c;
-    }
-  }
-  return "/" + out;
-}
-
 // `v` as a finite number in [lo, hi], or an error at `at`.
 Status ReadNumber(const nlohmann::json& v, const std::string& at, double lo, double hi,
                   double* out) {
@@ -479,7 +465,7 @@ Status ReadPreset(const nlohmann::json& obj, const std::string& at, SamplerConfi
   if (!obj.is_object()) return PresetError("a preset must be an object", at);
   constexpr double kMaxFloat = std::numeric_limits<float>::max();
   for (const auto& [key, v] : obj.items()) {
-    const std::string where = at + PointerToken(key);
+    const std::string where = at + JsonPointerSegment(key);
     double d = 0;
     std::int64_t i = 0;
     if (key == "description") {
@@ -516,7 +502,7 @@ Status ReadPreset(const nlohmann::json& obj, const std::string& at, SamplerConfi
     } else if (key == "logit_bias") {
       if (!v.is_object()) return PresetError("expected an object of token id -> bias", where);
       for (const auto& [id_text, bias] : v.items()) {
-        const std::string bias_at = where + PointerToken(id_text);
+        const std::string bias_at = where + JsonPointerSegment(id_text);
         std::int64_t id = 0;
         bool digits = !id_text.empty() && id_text.size() <= 10;
         for (char ch : id_text) {
@@ -558,10 +544,10 @@ Result<SamplerConfig> SamplerPresetImpl(std::string_view name, std::string_view 
       known += (known.empty() ? "" : ", ") + key;
     }
     return PresetError("unknown sampler preset '" + std::string(name) + "' (known: " + known + ")",
-                       "/presets" + PointerToken(name));
+                       "/presets" + JsonPointerSegment(name));
   }
   SamplerConfig config;
-  LOCKSTEP_RETURN_IF_ERROR(ReadPreset(*it, "/presets" + PointerToken(name), &config));
+  LOCKSTEP_RETURN_IF_ERROR(ReadPreset(*it, "/presets" + JsonPointerSegment(name), &config));
   return config;
 }
 
