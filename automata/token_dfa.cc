@@ -2,6 +2,8 @@
 // computes a DFA state's token mask.
 #include "automata/token_dfa.h"
 
+#include "automata/cfg_grammar.h"
+
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -49,10 +51,34 @@ Result<std::shared_ptr<const CompiledGrammar>> GrammarCompiler::CompileRegex(
 // --- CompiledGrammar ---------------------------------------------------------------------------
 
 CompiledGrammar::CompiledGrammar(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+CompiledGrammar::CompiledGrammar(std::unique_ptr<CfgGrammar> cfg) : cfg_(std::move(cfg)) {}
 CompiledGrammar::~CompiledGrammar() = default;
-const Vocabulary& CompiledGrammar::vocabulary() const { return impl_->vocab(); }
-CompiledGrammarStats CompiledGrammar::Stats() const { return impl_->Stats(); }
+const Vocabulary& CompiledGrammar::vocabulary() const {
+  return cfg_ ? cfg_->vocab() : impl_->vocab();
+}
+CompiledGrammarStats CompiledGrammar::Stats() const {
+  if (!cfg_) return impl_->Stats();
+  CfgStats c = cfg_->Stats();
+  CompiledGrammarStats s;
+  s.is_grammar = true;
+  s.dfa_states = c.states;
+  s.byte_classes = c.byte_classes;
+  s.compile_ms = c.compile_ms;
+  s.cached_masks = c.cached_masks;
+  s.mask_cache_bytes = c.cache_bytes;
+  s.rules = c.rules;
+  s.counter_rules = c.counter_rules;
+  s.positions = c.positions;
+  s.accepted_tokens = c.accepted_tokens;
+  s.uncertain_tokens = c.uncertain_tokens;
+  s.signatures = c.signatures;
+  return s;
+}
 void CompiledGrammar::PrecomputeAllMasks() const {
+  if (cfg_) {
+    cfg_->PrecomputePositions(0);
+    return;
+  }
   for (StateId s = 1; s < impl_->dfa().num_states; ++s) impl_->CachedMask(s);
 }
 

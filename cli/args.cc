@@ -47,6 +47,7 @@ Status Args::Parse(int argc, char** argv, int first) {
         value = argv[++i];
       }
       values_[name] = value;
+      all_values_[name].push_back(value);
     } else {
       return Status(StatusCode::kInvalidArgument, "unknown option '" + a + "' (see --help)",
                     "argument " + std::to_string(i));

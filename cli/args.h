@@ -34,6 +34,12 @@ class Args {
   Result<std::int64_t> GetInt(const std::string& name, std::int64_t def, std::int64_t lo,
                               std::int64_t hi) const;
   Result<double> GetDouble(const std::string& name, double def, double lo, double hi) const;
+  // Every value given for `name`, in command-line order (a value flag may be repeated; Get
+  // returns the last one).
+  std::vector<std::string> GetAll(const std::string& name) const {
+    auto it = all_values_.find(name);
+    return it == all_values_.end() ? std::vector<std::string>{} : it->second;
+  }
   const std::vector<std::string>& positional() const { return positional_; }
 
  private:
@@ -41,6 +47,7 @@ class Args {
   std::set<std::string> switches_;
   std::map<std::string, std::string> aliases_;
   std::map<std::string, std::string> values_;
+  std::map<std::string, std::vector<std::string>> all_values_;
   std::vector<std::string> positional_;
 };
 

@@ -9,12 +9,16 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "cli/args.h"
+#include "cli/constraint.h"
+#include "cli/decoding_flags.h"
+#include "cli/sampler_flags.h"
 #include "lockstep/compiler.h"
 #include "lockstep/logits_source.h"
 #include "lockstep/matcher.h"
@@ -25,9 +29,9 @@
 namespace lockstep::cli {
 namespace {
 
-constexpr const char* kGenerateHelp = R"(usage: lockstep generate --regex RE [options]
+constexpr const char* kGenerateHelp = R"(usage: lockstep generate (--regex RE | --grammar FILE) [options]
 
-Generates text that fully matches RE, token by token: the logits source scores the vocabulary,
+Generates text that fully matches RE (or is a sentence of the grammar), token by token: the logits source scores the vocabulary,
 the constraint masks it, the sampler draws. Prints one line per sample, or with --json one
 object per line: {"text":..., "tokens":[...], "finish":"eos"|"length", "match":true|false}
 ("tokens" are the generated ids without the final EOS; "match" is whether the text is a
@@ -35,20 +39,27 @@ complete match of RE).
 
 options:
   --regex RE             the constraint (full match; syntax in schemas/regex/README.md)
+  --grammar FILE         or a grammar: GBNF (llama.cpp dialect) or Lark-style EBNF, e.g.
+                         schemas/grammars/json.gbnf ("match" then means: a sentence)
+  --grammar-syntax S     auto (default: GBNF if rules use ::=), gbnf or lark
   --tokenizer NAME|PATH  vocabulary (default llama3)
   --logits-width V       the model's logits width when it exceeds the vocabulary (padding
                          ids are never allowed)
   --model ngram|uniform  logits source (default ngram: a token n-gram model trained at build
                          time on schemas/corpus; uniform: seeded random logits)
   --ngram-model PATH     n-gram model file (default: the one built for the tokenizer)
-  --seed N               sampler and source seed (default 0); same seed, same output
   -n, --count COUNT      number of samples (default 1)
-  --temperature T        0 = greedy (default 1.0)
-  --top-k K              keep the K most likely allowed tokens (default 0 = off)
-  --top-p P              nucleus mass in (0, 1] (default 1 = off)
   --max-tokens M         token budget per sample (default 256)
-  --prompt TEXT          context given to the logits source (not constrained, not printed)
+  --prompt TEXT          context given to the logits source (not constrained, not printed);
+                         the penalties' history is the prompt and the generated tokens
   --json                 JSON lines output
+  --logprobs N           with --json, add "logprobs": per generated token (and the final EOS)
+                         {"token", "logprob" (raw model), "constrained_logprob" (masked, T 1),
+                         "sampled_logprob" (the draw's distribution), "entropy" (nats, masked,
+                         T 1), "top": N alternatives [{"token", "text", "logprob"}] by
+                         constrained logprob}
+
+sampler flags (the seed also seeds the --model uniform source):
 )";
 
 constexpr const char* kTrainHelp = R"(usage: lockstep train-ngram [--tokenizer NAME|PATH] [--order N] -o OUT FILE.jsonl...
@@ -100,34 +111,42 @@ Result<std::unique_ptr<LogitsSource>> MakeSource(const Args& args, const Vocabul
 }  // namespace
 
 int Generate(int argc, char** argv) {
-  Args args({"tokenizer", "logits-width", "regex", "model", "ngram-model", "seed", "count", "temperature",
-             "top-k", "top-p", "max-tokens", "prompt"},
-            {"json", "help"}, {{"-h", "help"}, {"-n", "count"}});
+  std::set<std::string> value_flags = {"tokenizer", "logits-width", "model",
+                                       "ngram-model", "count",       "max-tokens", "prompt",
+                                       "logprobs"};
+  std::set<std::string> switches = {"json", "help"};
+  AddConstraintFlags(&value_flags);
+  if (Status st = AddSamplerFlags(&value_flags, switches); !st.ok()) return Fail(st);
+  AddDecodingFlags(&value_flags);
+  Args args(value_flags, switches, {{"-h", "help"}, {"-n", "count"}});
   if (Status st = args.Parse(argc, argv, 2); !st.ok()) return Fail(st);
-  if (args.Has("help")) return std::cout << kGenerateHelp, 0;
+  if (args.Has("help")) return std::cout << kGenerateHelp << kSamplerFlagsHelp << kDecodingFlagsHelp, 0;
   if (!args.positional().empty()) {
     return Fail(Status(StatusCode::kInvalidArgument,
                        "unexpected argument '" + args.positional()[0] + "'", "arguments"));
   }
-  if (!args.Has("regex")) {
-    return Fail(Status(StatusCode::kInvalidArgument, "generate needs --regex RE", "arguments"));
+  if (!HasConstraint(args)) {
+    return Fail(Status(StatusCode::kInvalidArgument,
+                       "generate needs --regex RE or --grammar FILE", "arguments"));
   }
   auto seed = args.GetInt("seed", 0, 0, INT64_MAX);
   auto count = args.GetInt("count", 1, 0, 1000000);
   auto max_tokens = args.GetInt("max-tokens", 256, 1, 1000000);
-  auto top_k = args.GetInt("top-k", 0, 0, INT32_MAX);
-  auto temperature = args.GetDouble("temperature", 1.0, 0.0, 1e6);
-  auto top_p = args.GetDouble("top-p", 1.0, 1e-9, 1.0);
+  auto logprobs = args.GetInt("logprobs", -1, 0, 1000);
+  auto config_r = SamplerConfigFromArgs(args);
   for (const Status* st : {&seed.status(), &count.status(), &max_tokens.status(),
-                           &top_k.status(), &temperature.status(), &top_p.status()}) {
+                           &logprobs.status(), &config_r.status()}) {
     if (!st->ok()) return Fail(*st);
+  }
+  if (*logprobs >= 0 && !args.Has("json")) {
+    return Fail(Status(StatusCode::kInvalidArgument, "--logprobs needs --json", "--logprobs"));
   }
 
   auto vocab_r = LoadVocabulary(args);
   if (!vocab_r.ok()) return Fail(vocab_r.status());
   std::shared_ptr<const Vocabulary> vocab = *vocab_r;
   GrammarCompiler compiler(vocab);
-  auto grammar = compiler.CompileRegex(args.Get("regex"));
+  auto grammar = CompileConstraint(args, compiler);
   if (!grammar.ok()) return Fail(grammar.status());
   auto source = MakeSource(args, *vocab, static_cast<std::uint64_t>(*seed));
   if (!source.ok()) return Fail(source.status());
@@ -137,15 +156,24 @@ int Generate(int argc, char** argv) {
     if (!ids.ok()) return Fail(ids.status());
     prompt = *ids;
   }
+  // Guidance / contrastive wrap the source; beam search and speculative decoding run their own
+  // loops (cli/decoding_flags.cc).
+  auto decoding = SetupDecoding(args, *vocab, **source, prompt, static_cast<std::uint64_t>(*seed));
+  if (!decoding.ok()) return Fail(decoding.status());
+  if ((*decoding)->mode != DecodingMode::kSample) {
+    if (*logprobs >= 0) {
+      return Fail(Status(StatusCode::kInvalidArgument,
+                         "--logprobs is not available with --beam or --draft", "--logprobs"));
+    }
+    return RunDecoding(**decoding, args, *grammar, prompt, *config_r, *count, *max_tokens);
+  }
+  LogitsSource& model = *(*decoding)->source;
 
-  SamplerConfig config;
-  config.temperature = static_cast<float>(*temperature);
-  config.top_k = static_cast<std::int32_t>(*top_k);
-  config.top_p = static_cast<float>(*top_p);
-  config.seed = static_cast<std::uint64_t>(*seed);
+  const SamplerConfig config = *config_r;
   const std::int32_t width = vocab->logits_width();
   Sampler sampler(config, width);
   std::vector<float> logits(width);
+  std::vector<float> report_logits;
   std::vector<std::uint32_t> mask(PaddedBitmaskWords(width));
   const bool progress = isatty(STDERR_FILENO) && *count > 1;
 
@@ -154,11 +182,29 @@ int Generate(int argc, char** argv) {
     std::vector<TokenId> context = prompt;
     std::vector<TokenId> out;
     std::string finish = "length";
+    nlohmann::ordered_json step_logprobs = nlohmann::ordered_json::array();
     for (std::int64_t step = 0; step < *max_tokens; ++step) {
-      (*source)->Logits(context, logits);
       matcher.FillNextTokenBitmask(mask);
-      TokenId tok = sampler.Sample(logits, mask.data(), static_cast<std::uint64_t>(i),
+      model.MaskedLogits(context, mask.data(), logits);
+      if (*logprobs >= 0) report_logits = logits;  // Sample overwrites its input
+      TokenId tok = sampler.Sample(logits, mask.data(), context, static_cast<std::uint64_t>(i),
                                    static_cast<std::uint64_t>(step));
+      if (*logprobs >= 0 && tok != kNoToken) {
+        const TokenLogprobs lp = sampler.Logprobs(report_logits, mask.data(), context, tok,
+                                                  static_cast<std::int32_t>(*logprobs));
+        nlohmann::ordered_json top = nlohmann::ordered_json::array();
+        for (const auto& [alt, alt_lp] : lp.top) {
+          top.push_back({{"token", alt}, {"text", std::string(vocab->TokenBytes(alt))}, {"logprob", alt_lp}});
+        }
+        step_logprobs.push_back(nlohmann::ordered_json{
+            {"token", tok},
+            {"text", std::string(vocab->TokenBytes(tok))},
+            {"logprob", lp.raw_logprob},
+            {"constrained_logprob", lp.constrained_logprob},
+            {"sampled_logprob", lp.sampled_logprob},
+            {"entropy", lp.entropy},
+            {"top", top}});
+      }
       if (tok == kNoToken || !matcher.AcceptToken(tok)) {
         return Fail(Status(StatusCode::kInternal, "the sampler drew a token the mask forbids",
                            "sample " + std::to_string(i) + ", step " + std::to_string(step)));
@@ -174,6 +220,7 @@ int Generate(int argc, char** argv) {
     bool match = matcher.IsTerminated() || matcher.CanEnd();
     if (args.Has("json")) {
       nlohmann::ordered_json j = {{"text", text}, {"tokens", out}, {"finish", finish}, {"match", match}};
+      if (*logprobs >= 0) j["logprobs"] = step_logprobs;
       std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     } else {
       std::cout << text << "\n";

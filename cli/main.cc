@@ -17,6 +17,9 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/args.h"
+#include "cli/constraint.h"
+#include "cli/classify.h"
+#include "cli/explain.h"
 #include "cli/generate.h"
 #include "cli/report.h"
 #include "lockstep/compiler.h"
@@ -51,6 +54,8 @@ commands:
   detokenize   decode token ids into text
   compile      compile a constraint and report automaton and mask statistics
   generate     generate text under a constraint with a sampler and a logits source
+  classify     the exact probability of each label (choices or a finite regex) under the model
+  explain      the sampler's distribution after every stage, on given logits or a generation
   train-ngram  train the token n-gram logits source on a corpus
 
 Run `lockstep COMMAND --help` for the options of a command.
@@ -73,12 +78,17 @@ Prints the bytes of the token ids (arguments, or whitespace/comma separated on s
   --tokenizer NAME|PATH  vocabulary (default llama3)
 )";
 
-constexpr const char* kCompileHelp = R"(usage: lockstep compile --regex RE [--tokenizer NAME|PATH] [--stats] [--json]
+constexpr const char* kCompileHelp = R"(usage: lockstep compile (--regex RE | --grammar FILE) [--tokenizer NAME|PATH] [--stats] [--json]
 
-Compiles RE (full-match semantics) into a minimal byte DFA and its token-level masks.
+Compiles RE (full-match semantics) into a minimal byte DFA and its token-level masks, or a
+grammar (GBNF / Lark-style EBNF) into rule automata for the Earley runtime and its adaptive
+token-mask cache.
   --regex RE             the constraint (JSON Schema `pattern` syntax, see schemas/regex/README.md)
+  --grammar FILE         a grammar file (e.g. schemas/grammars/json.gbnf)
+  --grammar-syntax S     auto (default), gbnf or lark
   --tokenizer NAME|PATH  vocabulary (default llama3)
-  --stats                also compute every state's token mask and report their sizes
+  --stats                also compute every state's token mask and report their sizes (grammars:
+                         every position's accepted / uncertain token classes, on all cores)
   --logits-width V       the model's logits width when it exceeds the vocabulary
   --max-states N         DFA state budget (default 100000); exceeding it is a resource limit
   --json                 print one JSON object instead of text
@@ -155,12 +165,88 @@ int Detokenize(int argc, char** argv) {
   return 0;
 }
 
+int CompileGrammarFile(const Args& args, const CompileOptions& options) {
+  auto t0 = Clock::now();
+  auto vocab = LoadVocabulary(args);
+  if (!vocab.ok()) return Fail(vocab.status());
+  double load_ms = MsSince(t0);
+  t0 = Clock::now();
+  GrammarCompiler compiler(*vocab);
+  double trie_ms = MsSince(t0);
+  t0 = Clock::now();
+  auto grammar = CompileConstraint(args, compiler, options);
+  if (!grammar.ok()) return Fail(grammar.status());
+  double compile_ms = MsSince(t0);
+  Matcher matcher(*grammar);
+  std::vector<std::uint32_t> mask(BitmaskWords((*vocab)->logits_width()));
+  t0 = Clock::now();
+  matcher.FillNextTokenBitmask(mask);
+  double first_mask_ms = MsSince(t0);
+  std::int64_t first_allowed = 0;
+  for (std::uint32_t w : mask) first_allowed += __builtin_popcount(w);
+  double all_ms = -1;
+  if (args.Has("stats")) {
+    t0 = Clock::now();
+    (*grammar)->PrecomputeAllMasks();
+    all_ms = MsSince(t0);
+  }
+  CompiledGrammarStats stats = (*grammar)->Stats();
+  nlohmann::ordered_json out = {
+      {"grammar", args.Get("grammar")},
+      {"tokenizer", (*vocab)->name()},
+      {"vocab_size", (*vocab)->size()},
+      {"rules", stats.rules},
+      {"counter_rules", stats.counter_rules},
+      {"dfa_states", stats.dfa_states},
+      {"byte_classes", stats.byte_classes},
+      {"vocab_load_ms", load_ms},
+      {"trie_build_ms", trie_ms},
+      {"compile_ms", compile_ms},
+      {"first_mask_ms", first_mask_ms},
+      {"first_mask_allowed", first_allowed},
+      {"positions", stats.positions},
+      {"accepted_tokens", stats.accepted_tokens},
+      {"uncertain_tokens", stats.uncertain_tokens},
+      {"mask_cache_bytes", stats.mask_cache_bytes},
+  };
+  if (all_ms >= 0) out["all_positions_ms"] = all_ms;
+  if (args.Has("json")) {
+    std::cout << out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    return 0;
+  }
+  std::printf("grammar          %s\n", args.Get("grammar").c_str());
+  std::printf("tokenizer        %s (%d ids, logits width %d)\n", (*vocab)->name().c_str(),
+              (*vocab)->size(), (*vocab)->logits_width());
+  std::printf("rules            %d (%d native counters), %d DFA states, %d byte classes\n",
+              stats.rules, stats.counter_rules, stats.dfa_states, stats.byte_classes);
+  std::printf("vocabulary load  %.2f ms (+ token trie %.2f ms)\n", load_ms, trie_ms);
+  std::printf("compile          %.3f ms\n", compile_ms);
+  std::printf("first mask       %.3f ms (%lld tokens allowed at the start)\n", first_mask_ms,
+              static_cast<long long>(first_allowed));
+  if (all_ms >= 0) std::printf("all positions    %.1f ms\n", all_ms);
+  std::printf("positions        %d computed: %lld accepted, %lld uncertain (token, split) pairs\n",
+              stats.positions, static_cast<long long>(stats.accepted_tokens),
+              static_cast<long long>(stats.uncertain_tokens));
+  std::printf("mask cache       %.2f MiB\n", stats.mask_cache_bytes / 1048576.0);
+  return 0;
+}
+
 int Compile(int argc, char** argv) {
-  Args args({"tokenizer", "logits-width", "regex", "max-states"}, {"stats", "json", "help"}, {{"-h", "help"}});
+  std::set<std::string> value_flags = {"tokenizer", "logits-width", "max-states"};
+  AddConstraintFlags(&value_flags);
+  Args args(value_flags, {"stats", "json", "help"}, {{"-h", "help"}});
   if (Status st = args.Parse(argc, argv, 2); !st.ok()) return Fail(st);
   if (args.Has("help")) return std::cout << kCompileHelp, 0;
-  if (!args.Has("regex")) {
-    return Fail(Status(StatusCode::kInvalidArgument, "compile needs --regex RE", "arguments"));
+  if (args.Has("grammar") && !args.Has("regex")) {
+    CompileOptions options;
+    auto max_states = args.GetInt("max-states", options.max_dfa_states, 1, 100000000);
+    if (!max_states.ok()) return Fail(max_states.status());
+    options.max_dfa_states = static_cast<std::int32_t>(*max_states);
+    return CompileGrammarFile(args, options);
+  }
+  if (!args.Has("regex") || args.Has("grammar")) {
+    return Fail(Status(StatusCode::kInvalidArgument,
+                       "compile needs one of --regex RE or --grammar FILE", "arguments"));
   }
   if (!args.positional().empty()) {
     return Fail(Status(StatusCode::kInvalidArgument,
@@ -260,6 +346,8 @@ int main(int argc, char** argv) {
   if (cmd == "detokenize") return Detokenize(argc, argv);
   if (cmd == "compile") return Compile(argc, argv);
   if (cmd == "generate") return Generate(argc, argv);
+  if (cmd == "classify") return Classify(argc, argv);
+  if (cmd == "explain") return Explain(argc, argv);
   if (cmd == "train-ngram") return TrainNgram(argc, argv);
   std::cerr << "lockstep: invalid argument at argument 1: unknown command '" << cmd
             << "' (see lockstep --help)\n";

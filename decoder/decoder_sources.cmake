@@ -6,4 +6,11 @@ set(LOCKSTEP_DECODER_SOURCES
   logits_source.cc
   ngram_model.cc
   ngram_corpus.cc
+  # logits sources and decoding algorithms (include/lockstep/decoding.h, classify.h)
+  logits_file.cc
+  scripted_source.cc
+  generate_loop.cc
+  beam_search.cc
+  speculative.cc
+  classify.cc
 )

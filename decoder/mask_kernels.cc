@@ -57,6 +57,32 @@ inline float ExpScalar(float x) {
   return flush ? 0.0f : p * scale;
 }
 
+// Pieces of the tail bound of CollectCandidates: t = (x - shift) * kTail + bias is
+// (u + 127 + margin) * 2^23, whose truncation read as float bits is 2^floor(u') * (1 + frac(u'))
+// >= 2^u' (the chord of 2^f on [0, 1] lies above it); clamped below at 2^23 (FLT_MIN), so tiny
+// and -inf entries count as FLT_MIN and no denormal is formed.
+constexpr float kTwo23 = 8388608.0f;
+constexpr float kTailMargin = 0.01f;  // in log2 units: covers the rounding of t
+struct TailParams {
+  float k, bias;
+};
+inline TailParams MakeTailParams(float scale) {
+  return {scale * kLog2e * kTwo23, (127.0f + kTailMargin) * kTwo23};
+}
+inline float TailTerm(float x, float shift, TailParams tp) {
+  float t = (x - shift) * tp.k + tp.bias;
+  t = t > kTwo23 ? t : kTwo23;  // also maps -inf (and NaN) to the floor
+  const std::uint32_t bits = static_cast<std::uint32_t>(static_cast<std::int32_t>(t));
+  float v;
+  std::memcpy(&v, &bits, sizeof v);
+  return v;
+}
+// The float lane sums are exact to about n * 2^-24 relatively; 16k terms per lane at most for
+// Llama-3 widths, 1% covers widths up to ~1.6M per lane.
+inline double WidenTailBound(double sum, std::int32_t width) {
+  return sum * 1.01 + static_cast<double>(width) * std::numeric_limits<float>::min();
+}
+
 inline float ReduceLanes(const float* l) {
   return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
 }
@@ -158,6 +184,25 @@ std::int32_t CollectInRangeScalar(const float* p, std::int32_t n, float lo, floa
   for (std::int32_t i = 0; i < n; ++i) {
     if (p[i] >= lo && p[i] < hi) out[m++] = p[i];
   }
+  return m;
+}
+
+std::int32_t CollectCandidatesScalar(const float* x, const std::uint32_t* mask, std::int32_t width,
+                                     float lo, float shift, float scale, std::int32_t limit,
+                                     TokenId* ids, float* vals, double* tail_bound) {
+  const TailParams tp = MakeTailParams(scale);
+  float lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  std::int32_t m = 0;
+  for (std::int32_t i = 0; i < width; ++i) {
+    if (x[i] >= lo && Allowed(mask, i)) {
+      if (m == limit) return -1;
+      ids[m] = i;
+      vals[m++] = x[i];
+    } else if (!(x[i] >= lo) && Allowed(mask, i)) {
+      lanes[i & 7] += TailTerm(x[i], shift, tp);
+    }
+  }
+  *tail_bound = WidenTailBound(ReduceLanes(lanes), width);
   return m;
 }
 
@@ -424,6 +469,59 @@ LOCKSTEP_AVX2 std::int32_t CollectInRangeAvx2(const float* p, std::int32_t n, fl
   return m;
 }
 
+LOCKSTEP_AVX2 std::int32_t CollectCandidatesAvx2(const float* x, const std::uint32_t* mask,
+                                                 std::int32_t width, float lo, float shift,
+                                                 float scale, std::int32_t limit, TokenId* ids,
+                                                 float* vals, double* tail_bound) {
+  const TailParams tp = MakeTailParams(scale);
+  const __m256 vlo = _mm256_set1_ps(lo), vshift = _mm256_set1_ps(shift);
+  const __m256 vk = _mm256_set1_ps(tp.k), vbias = _mm256_set1_ps(tp.bias);
+  const __m256 vfloor = _mm256_set1_ps(kTwo23);
+  __m256 acc = _mm256_setzero_ps();
+  std::int32_t m = 0;
+  const std::int32_t full = width / 32;
+  for (std::int32_t w = 0; w < full; ++w) {
+    const std::uint32_t bits = mask == nullptr ? ~0u : mask[w];
+    if (bits == 0) continue;
+    const float* v = x + w * 32;
+    const __m256i word = _mm256_set1_epi32(static_cast<int>(bits));
+    std::uint32_t above = 0;
+    for (int c = 0; c < 4; ++c) {
+      const __m256 xv = _mm256_loadu_ps(v + 8 * c);
+      const __m256 ge = _mm256_cmp_ps(xv, vlo, _CMP_GE_OQ);
+      above |= static_cast<std::uint32_t>(_mm256_movemask_ps(ge)) << (8 * c);
+      __m256 t = _mm256_add_ps(_mm256_mul_ps(_mm256_sub_ps(xv, vshift), vk), vbias);
+      // max(t, floor) returns the floor for t = -inf or NaN, like the scalar select.
+      t = _mm256_max_ps(t, vfloor);
+      __m256 term = _mm256_andnot_ps(ge, _mm256_castsi256_ps(_mm256_cvttps_epi32(t)));
+      if (bits != ~0u) term = _mm256_blendv_ps(_mm256_setzero_ps(), term, LaneSigns(word, c));
+      acc = _mm256_add_ps(acc, term);
+    }
+    std::uint32_t cand = bits & above;
+    if (cand == 0) continue;
+    if (m + __builtin_popcount(cand) > limit) return -1;
+    while (cand != 0) {
+      const TokenId id = w * 32 + __builtin_ctz(cand);
+      ids[m] = id;
+      vals[m++] = x[id];
+      cand &= cand - 1;
+    }
+  }
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, acc);
+  for (std::int32_t i = full * 32; i < width; ++i) {
+    if (x[i] >= lo && Allowed(mask, i)) {
+      if (m == limit) return -1;
+      ids[m] = i;
+      vals[m++] = x[i];
+    } else if (!(x[i] >= lo) && Allowed(mask, i)) {
+      lanes[i & 7] += TailTerm(x[i], shift, tp);
+    }
+  }
+  *tail_bound = WidenTailBound(ReduceLanes(lanes), width);
+  return m;
+}
+
 LOCKSTEP_AVX2 void ForEachAboveAvx2(const float* x, const std::uint32_t* mask, std::int32_t width,
                                     const float* threshold, AboveVisitor visit, void* ctx) {
   const std::int32_t full = width / 32;
@@ -471,18 +569,22 @@ struct Table {
   std::int32_t (*collect_in_range)(const float*, std::int32_t, float, float, float*);
   void (*for_each_above)(const float*, const std::uint32_t*, std::int32_t, const float*,
                          AboveVisitor, void*);
+  std::int32_t (*collect_candidates)(const float*, const std::uint32_t*, std::int32_t, float,
+                                     float, float, std::int32_t, TokenId*, float*, double*);
 };
 
 constexpr Table kScalarTable = {
     Isa::kScalar,    ApplyMaskScalar,       PopcountScalar,       AndIntoScalar,
     OrIntoScalar,    FirstSetBitScalar,     MaskedArgmaxScalar,   MaskedMaxScalar,
     ExpBlocksScalar, ThresholdBlocksScalar, CollectInRangeScalar, ForEachAboveScalar,
+    CollectCandidatesScalar,
 };
 #ifdef LOCKSTEP_X86
 constexpr Table kAvx2Table = {
     Isa::kAvx2,    ApplyMaskAvx2,       PopcountAvx2,       AndIntoAvx2,
     OrIntoAvx2,    FirstSetBitAvx2,     MaskedArgmaxAvx2,   MaskedMaxAvx2,
     ExpBlocksAvx2, ThresholdBlocksAvx2, CollectInRangeAvx2, ForEachAboveAvx2,
+    CollectCandidatesAvx2,
 };
 #endif
 
@@ -589,6 +691,14 @@ std::int32_t CollectInRange(const float* p, std::int32_t n, float lo, float hi, 
   return n > 0 ? Kernels().collect_in_range(p, n, lo, hi, out) : 0;
 }
 float ExpNonPositive(float x) { return ExpScalar(x); }
+std::int32_t CollectCandidates(const float* x, const std::uint32_t* mask, std::int32_t width,
+                               float lo, float shift, float scale, std::int32_t limit,
+                               TokenId* ids, float* vals, double* tail_bound) {
+  *tail_bound = 0;
+  return width > 0 ? Kernels().collect_candidates(x, mask, width, lo, shift, scale, limit, ids,
+                                                  vals, tail_bound)
+                   : 0;
+}
 void ForEachAbove(const float* x, const std::uint32_t* mask, std::int32_t width,
                   const float* threshold, AboveVisitor visit, void* ctx) {
   if (width > 0) Kernels().for_each_above(x, mask, width, threshold, visit, ctx);

@@ -90,6 +90,17 @@ std::int32_t CollectInRange(const float* p, std::int32_t n, float lo, float hi, 
 // [-87, 0].
 float ExpNonPositive(float x);
 
+// The candidate pass of the pruned top-p/min-p path. Copies, in index order, every allowed id
+// with x[id] >= lo to ids/vals and returns how many; returns -1 as soon as there would be more
+// than `limit`. Also writes to *tail_bound an upper bound of the sum over every other id of
+// e^((x[id] - shift) * scale) over the allowed ids below lo (for x <= shift, scale >= 0): per
+// entry 2^floor(u) * (1 + frac(u)) >= 2^u with u = (x - shift) * scale * log2(e) plus a margin,
+// summed in eight float lanes in a fixed order (so both versions agree bit for bit), then
+// widened for the float rounding of the sum.
+std::int32_t CollectCandidates(const float* x, const std::uint32_t* mask, std::int32_t width,
+                               float lo, float shift, float scale, std::int32_t limit,
+                               TokenId* ids, float* vals, double* tail_bound);
+
 // Calls visit(ctx, id, x[id]) for every allowed id, in increasing order, whose value is greater
 // than *threshold at the time it is reached; the visitor may raise *threshold (top-k selection).
 using AboveVisitor = void (*)(void* ctx, TokenId id, float value);

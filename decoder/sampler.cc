@@ -32,6 +32,15 @@ constexpr int kHistograms = 4;
 // Top-p cuts with at most this many candidates above the skip bound go straight to the
 // quickselect; more go through the histogram first.
 constexpr std::int32_t kDirectCutMax = 4096;
+// The pruned top-p/min-p path (Sampler::PrunedCut): candidates are the allowed logits within
+// kPruneRange * T of the max (probability >= e^-12 ~ 6e-6 of the max's); at most this many, and
+// only for arrays at least kPruneMinWidth wide.
+constexpr float kPruneRange = 12.0f;
+constexpr std::int32_t kPruneMaxCandidates = 4096;
+constexpr std::int32_t kPruneMinWidth = 8192;
+// Relative slack on masses: covers the float lane sums of ExpBlocks (<= 256 terms per block,
+// 2^-24 each) and the double sums of the cut search.
+constexpr double kMassSlack = 1e-4;
 
 inline std::uint32_t FloatBits(float v) {
   std::uint32_t b;
@@ -251,6 +260,60 @@ float Sampler::TopPThreshold(const float* p, std::int32_t n, double total, doubl
   return CutByMass(boundary_.data(), m, target - cum);
 }
 
+bool Sampler::PrunedCut(const float* x, const std::uint32_t* mask, std::int32_t width, float max,
+                        std::int32_t* n, float* tau) {
+  // The full path exponentiates every allowed logit, sums them into `total` and cuts at the
+  // largest tau whose kept mass reaches top_p * total. Here only the candidates (x >= lo) are
+  // exponentiated; the others get an upper bound of their mass (`tail`), so total lies in
+  // [sc, sc + tail] (sc the candidates' sum) up to rounding. The cut is monotone in the target,
+  // so if the cuts for both ends of that interval are the same candidate value, and that value
+  // is above every non-candidate's probability, the full path would keep exactly the same set
+  // with exactly the same values: return it. Otherwise return false and let the full path run.
+  const float scale = 1.0f / config_.temperature;
+  const float lo = max - kPruneRange * config_.temperature;
+  if (!(lo < max)) return false;  // T too small for the float spacing at `max`
+  // Flat distributions have far more candidates than the limit: a strided sample of 1 in 64
+  // entries predicts that for the price of 2k loads instead of a wasted collection pass.
+  std::int32_t sampled = 0;
+  for (std::int32_t i = 0; i < width; i += 64) sampled += x[i] >= lo;
+  if (sampled * 64 > 2 * kPruneMaxCandidates) return false;
+  double tail = 0;
+  const std::int32_t nc =
+      kernels::CollectCandidates(x, mask, width, lo, max, scale, kPruneMaxCandidates,
+                                 cand_ids_.data(), cand_vals_.data(), &tail);
+  if (nc <= 0) return false;
+  float* p = cand_vals_.data();
+  const double sc = kernels::ExpBlocks(p, nullptr, nc, max, scale, block_sums_.data());
+  // Every non-candidate has x < lo, so (x - max) * scale <= (lo - max) * scale in float (the
+  // operations are monotone), and Exp's relative error is < 1e-6.
+  const double floor_p =
+      std::exp(static_cast<double>((lo - max) * scale)) * (1 + 1e-5) +
+      std::numeric_limits<float>::min();
+  const float tau_min =
+      config_.min_p > 0 ? config_.min_p * kernels::ExpNonPositive(0.0f) : 0.0f;
+  float cut = tau_min;
+  if (config_.top_p < 1.0f) {
+    const double top_p = std::max(config_.top_p, 0.0f);
+    const double need_lo = top_p * sc * (1 - kMassSlack);
+    const double need_hi = top_p * (sc + tail) * (1 + kMassSlack);
+    std::copy(p, p + nc, boundary_.data());
+    const float tau_hi = CutByMass(boundary_.data(), nc, need_lo);  // fewest kept
+    if (tau_min >= tau_hi) {
+      cut = tau_min;  // min-p cuts at least as high as top-p can
+    } else {
+      if (!(sc * (1 - kMassSlack) > need_hi)) return false;  // the cut may lie in the tail
+      std::copy(p, p + nc, boundary_.data());
+      const float tau_lo = CutByMass(boundary_.data(), nc, need_hi);  // most kept
+      if (tau_lo != tau_hi) return false;  // the tail's mass could move the cut
+      cut = std::max(tau_hi, tau_min);
+    }
+  }
+  if (!(static_cast<double>(cut) > floor_p)) return false;  // a non-candidate could be kept
+  *n = nc;
+  *tau = cut;
+  return true;
+}
+
 void Sampler::ApplyBiasAndPenalties(float* x, std::int32_t width,
                                     std::span<const TokenId> history) {
   for (const auto& [id, bias] : config_.logit_bias) {
@@ -337,20 +400,29 @@ Sampler::Draw Sampler::SampleImpl(std::span<float> logits, const std::uint32_t* 
     return d;
   }
 
-  double total =
-      kernels::ExpBlocks(p, p_mask, n, max, 1.0f / config_.temperature, block_sums_.data());
   // Top-p and min-p are both "keep p >= threshold" on the same array: min-p's threshold is
   // relative to p_max, which top-p always keeps, so applying the larger threshold once is the
   // same as applying them in turn.
   float tau = 0.0f;
-  if (config_.top_p < 1.0f) {
-    // top_p <= 0 keeps only the most likely token(s).
-    const double target = static_cast<double>(std::max(config_.top_p, 0.0f)) * total;
-    tau = TopPThreshold(p, n, total, target);
-  }
-  if (config_.min_p > 0) {
-    // The max candidate became Exp(0), the largest probability before renormalising.
-    tau = std::max(tau, config_.min_p * kernels::ExpNonPositive(0.0f));
+  double total = 0;
+  if (!compact && (config_.top_p < 1.0f || config_.min_p > 0) && n >= kPruneMinWidth &&
+      PrunedCut(x, mask, width, max, &n, &tau)) {
+    // The candidates, exponentiated, with the full path's cut (tau > 0 below).
+    compact = true;
+    p = cand_vals_.data();
+    p_mask = nullptr;
+    d.num_candidates = n;
+  } else {
+    total = kernels::ExpBlocks(p, p_mask, n, max, 1.0f / config_.temperature, block_sums_.data());
+    if (config_.top_p < 1.0f) {
+      // top_p <= 0 keeps only the most likely token(s).
+      const double target = static_cast<double>(std::max(config_.top_p, 0.0f)) * total;
+      tau = TopPThreshold(p, n, total, target);
+    }
+    if (config_.min_p > 0) {
+      // The max candidate became Exp(0), the largest probability before renormalising.
+      tau = std::max(tau, config_.min_p * kernels::ExpNonPositive(0.0f));
+    }
   }
   if (tau > 0) {
     total = kernels::ThresholdBlocks(p, n, tau, block_sums_.data());
@@ -427,6 +499,120 @@ std::int32_t Sampler::Distribution(std::span<const float> logits, const std::uin
   std::memcpy(copy_.data(), logits.data(), sizeof(float) * width);
   return SampleImpl(std::span<float>(copy_.data(), width), mask, history, 0, 0, true, probs.data())
       .num_candidates;
+}
+
+std::vector<StageDistribution> Sampler::Trace(std::span<const float> logits,
+                                              const std::uint32_t* mask,
+                                              std::span<const TokenId> history) {
+  const std::int32_t width = static_cast<std::int32_t>(logits.size());
+  const SamplerConfig full = config_;
+  // Stage s runs Distribution() with the stages up to s switched on, the rest off.
+  SamplerConfig c;
+  c.seed = full.seed;
+  c.repetition_window = full.repetition_window;
+  std::vector<StageDistribution> out;
+  auto run = [&](const char* name, bool enabled, const std::uint32_t* m, bool truncation) {
+    config_ = c;
+    StageDistribution st;
+    st.name = name;
+    st.enabled = enabled;
+    st.probs.assign(static_cast<std::size_t>(std::max(width, 0)), 0.0f);
+    if (width > 0) Distribution(logits, m, history, st.probs);
+    if (truncation && !out.empty()) {
+      const std::vector<float>& prev = out.back().probs;
+      double kept = 0;
+      float smallest = std::numeric_limits<float>::infinity();
+      bool dropped = false;
+      for (std::int32_t i = 0; i < width; ++i) {
+        if (st.probs[i] > 0) {
+          kept += prev[i];
+          smallest = std::min(smallest, prev[i]);
+        } else if (prev[i] > 0) {
+          dropped = true;
+        }
+      }
+      st.kept_mass = kept;
+      st.cutoff = dropped ? smallest : 0.0f;
+    }
+    out.push_back(std::move(st));
+  };
+  const bool has_history = !history.empty();
+  run("logits", true, nullptr, false);
+  c.logit_bias = full.logit_bias;
+  run("logit_bias", !full.logit_bias.empty(), nullptr, false);
+  c.repetition_penalty = full.repetition_penalty;
+  run("repetition",
+      has_history && full.repetition_penalty > 0 && full.repetition_penalty != 1.0f, nullptr,
+      false);
+  c.frequency_penalty = full.frequency_penalty;
+  c.presence_penalty = full.presence_penalty;
+  run("frequency_presence",
+      has_history && (full.frequency_penalty != 0 || full.presence_penalty != 0), nullptr, false);
+  run("mask", mask != nullptr, mask, false);
+  c.temperature = full.temperature;
+  run("temperature", full.temperature != 1.0f, mask, false);
+  c.top_k = full.top_k;
+  run("top_k", full.top_k > 0, mask, true);
+  c.top_p = full.top_p;
+  run("top_p", full.top_p < 1.0f, mask, true);
+  c.min_p = full.min_p;
+  run("min_p", full.min_p > 0, mask, true);
+  run("final", true, mask, false);
+  config_ = full;
+  return out;
+}
+
+TokenLogprobs Sampler::Logprobs(std::span<const float> logits, const std::uint32_t* mask,
+                                std::span<const TokenId> history, TokenId token,
+                                std::int32_t top_n) {
+  TokenLogprobs r;
+  const std::int32_t width = static_cast<std::int32_t>(logits.size());
+  if (width <= 0 || token < 0 || token >= width) return r;
+  Reserve(width);
+  if (copy_.size() < static_cast<std::size_t>(width)) copy_.resize(width);
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  // log-sum-exp at T 1 of the raw logits (mask null), then of the allowed ones.
+  auto log_softmax = [&](const std::uint32_t* m, float* max_out) {
+    std::memcpy(copy_.data(), logits.data(), sizeof(float) * width);
+    const float max = kernels::MaskedMax(copy_.data(), m, width);
+    *max_out = max;
+    if (!std::isfinite(max)) return 0.0;
+    return std::log(kernels::ExpBlocks(copy_.data(), m, width, max, 1.0f, block_sums_.data()));
+  };
+  float raw_max = 0;
+  const double raw_lse = log_softmax(nullptr, &raw_max);
+  r.raw_logprob = std::isfinite(raw_max)
+                      ? static_cast<float>(static_cast<double>(logits[token]) - raw_max - raw_lse)
+                      : kNegInf;
+  float max = 0;
+  const double lse = log_softmax(mask, &max);
+  const bool allowed = mask == nullptr || ((mask[token >> 5] >> (token & 31)) & 1u);
+  r.constrained_logprob =
+      allowed && std::isfinite(max)
+          ? static_cast<float>(static_cast<double>(logits[token]) - max - lse)
+          : kNegInf;
+  // Entropy: copy_ holds e^(z - max) for the allowed ids; H = lse - sum p (z - max).
+  if (std::isfinite(max)) {
+    const double z = std::exp(lse);
+    double expected = 0;
+    for (std::int32_t i = 0; i < width; ++i) {
+      if (copy_[i] > 0) expected += static_cast<double>(copy_[i]) / z * (logits[i] - max);
+    }
+    r.entropy = static_cast<float>(std::max(0.0, lse - expected));
+  }
+  if (top_n > 0 && std::isfinite(max)) {
+    const std::int32_t k = SelectTopK(logits.data(), mask, width, top_n);
+    std::vector<HeapEntry> best(k);
+    for (std::int32_t i = 0; i < k; ++i) best[i] = {cand_vals_[i], cand_ids_[i]};
+    std::sort(best.begin(), best.end(), Better);
+    for (const auto& [value, id] : best) {
+      r.top.emplace_back(id, static_cast<float>(static_cast<double>(value) - max - lse));
+    }
+  }
+  std::vector<float> probs(width);
+  Distribution(logits, mask, history, probs);
+  r.sampled_logprob = probs[token] > 0 ? std::log(probs[token]) : kNegInf;
+  return r;
 }
 
 // ---- Presets.

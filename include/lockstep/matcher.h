@@ -19,6 +19,11 @@ namespace lockstep {
 class Matcher {
  public:
   explicit Matcher(std::shared_ptr<const CompiledGrammar> grammar);
+  Matcher(const Matcher& other);
+  Matcher& operator=(const Matcher& other);
+  Matcher(Matcher&&) noexcept;
+  Matcher& operator=(Matcher&&) noexcept;
+  ~Matcher();
 
   // Writes BitmaskWords(logits_width) words into `words` (bit i of word i/32 = token i allowed).
   // EOS ids are allowed exactly where the constraint may end; other special tokens and padding
@@ -39,17 +44,32 @@ class Matcher {
   // True if the text so far is a complete match (EOS would be accepted now).
   bool CanEnd() const;
   // Bytes that every continuation must start with (jump-forward); stops where the automaton
-  // branches or may end. Empty if nothing is forced.
-  std::string ForcedBytes() const;
+  // branches or may end. Empty if nothing is forced. At most `max_bytes` bytes.
+  std::string ForcedBytes(std::size_t max_bytes = 4096) const;
+  // ForcedBytes as tokens, in the vocabulary's canonical tokenisation of those bytes, so that
+  // the model is not pushed off its token distribution. The last token is kept back when a
+  // longer vocabulary token could span it and what follows (the model picks that one), and any
+  // bytes that do not end on a token boundary stay unforced. Every returned token is accepted
+  // by AcceptToken in order.
+  std::vector<TokenId> ForcedTokens() const;
+  // Why the last failed Accept* failed when it was not a plain rejection (e.g. kResourceLimit
+  // when the grammar's max_nesting_depth was reached); ok otherwise.
+  const Status& last_error() const { return last_error_; }
   // Speculative decoding: how many of `draft` would be accepted in order, from the current
   // state, without changing it.
   std::int32_t ValidateDraft(std::span<const TokenId> draft) const;
 
   const CompiledGrammar& grammar() const { return *grammar_; }
-  StateId state() const { return history_.back(); }
+  // Regex constraints: the byte-DFA state. Grammars: the number of Earley sets (a position).
+  StateId state() const;
 
  private:
+  struct CfgState;  // grammar constraints: the Earley parser and its history
+  bool CfgAcceptBytes(std::string_view bytes);
+
   std::shared_ptr<const CompiledGrammar> grammar_;
+  std::unique_ptr<CfgState> cfg_;
+  Status last_error_;
   std::vector<StateId> history_;  // history_[0] = start; one entry per accepted step
   bool terminated_ = false;
   std::int32_t terminated_at_ = -1;  // history size when EOS was accepted

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -58,6 +59,31 @@ struct SampleResult {
   std::int32_t num_candidates = 0;
 };
 
+// Per-step log-probabilities of a chosen token, for reports (`generate --logprobs`).
+struct TokenLogprobs {
+  float raw_logprob = 0.0f;          // under softmax of the raw logits at T 1 (no mask, no edits)
+  float constrained_logprob = 0.0f;  // under softmax of the masked raw logits at T 1
+  float sampled_logprob = 0.0f;      // under the distribution the draw used (every stage)
+  float entropy = 0.0f;              // nats, of the constrained distribution
+  // The most likely allowed tokens under the constrained distribution, best first (ties to the
+  // lowest id), with their constrained logprobs.
+  std::vector<std::pair<TokenId, float>> top;
+};
+
+// The distribution after one stage of the pipeline, from Sampler::Trace.
+struct StageDistribution {
+  // "logits" (softmax of the raw logits at T 1), "logit_bias", "repetition",
+  // "frequency_presence", "mask", "temperature", "top_k", "top_p", "min_p", "final".
+  std::string name;
+  bool enabled = true;         // false: the config skips this stage (probs equal the previous)
+  std::vector<float> probs;    // one per logit, summing to 1 (0 for removed ids)
+  // Truncation stages (top_k, top_p, min_p): the smallest probability, under the previous
+  // stage's distribution, of a kept token (0 if nothing was cut), and the mass of the previous
+  // distribution that the kept tokens hold (1 for other stages).
+  float cutoff = 0.0f;
+  double kept_mass = 1.0;
+};
+
 // The uniform double in [0, 1) for (seed, sequence, step): splitmix64-style mixing of the three
 // counters. Exposed so tests and other samplers (beam, speculative) share the same stream.
 double CounterUniform(std::uint64_t seed, std::uint64_t sequence_id, std::uint64_t step);
@@ -96,6 +122,16 @@ class Sampler {
   // the draw could pick), 0 if no token is allowed. Copies `logits`; meant for hosts and tests.
   std::int32_t Distribution(std::span<const float> logits, const std::uint32_t* mask,
                             std::span<const TokenId> history, std::span<float> probs);
+  // The distribution after every stage, in pipeline order (see StageDistribution for the names).
+  // Stage s is Distribution() of this sampler's config with the stages after s switched off, so
+  // it is the sampler's own code, and the "final" stage equals Distribution(). Allocates; meant
+  // for explanations and tests.
+  std::vector<StageDistribution> Trace(std::span<const float> logits, const std::uint32_t* mask,
+                                       std::span<const TokenId> history);
+  // Log-probabilities of `token` (see TokenLogprobs) with the `top_n` best alternatives.
+  // Allocates; meant for reports.
+  TokenLogprobs Logprobs(std::span<const float> logits, const std::uint32_t* mask,
+                         std::span<const TokenId> history, TokenId token, std::int32_t top_n);
 
  private:
   struct Draw {
@@ -108,6 +144,11 @@ class Sampler {
   Draw SampleImpl(std::span<float> logits, const std::uint32_t* mask,
                   std::span<const TokenId> history, std::uint64_t sequence_id, std::uint64_t step,
                   bool count_candidates, float* probs);
+  // The pruned top-p/min-p path: exponentiates only the allowed logits near `max` (into the
+  // compact candidate arrays) and returns true, with their count and the cut, when that cut is
+  // provably the one the full pass would find; false (nothing decided) otherwise.
+  bool PrunedCut(const float* x, const std::uint32_t* mask, std::int32_t width, float max,
+                 std::int32_t* n, float* tau);
   // Logit bias, repetition, frequency and presence penalties, in place.
   void ApplyBiasAndPenalties(float* logits, std::int32_t width, std::span<const TokenId> history);
   void Reserve(std::int32_t width);

@@ -1,0 +1,185 @@
+// CfgGrammar: a context-free constraint lifted to tokens, with the adaptive token-mask cache.
+//
+// Positions. Every parse path from an Earley set starts in the closure of one of its kernel
+// items (rule, state). For each such position the vocabulary splits three ways, computed once
+// by a trie walk of the position's rule in isolation (EarleyParser local mode):
+//   accepted   - the token is consumed inside the rule: allowed whatever the stack below;
+//   rejected   - the token dies inside the rule and the rule never completes on the way;
+//   uncertain  - the rule completes after j bytes (0 < j < len) and the token's tail must be
+//                checked against the stack below. These are stored grouped by tail, as a small
+//                trie of distinct tails, so the run-time check walks each tail once.
+// Accepted sets are stored as a bitset or a sorted id list, whichever is smaller.
+//
+// Run time. mask = union of the accepted sets of the kernel positions, plus the uncertain tails
+// accepted by the parse right after the rule completes (EarleyParser::PushCompletion), plus EOS
+// and grammar special tokens. Finished masks are cached by the parser state's signature: an
+// interned, structural id of (kernel items, signature of their origin sets) that determines
+// every future of the parse, so equal signatures have equal masks. All caches are shared,
+// immutable once published (lock-free reads) and bounded by CompileOptions::max_mask_cache_bytes;
+// past the budget masks are still exact, computed per call.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
+
+#include "automata/cfg_program.h"
+#include "automata/earley.h"
+#include "automata/token_trie.h"
+#include "lockstep/compiler.h"
+#include "lockstep/vocabulary.h"
+
+namespace lockstep {
+
+struct CfgPosition {
+  // Accepted tokens: a bitset (PaddedBitmaskWords) or a sorted list, whichever is smaller.
+  std::vector<std::uint32_t> accepted_bits;
+  std::vector<TokenId> accepted_list;
+  // Uncertain tails as a depth-first trie: node i holds byte, depth (1-based), subtree_end and
+  // the tokens whose tail ends there: tail_tokens[tail_begin[i] .. tail_begin[i + 1]).
+  struct TailNode {
+    std::uint32_t subtree_end;
+    std::uint32_t token_begin;
+    std::uint16_t depth;
+    std::uint8_t byte;
+  };
+  std::vector<TailNode> tails;  // with a sentinel at the end
+  std::vector<TokenId> tail_tokens;
+  std::uint64_t ContentHash() const;
+  bool SameContent(const CfgPosition& o) const {
+    return accepted_bits == o.accepted_bits && accepted_list == o.accepted_list &&
+           tail_tokens == o.tail_tokens && tails.size() == o.tails.size() &&
+           std::equal(tails.begin(), tails.end(), o.tails.begin(), [](const TailNode& a, const TailNode& b) {
+             return a.subtree_end == b.subtree_end && a.token_begin == b.token_begin &&
+                    a.depth == b.depth && a.byte == b.byte;
+           });
+  }
+  std::int32_t num_accepted = 0;
+  std::int32_t num_uncertain = 0;  // (token, split) pairs
+  std::int64_t Bytes() const {
+    return static_cast<std::int64_t>(accepted_bits.capacity() * 4 + accepted_list.capacity() * 4 +
+                                     tails.capacity() * sizeof(TailNode) +
+                                     tail_tokens.capacity() * 4 + sizeof(CfgPosition));
+  }
+};
+
+struct CfgStats {
+  std::int32_t rules = 0;
+  std::int32_t counter_rules = 0;
+  std::int32_t states = 0;
+  std::int32_t byte_classes = 0;
+  std::int32_t positions = 0;           // positions (kernel rule states) computed so far
+  std::int64_t accepted_tokens = 0;     // summed over computed positions
+  std::int64_t uncertain_tokens = 0;    // (token, split) pairs over computed positions
+  std::int32_t cached_masks = 0;        // finished masks cached by state signature
+  std::int32_t signatures = 0;
+  std::int64_t cache_bytes = 0;
+  double compile_ms = 0;
+};
+
+class CfgGrammar {
+ public:
+  CfgGrammar(std::shared_ptr<const Vocabulary> vocab, std::shared_ptr<const TokenTrie> trie,
+             CfgProgram program, const CompileOptions& options, double compile_ms);
+  ~CfgGrammar();
+
+  const CfgProgram& program() const { return program_; }
+  const Vocabulary& vocab() const { return *vocab_; }
+  std::int32_t width() const { return width_; }
+  std::size_t mask_words() const { return BitmaskWords(width_); }
+  std::int32_t max_depth() const { return max_depth_; }
+
+  // The mask of the parser's current state into `out` (mask_words() words). `sigs` holds the
+  // signature of each set of `parser` (extended here as needed; -1 = not interned). `parser` is
+  // used as scratch (sets pushed and popped) and left as it was.
+  void FillMask(EarleyParser& parser, std::vector<std::int32_t>& sigs,
+                std::span<std::uint32_t> out) const;
+  // The same mask by one walk of the whole token trie over the full parser: no position cache,
+  // no signature cache. The fallback near the depth limit, and a cross-check for tests.
+  void FullWalkMask(EarleyParser& parser, std::span<std::uint32_t> out) const;
+
+  bool IsEos(TokenId id) const {
+    return id >= 0 && id < static_cast<TokenId>(is_eos_.size()) && is_eos_[id];
+  }
+  // special index for a token id that the grammar names, else -1
+  std::int32_t SpecialIndex(TokenId id) const;
+  bool IsTextToken(TokenId id) const {
+    if (id < 0 || id >= vocab_->size()) return false;
+    TokenKind k = vocab_->Kind(id);
+    return (k == TokenKind::kNormal || k == TokenKind::kByte) && !vocab_->TokenBytes(id).empty();
+  }
+
+  // Computes every DFA-state position now, on `threads` threads (0 = hardware concurrency).
+  void PrecomputePositions(int threads) const;
+  CfgStats Stats() const;
+
+ private:
+  const CfgPosition* PositionFor(const EarleyItem& it) const;
+  std::unique_ptr<CfgPosition> ComputePosition(const EarleyItem& it) const;
+  std::int32_t Signature(const EarleyParser& parser, std::vector<std::int32_t>& sigs,
+                         std::int32_t k) const;
+  bool ReserveBytes(std::int64_t n) const;
+  const std::uint32_t* CachedFinal(std::int32_t sig) const;
+  void StoreFinal(std::int32_t sig, std::span<const std::uint32_t> mask) const;
+
+  std::shared_ptr<const Vocabulary> vocab_;
+  std::shared_ptr<const TokenTrie> trie_;
+  CfgProgram program_;
+  CompileOptions options_;
+  double compile_ms_;
+  std::int32_t width_;
+  std::int32_t max_depth_;
+  // Predictions per byte are bounded by the rule count, so a state with at least this much depth
+  // left cannot hit the limit within one token: its masks may come from the caches.
+  std::int64_t depth_margin_;
+  std::vector<bool> is_eos_;
+  // follow_[r]: bytes that can come right after rule r completes, in any context. An uncertain
+  // tail must start with one of them (prunes most of them at compile time; the root, which
+  // nothing references, has none).
+  std::vector<std::array<bool, 256>> follow_;
+  void ComputeFollow();
+
+  // Positions of DFA states: one slot per global state.
+  mutable std::unique_ptr<std::atomic<const CfgPosition*>[]> dfa_positions_;
+  // Positions of counter items, keyed by (rule, min(min - c, L), min(max - c, L)).
+  mutable std::mutex counter_mu_;
+  mutable std::map<std::tuple<std::int32_t, std::int32_t, std::int32_t>, const CfgPosition*>
+      counter_positions_;
+  std::int32_t counter_clamp_;
+
+  // Signature interning.
+  struct KeyHash {
+    std::size_t operator()(const std::vector<std::int32_t>& v) const;
+  };
+  mutable std::mutex sig_mu_;
+  mutable std::unordered_map<std::vector<std::int32_t>, std::int32_t, KeyHash> sig_ids_;
+  static constexpr std::int32_t kMaxSignatures = 1 << 22;
+  static constexpr std::int32_t kChunk = 4096;
+  mutable std::unique_ptr<std::atomic<std::atomic<std::uint32_t*>*>[]> final_chunks_;
+  mutable std::mutex chunk_mu_;
+
+  // Owner of every position; slots above point into it. Positions with equal content (common:
+  // the states of a bounded repetition like [ \t\n]{0,64}) are stored once.
+  const CfgPosition* Publish(std::unique_ptr<CfgPosition> pos) const;
+  mutable std::mutex owned_mu_;
+  mutable std::vector<std::unique_ptr<CfgPosition>> owned_;
+  mutable std::unordered_map<std::uint64_t, std::vector<const CfgPosition*>> by_content_;
+
+  mutable std::atomic<std::int64_t> cache_bytes_{0};
+  mutable std::atomic<std::int32_t> num_positions_{0};
+  mutable std::atomic<std::int64_t> sum_accepted_{0};
+  mutable std::atomic<std::int64_t> sum_uncertain_{0};
+  mutable std::atomic<std::int32_t> cached_masks_{0};
+  std::vector<std::pair<TokenId, std::int32_t>> special_of_token_;
+};
+
+}  // namespace lockstep

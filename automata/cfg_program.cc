@@ -1,0 +1,637 @@
+// Lowering of the grammar IR into CfgProgram: per rule a Thompson NFA over bytes, rule symbols
+// and special-token symbols, determinised by subset construction; then global state numbering,
+// byte classes, nullable and productive analysis.
+#include "automata/cfg_program.h"
+
+#include <algorithm>
+#include <map>
+#include <unordered_map>
+
+#include "automata/byte_dfa.h"
+#include "automata/byte_nfa.h"
+
+namespace lockstep {
+namespace {
+
+using grammar::Expr;
+using grammar::ExprId;
+using grammar::ExprKind;
+
+// Symbols of the rule NFAs: bytes [0, 256), rule r at 256 + 2r, special index i at 257 + 2i.
+constexpr std::int32_t kRuleSymbolBase = 256;
+inline std::int32_t RuleSymbol(std::int32_t r) { return kRuleSymbolBase + 2 * r; }
+inline std::int32_t SpecialSymbol(std::int32_t i) { return kRuleSymbolBase + 2 * i + 1; }
+
+struct NEdge {
+  std::int32_t lo;
+  std::int32_t hi;
+  std::int32_t to;
+};
+struct NState {
+  std::vector<NEdge> edges;
+  std::vector<std::int32_t> eps;
+};
+
+struct PendingRule {
+  CfgProgram::RuleInfo info;
+  ExprId body = -1;  // kDfa rules
+};
+
+std::string Loc(const grammar::SourceLocation& loc) {
+  if (loc.line <= 0) return {};
+  return std::to_string(loc.line) + ":" + std::to_string(loc.column);
+}
+
+class Lowering {
+ public:
+  Lowering(const grammar::Grammar& g, const Vocabulary& vocab, const CfgCompileOptions& options)
+      : g_(g), vocab_(vocab), options_(options), pure_memo_(g.exprs.size(), -1) {}
+
+  Result<CfgProgram> Run();
+
+ private:
+  std::int32_t NewState() {
+    nfa_.emplace_back();
+    if (static_cast<std::int32_t>(nfa_.size()) > options_.max_states * 4) overflow_ = true;
+    return static_cast<std::int32_t>(nfa_.size() - 1);
+  }
+  void Edge(std::int32_t from, std::int32_t lo, std::int32_t hi, std::int32_t to) {
+    nfa_[from].edges.push_back({lo, hi, to});
+  }
+  void Eps(std::int32_t from, std::int32_t to) { nfa_[from].eps.push_back(to); }
+
+  bool IsPureTerminal(ExprId e);
+  // A rule whose body only uses terminals and other such rules (never itself): inlined at its
+  // references when small, so token masks see through it (fewer rule boundaries, fewer
+  // uncertain tokens).
+  bool IsPureTerminalRule(grammar::RuleId r);
+  std::vector<std::int8_t> pure_rule_memo_;  // -1 unknown, 0 no, 1 yes, 2 in progress
+  std::int64_t EstimateSize(ExprId e);
+  Status Build(ExprId e, std::int32_t from, std::int32_t* to, int depth);
+  Status BuildRepeat(const Expr& x, ExprId e, std::int32_t from, std::int32_t* to, int depth);
+  Result<std::int32_t> SpecialIndex(const Expr& x);
+  std::int32_t AddRule(PendingRule r) {
+    rules_.push_back(std::move(r));
+    return static_cast<std::int32_t>(rules_.size() - 1);
+  }
+  Status Determinise(std::int32_t rule, std::int32_t nfa_start, std::int32_t nfa_end);
+
+  const grammar::Grammar& g_;
+  const Vocabulary& vocab_;
+  const CfgCompileOptions& options_;
+  std::vector<std::int8_t> pure_memo_;
+  std::vector<PendingRule> rules_;
+  std::map<ExprId, std::int32_t> aux_rule_of_expr_;
+  std::map<std::string, std::int32_t> special_index_;
+  std::vector<TokenId> specials_;
+  std::vector<NState> nfa_;  // the NFA of the rule being lowered
+  bool overflow_ = false;
+
+  // Per-rule DFAs, in global numbering once appended.
+  struct DState {
+    std::int32_t rule;
+    bool accepting;
+    std::vector<std::pair<std::int32_t, std::int32_t>> bytes;  // (byte, target) sorted by byte
+    std::vector<std::pair<std::int32_t, std::int32_t>> nts;    // (rule, target)
+    std::vector<std::pair<std::int32_t, std::int32_t>> sps;    // (special, target)
+  };
+  std::vector<DState> dstates_;
+};
+
+bool Lowering::IsPureTerminal(ExprId e) {
+  if (pure_memo_[e] >= 0) return pure_memo_[e] != 0;
+  const Expr& x = g_.expr(e);
+  bool pure = true;
+  switch (x.kind) {
+    case ExprKind::kRuleRef:
+      pure = x.rule >= 0 && x.rule < static_cast<std::int32_t>(g_.rules.size()) &&
+             IsPureTerminalRule(x.rule);
+      break;
+    case ExprKind::kSpecialToken:
+      pure = false;
+      break;
+    case ExprKind::kSequence:
+    case ExprKind::kChoice:
+    case ExprKind::kRepeat:
+      for (ExprId c : x.children) pure = pure && IsPureTerminal(c);
+      break;
+    default:
+      break;
+  }
+  pure_memo_[e] = pure ? 1 : 0;
+  return pure;
+}
+
+bool Lowering::IsPureTerminalRule(grammar::RuleId r) {
+  if (pure_rule_memo_.empty()) pure_rule_memo_.assign(g_.rules.size(), -1);
+  if (pure_rule_memo_[r] == 2) return false;  // recursive
+  if (pure_rule_memo_[r] >= 0) return pure_rule_memo_[r] == 1;
+  pure_rule_memo_[r] = 2;
+  bool pure = g_.rules[r].body >= 0 && IsPureTerminal(g_.rules[r].body);
+  pure_rule_memo_[r] = pure ? 1 : 0;
+  return pure;
+}
+
+std::int64_t Lowering::EstimateSize(ExprId e) {
+  const Expr& x = g_.expr(e);
+  switch (x.kind) {
+    case ExprKind::kEmpty:
+      return 1;
+    case ExprKind::kLiteral:
+      return static_cast<std::int64_t>(x.text.size()) + 1;
+    case ExprKind::kCharClass:
+      return 4 * static_cast<std::int64_t>(x.ranges.size()) + 8;
+    case ExprKind::kLexeme:
+      return 64;
+    case ExprKind::kRuleRef:
+      if (x.rule >= 0 && x.rule < static_cast<std::int32_t>(g_.rules.size()) &&
+          IsPureTerminalRule(x.rule)) {
+        return EstimateSize(g_.rules[x.rule].body);
+      }
+      return 2;
+    case ExprKind::kRepeat: {
+      std::int64_t c = EstimateSize(x.children[0]);
+      std::int64_t copies = x.max == Expr::kUnbounded ? x.min + 1 : x.max;
+      return c * std::max<std::int64_t>(copies, 1) + 2;
+    }
+    default: {
+      std::int64_t s = 2;
+      for (ExprId c : x.children) s += EstimateSize(c);
+      return s;
+    }
+  }
+}
+
+Result<std::int32_t> Lowering::SpecialIndex(const Expr& x) {
+  auto it = special_index_.find(x.text);
+  if (it != special_index_.end()) return it->second;
+  TokenId id = vocab_.FindToken(x.text);
+  if (id == kNoToken) {
+    return Status(StatusCode::kInvalidGrammar,
+                  "special token '" + x.text + "' is not in the vocabulary", Loc(x.loc));
+  }
+  std::int32_t idx = static_cast<std::int32_t>(specials_.size());
+  specials_.push_back(id);
+  special_index_[x.text] = idx;
+  return idx;
+}
+
+Status Lowering::Build(ExprId e, std::int32_t from, std::int32_t* to, int depth) {
+  if (depth > 10000) {
+    return Status(StatusCode::kResourceLimit, "grammar expression nested too deeply",
+                  Loc(g_.expr(e).loc));
+  }
+  if (overflow_) {
+    return Status(StatusCode::kResourceLimit,
+                  "grammar automaton exceeds max_states (" +
+                      std::to_string(options_.max_states) + ")",
+                  Loc(g_.expr(e).loc));
+  }
+  const Expr& x = g_.expr(e);
+  switch (x.kind) {
+    case ExprKind::kEmpty:
+      *to = from;
+      return Status::Ok();
+    case ExprKind::kLiteral: {
+      std::int32_t cur = from;
+      for (unsigned char c : x.text) {
+        std::int32_t n = NewState();
+        Edge(cur, c, c, n);
+        cur = n;
+      }
+      *to = cur;
+      return Status::Ok();
+    }
+    case ExprKind::kCharClass: {
+      std::int32_t end = NewState();
+      std::vector<Utf8Sequence> seqs;
+      for (const CodepointRange& r : x.ranges) SplitUtf8Range(r.lo, r.hi, &seqs);
+      for (const Utf8Sequence& q : seqs) {
+        std::int32_t cur = from;
+        for (std::int32_t k = 0; k < q.len; ++k) {
+          std::int32_t n = k + 1 == q.len ? end : NewState();
+          Edge(cur, q.lo[k], q.hi[k], n);
+          cur = n;
+        }
+      }
+      *to = end;
+      return Status::Ok();
+    }
+    case ExprKind::kRuleRef: {
+      if (x.rule < 0 || x.rule >= static_cast<std::int32_t>(g_.rules.size())) {
+        return Status(StatusCode::kInvalidGrammar, "reference to an undefined rule", Loc(x.loc));
+      }
+      if (IsPureTerminalRule(x.rule) && EstimateSize(e) <= options_.max_unrolled_states) {
+        return Build(g_.rules[x.rule].body, from, to, depth + 1);
+      }
+      std::int32_t n = NewState();
+      Edge(from, RuleSymbol(x.rule), RuleSymbol(x.rule), n);
+      *to = n;
+      return Status::Ok();
+    }
+    case ExprKind::kSpecialToken: {
+      Result<std::int32_t> idx = SpecialIndex(x);
+      if (!idx.ok()) return idx.status();
+      std::int32_t n = NewState();
+      Edge(from, SpecialSymbol(*idx), SpecialSymbol(*idx), n);
+      *to = n;
+      return Status::Ok();
+    }
+    case ExprKind::kSequence: {
+      std::int32_t cur = from;
+      for (ExprId c : x.children) LOCKSTEP_RETURN_IF_ERROR(Build(c, cur, &cur, depth + 1));
+      *to = cur;
+      return Status::Ok();
+    }
+    case ExprKind::kChoice: {
+      std::int32_t end = NewState();
+      for (ExprId c : x.children) {
+        std::int32_t s = NewState();
+        Eps(from, s);
+        std::int32_t t;
+        LOCKSTEP_RETURN_IF_ERROR(Build(c, s, &t, depth + 1));
+        Eps(t, end);
+      }
+      *to = end;
+      return Status::Ok();
+    }
+    case ExprKind::kRepeat:
+      return BuildRepeat(x, e, from, to, depth);
+    case ExprKind::kLexeme: {
+      RegexCompileOptions ro;
+      Result<ByteDfa> dfa = CompileRegexToDfa(x.text, ro);
+      if (!dfa.ok()) {
+        return Status(StatusCode::kInvalidGrammar,
+                      "bad regex terminal /" + x.text + "/: " + dfa.status().message(),
+                      Loc(x.loc));
+      }
+      std::int32_t end = NewState();
+      if (dfa->start == ByteDfa::kDead) {
+        *to = end;  // matches nothing: end unreachable
+        return Status::Ok();
+      }
+      std::vector<std::int32_t> map(dfa->num_states, -1);
+      for (StateId s = 1; s < dfa->num_states; ++s) map[s] = NewState();
+      Eps(from, map[dfa->start]);
+      for (StateId s = 1; s < dfa->num_states; ++s) {
+        if (dfa->IsAccepting(s)) Eps(map[s], end);
+        int b = 0;
+        while (b < 256) {
+          StateId t = dfa->Step(s, static_cast<std::uint8_t>(b));
+          int e2 = b;
+          while (e2 + 1 < 256 && dfa->Step(s, static_cast<std::uint8_t>(e2 + 1)) == t) ++e2;
+          if (t != ByteDfa::kDead) Edge(map[s], b, e2, map[t]);
+          b = e2 + 1;
+        }
+      }
+      *to = end;
+      return Status::Ok();
+    }
+  }
+  return Status(StatusCode::kInternal, "unknown expression kind", Loc(x.loc));
+}
+
+Status Lowering::BuildRepeat(const Expr& x, ExprId e, std::int32_t from, std::int32_t* to,
+                             int depth) {
+  const std::int32_t min = x.min;
+  const std::int32_t max = x.max;
+  if (min < 0 || (max != Expr::kUnbounded && max < min)) {
+    return Status(StatusCode::kInvalidGrammar, "bad repetition bounds", Loc(x.loc));
+  }
+  if (min > options_.max_repeat || max > options_.max_repeat) {
+    return Status(StatusCode::kResourceLimit,
+                  "repetition bound exceeds max_repeat (" + std::to_string(options_.max_repeat) +
+                      ")",
+                  Loc(x.loc));
+  }
+  const ExprId child = x.children[0];
+  if (max == 0) {
+    *to = from;
+    return Status::Ok();
+  }
+  auto optional_copy = [&](std::int32_t s, std::int32_t* t) -> Status {
+    std::int32_t end = NewState();
+    Eps(s, end);
+    std::int32_t c;
+    LOCKSTEP_RETURN_IF_ERROR(Build(child, s, &c, depth + 1));
+    Eps(c, end);
+    *t = end;
+    return Status::Ok();
+  };
+  auto star = [&](std::int32_t s, std::int32_t* t) -> Status {
+    std::int32_t loop = NewState();
+    Eps(s, loop);
+    std::int32_t c;
+    LOCKSTEP_RETURN_IF_ERROR(Build(child, loop, &c, depth + 1));
+    Eps(c, loop);
+    *t = loop;
+    return Status::Ok();
+  };
+  if (min == 0 && max == 1) return optional_copy(from, to);
+  if (min == 0 && max == Expr::kUnbounded) return star(from, to);
+  if (min == 1 && max == Expr::kUnbounded) {
+    std::int32_t c;
+    LOCKSTEP_RETURN_IF_ERROR(Build(child, from, &c, depth + 1));
+    return star(c, to);
+  }
+  if (IsPureTerminal(child) && EstimateSize(e) <= options_.max_unrolled_states) {
+    std::int32_t cur = from;
+    for (std::int32_t i = 0; i < min; ++i) LOCKSTEP_RETURN_IF_ERROR(Build(child, cur, &cur, depth + 1));
+    if (max == Expr::kUnbounded) return star(cur, to);
+    // Nested optionals: a?(a?(a?)) shape keeps the NFA linear.
+    std::int32_t end = NewState();
+    Eps(cur, end);
+    for (std::int32_t i = min; i < max; ++i) {
+      std::int32_t c;
+      LOCKSTEP_RETURN_IF_ERROR(Build(child, cur, &c, depth + 1));
+      Eps(c, end);
+      cur = c;
+    }
+    *to = end;
+    return Status::Ok();
+  }
+  // A native counter rule over the child (a rule of its own unless it is a plain reference).
+  std::int32_t child_rule;
+  const Expr& cx = g_.expr(child);
+  if (cx.kind == ExprKind::kRuleRef) {
+    child_rule = cx.rule;
+  } else {
+    auto it = aux_rule_of_expr_.find(child);
+    if (it != aux_rule_of_expr_.end()) {
+      child_rule = it->second;
+    } else {
+      PendingRule pr;
+      pr.info.kind = CfgProgram::RuleKind::kDfa;
+      pr.info.name = "(repeat@" + (Loc(x.loc).empty() ? std::to_string(e) : Loc(x.loc)) + ")";
+      pr.body = child;
+      child_rule = AddRule(std::move(pr));
+      aux_rule_of_expr_[child] = child_rule;
+    }
+  }
+  PendingRule counter;
+  counter.info.kind = CfgProgram::RuleKind::kCounter;
+  counter.info.name = "(counter{" + std::to_string(min) + "," +
+                      (max == Expr::kUnbounded ? std::string() : std::to_string(max)) + "})";
+  counter.info.child = child_rule;
+  counter.info.min = min;
+  counter.info.max = max == Expr::kUnbounded ? CfgProgram::kUnbounded : max;
+  std::int32_t cr = AddRule(std::move(counter));
+  std::int32_t n = NewState();
+  Edge(from, RuleSymbol(cr), RuleSymbol(cr), n);
+  *to = n;
+  return Status::Ok();
+}
+
+void EpsClosure(const std::vector<NState>& nfa, std::vector<std::int32_t>* set,
+                std::vector<std::uint32_t>* mark, std::uint32_t stamp) {
+  std::vector<std::int32_t>& s = *set;
+  for (std::int32_t x : s) (*mark)[x] = stamp;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    for (std::int32_t t : nfa[s[i]].eps) {
+      if ((*mark)[t] != stamp) {
+        (*mark)[t] = stamp;
+        s.push_back(t);
+      }
+    }
+  }
+  std::sort(s.begin(), s.end());
+}
+
+struct VecHash {
+  std::size_t operator()(const std::vector<std::int32_t>& v) const {
+    std::uint64_t h = 1469598103934665603ull;
+    for (std::int32_t x : v) h = (h ^ static_cast<std::uint32_t>(x)) * 1099511628211ull;
+    return static_cast<std::size_t>(h);
+  }
+};
+
+Status Lowering::Determinise(std::int32_t rule, std::int32_t nfa_start, std::int32_t nfa_end) {
+  std::vector<std::uint32_t> mark(nfa_.size(), 0);
+  std::uint32_t stamp = 0;
+  std::unordered_map<std::vector<std::int32_t>, std::int32_t, VecHash> ids;
+  std::vector<std::vector<std::int32_t>> sets;
+  const std::int32_t base = static_cast<std::int32_t>(dstates_.size());
+  auto intern = [&](std::vector<std::int32_t> s) -> std::int32_t {
+    EpsClosure(nfa_, &s, &mark, ++stamp);
+    auto it = ids.find(s);
+    if (it != ids.end()) return it->second;
+    std::int32_t id = base + static_cast<std::int32_t>(sets.size());
+    ids.emplace(s, id);
+    sets.push_back(std::move(s));
+    DState d;
+    d.rule = rule;
+    d.accepting = false;
+    dstates_.push_back(std::move(d));
+    return id;
+  };
+  std::int32_t start = intern({nfa_start});
+  rules_[rule].info.start = start;
+  std::vector<std::vector<std::int32_t>> by_byte(256);
+  std::map<std::int32_t, std::vector<std::int32_t>> by_sym;
+  for (std::size_t i = 0; i < sets.size(); ++i) {
+    if (static_cast<std::int32_t>(dstates_.size()) > options_.max_states) {
+      return Status(StatusCode::kResourceLimit,
+                    "grammar automaton exceeds max_states (" +
+                        std::to_string(options_.max_states) + ") in rule '" +
+                        rules_[rule].info.name + "'");
+    }
+    for (auto& v : by_byte) v.clear();
+    by_sym.clear();
+    bool acc = false;
+    for (std::int32_t ns : sets[i]) {
+      if (ns == nfa_end) acc = true;
+      for (const NEdge& ed : nfa_[ns].edges) {
+        if (ed.lo < 256) {
+          for (std::int32_t b = ed.lo; b <= ed.hi && b < 256; ++b) by_byte[b].push_back(ed.to);
+        } else {
+          by_sym[ed.lo].push_back(ed.to);
+        }
+      }
+    }
+    const std::int32_t sid = base + static_cast<std::int32_t>(i);
+    std::vector<std::pair<std::int32_t, std::int32_t>> bytes;
+    std::vector<std::int32_t> prev_key;
+    std::int32_t prev_target = -1;
+    for (int b = 0; b < 256; ++b) {
+      if (by_byte[b].empty()) continue;
+      std::vector<std::int32_t>& k = by_byte[b];
+      std::sort(k.begin(), k.end());
+      k.erase(std::unique(k.begin(), k.end()), k.end());
+      std::int32_t t;
+      if (prev_target >= 0 && k == prev_key) {
+        t = prev_target;
+      } else {
+        t = intern(k);
+        prev_key = k;
+        prev_target = t;
+      }
+      bytes.emplace_back(b, t);
+    }
+    std::vector<std::pair<std::int32_t, std::int32_t>> nts, sps;
+    for (auto& [sym, targets] : by_sym) {
+      std::int32_t t = intern(targets);
+      std::int32_t idx = (sym - kRuleSymbolBase) / 2;
+      if ((sym - kRuleSymbolBase) % 2 == 0) {
+        nts.emplace_back(idx, t);
+      } else {
+        sps.emplace_back(idx, t);
+      }
+    }
+    DState& d = dstates_[sid];  // after the interns (they may reallocate)
+    d.accepting = acc;
+    d.bytes = std::move(bytes);
+    d.nts = std::move(nts);
+    d.sps = std::move(sps);
+  }
+  return Status::Ok();
+}
+
+Result<CfgProgram> Lowering::Run() {
+  if (g_.root < 0 || g_.root >= static_cast<std::int32_t>(g_.rules.size())) {
+    return Status(StatusCode::kInvalidGrammar, "the grammar has no root rule");
+  }
+  for (const grammar::Rule& r : g_.rules) {
+    PendingRule pr;
+    pr.info.kind = CfgProgram::RuleKind::kDfa;
+    pr.info.name = r.name;
+    pr.body = r.body;
+    rules_.push_back(std::move(pr));
+  }
+  // Rules may be appended (counters, their children) while lowering: index loop.
+  for (std::size_t r = 0; r < rules_.size(); ++r) {
+    if (rules_[r].info.kind != CfgProgram::RuleKind::kDfa) continue;
+    nfa_.clear();
+    std::int32_t start = NewState();
+    std::int32_t end;
+    LOCKSTEP_RETURN_IF_ERROR(Build(rules_[r].body, start, &end, 0));
+    if (overflow_) {
+      return Status(StatusCode::kResourceLimit,
+                    "grammar automaton exceeds max_states (" +
+                        std::to_string(options_.max_states) + ")");
+    }
+    LOCKSTEP_RETURN_IF_ERROR(Determinise(static_cast<std::int32_t>(r), start, end));
+  }
+
+  CfgProgram p;
+  const std::int32_t nr = static_cast<std::int32_t>(rules_.size());
+  const std::int32_t ns = static_cast<std::int32_t>(dstates_.size());
+  for (auto& r : rules_) p.rules.push_back(r.info);
+  p.root = g_.root;
+  p.special_tokens = specials_;
+
+  // Nullable: fixpoint.
+  std::vector<std::uint8_t> null_state(ns, 0);
+  bool changed = true;
+  while (changed) {
+    changed = false;
+    for (std::int32_t s = ns - 1; s >= 0; --s) {
+      if (null_state[s]) continue;
+      bool v = dstates_[s].accepting;
+      for (auto& [r, t] : dstates_[s].nts) v = v || (p.rules[r].nullable && null_state[t]);
+      if (v) {
+        null_state[s] = 1;
+        changed = true;
+      }
+    }
+    for (std::int32_t r = 0; r < nr; ++r) {
+      auto& ri = p.rules[r];
+      bool v = ri.kind == CfgProgram::RuleKind::kDfa ? null_state[ri.start] != 0
+                                                    : (ri.min == 0 || p.rules[ri.child].nullable);
+      if (v && !ri.nullable) {
+        ri.nullable = true;
+        changed = true;
+      }
+    }
+  }
+  // Productive: fixpoint.
+  std::vector<std::uint8_t> prod_state(ns, 0), prod_rule(nr, 0);
+  changed = true;
+  while (changed) {
+    changed = false;
+    for (std::int32_t s = ns - 1; s >= 0; --s) {
+      if (prod_state[s]) continue;
+      const DState& d = dstates_[s];
+      bool v = d.accepting;
+      for (auto& [b, t] : d.bytes) v = v || prod_state[t];
+      for (auto& [i, t] : d.sps) v = v || prod_state[t];
+      for (auto& [r, t] : d.nts) v = v || (prod_rule[r] && prod_state[t]);
+      if (v) {
+        prod_state[s] = 1;
+        changed = true;
+      }
+    }
+    for (std::int32_t r = 0; r < nr; ++r) {
+      if (prod_rule[r]) continue;
+      const auto& ri = p.rules[r];
+      bool v = ri.kind == CfgProgram::RuleKind::kDfa ? prod_state[ri.start] != 0
+                                                    : (ri.min == 0 || prod_rule[ri.child]);
+      if (v) {
+        prod_rule[r] = 1;
+        changed = true;
+      }
+    }
+  }
+  if (!prod_rule[p.root]) {
+    return Status(StatusCode::kUnsatisfiable,
+                  "the root rule '" + p.rules[p.root].name + "' derives no finite string",
+                  Loc(g_.rule(g_.root).loc));
+  }
+  for (std::int32_t r = 0; r < nr; ++r) {
+    auto& ri = p.rules[r];
+    if (ri.kind == CfgProgram::RuleKind::kCounter && !prod_rule[ri.child]) ri.max = 0;
+  }
+
+  // Global tables with byte classes (intervals between transition boundaries).
+  std::array<bool, 257> boundary{};
+  boundary[0] = true;
+  for (const DState& d : dstates_) {
+    std::array<std::int32_t, 256> row;
+    row.fill(-1);
+    for (auto& [b, t] : d.bytes) row[b] = prod_state[t] ? t : -1;
+    for (int b = 1; b < 256; ++b) {
+      if (row[b] != row[b - 1]) boundary[b] = true;
+    }
+  }
+  std::int32_t cls = -1;
+  for (int b = 0; b < 256; ++b) {
+    if (boundary[b]) ++cls;
+    p.byte_class[b] = static_cast<std::uint8_t>(cls);
+  }
+  p.num_classes = cls + 1;
+  p.num_states = ns;
+  p.next.assign(static_cast<std::size_t>(ns) * p.num_classes, CfgProgram::kDead);
+  p.accepting.assign(ns, 0);
+  p.state_rule.assign(ns, 0);
+  p.has_bytes.assign(ns, 0);
+  p.nt_begin.assign(ns + 1, 0);
+  p.sp_begin.assign(ns + 1, 0);
+  for (std::int32_t s = 0; s < ns; ++s) {
+    const DState& d = dstates_[s];
+    p.accepting[s] = d.accepting ? 1 : 0;
+    p.state_rule[s] = d.rule;
+    for (auto& [b, t] : d.bytes) {
+      if (!prod_state[t]) continue;
+      p.next[static_cast<std::size_t>(s) * p.num_classes + p.byte_class[b]] = t;
+      p.has_bytes[s] = 1;
+    }
+    for (auto& [r, t] : d.nts) {
+      if (prod_rule[r] && prod_state[t]) p.nt_edges.emplace_back(r, t);
+    }
+    p.nt_begin[s + 1] = static_cast<std::int32_t>(p.nt_edges.size());
+    for (auto& [i, t] : d.sps) {
+      if (prod_state[t]) p.sp_edges.emplace_back(i, t);
+    }
+    p.sp_begin[s + 1] = static_cast<std::int32_t>(p.sp_edges.size());
+  }
+  return p;
+}
+
+}  // namespace
+
+Result<CfgProgram> CompileCfg(const grammar::Grammar& g, const Vocabulary& vocab,
+                              const CfgCompileOptions& options) {
+  Lowering lowering(g, vocab, options);
+  return lowering.Run();
+}
+
+}  // namespace lockstep

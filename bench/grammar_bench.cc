@@ -1,0 +1,187 @@
+// Grammar (context-free) constraints on the Llama-3 vocabulary, replaying the token sequences of
+// ../shared/data/traces/llama3-glaive-dev.jsonl (real JSON outputs) through the shipped JSON
+// grammar (schemas/grammars/json.gbnf):
+//   - BM_GrammarTraceMask: time per mask (FillNextTokenBitmask) at every step of every trace,
+//     p50/p90/p99/max, with the positions precomputed at compile time (precompute_masks) — the
+//     serving configuration; BM_GrammarTraceMaskLazy: the same from a lazily filled grammar
+//     (first visits compute their positions);
+//   - BM_GrammarFirstMask: compile (parse + lower) plus the first mask, lazy positions;
+//   - BM_GrammarPrecompute: compile with every position precomputed (2 threads);
+//   - BM_GrammarBatchFill/threads: 64 matchers at 64 different trace positions filled into one
+//     [64 x words] buffer by BatchMaskFiller with 1 and 2 threads.
+// Skips (with a message) when ../shared/data is not there.
+#include <benchmark/benchmark.h>
+
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "bench/bench_util.h"
+#include "lockstep/batch.h"
+#include "lockstep/compiler.h"
+#include "lockstep/matcher.h"
+#include "lockstep/vocabulary.h"
+
+namespace lockstep::bench {
+namespace {
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+struct Traces {
+  std::shared_ptr<const Vocabulary> vocab;
+  std::unique_ptr<GrammarCompiler> compiler;
+  std::string grammar_text;
+  std::vector<std::vector<TokenId>> traces;
+  std::string error;
+};
+
+const Traces& Data() {
+  static Traces* t = [] {
+    auto* t = new Traces;
+    t->vocab = *Vocabulary::Load("llama3");
+    t->compiler = std::make_unique<GrammarCompiler>(t->vocab);
+    t->grammar_text = ReadFile(std::string(LOCKSTEP_SOURCE_DATA_DIR) + "/grammars/json.gbnf");
+    std::ifstream in(std::string(LOCKSTEP_SHARED_DATA_DIR) + "/traces/llama3-glaive-dev.jsonl");
+    if (!in) {
+      t->error = "../shared/data/traces/llama3-glaive-dev.jsonl not found";
+      return t;
+    }
+    std::string line;
+    while (std::getline(in, line)) {
+      auto j = nlohmann::json::parse(line, nullptr, false);
+      if (j.is_discarded() || !j.contains("ids")) continue;
+      t->traces.push_back(j["ids"].get<std::vector<TokenId>>());
+    }
+    return t;
+  }();
+  return *t;
+}
+
+std::shared_ptr<const CompiledGrammar> Compile(bool precompute) {
+  CompileOptions o;
+  o.precompute_masks = precompute;
+  return *Data().compiler->CompileGrammar(Data().grammar_text, o);
+}
+
+// Replays every trace: fill, then accept the recorded token (and EOS at the end); every fill
+// timed. Counts tokens the grammar rejected (must be 0: the traces are valid JSON).
+void Replay(const std::shared_ptr<const CompiledGrammar>& g, Latencies* fills, long* rejected) {
+  const Traces& d = Data();
+  std::vector<std::uint32_t> mask(PaddedBitmaskWords(d.vocab->logits_width()));
+  for (const auto& ids : d.traces) {
+    Matcher m(g);
+    for (std::size_t i = 0; i <= ids.size(); ++i) {
+      auto t0 = Clock::now();
+      m.FillNextTokenBitmask(mask);
+      auto t1 = Clock::now();
+      fills->Add(t1 - t0);
+      benchmark::DoNotOptimize(mask.data());
+      TokenId tok = i < ids.size() ? ids[i] : d.vocab->eos();
+      if (!((mask[tok >> 5] >> (tok & 31)) & 1) || !m.AcceptToken(tok)) {
+        ++*rejected;
+        break;
+      }
+    }
+  }
+}
+
+void BM_GrammarTraceMask(benchmark::State& state) {
+  if (!Data().error.empty()) return state.SkipWithError(Data().error.c_str());
+  auto g = Compile(true);
+  Latencies fills;
+  long rejected = 0;
+  for (auto _ : state) Replay(g, &fills, &rejected);
+  fills.Report(state);
+  state.counters["rejected"] = static_cast<double>(rejected);
+  state.counters["traces"] = static_cast<double>(Data().traces.size());
+  auto st = g->Stats();
+  state.counters["positions"] = st.positions;
+  state.counters["signatures"] = st.signatures;
+  state.counters["cache_MiB"] = st.mask_cache_bytes / 1048576.0;
+}
+BENCHMARK(BM_GrammarTraceMask)->Iterations(3)->Unit(benchmark::kMillisecond);
+
+void BM_GrammarTraceMaskLazy(benchmark::State& state) {
+  if (!Data().error.empty()) return state.SkipWithError(Data().error.c_str());
+  Latencies fills;
+  long rejected = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    auto g = Compile(false);
+    state.ResumeTiming();
+    Replay(g, &fills, &rejected);
+  }
+  fills.Report(state);
+  state.counters["rejected"] = static_cast<double>(rejected);
+}
+BENCHMARK(BM_GrammarTraceMaskLazy)->Iterations(3)->Unit(benchmark::kMillisecond);
+
+void BM_GrammarFirstMask(benchmark::State& state) {
+  const Traces& d = Data();
+  std::vector<std::uint32_t> mask(PaddedBitmaskWords(d.vocab->logits_width()));
+  Latencies lat;
+  for (auto _ : state) {
+    auto t0 = Clock::now();
+    auto g = Compile(false);
+    Matcher m(g);
+    m.FillNextTokenBitmask(mask);
+    lat.Add(Clock::now() - t0);
+    benchmark::DoNotOptimize(mask.data());
+  }
+  lat.Report(state);
+}
+BENCHMARK(BM_GrammarFirstMask)->Iterations(30)->Unit(benchmark::kMillisecond);
+
+void BM_GrammarPrecompute(benchmark::State& state) {
+  Latencies lat;
+  for (auto _ : state) {
+    auto t0 = Clock::now();
+    auto g = Compile(true);
+    lat.Add(Clock::now() - t0);
+    state.counters["positions"] = g->Stats().positions;
+  }
+  lat.Report(state);
+}
+BENCHMARK(BM_GrammarPrecompute)->Iterations(3)->Unit(benchmark::kMillisecond);
+
+void BM_GrammarBatchFill(benchmark::State& state) {
+  if (!Data().error.empty()) return state.SkipWithError(Data().error.c_str());
+  const Traces& d = Data();
+  const int threads = static_cast<int>(state.range(0));
+  static std::shared_ptr<const CompiledGrammar> g = Compile(true);
+  // 64 matchers, each advanced to a different point of a different trace.
+  std::vector<Matcher> matchers;
+  for (int i = 0; i < 64; ++i) {
+    const auto& ids = d.traces[(i * 37) % d.traces.size()];
+    Matcher m(g);
+    std::size_t upto = ids.empty() ? 0 : (i * 13) % ids.size();
+    for (std::size_t k = 0; k < upto; ++k) m.AcceptToken(ids[k]);
+    matchers.push_back(std::move(m));
+  }
+  std::vector<Matcher*> ptrs;
+  for (auto& m : matchers) ptrs.push_back(&m);
+  const std::size_t stride = PaddedBitmaskWords(d.vocab->logits_width());
+  std::vector<std::uint32_t> out(64 * stride);
+  BatchMaskFiller filler(threads);
+  filler.Fill(ptrs, out, stride);  // warm the caches
+  Latencies lat;
+  for (auto _ : state) {
+    auto t0 = Clock::now();
+    filler.Fill(ptrs, out, stride);
+    lat.Add(Clock::now() - t0);
+    benchmark::DoNotOptimize(out.data());
+  }
+  lat.Report(state);
+}
+BENCHMARK(BM_GrammarBatchFill)->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+}  // namespace
+}  // namespace lockstep::bench

@@ -1,0 +1,69 @@
+// Internal helpers shared by the decoding loops (generate.cc, beam_search.cc, speculative.cc,
+// classify.cc): mask bit tests, the constrained log-softmax, inverse-CDF draws and EOS tests.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <vector>
+
+#include "lockstep/types.h"
+#include "lockstep/vocabulary.h"
+
+namespace lockstep::internal {
+
+inline bool MaskBit(const std::uint32_t* mask, std::int32_t i) {
+  return ((mask[i >> 5] >> (i & 31)) & 1u) != 0;
+}
+
+// Calls f(id) for every set bit below `width`, in increasing id order.
+template <typename F>
+void ForEachAllowed(const std::uint32_t* mask, std::int32_t width, F&& f) {
+  const std::int32_t words = static_cast<std::int32_t>(BitmaskWords(width));
+  for (std::int32_t w = 0; w < words; ++w) {
+    std::uint32_t bits = mask[w];
+    while (bits != 0) {
+      const std::int32_t id = w * 32 + __builtin_ctz(bits);
+      bits &= bits - 1;
+      if (id < width) f(id);
+    }
+  }
+}
+
+// log sum exp of the allowed logits (-inf if none is allowed or all are -inf), in double.
+inline double MaskedLogSumExp(std::span<const float> logits, const std::uint32_t* mask) {
+  const std::int32_t width = static_cast<std::int32_t>(logits.size());
+  double best = -std::numeric_limits<double>::infinity();
+  ForEachAllowed(mask, width, [&](std::int32_t i) { best = std::max(best, double{logits[i]}); });
+  if (!std::isfinite(best)) return best;
+  double sum = 0;
+  ForEachAllowed(mask, width, [&](std::int32_t i) { sum += std::exp(double{logits[i]} - best); });
+  return best + std::log(sum);
+}
+
+// The index whose cumulative mass first exceeds u * total; entries <= 0 are never chosen.
+// kNoToken if every entry is <= 0.
+inline TokenId DrawFrom(std::span<const float> probs, double u) {
+  double total = 0;
+  for (float p : probs) total += p > 0 ? p : 0;
+  if (!(total > 0)) return kNoToken;
+  const double target = u * total;
+  double cum = 0;
+  TokenId last = kNoToken;
+  for (std::size_t i = 0; i < probs.size(); ++i) {
+    if (!(probs[i] > 0)) continue;
+    cum += probs[i];
+    last = static_cast<TokenId>(i);
+    if (cum > target) return last;
+  }
+  return last;
+}
+
+inline bool IsEos(const Vocabulary& vocab, TokenId id) {
+  const auto& e = vocab.eos_ids();
+  return std::find(e.begin(), e.end(), id) != e.end();
+}
+
+}  // namespace lockstep::internal

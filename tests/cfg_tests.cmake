@@ -1,0 +1,10 @@
+# The grammar runtime (Earley parser, adaptive mask cache, Matcher over grammars): unit tests on
+# IR-built grammars and exactness against brute force on real vocabularies.
+add_library(lockstep_grammar_walk STATIC util/grammar_walk.cc)
+target_link_libraries(lockstep_grammar_walk PUBLIC lockstep::lockstep)
+target_include_directories(lockstep_grammar_walk PUBLIC ${PROJECT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/tests)
+lockstep_add_test(earley_test automata/earley_test.cc LIBS lockstep_grammar_walk)
+lockstep_add_test(grammar_exactness_test decoder/grammar_exactness_test.cc LIBS lockstep_grammar_walk)
+lockstep_add_test(grammar_json_test decoder/grammar_json_test.cc LIBS lockstep_grammar_test_util)
+lockstep_add_test(grammar_generation_test decoder/grammar_generation_test.cc
+  LIBS lockstep_grammar_test_util simdjson::simdjson)

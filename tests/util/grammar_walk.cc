@@ -1,0 +1,109 @@
+#include "util/grammar_walk.h"
+
+#include <random>
+#include <sstream>
+
+namespace lockstep::testing {
+
+Mask BruteForceMask(Matcher& m) {
+  const Vocabulary& vocab = m.grammar().vocabulary();
+  Mask mask(BitmaskWords(vocab.logits_width()), 0);
+  for (TokenId id = 0; id < vocab.logits_width(); ++id) {
+    if (m.AcceptToken(id)) {
+      mask[id >> 5] |= 1u << (id & 31);
+      m.Rollback(1);
+    }
+  }
+  return mask;
+}
+
+std::vector<TokenId> AllowedIds(const Mask& m) {
+  std::vector<TokenId> out;
+  for (std::size_t w = 0; w < m.size(); ++w) {
+    for (std::uint32_t bits = m[w]; bits; bits &= bits - 1) {
+      out.push_back(static_cast<TokenId>(w * 32 + __builtin_ctz(bits)));
+    }
+  }
+  return out;
+}
+
+namespace {
+
+bool Punctuated(std::string_view bytes) {
+  for (unsigned char c : bytes) {
+    if (c < 0x80 && !std::isalnum(c) && c != ' ') return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+WalkStats ExactnessWalks(const std::shared_ptr<const CompiledGrammar>& grammar, long steps,
+                         std::uint64_t seed, int target_len) {
+  WalkStats st;
+  const Vocabulary& vocab = grammar->vocabulary();
+  std::mt19937_64 rng(seed);
+  Matcher m(grammar);
+  Mask fast(BitmaskWords(vocab.logits_width()), 0);
+  std::string text;
+  int len = 0;
+  std::vector<bool> eos(vocab.size(), false);
+  for (TokenId e : vocab.eos_ids()) eos[e] = true;
+  while (st.steps < steps) {
+    m.FillNextTokenBitmask(fast);
+    Mask slow = BruteForceMask(m);
+    ++st.steps;
+    for (std::size_t w = 0; w < fast.size(); ++w) {
+      std::uint32_t over = fast[w] & ~slow[w], under = slow[w] & ~fast[w];
+      st.over += __builtin_popcount(over);
+      st.under += __builtin_popcount(under);
+      if ((over | under) && st.first_mismatch.empty()) {
+        TokenId id = static_cast<TokenId>(w * 32 + __builtin_ctz(over | under));
+        std::ostringstream os;
+        os << (over ? "over" : "under") << "-allowed id " << id << " '"
+           << (id < vocab.size() ? std::string(vocab.TokenBytes(id)) : std::string("?"))
+           << "' after text '" << text << "'";
+        st.first_mismatch = os.str();
+      }
+    }
+    std::vector<TokenId> allowed = AllowedIds(slow);
+    bool restart = allowed.empty() || len >= 3 * target_len;
+    TokenId pick = kNoToken;
+    if (!restart) {
+      std::vector<TokenId> eos_ok, punct, closers;
+      for (TokenId id : allowed) {
+        if (id >= vocab.size()) continue;
+        if (eos[id]) {
+          eos_ok.push_back(id);
+          continue;
+        }
+        std::string_view bytes = vocab.TokenBytes(id);
+        if (Punctuated(bytes)) punct.push_back(id);
+        if (bytes.find_first_not_of("]})\"'>;") == std::string_view::npos) closers.push_back(id);
+      }
+      std::uniform_real_distribution<double> u(0, 1);
+      if (!eos_ok.empty() && (len >= target_len || u(rng) < 0.02)) {
+        pick = eos_ok[0];
+      } else if (len >= target_len && !closers.empty() && u(rng) < 0.8) {
+        pick = closers[rng() % closers.size()];
+      } else if (!punct.empty() && u(rng) < 0.5) {
+        pick = punct[rng() % punct.size()];
+      } else {
+        pick = allowed[rng() % allowed.size()];
+      }
+    }
+    if (pick != kNoToken && m.AcceptToken(pick)) {
+      ++len;
+      if (pick < vocab.size() && !eos[pick]) text += std::string(vocab.TokenBytes(pick));
+      if (!m.IsTerminated()) continue;
+      ++st.completed;
+    }
+    ++st.walks;
+    m.Reset();
+    text.clear();
+    len = 0;
+  }
+  return st;
+}
+
+}  // namespace lockstep::testing

@@ -1,0 +1,37 @@
+// Exactness harness for grammar constraints: the fast token mask of a Matcher against a
+// brute-force mask that tries every vocabulary id on the matcher itself (AcceptToken, then
+// Rollback), along seeded random walks.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lockstep/compiler.h"
+#include "lockstep/matcher.h"
+
+namespace lockstep::testing {
+
+using Mask = std::vector<std::uint32_t>;
+
+// Every id tried on `m` (which is left unchanged): allowed iff AcceptToken succeeds.
+Mask BruteForceMask(Matcher& m);
+std::vector<TokenId> AllowedIds(const Mask& mask);
+
+struct WalkStats {
+  long steps = 0;
+  long over = 0;    // ids the fast mask allows and brute force rejects
+  long under = 0;   // ids brute force allows and the fast mask rejects
+  long walks = 0;
+  long completed = 0;  // walks that ended with EOS
+  std::string first_mismatch;  // description of the first mismatch, for the failure message
+};
+
+// Random walks from the start state: at each step compares the masks, then picks an allowed
+// token (half the time one with punctuation, to move through the grammar's structure; past
+// `target_len` tokens EOS whenever allowed). A walk ends at EOS or 3 * target_len tokens.
+WalkStats ExactnessWalks(const std::shared_ptr<const CompiledGrammar>& grammar, long steps,
+                         std::uint64_t seed, int target_len = 40);
+
+}  // namespace lockstep::testing
