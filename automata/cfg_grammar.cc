@@ -440,6 +440,11 @@ void CfgGrammar::FullWalkMask(EarleyParser& parser, std::span<std::uint32_t> out
     ++i;
   }
   parser.PopTo(base);
+  AddEndAndSpecials(parser, out);
+}
+
+void CfgGrammar::AddEndAndSpecials(EarleyParser& parser, std::span<std::uint32_t> out) const {
+  const std::int32_t base = parser.num_sets();
   if (parser.CanEnd()) {
     for (TokenId id : vocab_->eos_ids()) {
       if (id >= 0 && id < width_) SetBit(out, id);
@@ -519,18 +524,7 @@ void CfgGrammar::FillMask(EarleyParser& parser, std::vector<std::int32_t>& sigs,
     }
     parser.PopTo(base);
   }
-  if (parser.CanEnd()) {
-    for (TokenId id : vocab_->eos_ids()) {
-      if (id >= 0 && id < width_) SetBit(out, id);
-    }
-  }
-  for (const auto& [tok, idx] : special_of_token_) {
-    if (parser.StepSpecial(idx)) {
-      if (tok < width_) SetBit(out, tok);
-      parser.PopTo(base);
-    }
-  }
-  parser.ClearDepthFlag();
+  AddEndAndSpecials(parser, out);
   if (sig >= 0) StoreFinal(sig, out.first(words));
 }
 

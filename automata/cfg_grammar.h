@@ -124,6 +124,8 @@ class CfgGrammar {
 
  private:
   const CfgPosition* PositionFor(const EarleyItem& it) const;
+  // EOS where the root may end, grammar special tokens where the parse takes them.
+  void AddEndAndSpecials(EarleyParser& parser, std::span<std::uint32_t> out) const;
   std::unique_ptr<CfgPosition> ComputePosition(const EarleyItem& it) const;
   std::int32_t Signature(const EarleyParser& parser, std::vector<std::int32_t>& sigs,
                          std::int32_t k) const;

@@ -20,6 +20,12 @@ void Latencies::Report(benchmark::State& state) const {
   state.counters["samples"] = static_cast<double>(v.size());
 }
 
+void Latencies::ReportOver(benchmark::State& state, const char* name, double us) const {
+  std::size_t n = 0;
+  for (double x : ns_) n += x > us * 1000.0;
+  state.counters[name] = static_cast<double>(n);
+}
+
 std::vector<std::string> RegexCorpus() {
   std::vector<std::string> out;
   std::ifstream in(std::string(LOCKSTEP_SOURCE_DATA_DIR) + "/regex/corpus.txt");

@@ -17,6 +17,8 @@ class Latencies {
  public:
   void Add(Clock::duration d) { ns_.push_back(std::chrono::duration<double, std::nano>(d).count()); }
   void Report(benchmark::State& state) const;
+  // Also reports how many samples exceeded `us` microseconds, as counter `name`.
+  void ReportOver(benchmark::State& state, const char* name, double us) const;
   std::size_t size() const { return ns_.size(); }
 
  private:

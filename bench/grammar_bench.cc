@@ -12,6 +12,8 @@
 // Skips (with a message) when ../shared/data is not there.
 #include <benchmark/benchmark.h>
 
+#include <time.h>
+
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -73,16 +75,26 @@ std::shared_ptr<const CompiledGrammar> Compile(bool precompute) {
 
 // Replays every trace: fill, then accept the recorded token (and EOS at the end); every fill
 // timed. Counts tokens the grammar rejected (must be 0: the traces are valid JSON).
-void Replay(const std::shared_ptr<const CompiledGrammar>& g, Latencies* fills, long* rejected) {
+// Thread CPU time: a fill's own cost, without the time the thread spent preempted.
+Clock::duration ThreadCpu() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec);
+}
+
+void Replay(const std::shared_ptr<const CompiledGrammar>& g, Latencies* fills, long* rejected,
+            Latencies* cpu = nullptr) {
   const Traces& d = Data();
   std::vector<std::uint32_t> mask(PaddedBitmaskWords(d.vocab->logits_width()));
   for (const auto& ids : d.traces) {
     Matcher m(g);
     for (std::size_t i = 0; i <= ids.size(); ++i) {
+      Clock::duration c0 = cpu ? ThreadCpu() : Clock::duration{};
       auto t0 = Clock::now();
       m.FillNextTokenBitmask(mask);
       auto t1 = Clock::now();
       fills->Add(t1 - t0);
+      if (cpu) cpu->Add(ThreadCpu() - c0);
       benchmark::DoNotOptimize(mask.data());
       TokenId tok = i < ids.size() ? ids[i] : d.vocab->eos();
       if (!((mask[tok >> 5] >> (tok & 31)) & 1) || !m.AcceptToken(tok)) {
@@ -100,6 +112,8 @@ void BM_GrammarTraceMask(benchmark::State& state) {
   long rejected = 0;
   for (auto _ : state) Replay(g, &fills, &rejected);
   fills.Report(state);
+  fills.ReportOver(state, "over_30us", 30);
+  fills.ReportOver(state, "over_500us", 500);
   state.counters["rejected"] = static_cast<double>(rejected);
   state.counters["traces"] = static_cast<double>(Data().traces.size());
   auto st = g->Stats();
@@ -108,6 +122,21 @@ void BM_GrammarTraceMask(benchmark::State& state) {
   state.counters["cache_MiB"] = st.mask_cache_bytes / 1048576.0;
 }
 BENCHMARK(BM_GrammarTraceMask)->Iterations(3)->Unit(benchmark::kMillisecond);
+
+// The same replay timed in thread CPU time (preemption by other processes excluded); adds the
+// clock reads' own ~0.1 µs to every sample.
+void BM_GrammarTraceMaskCpu(benchmark::State& state) {
+  if (!Data().error.empty()) return state.SkipWithError(Data().error.c_str());
+  auto g = Compile(true);
+  Latencies fills, cpu;
+  long rejected = 0;
+  for (auto _ : state) Replay(g, &fills, &rejected, &cpu);
+  cpu.Report(state);
+  cpu.ReportOver(state, "over_30us", 30);
+  cpu.ReportOver(state, "over_500us", 500);
+  state.counters["rejected"] = static_cast<double>(rejected);
+}
+BENCHMARK(BM_GrammarTraceMaskCpu)->Iterations(3)->Unit(benchmark::kMillisecond);
 
 void BM_GrammarTraceMaskLazy(benchmark::State& state) {
   if (!Data().error.empty()) return state.SkipWithError(Data().error.c_str());

@@ -58,39 +58,7 @@ Status GrammarError(std::string_view text, std::size_t offset, std::string_view 
   return Status(code, snippet.message(), std::to_string(line_no) + ":" + std::to_string(col + 1));
 }
 
-Ranges NormalizeRanges(Ranges r, bool negate) {
-  std::sort(r.begin(), r.end(),
-            [](const CodepointRange& a, const CodepointRange& b) { return a.lo < b.lo; });
-  Ranges merged;
-  for (const CodepointRange& x : r) {
-    if (!merged.empty() && x.lo <= merged.back().hi + 1) {
-      merged.back().hi = std::max(merged.back().hi, x.hi);
-    } else {
-      merged.push_back(x);
-    }
-  }
-  if (negate) {
-    Ranges comp;
-    char32_t next = 0;
-    for (const CodepointRange& x : merged) {
-      if (x.lo > next) comp.push_back({next, x.lo - 1});
-      next = x.hi + 1;
-    }
-    if (next <= kMaxCodepoint) comp.push_back({next, kMaxCodepoint});
-    merged = std::move(comp);
-  }
-  Ranges out;
-  for (const CodepointRange& x : merged) {
-    if (x.hi < kSurrogateLo || x.lo > kSurrogateHi) {
-      out.push_back(x);
-      continue;
-    }
-    if (x.lo < kSurrogateLo) out.push_back({x.lo, kSurrogateLo - 1});
-    if (x.hi > kSurrogateHi) out.push_back({kSurrogateHi + 1, x.hi});
-  }
-  // Removing surrogates can leave ranges adjacent only across the gap, never touching.
-  return out;
-}
+Ranges NormalizeRanges(Ranges r, bool negate) { return NormalizeCodepointRanges(std::move(r), negate); }
 
 // Everything the semantic actions share while one text is parsed.
 struct State {

@@ -9,15 +9,12 @@
 #include <vector>
 
 namespace lockstep {
-namespace {
-
-using Ranges = std::vector<CodepointRange>;
 
 constexpr char32_t kSurrogateLo = 0xD800;
 constexpr char32_t kSurrogateHi = 0xDFFF;
 
-// Sorts and merges `r`, drops surrogates; if `negate`, complements over all scalar values.
-Ranges Normalize(Ranges r, bool negate) {
+std::vector<CodepointRange> NormalizeCodepointRanges(std::vector<CodepointRange> r, bool negate) {
+  using Ranges = std::vector<CodepointRange>;
   std::sort(r.begin(), r.end(),
             [](const CodepointRange& a, const CodepointRange& b) { return a.lo < b.lo; });
   Ranges merged;
@@ -49,6 +46,11 @@ Ranges Normalize(Ranges r, bool negate) {
   }
   return out;
 }
+
+namespace {
+
+using Ranges = std::vector<CodepointRange>;
+
 
 void AddDigit(Ranges* r) { r->push_back({'0', '9'}); }
 void AddWord(Ranges* r) {
@@ -152,7 +154,7 @@ class Parser {
     return AddNode(n);
   }
   std::int32_t AddClass(Ranges r, bool negate, std::size_t offset) {
-    r = Normalize(std::move(r), negate);
+    r = NormalizeCodepointRanges(std::move(r), negate);
     RegexNode n;
     n.kind = RegexNodeKind::kClass;
     n.offset = static_cast<std::int32_t>(offset);
@@ -523,7 +525,7 @@ class Parser {
         if (c == 'd' || c == 'w' || c == 's') {
           r->insert(r->end(), sub.begin(), sub.end());
         } else if (in_class) {
-          Ranges comp = Normalize(std::move(sub), /*negate=*/true);
+          Ranges comp = NormalizeCodepointRanges(std::move(sub), /*negate=*/true);
           r->insert(r->end(), comp.begin(), comp.end());
         } else {
           *r = std::move(sub);

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "grammar/regex_ast.h"
 #include "grammar/utf8.h"
@@ -26,6 +27,10 @@ Result<RegexAst> ParseRegex(std::string_view pattern, const RegexParseOptions& o
 // The error every front end reports for a bad regex: code kInvalidRegex (or `code`), location
 // "offset N", and a message of `what` followed by a snippet of the pattern with a caret under
 // byte `offset`.
+// Sorts and merges `r` and drops surrogates; with `negate`, complements it over all scalar values
+// first. The result follows CodepointRange's invariants (sorted, disjoint, non-adjacent).
+std::vector<CodepointRange> NormalizeCodepointRanges(std::vector<CodepointRange> r, bool negate);
+
 Status RegexError(std::string_view pattern, std::size_t offset, std::string_view what,
                   StatusCode code = StatusCode::kInvalidRegex);
 

@@ -8,3 +8,4 @@ lockstep_add_test(grammar_exactness_test decoder/grammar_exactness_test.cc LIBS 
 lockstep_add_test(grammar_json_test decoder/grammar_json_test.cc LIBS lockstep_grammar_test_util)
 lockstep_add_test(grammar_generation_test decoder/grammar_generation_test.cc
   LIBS lockstep_grammar_test_util simdjson::simdjson)
+lockstep_add_test(grammar_matcher_test decoder/grammar_matcher_test.cc)

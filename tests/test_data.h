@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,12 @@ inline double TestScale() {
   const char* s = std::getenv("LOCKSTEP_TEST_SCALE");
   double v = s ? std::atof(s) : 1.0;
   return v > 0 ? v : 1.0;
+}
+
+// A whole file's bytes ("" if it cannot be read).
+inline std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
 // Non-empty, non-comment lines of a text file.

@@ -6,6 +6,7 @@ and clear errors with locations and non-zero exits on bad input.
 
 usage: cli_test.py PATH/TO/lockstep"""
 import json
+import os
 import re
 import subprocess
 import sys
@@ -107,6 +108,67 @@ class Generate(unittest.TestCase):
                 rows = self.gen(TYPICAL["date"], "--tokenizer", tok, "-n", "2", "--model", "uniform")
                 for r in rows:
                     self.assertTrue(re.fullmatch(TYPICAL["date"], r["text"]), r)
+
+
+GRAMMARS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "schemas", "grammars")
+
+
+class Grammars(unittest.TestCase):
+    def test_compile_reports_the_automata(self):
+        code, out, err = run("compile", "--grammar", os.path.join(GRAMMARS, "json.gbnf"), "--json")
+        self.assertEqual(code, 0, err)
+        j = json.loads(out)
+        self.assertEqual(j["tokenizer"], "llama3")
+        self.assertGreater(j["dfa_states"], 10)
+        # At the start of a JSON text: values and whitespace only, never a letter-only token.
+        self.assertGreater(j["first_mask_allowed"], 100)
+        self.assertLess(j["first_mask_allowed"], 20000)
+
+    def test_generate_json_parses_with_python(self):
+        code, out, err = run("generate", "--grammar", os.path.join(GRAMMARS, "json.gbnf"),
+                             "-n", "5", "--seed", "3", "--json", "--max-tokens", "400")
+        self.assertEqual(code, 0, err)
+        rows = [json.loads(l) for l in out.splitlines()]
+        self.assertEqual(len(rows), 5)
+        for r in rows:
+            if r["finish"] == "eos":
+                self.assertTrue(r["match"], r)
+                json.loads(r["text"])  # an independent JSON parser accepts it
+
+    def test_generate_arithmetic_is_well_formed(self):
+        code, out, err = run("generate", "--grammar", os.path.join(GRAMMARS, "arithmetic.gbnf"),
+                             "-n", "3", "--json", "--model", "uniform", "--max-tokens", "40")
+        self.assertEqual(code, 0, err)
+        for r in map(json.loads, out.splitlines()):
+            self.assertTrue(re.fullmatch(r"[-0-9.+*/() ]+", r["text"]), r)
+
+    def test_lark_syntax(self):
+        path = os.path.join(self.tmp, "yes.lark")
+        with open(path, "w") as f:
+            f.write('start: "yes" | "no" | "maybe " NUM\nNUM: /[0-9]{1,3}/\n')
+        code, out, err = run("generate", "--grammar", path, "-n", "4", "--json", "--model", "uniform")
+        self.assertEqual(code, 0, err)
+        for r in map(json.loads, out.splitlines()):
+            if r["finish"] == "eos":
+                self.assertTrue(re.fullmatch(r"yes|no|maybe [0-9]{1,3}", r["text"]), r)
+
+    def setUp(self):
+        import tempfile
+        self.tmp = tempfile.mkdtemp()
+
+    def test_grammar_errors_name_file_line_column(self):
+        path = os.path.join(self.tmp, "bad.gbnf")
+        with open(path, "w") as f:
+            f.write('root ::= "a" item\nitem ::= "b" | undefined-rule\n')
+        code, _, err = run("compile", "--grammar", path)
+        self.assertEqual(code, 2, err)
+        self.assertIn(path + ":2:", err)
+        self.assertIn("undefined-rule", err)
+        code, _, err = run("generate", "--grammar", os.path.join(self.tmp, "missing.gbnf"))
+        self.assertEqual(code, 2, err)
+        self.assertIn("missing.gbnf", err)
+        code, _, err = run("generate", "--grammar", path, "--regex", "a")
+        self.assertEqual(code, 2, err)
 
 
 class Errors(unittest.TestCase):

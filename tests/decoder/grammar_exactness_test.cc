@@ -23,13 +23,6 @@ namespace {
 const char* kGrammars[] = {"json", "arithmetic", "arithmetic_leftrec", "c_call", "sql_select",
                            "tool_calls"};
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 long StepsPerGrammar() {
   if (const char* s = std::getenv("LOCKSTEP_GRAMMAR_STEPS")) return std::atol(s);
   return static_cast<long>(600 * testing::TestScale());
@@ -46,7 +39,7 @@ void RunVocabulary(const std::string& name, std::int32_t logits_width) {
   std::vector<std::shared_ptr<const CompiledGrammar>> grammars;
   for (const char* g : kGrammars) {
     auto c = compiler.CompileGrammar(
-        ReadFile(testing::SourceDataDir() + "/grammars/" + g + ".gbnf"));
+        testing::ReadFile(testing::SourceDataDir() + "/grammars/" + g + ".gbnf"));
     ASSERT_TRUE(c.ok()) << g << ": " << c.status().ToString();
     grammars.push_back(*c);
   }

@@ -25,13 +25,6 @@
 namespace lockstep {
 namespace {
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 bool SimdjsonParses(const std::string& text) {
   simdjson::dom::parser parser;
   simdjson::padded_string padded(text);
@@ -65,7 +58,7 @@ TEST(GrammarGenerationTest, NgramSamplesAlwaysParse) {
   std::vector<float> logits(width);
   std::vector<std::uint32_t> mask(PaddedBitmaskWords(width));
   for (const Case& c : cases) {
-    auto g = compiler.CompileGrammar(ReadFile(testing::SourceDataDir() + "/grammars/" + c.grammar + ".gbnf"));
+    auto g = compiler.CompileGrammar(testing::ReadFile(testing::SourceDataDir() + "/grammars/" + c.grammar + ".gbnf"));
     ASSERT_TRUE(g.ok()) << c.grammar << ": " << g.status().ToString();
     int parsed = 0, failed = 0, length = 0;
     for (std::uint64_t seed = 1; seed <= 4; ++seed) {

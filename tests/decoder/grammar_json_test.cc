@@ -18,13 +18,6 @@
 namespace lockstep {
 namespace {
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 class GrammarJsonTest : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
@@ -32,7 +25,7 @@ class GrammarJsonTest : public ::testing::TestWithParam<const char*> {
     ASSERT_TRUE(vocab.ok()) << vocab.status().ToString();
     vocab_ = *vocab;
     GrammarCompiler compiler(vocab_);
-    auto g = compiler.CompileGrammar(ReadFile(testing::SourceDataDir() + "/grammars/json.gbnf"));
+    auto g = compiler.CompileGrammar(testing::ReadFile(testing::SourceDataDir() + "/grammars/json.gbnf"));
     ASSERT_TRUE(g.ok()) << g.status().ToString();
     grammar_ = *g;
   }

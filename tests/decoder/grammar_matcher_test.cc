@@ -1,0 +1,170 @@
+// The Matcher API over grammar constraints: rollback over any number of tokens, forks that do
+// not share state, jump-forward (ForcedBytes and canonical ForcedTokens), ValidateDraft for
+// speculative decoding, and batch filling on a thread pool equal to one-by-one fills.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "lockstep/batch.h"
+#include "lockstep/compiler.h"
+#include "lockstep/matcher.h"
+#include "lockstep/vocabulary.h"
+#include "test_data.h"
+
+namespace lockstep {
+namespace {
+
+using Mask = std::vector<std::uint32_t>;
+
+std::shared_ptr<const Vocabulary> Llama3() {
+  static auto v = *Vocabulary::Load("llama3");
+  return v;
+}
+
+std::shared_ptr<const CompiledGrammar> Shipped(const std::string& name) {
+  static GrammarCompiler compiler(Llama3());
+  std::ifstream in(testing::SourceDataDir() + "/grammars/" + name + ".gbnf");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto g = compiler.CompileGrammar(ss.str());
+  EXPECT_TRUE(g.ok()) << g.status().ToString();
+  return *g;
+}
+
+Mask MaskOf(const Matcher& m) {
+  Mask mask(BitmaskWords(m.grammar().logits_width()));
+  m.FillNextTokenBitmask(mask);
+  return mask;
+}
+
+std::vector<TokenId> Encode(const std::string& text) {
+  EncodeOptions eo;
+  eo.add_dummy_prefix = false;
+  return *Llama3()->Encode(text, eo);
+}
+
+const std::string kToolCall =
+    R"([{"name": "get_weather", "arguments": {"city": "Paris", "days": [1, 2, 3], "units": null}}])";
+
+TEST(GrammarMatcherTest, RollbackOverAnyNumberOfTokens) {
+  auto g = Shipped("tool_calls");
+  std::vector<TokenId> ids = Encode(kToolCall);
+  ASSERT_GT(ids.size(), 20u);
+  Matcher m(g);
+  std::vector<Mask> masks = {MaskOf(m)};
+  for (TokenId id : ids) {
+    ASSERT_TRUE(m.AcceptToken(id));
+    masks.push_back(MaskOf(m));
+  }
+  EXPECT_TRUE(m.CanEnd());
+  // Roll back in uneven chunks down to the start, checking the mask at each point.
+  std::size_t at = ids.size();
+  for (std::int32_t n : {1, 3, 7, 2, 5}) {
+    ASSERT_TRUE(m.Rollback(n));
+    at -= n;
+    EXPECT_EQ(MaskOf(m), masks[at]) << "after rolling back to step " << at;
+    EXPECT_EQ(m.NumSteps(), static_cast<std::int32_t>(at));
+  }
+  EXPECT_FALSE(m.Rollback(static_cast<std::int32_t>(at) + 1));
+  ASSERT_TRUE(m.Rollback(static_cast<std::int32_t>(at)));
+  EXPECT_EQ(MaskOf(m), masks[0]);
+  // And forward again to the end.
+  for (TokenId id : ids) ASSERT_TRUE(m.AcceptToken(id));
+  EXPECT_TRUE(m.AcceptToken(Llama3()->eos()));
+  EXPECT_TRUE(m.IsTerminated());
+  ASSERT_TRUE(m.Rollback(1));
+  EXPECT_FALSE(m.IsTerminated());
+  EXPECT_TRUE(m.CanEnd());
+}
+
+TEST(GrammarMatcherTest, ForksAreIndependent) {
+  auto g = Shipped("json");
+  Matcher a(g);
+  ASSERT_TRUE(a.AcceptString("{\"a\": ["));
+  Matcher b = a.Fork();
+  Mask before = MaskOf(a);
+  ASSERT_TRUE(b.AcceptString("1, 2]}"));
+  EXPECT_TRUE(b.CanEnd());
+  EXPECT_FALSE(a.CanEnd());
+  EXPECT_EQ(MaskOf(a), before);
+  ASSERT_TRUE(a.AcceptString("\"x\"]}"));
+  EXPECT_TRUE(a.CanEnd());
+  Matcher c(g);
+  c = b;  // copy-assignment is a fork too
+  ASSERT_TRUE(c.Rollback(1));
+  EXPECT_FALSE(c.CanEnd());
+  EXPECT_TRUE(b.CanEnd());
+}
+
+TEST(GrammarMatcherTest, JumpForwardForcedBytesAndCanonicalTokens) {
+  GrammarCompiler compiler(Llama3());
+  auto g = compiler.CompileGrammar(
+      "root ::= \"{\\\"function\\\": \\\"\" name \"\\\", \\\"arguments\\\": {}}\"\n"
+      "name ::= \"get_weather\" | \"get_time\"\n");
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  Matcher m(*g);
+  EXPECT_EQ(m.ForcedBytes(), "{\"function\": \"get_");
+  std::vector<TokenId> forced = m.ForcedTokens();
+  // Canonical tokenisation of the forced bytes, minus the last token (kept back: "get" could be
+  // spanned by a longer token such as "get_weather"-like pieces).
+  std::vector<TokenId> canonical = Encode("{\"function\": \"get_");
+  ASSERT_FALSE(canonical.empty());
+  canonical.pop_back();
+  EXPECT_EQ(forced, canonical);
+  for (TokenId id : forced) ASSERT_TRUE(m.AcceptToken(id));
+  // What was kept back is still forced, byte for byte.
+  EXPECT_EQ(*Llama3()->Decode(forced) + m.ForcedBytes(), "{\"function\": \"get_");
+  ASSERT_TRUE(m.AcceptString(m.ForcedBytes() + "weather"));
+  EXPECT_EQ(m.ForcedBytes(), "\", \"arguments\": {}}");
+  ASSERT_TRUE(m.AcceptString("\", \"arguments\": {}}"));
+  EXPECT_TRUE(m.CanEnd());
+  EXPECT_EQ(m.ForcedBytes(), "");
+}
+
+TEST(GrammarMatcherTest, ValidateDraftStopsAtTheFirstInvalidToken) {
+  auto g = Shipped("json");
+  std::vector<TokenId> draft = Encode("{\"a\": [1, 2], \"b\": true}");
+  Matcher m(g);
+  ASSERT_TRUE(m.AcceptString("{"));  // the draft continues from the matcher's state
+  std::vector<TokenId> cont = Encode("\"a\": [1, 2]}");
+  EXPECT_EQ(m.ValidateDraft(cont), static_cast<std::int32_t>(cont.size()));
+  std::vector<TokenId> bad = cont;
+  bad.insert(bad.begin() + 3, Encode("}}")[0]);
+  EXPECT_EQ(m.ValidateDraft(bad), 3);
+  EXPECT_EQ(m.NumSteps(), 1);  // unchanged
+  Matcher fresh(g);
+  EXPECT_EQ(fresh.ValidateDraft(draft), static_cast<std::int32_t>(draft.size()));
+}
+
+TEST(GrammarMatcherTest, BatchFillEqualsOneByOne) {
+  auto g = Shipped("tool_calls");
+  std::vector<TokenId> ids = Encode(kToolCall);
+  std::vector<Matcher> matchers;
+  for (std::size_t i = 0; i < 40; ++i) {
+    Matcher m(g);
+    for (std::size_t k = 0; k < (i * 7) % ids.size(); ++k) m.AcceptToken(ids[k]);
+    matchers.push_back(std::move(m));
+  }
+  std::vector<Matcher*> ptrs;
+  for (auto& m : matchers) ptrs.push_back(&m);
+  ptrs.push_back(nullptr);
+  const std::size_t stride = PaddedBitmaskWords(g->logits_width());
+  for (int threads : {1, 2, 4}) {
+    BatchMaskFiller filler(threads);
+    std::vector<std::uint32_t> out(ptrs.size() * stride, 0xFFFFFFFFu);
+    ASSERT_TRUE(filler.Fill(ptrs, out, stride));
+    for (std::size_t i = 0; i < matchers.size(); ++i) {
+      Mask one = MaskOf(matchers[i]);
+      Mask row(out.begin() + i * stride, out.begin() + i * stride + one.size());
+      EXPECT_EQ(row, one) << "row " << i << " with " << threads << " threads";
+    }
+    Mask last(out.end() - stride, out.end());
+    EXPECT_EQ(last, Mask(stride, 0u));
+    EXPECT_FALSE(filler.Fill(ptrs, out, 10));  // stride too small: refused
+  }
+}
+
+}  // namespace
+}  // namespace lockstep
