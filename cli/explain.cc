@@ -24,6 +24,7 @@
 
 #include "cli/args.h"
 #include "cli/constraint.h"
+#include "cli/decoding_flags.h"
 #include "cli/sampler_flags.h"
 #include "lockstep/bitmask.h"
 #include "lockstep/compiler.h"
@@ -60,12 +61,17 @@ On a real generation (per step: top 16 tokens before and after the mask, the tok
   --grammar FILE         a GBNF or Lark-style EBNF grammar file (--grammar-syntax
                          auto|gbnf|lark)
   --tokenizer NAME|PATH  vocabulary (default llama3)
-  --model ngram|uniform  logits source (default ngram)
+  --model MODEL          logits source (default ngram; as on generate: ngram, ngram2..4,
+                         uniform, scripted:FILE, replay:FILE or an n-gram file)
   --ngram-model PATH     n-gram model file
   --prompt TEXT          context for the logits source
   --max-tokens M         token budget (default 32)
   --top N                tokens shown per list (default 16)
   --json                 one JSON object per step
+  --guidance G --negative-prompt TEXT
+                         classifier-free guidance, as on generate
+  --contrastive-weak MODEL --alpha A --beta B
+                         contrastive decoding, as on generate
 
 sampler flags:
 )";
@@ -341,31 +347,6 @@ std::vector<TokenId> TopIds(const std::vector<float>& probs, std::int32_t top) {
   return ids;
 }
 
-Result<std::unique_ptr<LogitsSource>> MakeExplainSource(const Args& args, const Vocabulary& vocab,
-                                                        std::uint64_t seed) {
-  const std::string kind = args.Get("model", "ngram");
-  if (kind == "uniform") {
-    return std::unique_ptr<LogitsSource>(new UniformSource(vocab.logits_width(), seed));
-  }
-  if (kind != "ngram") {
-    return Status(StatusCode::kInvalidArgument,
-                  "--model must be ngram or uniform, got '" + kind + "'", "--model");
-  }
-  std::string path = args.Get("ngram-model");
-  if (path.empty()) {
-    const std::string built = std::string(LOCKSTEP_MODEL_DIR) + "/ngram-" + vocab.name() + ".bin";
-    if (std::filesystem::exists(built) && vocab.logits_width() == vocab.size()) path = built;
-  }
-  if (!path.empty()) {
-    auto model = NgramModel::Load(path, vocab.Fingerprint());
-    if (!model.ok()) return model.status();
-    return std::unique_ptr<LogitsSource>(new NgramModel(std::move(model).value()));
-  }
-  auto model = NgramModel::TrainFromCorpus(vocab, DefaultNgramCorpus(DataDirectory()), 4);
-  if (!model.ok()) return model.status();
-  return std::unique_ptr<LogitsSource>(new NgramModel(std::move(model).value()));
-}
-
 int ExplainGeneration(const Args& args) {
   auto config = SamplerConfigFromArgs(args);
   if (!config.ok()) return Fail(config.status());
@@ -379,7 +360,8 @@ int ExplainGeneration(const Args& args) {
   GrammarCompiler compiler(vocab);
   auto grammar = CompileConstraint(args, compiler);
   if (!grammar.ok()) return Fail(grammar.status());
-  auto source = MakeExplainSource(args, *vocab, config->seed);
+  auto source = LoadModel(args.Get("model", "ngram"), *vocab, config->seed,
+                          args.Get("ngram-model"), "--model");
   if (!source.ok()) return Fail(source.status());
   std::vector<TokenId> context;
   if (args.Has("prompt")) {
@@ -387,6 +369,15 @@ int ExplainGeneration(const Args& args) {
     if (!ids.ok()) return Fail(ids.status());
     context = *ids;
   }
+  // --guidance / --contrastive-weak wrap the source, as on `generate`.
+  auto decoding = SetupDecoding(args, *vocab, **source, context, config->seed);
+  if (!decoding.ok()) return Fail(decoding.status());
+  if ((*decoding)->mode != DecodingMode::kSample) {
+    return Fail(Status(StatusCode::kInvalidArgument,
+                       "explain shows sampling steps: --beam and --draft are for generate",
+                       "arguments"));
+  }
+  LogitsSource& model = *(*decoding)->source;
   const std::int32_t width = vocab->logits_width();
   Sampler sampler(*config, width);
   Matcher matcher(*grammar);
@@ -395,8 +386,8 @@ int ExplainGeneration(const Args& args) {
   const bool json = args.Has("json");
   auto text_of = [&](TokenId t) { return std::string(vocab->TokenBytes(t)); };
   for (std::int64_t step = 0; step < *max_tokens && !matcher.IsTerminated(); ++step) {
-    (*source)->Logits(context, logits);
     matcher.FillNextTokenBitmask(mask);
+    model.MaskedLogits(context, mask.data(), logits);
     const auto stages = sampler.Trace(logits, mask.data(), context);
     // "frequency_presence" is the last stage before the mask, "mask" the first after it.
     const std::vector<float>& before = stages[3].probs;
@@ -461,6 +452,7 @@ int Explain(int argc, char** argv) {
                                        "html", "tokenizer", "logits-width", "model",
                                        "ngram-model", "prompt", "max-tokens", "top"};
   AddConstraintFlags(&value_flags);
+  AddDecodingFlags(&value_flags);
   std::set<std::string> switches = {"json", "help"};
   if (Status st = AddSamplerFlags(&value_flags, switches); !st.ok()) return Fail(st);
   Args args(value_flags, switches, {{"-h", "help"}});

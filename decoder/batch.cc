@@ -36,12 +36,18 @@ struct BatchMaskFiller::Pool {
 
   void Work() {
     const std::size_t n = matchers.size();
-    for (std::size_t i = next.fetch_add(1); i < n; i = next.fetch_add(1)) {
-      std::uint32_t* row = out.data() + i * stride;
-      if (matchers[i] == nullptr) {
-        std::memset(row, 0, stride * sizeof(std::uint32_t));
-      } else {
-        matchers[i]->FillNextTokenBitmask({row, stride});
+    // Chunks of rows (about four per thread) keep the shared counter off the hot path while
+    // still balancing uneven fills (a cached mask is a copy, a novel state a computation).
+    const std::size_t chunk = std::max<std::size_t>(1, n / (4 * static_cast<std::size_t>(threads)));
+    for (std::size_t b = next.fetch_add(chunk); b < n; b = next.fetch_add(chunk)) {
+      const std::size_t e = std::min(n, b + chunk);
+      for (std::size_t i = b; i < e; ++i) {
+        std::uint32_t* row = out.data() + i * stride;
+        if (matchers[i] == nullptr) {
+          std::memset(row, 0, stride * sizeof(std::uint32_t));
+        } else {
+          matchers[i]->FillNextTokenBitmask({row, stride});
+        }
       }
     }
   }

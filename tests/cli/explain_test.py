@@ -119,6 +119,29 @@ class ExplainGeneration(unittest.TestCase):
             self.assertLessEqual(sum(a["p"] for a in st["after_mask"]), 1 + 1e-6)
         self.assertIn(steps[0]["text"], ["low", "medium", "high", "l", "m", "h", "lo", "me", "hi"])
 
+    def test_grammar_with_guidance_and_contrastive(self):
+        import os
+        grammar = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "schemas",
+                               "grammars", "arithmetic.gbnf")
+        base = ["explain", "--grammar", grammar, "--json", "--seed", "4", "--max-tokens", "3",
+                "--model", "uniform"]
+        code, plain, err = run(*base)
+        self.assertEqual(code, 0, err)
+        # Guidance with gamma 1 is the plain distribution, exactly.
+        code, guided, err = run(*base, "--guidance", "1", "--negative-prompt", "nothing")
+        self.assertEqual(code, 0, err)
+        self.assertEqual(plain, guided)
+        # A real guidance weight changes the distribution, never the grammar.
+        code, out, err = run(*base, "--guidance", "3", "--negative-prompt", "nothing")
+        self.assertEqual(code, 0, err)
+        for st in map(json.loads, out.splitlines()):
+            self.assertRegex(st["text"], r"^[-0-9.+*/() ]+$")
+        code, out, err = run(*base, "--contrastive-weak", "uniform", "--alpha", "0", "--beta", "0")
+        self.assertEqual(code, 0, err)
+        self.assertEqual(plain, out)
+        code, _, err = run(*base, "--beam", "2")
+        self.assertEqual(code, 2, err)
+
 
 if __name__ == "__main__":
     LOCKSTEP = sys.argv.pop(1)
