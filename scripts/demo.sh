@@ -13,3 +13,6 @@ echo
 echo "\$ lockstep generate --tokenizer llama3 --model ngram --seed 7 -n 5 --json --regex '$REGEX'"
 "./$BUILD/cli/lockstep" generate --tokenizer llama3 --model ngram --seed 7 -n 5 --json \
   --regex "$REGEX"
+echo
+echo "\$ lockstep generate --grammar schemas/grammars/tool_calls.gbnf --seed 2 -n 3 --json"
+"./$BUILD/cli/lockstep" generate --grammar schemas/grammars/tool_calls.gbnf --seed 2 -n 3 --json

@@ -58,7 +58,9 @@ void RunVocabulary(const std::string& name, std::int32_t logits_width) {
                 name.c_str(), kGrammars[i], st.steps, st.walks, st.completed, st.over, st.under);
     EXPECT_EQ(st.over, 0) << kGrammars[i] << ": " << st.first_mismatch;
     EXPECT_EQ(st.under, 0) << kGrammars[i] << ": " << st.first_mismatch;
-    if (steps >= 300) EXPECT_GT(st.walks, 1) << kGrammars[i] << ": the walk never restarted";
+    if (steps >= 300) {
+      EXPECT_GT(st.walks, 1) << kGrammars[i] << ": the walk never restarted";
+    }
   }
   std::printf("%-8s total steps %ld, 0 mismatches required\n", name.c_str(), total);
 }

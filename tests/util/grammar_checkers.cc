@@ -435,13 +435,13 @@ bool CheckSqlSelect(std::string_view text) {
 
 bool CheckToolCalls(std::string_view text) {
   Cursor c(text);
-  if (!JsonWs(c) || !c.Eat('[') || !JsonWs(c)) return false;
+  if (!c.Eat('[') || !JsonWs(c)) return false;
   for (;;) {
     if (!ToolCall(c) || !JsonWs(c)) return false;
     if (c.Eat(']')) break;
     if (!c.Eat(',') || !JsonWs(c)) return false;
   }
-  return JsonWs(c) && c.AtEnd();
+  return c.AtEnd();
 }
 
 }  // namespace lockstep::testing

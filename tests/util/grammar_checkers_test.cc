@@ -296,7 +296,7 @@ TEST(CheckToolCalls, Accepts) {
       R"([{"name": "a", "arguments": {}}, {"name": "B_2", "arguments": {"x": [1, {"y": null}]}}])",
       "[\n  {\n    \"name\": \"f\",\n    \"arguments\": {\n      \"q\": \"\\ud83d\\ude00\"\n    "
       "}\n  }\n]",
-      " [ { \"name\" : \"f\" , \"arguments\" : { } } ] ",
+      "[ { \"name\" : \"f\" , \"arguments\" : { } } ]",
       R"([{"name": "_", "arguments": {"a": {"b": {"c": true}}}}])",
       R"([{"name": "f", "arguments": {"a": 1, "a": 2}}])",
       R"([{"name": "f", "arguments": {"s": "caf)"
@@ -337,6 +337,8 @@ TEST(CheckToolCalls, Rejects) {
              R"([{"name": "f", "arguments": {}}] x)",
              "[{\"name\": \"" + std::string(65, 'x') + "\", \"arguments\": {}}]",
              "[" + std::string(65, ' ') + R"({"name": "f", "arguments": {}}])",
+             R"( [{"name": "f", "arguments": {}}])",  // nothing before the array
+             "[{\"name\": \"f\", \"arguments\": {}}]\n",  // nor after it
              R"([{"name": f, "arguments": {}}])",
              R"([{"name": "f", "arguments": {}})"},
             false);
