@@ -168,3 +168,41 @@ TEST(GrammarMatcherTest, BatchFillEqualsOneByOne) {
 
 }  // namespace
 }  // namespace lockstep
+
+namespace lockstep {
+namespace {
+
+TEST(GrammarMatcherTest, SpecialTokensByName) {
+  // A reasoning block closed by a special token, then a JSON-ish answer.
+  GrammarCompiler compiler(Llama3());
+  auto g = compiler.CompileGrammar(
+      "root ::= \"think:\" [a-z ]{0,20} <[<|start_header_id|>]> \"{\\\"a\\\": 1}\"\n");
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  const TokenId special = Llama3()->FindToken("<|start_header_id|>");
+  ASSERT_NE(special, kNoToken);
+  Matcher m(*g);
+  EXPECT_FALSE(MaskOf(m)[special >> 5] >> (special & 31) & 1);
+  ASSERT_TRUE(m.AcceptString("think: hello"));
+  Mask mask = MaskOf(m);
+  EXPECT_TRUE((mask[special >> 5] >> (special & 31)) & 1);
+  // Only the grammar's special token: no other special id, no EOS.
+  const TokenId other = Llama3()->FindToken("<|end_header_id|>");
+  EXPECT_FALSE((mask[other >> 5] >> (other & 31)) & 1);
+  EXPECT_FALSE((mask[Llama3()->eos() >> 5] >> (Llama3()->eos() & 31)) & 1);
+  // The special token's text never matches it: only the id does.
+  EXPECT_FALSE(m.AcceptString("<|start_header_id|>"));
+  ASSERT_TRUE(m.AcceptToken(special));
+  EXPECT_FALSE(m.AcceptToken(special));
+  ASSERT_TRUE(m.AcceptString("{\"a\": 1}"));
+  EXPECT_TRUE(m.CanEnd());
+  ASSERT_TRUE(m.Rollback(2));
+  EXPECT_TRUE((MaskOf(m)[special >> 5] >> (special & 31)) & 1);
+  // A name the vocabulary lacks is an error with the grammar location.
+  auto bad = compiler.CompileGrammar("root ::= \"a\" <[<|no_such_token|>]>\n");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidGrammar);
+  EXPECT_EQ(bad.status().location(), "1:14");
+}
+
+}  // namespace
+}  // namespace lockstep
