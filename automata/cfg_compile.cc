@@ -4,6 +4,7 @@
 
 #include "automata/cfg_grammar.h"
 #include "automata/cfg_program.h"
+#include "automata/schema_compile.h"
 #include "grammar/grammar_ir.h"
 #include "lockstep/compiler.h"
 
@@ -15,6 +16,7 @@ Result<std::shared_ptr<const CompiledGrammar>> GrammarCompiler::CompileGrammarIr
   CfgCompileOptions co;
   co.max_states = options.max_dfa_states;
   co.max_repeat = options.max_repeat;
+  if (options.max_unrolled_states > 0) co.max_unrolled_states = options.max_unrolled_states;
   Result<CfgProgram> program = CompileCfg(ir, *vocab_, co);
   if (!program.ok()) return program.status();
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
@@ -43,6 +45,39 @@ Result<std::shared_ptr<const CompiledGrammar>> GrammarCompiler::CompileGrammar(
   Result<grammar::Grammar> ir = grammar::ParseGrammar(text, sx, po);
   if (!ir.ok()) return ir.status();
   return CompileGrammarIr(*ir, options);
+}
+
+schema::SchemaCompileOptions schema::SchemaOptionsFrom(const CompileOptions& options) {
+  schema::SchemaCompileOptions so;
+  so.lenient = options.schema_lenient;
+  so.whitespace = options.schema_whitespace_compact ? schema::Whitespace::kCompact
+                                                    : schema::Whitespace::kFlexible;
+  so.max_whitespace_run = options.schema_max_whitespace_run;
+  so.format_assertion = options.schema_format_assertion;
+  so.max_exprs = options.schema_max_exprs;
+  so.lexical.max_dfa_states = options.max_dfa_states;
+  return so;
+}
+
+Result<std::shared_ptr<const CompiledGrammar>> GrammarCompiler::CompileSchema(
+    std::string_view schema_json, const CompileOptions& options,
+    std::vector<std::string>* warnings) const {
+  auto schema = schema::Schema::Load(schema_json);
+  if (!schema.ok()) return schema.status();
+  schema::SchemaCompileOptions so = schema::SchemaOptionsFrom(options);
+  so.property_order = std::make_shared<const schema::PropertyOrder>(
+      schema::PropertyOrderOf(schema_json));
+  auto g = schema::CompileSchemaToGrammar(**schema, so);
+  if (!g.ok()) return g.status();
+  if (warnings) {
+    for (const auto& r : g->relaxed) {
+      warnings->push_back((r.pointer.empty() ? std::string("(root)") : r.pointer) + ": " +
+                          r.message);
+    }
+  }
+  CompileOptions lowered = options;
+  if (lowered.max_unrolled_states <= 0) lowered.max_unrolled_states = 256;
+  return CompileGrammarIr(g->grammar, lowered);
 }
 
 }  // namespace lockstep

@@ -62,11 +62,14 @@ CfgGrammar::CfgGrammar(std::shared_ptr<const Vocabulary> vocab,
 void CfgGrammar::ComputeFollow() {
   const CfgProgram& p = program_;
   const std::int32_t ns = p.num_states, nr = p.NumRules();
-  using Bytes = std::array<bool, 256>;
-  auto merge = [](Bytes& into, const Bytes& from) {
+  // Byte sets as 4 words: merging is 4 ORs (this runs at every compile, on every state).
+  using Bits = std::array<std::uint64_t, 4>;
+  auto merge = [](Bits& into, const Bits& from) {
     bool changed = false;
-    for (int b = 0; b < 256; ++b) {
-      if (from[b] && !into[b]) into[b] = changed = true;
+    for (int w = 0; w < 4; ++w) {
+      const std::uint64_t v = into[w] | from[w];
+      changed |= v != into[w];
+      into[w] = v;
     }
     return changed;
   };
@@ -84,10 +87,14 @@ void CfgGrammar::ComputeFollow() {
       if (v) null_state[s] = 1, changed = true;
     }
   }
-  std::vector<Bytes> first_state(ns, Bytes{}), first_rule(nr, Bytes{});
+  // The bytes of each byte class, then first_state from one step per class.
+  std::vector<Bits> class_bytes(p.num_classes, Bits{});
+  for (int b = 0; b < 256; ++b) class_bytes[p.byte_class[b]][b >> 6] |= std::uint64_t{1} << (b & 63);
+  std::vector<Bits> first_state(ns, Bits{}), first_rule(nr, Bits{});
   for (StateId s = 0; s < ns; ++s) {
-    for (int b = 0; b < 256; ++b) {
-      first_state[s][b] = p.Step(s, static_cast<std::uint8_t>(b)) != CfgProgram::kDead;
+    const StateId* row = &p.next[static_cast<std::size_t>(s) * p.num_classes];
+    for (std::int32_t c = 0; c < p.num_classes; ++c) {
+      if (row[c] != CfgProgram::kDead) merge(first_state[s], class_bytes[c]);
     }
   }
   changed = true;
@@ -106,23 +113,27 @@ void CfgGrammar::ComputeFollow() {
                                                                           : first_rule[ri.child]);
     }
   }
-  follow_.assign(nr, Bytes{});
+  std::vector<Bits> follow(nr, Bits{});
   changed = true;
   while (changed) {
     changed = false;
     for (StateId s = 0; s < ns; ++s) {
       for (std::int32_t e = p.nt_begin[s]; e < p.nt_begin[s + 1]; ++e) {
         auto [r, t] = p.nt_edges[e];
-        changed |= merge(follow_[r], first_state[t]);
-        if (null_state[t]) changed |= merge(follow_[r], follow_[p.state_rule[s]]);
+        changed |= merge(follow[r], first_state[t]);
+        if (null_state[t]) changed |= merge(follow[r], follow[p.state_rule[s]]);
       }
     }
     for (std::int32_t c = 0; c < nr; ++c) {
       const auto& ri = p.rules[c];
       if (ri.kind != CfgProgram::RuleKind::kCounter || ri.max == 0) continue;
-      changed |= merge(follow_[ri.child], first_rule[ri.child]);
-      changed |= merge(follow_[ri.child], follow_[c]);
+      changed |= merge(follow[ri.child], first_rule[ri.child]);
+      changed |= merge(follow[ri.child], follow[c]);
     }
+  }
+  follow_.assign(nr, std::array<bool, 256>{});
+  for (std::int32_t r = 0; r < nr; ++r) {
+    for (int b = 0; b < 256; ++b) follow_[r][b] = (follow[r][b >> 6] >> (b & 63)) & 1;
   }
 }
 

@@ -91,7 +91,10 @@ class Lowering {
   struct DState {
     std::int32_t rule;
     bool accepting;
-    std::vector<std::pair<std::int32_t, std::int32_t>> bytes;  // (byte, target) sorted by byte
+    struct ByteRange {
+      std::int32_t lo, hi, to;
+    };
+    std::vector<ByteRange> bytes;  // [lo, hi] -> target, sorted, disjoint
     std::vector<std::pair<std::int32_t, std::int32_t>> nts;    // (rule, target)
     std::vector<std::pair<std::int32_t, std::int32_t>> sps;    // (special, target)
   };
@@ -143,6 +146,8 @@ std::int64_t Lowering::EstimateSize(ExprId e) {
       return 4 * static_cast<std::int64_t>(x.ranges.size()) + 8;
     case ExprKind::kLexeme:
       return 64;
+    case ExprKind::kByteDfa:
+      return x.dfa ? 2 * static_cast<std::int64_t>(x.dfa->num_states) * x.dfa->num_classes + 8 : 8;
     case ExprKind::kRuleRef:
       if (x.rule >= 0 && x.rule < static_cast<std::int32_t>(g_.rules.size()) &&
           IsPureTerminalRule(x.rule)) {
@@ -257,13 +262,22 @@ Status Lowering::Build(ExprId e, std::int32_t from, std::int32_t* to, int depth)
     }
     case ExprKind::kRepeat:
       return BuildRepeat(x, e, from, to, depth);
-    case ExprKind::kLexeme: {
-      RegexCompileOptions ro;
-      Result<ByteDfa> dfa = CompileRegexToDfa(x.text, ro);
-      if (!dfa.ok()) {
-        return Status(StatusCode::kInvalidGrammar,
-                      "bad regex terminal /" + x.text + "/: " + dfa.status().message(),
-                      Loc(x.loc));
+    case ExprKind::kLexeme:
+    case ExprKind::kByteDfa: {
+      const ByteDfa* dfa = x.dfa.get();
+      ByteDfa compiled;
+      if (x.kind == ExprKind::kLexeme) {
+        RegexCompileOptions ro;
+        Result<ByteDfa> r = CompileRegexToDfa(x.text, ro);
+        if (!r.ok()) {
+          return Status(StatusCode::kInvalidGrammar,
+                        "bad regex terminal /" + x.text + "/: " + r.status().message(),
+                        Loc(x.loc));
+        }
+        compiled = std::move(*r);
+        dfa = &compiled;
+      } else if (dfa == nullptr) {
+        return Status(StatusCode::kInvalidGrammar, "DFA terminal without an automaton", Loc(x.loc));
       }
       std::int32_t end = NewState();
       if (dfa->start == ByteDfa::kDead) {
@@ -426,7 +440,14 @@ Status Lowering::Determinise(std::int32_t rule, std::int32_t nfa_start, std::int
   };
   std::int32_t start = intern({nfa_start});
   rules_[rule].info.start = start;
-  std::vector<std::vector<std::int32_t>> by_byte(256);
+  // Per DFA state, the byte edges of its NFA states cut [0, 256) into intervals on which the
+  // target set is constant: one intern per interval, not per byte (a UTF-8 class or an inlined
+  // lexeme DFA spans whole ranges).
+  struct ByteEdge {
+    std::int32_t lo, hi, to;
+  };
+  std::vector<ByteEdge> edges;
+  std::vector<std::int32_t> cuts;
   std::map<std::int32_t, std::vector<std::int32_t>> by_sym;
   for (std::size_t i = 0; i < sets.size(); ++i) {
     if (static_cast<std::int32_t>(dstates_.size()) > options_.max_states) {
@@ -435,26 +456,36 @@ Status Lowering::Determinise(std::int32_t rule, std::int32_t nfa_start, std::int
                         std::to_string(options_.max_states) + ") in rule '" +
                         rules_[rule].info.name + "'");
     }
-    for (auto& v : by_byte) v.clear();
+    edges.clear();
+    cuts.clear();
     by_sym.clear();
     bool acc = false;
     for (std::int32_t ns : sets[i]) {
       if (ns == nfa_end) acc = true;
       for (const NEdge& ed : nfa_[ns].edges) {
         if (ed.lo < 256) {
-          for (std::int32_t b = ed.lo; b <= ed.hi && b < 256; ++b) by_byte[b].push_back(ed.to);
+          const std::int32_t hi = std::min<std::int32_t>(ed.hi, 255);
+          edges.push_back({ed.lo, hi, ed.to});
+          cuts.push_back(ed.lo);
+          cuts.push_back(hi + 1);
         } else {
           by_sym[ed.lo].push_back(ed.to);
         }
       }
     }
+    std::sort(cuts.begin(), cuts.end());
+    cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
     const std::int32_t sid = base + static_cast<std::int32_t>(i);
-    std::vector<std::pair<std::int32_t, std::int32_t>> bytes;
-    std::vector<std::int32_t> prev_key;
+    std::vector<DState::ByteRange> bytes;
+    std::vector<std::int32_t> prev_key, k;
     std::int32_t prev_target = -1;
-    for (int b = 0; b < 256; ++b) {
-      if (by_byte[b].empty()) continue;
-      std::vector<std::int32_t>& k = by_byte[b];
+    for (std::size_t c = 0; c + 1 < cuts.size(); ++c) {
+      const std::int32_t lo = cuts[c], hi = cuts[c + 1] - 1;
+      k.clear();
+      for (const ByteEdge& e : edges) {
+        if (e.lo <= lo && hi <= e.hi) k.push_back(e.to);
+      }
+      if (k.empty()) continue;
       std::sort(k.begin(), k.end());
       k.erase(std::unique(k.begin(), k.end()), k.end());
       std::int32_t t;
@@ -465,7 +496,11 @@ Status Lowering::Determinise(std::int32_t rule, std::int32_t nfa_start, std::int
         prev_key = k;
         prev_target = t;
       }
-      bytes.emplace_back(b, t);
+      if (!bytes.empty() && bytes.back().to == t && bytes.back().hi + 1 == lo) {
+        bytes.back().hi = hi;
+      } else {
+        bytes.push_back({lo, hi, t});
+      }
     }
     std::vector<std::pair<std::int32_t, std::int32_t>> nts, sps;
     for (auto& [sym, targets] : by_sym) {
@@ -552,7 +587,7 @@ Result<CfgProgram> Lowering::Run() {
       if (prod_state[s]) continue;
       const DState& d = dstates_[s];
       bool v = d.accepting;
-      for (auto& [b, t] : d.bytes) v = v || prod_state[t];
+      for (const auto& br : d.bytes) v = v || prod_state[br.to];
       for (auto& [i, t] : d.sps) v = v || prod_state[t];
       for (auto& [r, t] : d.nts) v = v || (prod_rule[r] && prod_state[t]);
       if (v) {
@@ -585,12 +620,20 @@ Result<CfgProgram> Lowering::Run() {
   std::array<bool, 257> boundary{};
   boundary[0] = true;
   for (const DState& d : dstates_) {
-    std::array<std::int32_t, 256> row;
-    row.fill(-1);
-    for (auto& [b, t] : d.bytes) row[b] = prod_state[t] ? t : -1;
-    for (int b = 1; b < 256; ++b) {
-      if (row[b] != row[b - 1]) boundary[b] = true;
+    // Class boundaries: where the (productive) target changes between adjacent bytes.
+    std::int32_t prev_hi = -1, prev_to = -1;
+    for (const auto& br : d.bytes) {
+      const std::int32_t to = prod_state[br.to] ? br.to : -1;
+      if (br.lo != prev_hi + 1) {  // a gap (no transition) before this range
+        if (prev_to != -1) boundary[prev_hi + 1] = true;
+        if (to != -1) boundary[br.lo] = true;
+      } else if (to != prev_to) {
+        boundary[br.lo] = true;
+      }
+      prev_hi = br.hi;
+      prev_to = to;
     }
+    if (prev_hi >= 0 && prev_hi < 255 && prev_to != -1) boundary[prev_hi + 1] = true;
   }
   std::int32_t cls = -1;
   for (int b = 0; b < 256; ++b) {
@@ -609,9 +652,11 @@ Result<CfgProgram> Lowering::Run() {
     const DState& d = dstates_[s];
     p.accepting[s] = d.accepting ? 1 : 0;
     p.state_rule[s] = d.rule;
-    for (auto& [b, t] : d.bytes) {
-      if (!prod_state[t]) continue;
-      p.next[static_cast<std::size_t>(s) * p.num_classes + p.byte_class[b]] = t;
+    for (const auto& br : d.bytes) {
+      if (!prod_state[br.to]) continue;
+      for (std::int32_t c = p.byte_class[br.lo]; c <= p.byte_class[br.hi]; ++c) {
+        p.next[static_cast<std::size_t>(s) * p.num_classes + c] = br.to;
+      }
       p.has_bytes[s] = 1;
     }
     for (auto& [r, t] : d.nts) {

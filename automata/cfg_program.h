@@ -25,6 +25,7 @@ struct CfgCompileOptions {
   std::int32_t max_states = 200000;
   // Small bounded repetitions of pure terminals are unrolled inside the rule's byte automaton
   // while the unrolled NFA stays under this many states; larger ones use a counter rule.
+  // CompileOptions::max_unrolled_states chooses it (2048 for grammars, 256 for JSON Schemas).
   std::int32_t max_unrolled_states = 2048;
   std::int32_t max_repeat = 1000000;
 };

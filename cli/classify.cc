@@ -22,7 +22,7 @@ namespace lockstep::cli {
 namespace {
 
 constexpr const char* kClassifyHelp =
-    R"(usage: lockstep classify (--regex RE | --grammar FILE | --choices a,b,c) [--prompt TEXT | --batch FILE.jsonl] [options]
+    R"(usage: lockstep classify (--regex RE | --grammar FILE | --schema FILE | --choices a,b,c) [--prompt TEXT | --batch FILE.jsonl] [options]
 
 Prints the probability of every completion of a finite constraint under the model, summed over
 every tokenisation the mask allows (not a single sampled label):
@@ -36,6 +36,7 @@ options:
   --choices a,b,c        the labels (comma separated; use --regex for labels with commas)
   --regex RE             a constraint with finitely many completions; each completion is a label
   --grammar FILE         the same with a GBNF / Lark-style grammar (--grammar-syntax auto|gbnf|lark)
+  --schema FILE          the same with a JSON Schema (--lenient, --compact as on generate)
   --prompt TEXT          context for the model (default empty)
   --batch FILE.jsonl     classify every {"prompt": ...} line (implies JSON output)
   --json                 one JSON object: {"labels": [{"label", "probability",
@@ -110,6 +111,7 @@ int Classify(int argc, char** argv) {
                                        "model",     "ngram-model",  "floor",   "max-nodes"};
   std::set<std::string> switches = {"json", "help"};
   AddConstraintFlags(&value_flags);
+  AddConstraintSwitches(&switches);
   if (Status st = AddSamplerFlags(&value_flags, switches); !st.ok()) return Fail(st);
   Args args(value_flags, switches, {{"-h", "help"}});
   if (Status st = args.Parse(argc, argv, 2); !st.ok()) return Fail(st);
@@ -121,7 +123,7 @@ int Classify(int argc, char** argv) {
   if (HasConstraint(args) == args.Has("choices")) {
     return Fail(
         Status(StatusCode::kInvalidArgument,
-               "classify needs exactly one of --regex RE, --grammar FILE or --choices a,b,c",
+               "classify needs exactly one of --regex RE, --grammar FILE, --schema FILE or --choices a,b,c",
                "arguments"));
   }
   if (args.Has("prompt") && args.Has("batch")) {

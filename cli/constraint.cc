@@ -1,6 +1,7 @@
 #include "cli/constraint.h"
 
 #include <fstream>
+#include <iostream>
 #include <sstream>
 
 namespace lockstep::cli {
@@ -9,32 +10,69 @@ void AddConstraintFlags(std::set<std::string>* value_flags) {
   value_flags->insert("regex");
   value_flags->insert("grammar");
   value_flags->insert("grammar-syntax");
+  value_flags->insert("schema");
 }
 
-bool HasConstraint(const Args& args) { return args.Has("regex") || args.Has("grammar"); }
+void AddConstraintSwitches(std::set<std::string>* switches) {
+  switches->insert("lenient");
+  switches->insert("compact");
+}
+
+bool HasConstraint(const Args& args) {
+  return args.Has("regex") || args.Has("grammar") || args.Has("schema");
+}
 
 std::string ConstraintLabel(const Args& args) {
+  if (args.Has("schema")) return "schema " + args.Get("schema");
   return args.Has("grammar") ? "grammar " + args.Get("grammar") : args.Get("regex");
+}
+
+void ApplySchemaFlags(const Args& args, CompileOptions* options) {
+  options->schema_lenient = args.Has("lenient");
+  options->schema_whitespace_compact = args.Has("compact");
+}
+
+Result<std::string> ReadConstraintFile(const std::string& path, const char* what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status(StatusCode::kIoError, std::string("cannot read ") + what + " file", path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
 }
 
 Result<std::shared_ptr<const CompiledGrammar>> CompileConstraint(const Args& args,
                                                                  const GrammarCompiler& compiler,
                                                                  const CompileOptions& options) {
-  if (args.Has("regex") && args.Has("grammar")) {
-    return Status(StatusCode::kInvalidArgument, "give one of --regex and --grammar, not both",
-                  "arguments");
+  int given = args.Has("regex") + args.Has("grammar") + args.Has("schema");
+  if (given > 1) {
+    return Status(StatusCode::kInvalidArgument,
+                  "give one of --regex, --grammar and --schema, not several", "arguments");
   }
   if (args.Has("regex")) return compiler.CompileRegex(args.Get("regex"), options);
+  if (args.Has("schema")) {
+    const std::string path = args.Get("schema");
+    auto text = ReadConstraintFile(path, "schema");
+    if (!text.ok()) return text.status();
+    CompileOptions o = options;
+    ApplySchemaFlags(args, &o);
+    std::vector<std::string> warnings;
+    auto g = compiler.CompileSchema(*text, o, &warnings);
+    for (const std::string& w : warnings) std::cerr << "lockstep: warning: relaxed " << w << "\n";
+    if (!g.ok()) {
+      const Status& st = g.status();
+      return Status(st.code(), st.message(), path + "#" + st.location());
+    }
+    return g;
+  }
   if (!args.Has("grammar")) {
-    return Status(StatusCode::kInvalidArgument, "a constraint is needed: --regex RE or --grammar FILE",
+    return Status(StatusCode::kInvalidArgument,
+                  "a constraint is needed: --regex RE, --grammar FILE or --schema FILE",
                   "arguments");
   }
   const std::string path = args.Get("grammar");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status(StatusCode::kIoError, "cannot read grammar file", path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  auto g = compiler.CompileGrammar(ss.str(), options, args.Get("grammar-syntax", "auto"));
+  auto text = ReadConstraintFile(path, "grammar");
+  if (!text.ok()) return text.status();
+  auto g = compiler.CompileGrammar(*text, options, args.Get("grammar-syntax", "auto"));
   if (!g.ok()) {
     const Status& st = g.status();
     return Status(st.code(), st.message(),

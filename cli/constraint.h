@@ -1,5 +1,7 @@
 // The constraint flags shared by `generate`, `compile`, `explain` and `classify`: exactly one of
-// --regex RE or --grammar FILE (GBNF or Lark-style EBNF, --grammar-syntax auto|gbnf|lark).
+// --regex RE, --grammar FILE (GBNF or Lark-style EBNF, --grammar-syntax auto|gbnf|lark) or
+// --schema FILE (a JSON Schema; --lenient relaxes what cannot be enforced exactly, with warnings
+// on stderr; --compact allows no whitespace between tokens).
 #pragma once
 
 #include <memory>
@@ -11,15 +13,21 @@
 
 namespace lockstep::cli {
 
-// Adds "regex", "grammar" and "grammar-syntax" to a subcommand's value flags.
+// Adds "regex", "grammar", "grammar-syntax" and "schema" to a subcommand's value flags.
 void AddConstraintFlags(std::set<std::string>* value_flags);
+// Adds the schema switches "lenient" and "compact".
+void AddConstraintSwitches(std::set<std::string>* switches);
 bool HasConstraint(const Args& args);
-// A short description for output: the regex, or "grammar FILE".
+// A short description for output: the regex, "grammar FILE" or "schema FILE".
 std::string ConstraintLabel(const Args& args);
-// Compiles the constraint the flags name; kInvalidArgument if none or both are given, kIoError
-// for an unreadable grammar file, parse errors with FILE:line:column.
-Result<std::shared_ptr<const CompiledGrammar>> CompileConstraint(const Args& args,
-                                                                 const GrammarCompiler& compiler,
-                                                                 const CompileOptions& options = {});
+// The schema flags (--lenient, --compact) applied to `options`.
+void ApplySchemaFlags(const Args& args, CompileOptions* options);
+// Compiles the constraint the flags name; kInvalidArgument if none or several are given,
+// kIoError for an unreadable file, grammar errors with FILE:line:column, schema errors with
+// FILE#/json/pointer. Schema warnings (--lenient) go to stderr.
+Result<std::shared_ptr<const CompiledGrammar>> CompileConstraint(
+    const Args& args, const GrammarCompiler& compiler, const CompileOptions& options = {});
+// Reads a whole file (kIoError naming it if it cannot be read).
+Result<std::string> ReadConstraintFile(const std::string& path, const char* what);
 
 }  // namespace lockstep::cli

@@ -38,7 +38,7 @@ namespace lockstep::cli {
 namespace {
 
 constexpr const char* kExplainHelp = R"(usage: lockstep explain --logits Z1,Z2,... [options]
-       lockstep explain (--regex RE | --grammar FILE) [generation options]
+       lockstep explain (--regex RE | --grammar FILE | --schema FILE) [generation options]
 
 Shows the sampler's distribution after every stage: logit bias, repetition, frequency and
 presence, mask, temperature, top-k, top-p, min-p, final. The distributions are the sampler's
@@ -60,6 +60,11 @@ On a real generation (per step: top 16 tokens before and after the mask, the tok
   --regex RE             the constraint
   --grammar FILE         a GBNF or Lark-style EBNF grammar file (--grammar-syntax
                          auto|gbnf|lark)
+  --schema FILE          or a JSON Schema (draft 2020-12 / draft-07): JSON instances that
+                         validate, formatted as in docs/json-schema-compiler.md
+  --lenient              schemas: relax keywords that cannot be enforced exactly (warnings on
+                         stderr) instead of failing
+  --compact              schemas: no whitespace between JSON tokens
   --tokenizer NAME|PATH  vocabulary (default llama3)
   --model MODEL          logits source (default ngram; as on generate: ngram, ngram2..4,
                          uniform, scripted:FILE, replay:FILE or an n-gram file)
@@ -454,6 +459,7 @@ int Explain(int argc, char** argv) {
   AddConstraintFlags(&value_flags);
   AddDecodingFlags(&value_flags);
   std::set<std::string> switches = {"json", "help"};
+  AddConstraintSwitches(&switches);
   if (Status st = AddSamplerFlags(&value_flags, switches); !st.ok()) return Fail(st);
   Args args(value_flags, switches, {{"-h", "help"}});
   if (Status st = args.Parse(argc, argv, 2); !st.ok()) return Fail(st);
@@ -464,7 +470,7 @@ int Explain(int argc, char** argv) {
   }
   if (args.Has("logits") == HasConstraint(args)) {
     return Fail(Status(StatusCode::kInvalidArgument,
-                       "explain needs --logits or a constraint (--regex, --grammar), not both",
+                       "explain needs --logits or a constraint (--regex, --grammar, --schema), not both",
                        "arguments"));
   }
   return args.Has("logits") ? ExplainLogits(args) : ExplainGeneration(args);

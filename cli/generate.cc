@@ -29,7 +29,7 @@
 namespace lockstep::cli {
 namespace {
 
-constexpr const char* kGenerateHelp = R"(usage: lockstep generate (--regex RE | --grammar FILE) [options]
+constexpr const char* kGenerateHelp = R"(usage: lockstep generate (--regex RE | --grammar FILE | --schema FILE) [options]
 
 Generates text that fully matches RE (or is a sentence of the grammar), token by token: the logits source scores the vocabulary,
 the constraint masks it, the sampler draws. Prints one line per sample, or with --json one
@@ -42,6 +42,11 @@ options:
   --grammar FILE         or a grammar: GBNF (llama.cpp dialect) or Lark-style EBNF, e.g.
                          schemas/grammars/json.gbnf ("match" then means: a sentence)
   --grammar-syntax S     auto (default: GBNF if rules use ::=), gbnf or lark
+  --schema FILE          or a JSON Schema (draft 2020-12 / draft-07): JSON instances that
+                         validate, formatted as in docs/json-schema-compiler.md
+  --lenient              schemas: relax keywords that cannot be enforced exactly (warnings on
+                         stderr) instead of failing
+  --compact              schemas: no whitespace between JSON tokens
   --tokenizer NAME|PATH  vocabulary (default llama3)
   --logits-width V       the model's logits width when it exceeds the vocabulary (padding
                          ids are never allowed)
@@ -116,6 +121,7 @@ int Generate(int argc, char** argv) {
                                        "logprobs"};
   std::set<std::string> switches = {"json", "help"};
   AddConstraintFlags(&value_flags);
+  AddConstraintSwitches(&switches);
   if (Status st = AddSamplerFlags(&value_flags, switches); !st.ok()) return Fail(st);
   AddDecodingFlags(&value_flags);
   Args args(value_flags, switches, {{"-h", "help"}, {"-n", "count"}});
@@ -127,7 +133,7 @@ int Generate(int argc, char** argv) {
   }
   if (!HasConstraint(args)) {
     return Fail(Status(StatusCode::kInvalidArgument,
-                       "generate needs --regex RE or --grammar FILE", "arguments"));
+                       "generate needs --regex RE, --grammar FILE or --schema FILE", "arguments"));
   }
   auto seed = args.GetInt("seed", 0, 0, INT64_MAX);
   auto count = args.GetInt("count", 1, 0, 1000000);

@@ -22,6 +22,10 @@
 #include "cli/explain.h"
 #include "cli/generate.h"
 #include "cli/report.h"
+#include "cli/validate.h"
+#include "automata/schema_compile.h"
+#include "grammar/grammar_ir.h"
+#include "grammar/json_schema.h"
 #include "lockstep/compiler.h"
 #include "lockstep/matcher.h"
 #include "lockstep/status.h"
@@ -57,6 +61,7 @@ commands:
   classify     the exact probability of each label (choices or a finite regex) under the model
   explain      the sampler's distribution after every stage, on given logits or a generation
   train-ngram  train the token n-gram logits source on a corpus
+  validate     validate JSON / NDJSON instances against a JSON Schema
 
 Run `lockstep COMMAND --help` for the options of a command.
 Bundled vocabularies: llama3 (default), gpt2, qwen2.5, mistral; or a path to a tokenizer.json
@@ -78,14 +83,21 @@ Prints the bytes of the token ids (arguments, or whitespace/comma separated on s
   --tokenizer NAME|PATH  vocabulary (default llama3)
 )";
 
-constexpr const char* kCompileHelp = R"(usage: lockstep compile (--regex RE | --grammar FILE) [--tokenizer NAME|PATH] [--stats] [--json]
+constexpr const char* kCompileHelp = R"(usage: lockstep compile (--regex RE | --grammar FILE | --schema FILE) [--tokenizer NAME|PATH] [--stats] [--json]
 
 Compiles RE (full-match semantics) into a minimal byte DFA and its token-level masks, or a
-grammar (GBNF / Lark-style EBNF) into rule automata for the Earley runtime and its adaptive
-token-mask cache.
+grammar (GBNF / Lark-style EBNF) or a JSON Schema into rule automata for the Earley runtime and
+its adaptive token-mask cache.
   --regex RE             the constraint (JSON Schema `pattern` syntax, see schemas/regex/README.md)
   --grammar FILE         a grammar file (e.g. schemas/grammars/json.gbnf)
   --grammar-syntax S     auto (default), gbnf or lark
+  --schema FILE          a JSON Schema (draft 2020-12 / draft-07), see docs/json-schema-compiler.md;
+                         a keyword that cannot be enforced exactly is an error (exit 2) naming
+                         its JSON Pointer
+  --lenient              schemas: relax such keywords instead, with a warning on stderr each
+  --compact              schemas: no whitespace between JSON tokens
+  --emit-grammar         schemas: print the compiled grammar (GBNF with /regex/ and /<dfa>/
+                         terminals) and stop
   --tokenizer NAME|PATH  vocabulary (default llama3)
   --stats                also compute every state's token mask and report their sizes (grammars:
                          every position's accepted / uncertain token classes, on all cores)
@@ -165,6 +177,32 @@ int Detokenize(int argc, char** argv) {
   return 0;
 }
 
+// compile --schema S --emit-grammar: the schema's grammar IR as GBNF, warnings on stderr.
+int EmitSchemaGrammar(const Args& args, CompileOptions options) {
+  ApplySchemaFlags(args, &options);
+  const std::string path = args.Get("schema");
+  auto text = ReadConstraintFile(path, "schema");
+  if (!text.ok()) return Fail(text.status());
+  auto schema = schema::Schema::Load(*text);
+  if (!schema.ok()) {
+    return Fail(Status(schema.status().code(), schema.status().message(),
+                       path + "#" + schema.status().location()));
+  }
+  schema::SchemaCompileOptions so = schema::SchemaOptionsFrom(options);
+  so.property_order = std::make_shared<const schema::PropertyOrder>(schema::PropertyOrderOf(*text));
+  auto g = schema::CompileSchemaToGrammar(**schema, so);
+  if (!g.ok()) {
+    const Status& st = g.status();
+    return Fail(Status(st.code(), st.message(), path + "#" + st.location()));
+  }
+  for (const auto& r : g->relaxed) {
+    std::cerr << "lockstep: warning: relaxed " << (r.pointer.empty() ? "(root)" : r.pointer) << ": "
+              << r.message << "\n";
+  }
+  std::cout << grammar::PrintGbnf(g->grammar);
+  return 0;
+}
+
 int CompileGrammarFile(const Args& args, const CompileOptions& options) {
   auto t0 = Clock::now();
   auto vocab = LoadVocabulary(args);
@@ -192,7 +230,8 @@ int CompileGrammarFile(const Args& args, const CompileOptions& options) {
   }
   CompiledGrammarStats stats = (*grammar)->Stats();
   nlohmann::ordered_json out = {
-      {"grammar", args.Get("grammar")},
+      {args.Has("schema") ? "schema" : "grammar",
+       args.Get(args.Has("schema") ? "schema" : "grammar")},
       {"tokenizer", (*vocab)->name()},
       {"vocab_size", (*vocab)->size()},
       {"rules", stats.rules},
@@ -214,7 +253,8 @@ int CompileGrammarFile(const Args& args, const CompileOptions& options) {
     std::cout << out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     return 0;
   }
-  std::printf("grammar          %s\n", args.Get("grammar").c_str());
+  std::printf("%s", args.Has("schema") ? "schema           " : "grammar          ");
+  std::printf("%s\n", args.Get(args.Has("schema") ? "schema" : "grammar").c_str());
   std::printf("tokenizer        %s (%d ids, logits width %d)\n", (*vocab)->name().c_str(),
               (*vocab)->size(), (*vocab)->logits_width());
   std::printf("rules            %d (%d native counters), %d DFA states, %d byte classes\n",
@@ -234,9 +274,23 @@ int CompileGrammarFile(const Args& args, const CompileOptions& options) {
 int Compile(int argc, char** argv) {
   std::set<std::string> value_flags = {"tokenizer", "logits-width", "max-states"};
   AddConstraintFlags(&value_flags);
-  Args args(value_flags, {"stats", "json", "help"}, {{"-h", "help"}});
+  std::set<std::string> switches = {"stats", "json", "help", "emit-grammar"};
+  AddConstraintSwitches(&switches);
+  Args args(value_flags, switches, {{"-h", "help"}});
   if (Status st = args.Parse(argc, argv, 2); !st.ok()) return Fail(st);
   if (args.Has("help")) return std::cout << kCompileHelp, 0;
+  if (args.Has("schema")) {
+    if (args.Has("regex") || args.Has("grammar")) {
+      return Fail(Status(StatusCode::kInvalidArgument,
+                         "give one of --regex, --grammar and --schema, not several", "arguments"));
+    }
+    CompileOptions options;
+    auto max_states = args.GetInt("max-states", options.max_dfa_states, 1, 100000000);
+    if (!max_states.ok()) return Fail(max_states.status());
+    options.max_dfa_states = static_cast<std::int32_t>(*max_states);
+    if (args.Has("emit-grammar")) return EmitSchemaGrammar(args, options);
+    return CompileGrammarFile(args, options);
+  }
   if (args.Has("grammar") && !args.Has("regex")) {
     CompileOptions options;
     auto max_states = args.GetInt("max-states", options.max_dfa_states, 1, 100000000);
@@ -349,6 +403,7 @@ int main(int argc, char** argv) {
   if (cmd == "classify") return Classify(argc, argv);
   if (cmd == "explain") return Explain(argc, argv);
   if (cmd == "train-ngram") return TrainNgram(argc, argv);
+  if (cmd == "validate") return Validate(argc, argv);
   std::cerr << "lockstep: invalid argument at argument 1: unknown command '" << cmd
             << "' (see lockstep --help)\n";
   return 2;

@@ -4,10 +4,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "automata/byte_dfa.h"
 #include "grammar/regex_ast.h"
 #include "lockstep/status.h"
 
@@ -28,6 +30,9 @@ enum class ExprKind : std::uint8_t {
                   // counter: the runtime never expands it into copies
   kLexeme,        // a regex terminal: `text` is the pattern (lockstep regex syntax, full match)
   kSpecialToken,  // one special token of the vocabulary, by name in `text` (e.g. "<|eot_id|>")
+  kByteDfa,       // a terminal given as a minimal byte automaton (`dfa`): built in code by the
+                  // JSON Schema compiler (number ranges, string patterns intersected with lengths,
+                  // property names outside a set). No text syntax: prints as /<dfa N states>/
 };
 
 struct SourceLocation {
@@ -45,6 +50,7 @@ struct Expr {
   std::vector<ExprId> children;        // kSequence, kChoice, kRepeat (one child)
   std::int32_t min = 0;                // kRepeat
   std::int32_t max = 0;                // kRepeat; kUnbounded for * and +
+  std::shared_ptr<const ByteDfa> dfa;  // kByteDfa (shared, immutable)
   SourceLocation loc;
 };
 

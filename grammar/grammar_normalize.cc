@@ -70,6 +70,8 @@ bool ExprNullable(const Grammar& g, ExprId id, const std::vector<bool>& nullable
     case ExprKind::kRepeat:
       return e.min == 0 || (!e.children.empty() && ExprNullable(g, e.children[0], nullable));
     case ExprKind::kLexeme: return LexemeNullable(e.text);
+    case ExprKind::kByteDfa: return e.dfa != nullptr && e.dfa->start != ByteDfa::kDead &&
+                                    e.dfa->IsAccepting(e.dfa->start);
   }
   return false;
 }
@@ -170,6 +172,7 @@ void Key(const Grammar& g, ExprId id, std::string* out) {
   num(e.rule, 'r');
   num(e.min, 'm');
   num(e.max, 'M');
+  if (e.kind == ExprKind::kByteDfa) num(static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(e.dfa.get())), 'd');
   for (ExprId c : e.children) Key(g, c, out);
   out->push_back(')');
 }

@@ -212,6 +212,11 @@ class Printer {
       case ExprKind::kSpecialToken:
         out->append("<[").append(e.text).append("]>");
         return;
+      case ExprKind::kByteDfa:
+        out->append("/<dfa ")
+            .append(std::to_string(e.dfa ? e.dfa->num_states : 0))
+            .append(" states>/");
+        return;
     }
   }
 
@@ -236,6 +241,7 @@ bool ExprEqual(const Grammar& ga, ExprId a, const Grammar& gb, ExprId b) {
     return false;
   }
   if (x.kind == ExprKind::kRepeat && (x.min != y.min || x.max != y.max)) return false;
+  if (x.kind == ExprKind::kByteDfa && x.dfa != y.dfa) return false;
   for (std::size_t i = 0; i < x.ranges.size(); ++i) {
     if (x.ranges[i].lo != y.ranges[i].lo || x.ranges[i].hi != y.ranges[i].hi) return false;
   }

@@ -179,6 +179,18 @@ class Oracle {
         return out;
       }
       case ExprKind::kSpecialToken: return {};
+      case ExprKind::kByteDfa: {
+        std::set<std::size_t> out;
+        if (e.dfa == nullptr || e.dfa->start == ByteDfa::kDead) return out;
+        StateId st = e.dfa->start;
+        for (std::size_t j = i;; ++j) {
+          if (e.dfa->IsAccepting(st)) out.insert(j);
+          if (j == s_.size()) break;
+          st = e.dfa->Step(st, static_cast<std::uint8_t>(s_[j]));
+          if (st == ByteDfa::kDead) break;
+        }
+        return out;
+      }
     }
     return {};
   }

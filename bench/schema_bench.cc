@@ -1,0 +1,209 @@
+// JSON Schema on the JSONSchemaBench dev set (../shared/data/jsonschemabench-dev/maskbench, the
+// Glaiveai2K tool-call schemas) and the Llama-3 traces of its valid instances
+// (../shared/data/traces/llama3-glaive-dev.jsonl), one thread:
+//   - BM_SchemaValidate: validator throughput (simdjson parse + validate) over every test instance
+//     of the dev set, in MB/s of instance text; counters check the verdicts against the labels;
+//   - BM_SchemaFirstMask: time to first mask = compile the schema from its text + fill the first
+//     mask (lazy positions), p50/p99/max over the dev-set schemas;
+//   - BM_SchemaTraceMask: time per mask while replaying every valid instance's trace through its
+//     own schema's grammar (compiled once per schema, lazy: first visits of a grammar position
+//     compute it), p50/p99/max, plus fills over 20 and 250 µs and traces rejected (traces whose key
+//     order differs from the schema's declared order are rejected by the formatting policy);
+//   - BM_SchemaTraceMaskPrecomputed: the same with every position computed at compile time
+//     (precompute_masks, one thread), the serving configuration for a schema used many times.
+// Skips (with a message) when ../shared/data is not there.
+#include <benchmark/benchmark.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "bench/bench_util.h"
+#include "grammar/json_schema.h"
+#include "lockstep/compiler.h"
+#include "lockstep/matcher.h"
+#include "lockstep/vocabulary.h"
+
+namespace lockstep::bench {
+namespace {
+
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+
+struct DevSet {
+  struct Entry {
+    std::string file;
+    std::string schema_text;
+    std::vector<std::pair<std::string, bool>> instances;  // compact text, valid
+    std::vector<std::vector<TokenId>> traces;            // valid instances, Llama-3 ids
+  };
+  std::vector<Entry> entries;
+  std::shared_ptr<const Vocabulary> vocab;
+  std::unique_ptr<GrammarCompiler> compiler;
+  std::string error;
+};
+
+const DevSet& Data() {
+  static DevSet* d = [] {
+    auto* d = new DevSet;
+    const std::string root = LOCKSTEP_SHARED_DATA_DIR;
+    const fs::path dir = root + "/jsonschemabench-dev/maskbench";
+    if (!fs::is_directory(dir)) {
+      d->error = "../shared/data/jsonschemabench-dev/maskbench not found";
+      return d;
+    }
+    std::vector<fs::path> files;
+    for (const auto& e : fs::directory_iterator(dir)) files.push_back(e.path());
+    std::sort(files.begin(), files.end());
+    std::map<std::string, std::size_t> by_name;
+    for (const fs::path& p : files) {
+      std::ifstream in(p, std::ios::binary);
+      json j = json::parse(in, nullptr, false);
+      if (j.is_discarded() || !j.contains("schema")) continue;
+      DevSet::Entry e;
+      e.file = p.filename().string();
+      e.schema_text = j["schema"].dump();
+      for (const json& t : j.value("tests", json::array())) {
+        e.instances.emplace_back(t["data"].dump(), t.value("valid", false));
+      }
+      by_name[e.file] = d->entries.size();
+      d->entries.push_back(std::move(e));
+    }
+    std::ifstream tin(root + "/traces/llama3-glaive-dev.jsonl");
+    std::string line;
+    while (std::getline(tin, line)) {
+      json j = json::parse(line, nullptr, false);
+      if (j.is_discarded()) continue;
+      auto it = by_name.find(j.value("file", ""));
+      if (it == by_name.end()) continue;
+      d->entries[it->second].traces.push_back(j["ids"].get<std::vector<TokenId>>());
+    }
+    d->vocab = *Vocabulary::Load("llama3");
+    d->compiler = std::make_unique<GrammarCompiler>(d->vocab);
+    return d;
+  }();
+  return *d;
+}
+
+void BM_SchemaValidate(benchmark::State& state) {
+  const DevSet& d = Data();
+  if (!d.error.empty()) return state.SkipWithError(d.error.c_str());
+  std::vector<std::unique_ptr<schema::Validator>> validators;
+  for (const auto& e : d.entries) {
+    auto s = schema::Schema::Load(e.schema_text);
+    if (!s.ok()) {
+      validators.push_back(nullptr);
+      continue;
+    }
+    schema::ValidateOptions vo;
+    vo.format_assertion = true;  // the dev set's labels treat formats as assertions
+    auto v = schema::Validator::Create(*s, vo);
+    validators.push_back(v.ok() ? std::make_unique<schema::Validator>(std::move(*v)) : nullptr);
+  }
+  double bytes = 0;
+  long wrong = 0, instances = 0, unusable = 0;
+  for (auto _ : state) {
+    for (std::size_t i = 0; i < d.entries.size(); ++i) {
+      if (!validators[i]) {
+        ++unusable;
+        continue;
+      }
+      for (const auto& [text, valid] : d.entries[i].instances) {
+        Result<bool> r = validators[i]->ValidateText(text);
+        bytes += static_cast<double>(text.size());
+        ++instances;
+        if (!r.ok() || *r != valid) ++wrong;
+      }
+    }
+  }
+  state.counters["MB_per_s"] = benchmark::Counter(bytes / 1e6, benchmark::Counter::kIsRate);
+  state.counters["instances"] = static_cast<double>(instances) / state.iterations();
+  state.counters["wrong_verdicts"] = static_cast<double>(wrong);
+  state.counters["unusable_schemas"] = static_cast<double>(unusable) / state.iterations();
+}
+BENCHMARK(BM_SchemaValidate)->Iterations(5)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_SchemaFirstMask(benchmark::State& state) {
+  const DevSet& d = Data();
+  if (!d.error.empty()) return state.SkipWithError(d.error.c_str());
+  std::vector<std::uint32_t> mask(PaddedBitmaskWords(d.vocab->logits_width()));
+  Latencies lat;
+  long failed = 0;
+  for (auto _ : state) {
+    for (const auto& e : d.entries) {
+      auto t0 = Clock::now();
+      auto g = d.compiler->CompileSchema(e.schema_text);
+      if (!g.ok()) {
+        ++failed;
+        continue;
+      }
+      Matcher m(*g);
+      m.FillNextTokenBitmask(mask);
+      lat.Add(Clock::now() - t0);
+      benchmark::DoNotOptimize(mask.data());
+    }
+  }
+  lat.Report(state);
+  state.counters["schemas"] = static_cast<double>(lat.size()) / state.iterations();
+  state.counters["failed"] = static_cast<double>(failed) / state.iterations();
+}
+BENCHMARK(BM_SchemaFirstMask)->Iterations(3)->Unit(benchmark::kMillisecond);
+
+void TraceMask(benchmark::State& state, bool precompute) {
+  const DevSet& d = Data();
+  if (!d.error.empty()) return state.SkipWithError(d.error.c_str());
+  CompileOptions options;
+  options.precompute_masks = precompute;
+  options.precompute_threads = 1;
+  std::vector<std::shared_ptr<const CompiledGrammar>> grammars;
+  for (const auto& e : d.entries) {
+    auto g = e.traces.empty() ? Result<std::shared_ptr<const CompiledGrammar>>(nullptr)
+                              : d.compiler->CompileSchema(e.schema_text, options);
+    grammars.push_back(g.ok() ? *g : nullptr);
+  }
+  std::vector<std::uint32_t> mask(PaddedBitmaskWords(d.vocab->logits_width()));
+  Latencies fills;
+  long rejected = 0, traces = 0, skipped = 0;
+  for (auto _ : state) {
+    for (std::size_t i = 0; i < d.entries.size(); ++i) {
+      for (const auto& ids : d.entries[i].traces) {
+        if (!grammars[i]) {
+          ++skipped;
+          continue;
+        }
+        ++traces;
+        Matcher m(grammars[i]);
+        for (std::size_t k = 0; k <= ids.size(); ++k) {
+          auto t0 = Clock::now();
+          m.FillNextTokenBitmask(mask);
+          fills.Add(Clock::now() - t0);
+          benchmark::DoNotOptimize(mask.data());
+          TokenId tok = k < ids.size() ? ids[k] : d.vocab->eos();
+          if (!((mask[tok >> 5] >> (tok & 31)) & 1) || !m.AcceptToken(tok)) {
+            ++rejected;
+            break;
+          }
+        }
+      }
+    }
+  }
+  fills.Report(state);
+  fills.ReportOver(state, "over_20us", 20);
+  fills.ReportOver(state, "over_250us", 250);
+  state.counters["traces"] = static_cast<double>(traces) / state.iterations();
+  state.counters["rejected"] = static_cast<double>(rejected) / state.iterations();
+  state.counters["skipped_no_grammar"] = static_cast<double>(skipped) / state.iterations();
+}
+
+void BM_SchemaTraceMask(benchmark::State& state) { TraceMask(state, false); }
+BENCHMARK(BM_SchemaTraceMask)->Iterations(1)->Unit(benchmark::kMillisecond);
+void BM_SchemaTraceMaskPrecomputed(benchmark::State& state) { TraceMask(state, true); }
+BENCHMARK(BM_SchemaTraceMaskPrecomputed)->Iterations(3)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace lockstep::bench

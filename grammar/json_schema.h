@@ -1,0 +1,148 @@
+// The JSON Schema model shared by the validator (json_schema_validate.cc) and, later, the
+// schema -> grammar compiler: a loaded schema with every subschema indexed by its JSON Pointer,
+// every `$ref` / `$dynamicRef` resolved at load time (local pointers, `$defs`/`definitions`,
+// `$anchor`, `$id` resources, preloaded remote documents; never the network), draft 2020-12 or
+// draft-07. Internal header of lockstep_grammar: users of it also link nlohmann_json.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "lockstep/status.h"
+
+namespace lockstep::schema {
+
+enum class Draft { k7, k2020_12 };
+
+struct LoadOptions {
+  // Remote documents by absolute URI (no fragment): "http://localhost:1234/integer.json" -> text.
+  // A `$ref` to any other remote URI is an error.
+  std::map<std::string, std::string> remotes;
+  // Draft used when the schema has no (known) `$schema`.
+  Draft default_draft = Draft::k2020_12;
+};
+
+// lockstep's own meta-schemas for draft 2020-12 ("https://json-schema.org/draft/2020-12/schema")
+// and draft-07 ("http://json-schema.org/draft-07/schema"), used when a `$ref` names them and
+// `remotes` does not; empty for any other URI.
+std::string_view BuiltinMetaSchema(std::string_view uri);
+
+// Adds every file under `dir` (recursively) to `remotes` as `base_uri` + its relative path
+// (e.g. "http://localhost:1234/" + "draft2020-12/integer.json"). kIoError if `dir` is missing.
+Status AddRemoteDirectory(const std::string& base_uri, const std::string& dir,
+                          std::map<std::string, std::string>* remotes);
+
+// Where one subschema sits: its document, its JSON Pointer in that document, the base URI in
+// force there and the resource (root of that base) it belongs to.
+struct NodeInfo {
+  int doc = 0;                     // 0: the root schema; >0: a remote document
+  std::string pointer;             // JSON Pointer within the document ("" for the root)
+  std::string base_uri;            // absolute base URI (may be "" for the root without $id)
+  const nlohmann::json* resource;  // the node that introduced base_uri
+};
+
+class Schema {
+ public:
+  // Parses and indexes `text`; kInvalidSchema (location = JSON Pointer) on malformed schemas
+  // and unresolvable references.
+  static Result<std::shared_ptr<const Schema>> Load(std::string_view text,
+                                                    const LoadOptions& options = {});
+  static Result<std::shared_ptr<const Schema>> FromJson(nlohmann::json root,
+                                                        const LoadOptions& options = {});
+
+  Draft draft() const { return draft_; }
+  const nlohmann::json& root() const { return *docs_[0].json; }
+  // Index entry of a subschema node (nullptr if the node is not a schema of this model).
+  const NodeInfo* Info(const nlohmann::json* node) const;
+  // "/properties/a" for the root document, "URI#/pointer" for a remote one.
+  std::string Location(const nlohmann::json* node) const;
+  // The resolved target of the `$ref` (or `$dynamicRef`, static resolution) in `node`.
+  const nlohmann::json* RefTarget(const nlohmann::json* node) const;
+  const nlohmann::json* DynamicRefTarget(const nlohmann::json* node) const;
+  // The `$dynamicAnchor` `name` declared in the resource with base URI `base` (nullptr if none).
+  const nlohmann::json* DynamicAnchor(const std::string& base, const std::string& name) const;
+  // False when the schema's meta-schema leaves out the validation vocabulary (2020-12).
+  bool validation_vocabulary() const { return validation_vocab_; }
+  // Every indexed subschema node (for passes over the whole model, e.g. compiling patterns).
+  std::vector<const nlohmann::json*> Nodes() const {
+    std::vector<const nlohmann::json*> out;
+    for (const auto& [node, info] : info_) out.push_back(node);
+    return out;
+  }
+
+ private:
+  struct Doc {
+    std::unique_ptr<nlohmann::json> json;
+    std::string uri;
+  };
+  friend class SchemaLoader;
+
+  Draft draft_ = Draft::k2020_12;
+  bool validation_vocab_ = true;
+  std::vector<Doc> docs_;
+  std::unordered_map<const nlohmann::json*, NodeInfo> info_;
+  std::unordered_map<std::string, const nlohmann::json*> resources_;  // URI (+ "#anchor")
+  std::map<std::pair<std::string, std::string>, const nlohmann::json*> dynamic_anchors_;
+  std::unordered_map<const nlohmann::json*, const nlohmann::json*> refs_;
+  std::unordered_map<const nlohmann::json*, const nlohmann::json*> dynamic_refs_;
+};
+
+// ---- JSON value helpers (json_schema_validate.cc), shared by the validator and the compiler ----
+
+// -1, 0, 1: exact when both are integers (int64/uint64), else compared as long double.
+int CompareNumbers(const nlohmann::json& a, const nlohmann::json& b);
+// JSON equality: 1 == 1.0, objects unordered, false != 0.
+bool JsonEqual(const nlohmann::json& a, const nlohmann::json& b);
+// `value` is an integer multiple of `divisor`, decided exactly on their shortest decimal texts.
+bool IsMultipleOf(const nlohmann::json& value, const nlohmann::json& divisor);
+// Unicode code points of UTF-8 text (what minLength / maxLength count).
+std::size_t CodePoints(const std::string& s);
+
+// ---- Validation (json_schema_validate.cc) ----
+
+struct ValidateOptions {
+  bool format_assertion = false;  // check `format` (date, email, ipv4, ...) instead of ignoring
+  std::size_t max_errors = 100;   // errors kept per instance (validity is always exact)
+  int max_depth = 400;            // nested schema evaluations before kResourceLimit
+};
+
+struct ValidationError {
+  std::string instance_pointer;  // "/items/3/name"
+  std::string schema_pointer;    // "/properties/items/items/properties/name/type"
+  std::string message;
+};
+
+// Parses one JSON instance with simdjson (DOM) into the model the validator walks. Integers past
+// 64 bits fall back to nlohmann (as doubles). kInvalidArgument with location "byte N" when the
+// text is not JSON; kResourceLimit past 1024 levels of nesting.
+Result<nlohmann::json> ParseInstance(std::string_view text);
+
+class Validator {
+ public:
+  // Compiles every `pattern`/`patternProperties` regex with RE2: a pattern RE2 cannot run
+  // (lookaround, backreferences) is a kUnsupported error naming its pointer, never a silent pass.
+  static Result<Validator> Create(std::shared_ptr<const Schema> schema,
+                                  const ValidateOptions& options = {});
+  // Valid or not (errors appended when `errors` is given); kResourceLimit on runaway recursion.
+  Result<bool> Validate(const nlohmann::json& instance,
+                        std::vector<ValidationError>* errors = nullptr) const;
+  // Parses `text` as one JSON document first (kInvalidArgument if it is not JSON).
+  Result<bool> ValidateText(std::string_view text,
+                            std::vector<ValidationError>* errors = nullptr) const;
+
+  struct Regexes;
+
+ private:
+  static Result<Validator> CreateImpl(std::shared_ptr<const Schema> schema,
+                                      const ValidateOptions& options);
+  std::shared_ptr<const Schema> schema_;
+  ValidateOptions options_;
+  std::shared_ptr<const Regexes> regexes_;
+};
+
+}  // namespace lockstep::schema

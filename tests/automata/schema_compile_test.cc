@@ -1,0 +1,468 @@
+// The JSON Schema compiler (automata/schema_compile.h) keyword by keyword: each schema is
+// compiled and run through a real Matcher on the Llama-3 vocabulary (canonical tokenisation,
+// mask checked before every token, EOS at the end) on many generated instances, rendered compact
+// and indented; the validator (grammar/json_schema.h) is the oracle. Then the errors: codes and
+// JSON Pointers, lenient warnings, budgets, deep recursion, whitespace policy, declared order.
+#include "automata/schema_compile.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <random>
+#include <set>
+
+#include "grammar/json_schema.h"
+#include "lockstep/compiler.h"
+#include "lockstep/matcher.h"
+#include "lockstep/vocabulary.h"
+#include "test_data.h"
+
+namespace lockstep::schema {
+namespace {
+
+using json = nlohmann::json;
+
+const GrammarCompiler& Compiler() {
+  static const GrammarCompiler* compiler = [] {
+    auto vocab = Vocabulary::Load("llama3");
+    EXPECT_TRUE(vocab.ok()) << vocab.status().ToString();
+    return new GrammarCompiler(*vocab);
+  }();
+  return *compiler;
+}
+
+// True when `text` is accepted token by token with the mask checked, then EOS.
+bool Feed(const std::shared_ptr<const CompiledGrammar>& g, const std::string& text) {
+  const Vocabulary& vocab = Compiler().vocabulary();
+  EncodeOptions eo;
+  eo.add_dummy_prefix = false;
+  auto ids = vocab.Encode(text, eo);
+  if (!ids.ok()) return false;
+  Matcher m(g);
+  std::vector<std::uint32_t> mask(BitmaskWords(vocab.logits_width()));
+  for (TokenId id : *ids) {
+    m.FillNextTokenBitmask(mask);
+    if (!((mask[id >> 5] >> (id & 31)) & 1)) return false;
+    if (!m.AcceptToken(id)) return false;
+  }
+  m.FillNextTokenBitmask(mask);
+  TokenId eos = vocab.eos();
+  return ((mask[eos >> 5] >> (eos & 31)) & 1) && m.AcceptToken(eos);
+}
+
+// Values found anywhere in the schema (consts, enums, bounds, property names) seed the
+// generator so that many instances sit on the boundaries.
+void Harvest(const json& s, std::vector<json>* values, std::vector<std::string>* keys) {
+  if (s.is_object()) {
+    for (auto& [k, v] : s.items()) {
+      if (k == "properties" && v.is_object())
+        for (auto& [name, sub] : v.items()) keys->push_back(name);
+      if (k == "required" && v.is_array())
+        for (const json& n : v) keys->push_back(n.get<std::string>());
+      if (k == "const") values->push_back(v);
+      if (k == "enum")
+        for (const json& x : v) values->push_back(x);
+      if (v.is_number()) {
+        values->push_back(v);
+        if (v.is_number_integer()) {
+          values->push_back(v.get<std::int64_t>() + 1);
+          values->push_back(v.get<std::int64_t>() - 1);
+        }
+      }
+      Harvest(v, values, keys);
+    }
+  } else if (s.is_array()) {
+    for (const json& x : s) Harvest(x, values, keys);
+  }
+}
+
+class Gen {
+ public:
+  Gen(const json& schema, std::uint32_t seed) : rng_(seed) {
+    Harvest(schema, &values_, &keys_);
+    for (const char* k : {"x", "a", "b", "name"}) keys_.push_back(k);
+    for (json v : {json(nullptr), json(true), json(false), json(0), json(1), json(-1), json(2.5),
+                   json(10), json(100), json(""), json("a"), json("abc"), json("hello world"),
+                   json("2024-01-31"), json("x@y.com"), json("ab\"c\\\n\u00e9")})
+      values_.push_back(v);
+  }
+  json Value(int depth = 0) {
+    int r = Pick(10);
+    if (depth < 3 && r == 0) return Array(depth);
+    if (depth < 3 && r == 1) return Object(depth);
+    return values_[Pick(static_cast<int>(values_.size()))];
+  }
+  json Array(int depth) {
+    json a = json::array();
+    int n = Pick(5);
+    for (int i = 0; i < n; ++i) a.push_back(Value(depth + 1));
+    if (n >= 2 && Pick(3) == 0) a.push_back(a[0]);  // duplicates for uniqueItems
+    return a;
+  }
+  json Object(int depth) {
+    json o = json::object();
+    int n = Pick(5);
+    for (int i = 0; i < n; ++i) o[keys_[Pick(static_cast<int>(keys_.size()))]] = Value(depth + 1);
+    return o;
+  }
+  int Pick(int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng_); }
+
+ private:
+  std::mt19937 rng_;
+  std::vector<json> values_;
+  std::vector<std::string> keys_;
+};
+
+struct Outcome {
+  int valid = 0, invalid = 0, over = 0, under = 0;
+};
+
+// Compiles `schema` and compares grammar acceptance with the validator on the given instances
+// plus `generated` random ones (and the values found in the schema).
+Outcome Compare(const std::string& schema_text, const std::vector<json>& instances,
+                int generated = 150, bool format_assertion = false) {
+  Outcome out;
+  auto schema = Schema::Load(schema_text);
+  EXPECT_TRUE(schema.ok()) << schema.status().ToString();
+  if (!schema.ok()) return out;
+  SchemaCompileOptions so;
+  so.format_assertion = format_assertion;
+  auto ir = CompileSchemaToGrammar(**schema, so);
+  EXPECT_TRUE(ir.ok()) << schema_text << ": " << ir.status().ToString();
+  if (!ir.ok()) return out;
+  auto g = Compiler().CompileGrammarIr(ir->grammar);
+  EXPECT_TRUE(g.ok()) << g.status().ToString();
+  if (!g.ok()) return out;
+  ValidateOptions vo;
+  vo.format_assertion = format_assertion;
+  auto validator = Validator::Create(*schema, vo);
+  EXPECT_TRUE(validator.ok());
+  std::vector<json> all = instances;
+  Gen gen(json::parse(schema_text), 7);
+  for (int i = 0; i < generated; ++i) all.push_back(gen.Value());
+  std::set<std::string> seen;
+  for (const json& inst : all) {
+    if (!seen.insert(inst.dump()).second) continue;
+    auto valid = validator->Validate(inst);
+    EXPECT_TRUE(valid.ok());
+    (*valid ? out.valid : out.invalid) += 1;
+    for (int indent : {-1, 2}) {
+      std::string text = RenderInstance(**schema, inst, indent, so);
+      bool accepted = Feed(*g, text);
+      if (accepted == *valid) continue;
+      (*valid ? out.over : out.under) += 1;
+      ADD_FAILURE() << (*valid ? "valid instance rejected: " : "invalid instance accepted: ")
+                    << text << "\n  schema: " << schema_text;
+    }
+  }
+  return out;
+}
+
+void ExpectExact(const std::string& schema, const std::vector<json>& instances = {},
+                 bool format_assertion = false) {
+  Outcome o = Compare(schema, instances, 150, format_assertion);
+  EXPECT_EQ(o.over, 0);
+  EXPECT_EQ(o.under, 0);
+}
+
+TEST(SchemaCompile, TypesAndTypeArrays) {
+  ExpectExact(R"({"type": "string"})");
+  ExpectExact(R"({"type": "integer"})", {1.0, 1.5, -0.0});
+  ExpectExact(R"({"type": ["null", "boolean", "number"]})");
+  ExpectExact(R"({"type": "array"})");
+  ExpectExact(R"({})", {json::parse(R"({"a": [1, {"b": null}], "c": "d"})")});
+  ExpectExact(R"(true)");
+}
+
+TEST(SchemaCompile, EnumAndConst) {
+  ExpectExact(R"({"enum": ["a", "b", 1, null, {"x": [1, 2]}, [true]]})",
+              {json::parse(R"({"x": [1, 2]})"), json::parse("[true]"), 1.0});
+  ExpectExact(R"({"const": "hello world"})");
+  ExpectExact(R"({"type": "string", "enum": ["a", 1, "abc"], "maxLength": 1})");
+}
+
+TEST(SchemaCompile, LargeEnumCompilesFast) {
+  json values = json::array();
+  for (int i = 0; i < 10000; ++i) values.push_back("value-" + std::to_string(i * 7919 % 100003));
+  std::string text = json{{"enum", values}}.dump();
+  auto t0 = std::chrono::steady_clock::now();
+  auto g = Compiler().CompileSchema(text);
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_LT(s, 20.0);  // generous: a guard against quadratic blow-ups, not a benchmark
+  EXPECT_TRUE(Feed(*g, "\"value-7919\""));
+  EXPECT_FALSE(Feed(*g, "\"value-7\""));
+}
+
+TEST(SchemaCompile, ObjectsRequiredOptionalAdditional) {
+  ExpectExact(
+      R"({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"},
+                 "c": {"type": "boolean"}}, "required": ["b"], "additionalProperties": false})",
+      {json::parse(R"({"b": "x"})"), json::parse(R"({"a": 1, "b": "x", "c": true})"),
+       json::parse(R"({"a": 1, "c": true})"), json::parse(R"({})")});
+  ExpectExact(
+      R"({"properties": {"a": {"type": "integer"}}, "additionalProperties": {"type": "string"}})",
+      {json::parse(R"({"a": 1, "z": "s"})"), json::parse(R"({"z": 1})")});
+  ExpectExact(R"({"properties": {"a": {"const": 1}}})",
+              {json::parse(R"({"a": 1, "b": 2})"), json::parse(R"({"b": 2})")});
+  ExpectExact(R"({"required": ["x"], "properties": {"a": false}})",
+              {json::parse(R"({"x": 1})"), json::parse(R"({"x": 1, "a": 1})")});
+}
+
+TEST(SchemaCompile, PropertyCounts) {
+  ExpectExact(
+      R"({"properties": {"a": {}, "b": {}, "c": {}}, "minProperties": 2, "maxProperties": 3})");
+  ExpectExact(R"({"maxProperties": 1})");
+  ExpectExact(
+      R"({"minProperties": 1, "additionalProperties": false, "properties": {"a": {}, "b": {}}})");
+}
+
+TEST(SchemaCompile, PatternPropertiesAndPropertyNames) {
+  ExpectExact(
+      R"({"patternProperties": {"^x": {"type": "integer"}}, "additionalProperties": false})",
+      {json::parse(R"({"x1": 1, "xa": 2})"), json::parse(R"({"y": 1})")});
+  ExpectExact(R"({"patternProperties": {"^x": {"type": "integer"}}})",
+              {json::parse(R"({"x1": 1, "y": "s"})"), json::parse(R"({"x1": "s"})")});
+  ExpectExact(R"({"properties": {"xa": {"maximum": 5}}, "patternProperties": {"a$": {"minimum": 2}},
+                 "additionalProperties": {"type": "string"}})",
+              {json::parse(R"({"xa": 1})"), json::parse(R"({"xa": 3, "ba": 7, "c": "s"})"),
+               json::parse(R"({"c": 1})")});
+  ExpectExact(R"({"patternProperties": {"^x": {"type": "integer"}, "y$": {"minimum": 3}},
+                 "additionalProperties": {"type": "string"}})",
+              {json::parse(R"({"xy": 4, "y": 1, "z": "s"})"), json::parse(R"({"xy": 2})")});
+  ExpectExact(R"({"propertyNames": {"maxLength": 1}})");
+  ExpectExact(
+      R"({"propertyNames": {"enum": ["a", "b"]}, "properties": {"a": {"type": "string"}}})");
+}
+
+TEST(SchemaCompile, Dependencies) {
+  ExpectExact(R"({"dependentRequired": {"a": ["b"]}})",
+              {json::parse(R"({"a": 1})"), json::parse(R"({"a": 1, "b": 2})")});
+  ExpectExact(R"({"dependentSchemas": {"a": {"properties": {"b": {"type": "string"}}}}})",
+              {json::parse(R"({"a": 1, "b": 2})"), json::parse(R"({"a": 1, "b": "s"})")});
+  ExpectExact(R"({"$schema": "http://json-schema.org/draft-07/schema#",
+                 "dependencies": {"a": ["b"], "x": {"required": ["name"]}}})");
+}
+
+TEST(SchemaCompile, Arrays) {
+  ExpectExact(R"({"items": {"type": "integer"}, "minItems": 1, "maxItems": 3})");
+  ExpectExact(R"({"prefixItems": [{"type": "string"}, {"type": "integer"}], "items": false})",
+              {json::parse(R"(["a", 1])"), json::parse(R"(["a"])"), json::parse(R"(["a", 1, 2])")});
+  ExpectExact(R"({"$schema": "http://json-schema.org/draft-07/schema#",
+                 "items": [{"type": "string"}], "additionalItems": {"type": "boolean"}})");
+  ExpectExact(R"({"contains": {"const": 1}, "minContains": 2, "maxContains": 3})",
+              {json::parse("[1, 1]"), json::parse("[1, 2, 1, 1, 1]"), json::parse("[2, 1, 2, 1]")});
+  ExpectExact(R"({"contains": {"type": "string"}, "minContains": 0, "maxContains": 1})");
+  ExpectExact(R"({"items": {"enum": ["a", "b", "c"]}, "uniqueItems": true})",
+              {json::parse(R"(["a", "b"])"), json::parse(R"(["a", "a"])")});
+  ExpectExact(R"({"items": {"type": "boolean"}, "uniqueItems": true, "minItems": 1})");
+  ExpectExact(
+      R"({"prefixItems": [{"type": "boolean"}, {"const": 1}], "items": {"enum": [1, true, "x"]},
+                 "uniqueItems": true})",
+      {json::parse(R"([true, 1, "x"])"), json::parse(R"([true, 1, true])"),
+       json::parse(R"([false, 1, true, "x"])")});
+}
+
+TEST(SchemaCompile, StringsAndNumbers) {
+  ExpectExact(R"({"type": "string", "minLength": 2, "maxLength": 5})");
+  ExpectExact(R"({"type": "string", "pattern": "^[a-c]+$"})");
+  ExpectExact(R"({"type": "integer", "minimum": -1, "exclusiveMaximum": 10, "multipleOf": 2})");
+  ExpectExact(R"({"$schema": "http://json-schema.org/draft-07/schema#", "type": "number",
+                 "minimum": 0, "maximum": 100})");
+  ExpectExact(R"({"type": "string", "format": "date"})", {json("2024-02-30")}, true);
+  ExpectExact(R"({"allOf": [{"multipleOf": 3}, {"multipleOf": 5}], "maximum": 100})",
+              {json(15), json(30), json(9), json(10)});
+  ExpectExact(R"({"allOf": [{"multipleOf": 0.5}, {"multipleOf": 0.3}], "maximum": 10})",
+              {json(1.5), json(3), json(0.6), json(4.5)});
+}
+
+TEST(SchemaCompile, Combinators) {
+  ExpectExact(R"({"anyOf": [{"type": "string", "maxLength": 1}, {"type": "integer"}]})");
+  ExpectExact(R"({"oneOf": [{"type": "integer"}, {"minimum": 2}]})", {json(1), json(2.5), json(3)});
+  ExpectExact(
+      R"({"oneOf": [{"properties": {"kind": {"const": "a"}, "x": {"type": "integer"}}, "required": ["kind"]},
+                           {"properties": {"kind": {"const": "b"}, "y": {"type": "string"}}, "required": ["kind"]}]})",
+      {json::parse(R"({"kind": "a", "x": 1})"), json::parse(R"({"kind": "b", "y": "s"})"),
+       json::parse(R"({"kind": "b", "y": 1})")});
+  ExpectExact(R"({"allOf": [{"type": ["integer", "string"]}, {"type": "integer", "minimum": 3},
+                            {"maximum": 10}]})");
+  ExpectExact(R"({"allOf": [{"properties": {"a": {"type": "integer"}}, "required": ["a"]},
+                            {"properties": {"a": {"minimum": 0}, "b": {"type": "string"}}}]})",
+              {json::parse(R"({"a": 1, "b": "s"})"), json::parse(R"({"a": -1})")});
+  ExpectExact(R"({"not": {"type": "string"}})");
+  ExpectExact(R"({"not": {"enum": [1, "a"]}})");
+  ExpectExact(R"({"type": "object", "not": {"required": ["a"]}})");
+  ExpectExact(R"({"if": {"properties": {"a": {"const": 1}}, "required": ["a"]},
+                 "then": {"required": ["b"]}, "else": {"required": ["c"]}})",
+              {json::parse(R"({"a": 1, "b": 1})"), json::parse(R"({"a": 2, "c": 1})")});
+}
+
+TEST(SchemaCompile, UnevaluatedNextToAllOfAndRef) {
+  ExpectExact(R"({"$defs": {"base": {"properties": {"id": {"type": "integer"}}}},
+                 "allOf": [{"$ref": "#/$defs/base"}, {"properties": {"name": {"type": "string"}}}],
+                 "unevaluatedProperties": false})",
+              {json::parse(R"({"id": 1, "name": "a"})"), json::parse(R"({"id": 1, "other": 2})")});
+  ExpectExact(
+      R"({"allOf": [{"prefixItems": [{"type": "integer"}]}], "unevaluatedItems": {"type": "string"}})",
+      {json::parse(R"([1, "a", "b"])"), json::parse(R"([1, 2])")});
+  ExpectExact(
+      R"({"properties": {"a": {}}, "not": {"required": ["b"]}, "unevaluatedProperties": {"type": "integer"}})");
+}
+
+TEST(SchemaCompile, RefsAndRecursion) {
+  ExpectExact(R"({"$defs": {"node": {"type": "object", "properties": {"value": {"type": "integer"},
+                 "next": {"anyOf": [{"type": "null"}, {"$ref": "#/$defs/node"}]}}, "required": ["value"]}},
+                 "$ref": "#/$defs/node"})",
+              {json::parse(R"({"value": 1, "next": {"value": 2, "next": null}})"),
+               json::parse(R"({"value": 1, "next": {"next": null}})")});
+  ExpectExact(R"({"type": ["array", "integer"], "items": {"$ref": "#"}})",
+              {json::parse("[1, [2, [3, []]]]"), json::parse("[1, [2, [\"x\"]]]")});
+}
+
+TEST(SchemaCompile, BooleanFalseIsUnsatisfiable) {
+  auto s = Schema::Load("false");
+  ASSERT_TRUE(s.ok());
+  auto g = CompileSchemaToGrammar(**s);
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), StatusCode::kUnsatisfiable);
+}
+
+// ---- errors ----
+
+Status CompileError(const std::string& text, SchemaCompileOptions so = {}) {
+  auto s = Schema::Load(text);
+  if (!s.ok()) return s.status();
+  auto g = CompileSchemaToGrammar(**s, so);
+  return g.ok() ? Status::Ok() : g.status();
+}
+
+TEST(SchemaCompileErrors, UnsupportedKeywordsNameTheirPointer) {
+  const std::pair<const char*, const char*> kCases[] = {
+      {R"({"properties": {"tags": {"type": "array", "items": {"type": "string"}, "uniqueItems": true}}})",
+       "/properties/tags/uniqueItems"},
+      {R"({"patternProperties": {"a": {}, "b": {}, "c": {}, "d": {}, "e": {"type": "string"}}})",
+       "/patternProperties"},
+      {R"({"not": {"pattern": "a"}})", "/not/pattern"},
+      {R"({"$defs": {"s": {"type": "string", "format": "no-such-format"}}, "$ref": "#/$defs/s"})",
+       "/$defs/s/format"},
+      {R"({"allOf": [{"pattern": "a"}, {"pattern": "b"}]})", "/allOf/1/pattern"},
+      {R"({"unevaluatedProperties": false, "anyOf": [{"properties": {"a": {}}}]})",
+       "/unevaluatedProperties"},
+  };
+  for (const auto& [text, where] : kCases) {
+    Status st = CompileError(text);
+    EXPECT_EQ(st.code(), StatusCode::kUnsupported) << text << ": " << st.ToString();
+    EXPECT_EQ(st.location(), where) << text << ": " << st.ToString();
+  }
+}
+
+TEST(SchemaCompileErrors, LenientRelaxesAndReportsEachKeyword) {
+  auto s = Schema::Load(
+      R"({"properties": {"tags": {"type": "array", "items": {"type": "string"}, "uniqueItems": true},
+          "id": {"type": "string", "format": "no-such-format"}}})");
+  ASSERT_TRUE(s.ok());
+  SchemaCompileOptions so;
+  so.lenient = true;
+  auto g = CompileSchemaToGrammar(**s, so);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  std::set<std::string> where;
+  for (const auto& r : g->relaxed) where.insert(r.pointer);
+  EXPECT_TRUE(where.count("/properties/tags/uniqueItems"));
+  EXPECT_TRUE(where.count("/properties/id/format"));
+  auto compiled = Compiler().CompileGrammarIr(g->grammar);
+  ASSERT_TRUE(compiled.ok());
+  EXPECT_TRUE(Feed(*compiled, R"({"id":"x","tags":["a","a"]})"));
+}
+
+TEST(SchemaCompileErrors, OneOfNotProvablyDisjointLenientIsAnyOf) {
+  const char* text = R"({"oneOf": [{"pattern": "a"}, {"pattern": "b"}]})";
+  Status st = CompileError(text);
+  EXPECT_EQ(st.code(), StatusCode::kUnsupported);
+  EXPECT_EQ(st.location(), "/oneOf/1/pattern");  // branch 0 needs "not branch 1"
+  SchemaCompileOptions so;
+  so.lenient = true;
+  auto s = Schema::Load(text);
+  auto g = CompileSchemaToGrammar(**s, so);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_FALSE(g->relaxed.empty());
+}
+
+TEST(SchemaCompileErrors, BudgetIsAResourceLimit) {
+  SchemaCompileOptions so;
+  so.max_exprs = 50;
+  Status st = CompileError(
+      R"({"properties": {"a": {"type": "integer"}, "b": {"type": "string"}, "c": {"items": {}}}})",
+      so);
+  EXPECT_EQ(st.code(), StatusCode::kResourceLimit) << st.ToString();
+}
+
+TEST(SchemaCompileErrors, DeepNestingIsAResourceLimitNotACrash) {
+  std::string text = "{\"type\": \"integer\"}";
+  for (int i = 0; i < 400; ++i) text = "{\"properties\": {\"a\": " + text + "}}";
+  Status st = CompileError(text);
+  EXPECT_EQ(st.code(), StatusCode::kResourceLimit) << st.ToString();
+}
+
+TEST(SchemaCompileErrors, LongRefChainsAndCyclesCompile) {
+  json defs = json::object();
+  for (int i = 0; i < 2000; ++i) {
+    std::string target = "#/$defs/d";
+    target += std::to_string(i + 1);
+    std::string name = "d";
+    name += std::to_string(i);
+    defs[name] = {{"$ref", target}};
+  }
+  defs["d2000"] = {{"type", "integer"}};
+  json root = {{"$defs", defs}, {"$ref", "#/$defs/d0"}};
+  auto g = Compiler().CompileSchema(root.dump());
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_TRUE(Feed(*g, "12"));
+  EXPECT_FALSE(Feed(*g, "\"a\""));
+}
+
+TEST(SchemaCompileErrors, PublicEntryKeepsThePointer) {
+  auto g = Compiler().CompileSchema(R"({"properties": {"a": {"not": {"multipleOf": 2}}}})");
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), StatusCode::kUnsupported);
+  EXPECT_EQ(g.status().location(), "/properties/a/not/multipleOf");
+  auto bad = Compiler().CompileSchema(R"({"type": "nope"})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidSchema);
+  EXPECT_EQ(bad.status().location(), "/type");
+}
+
+// ---- formatting policy ----
+
+TEST(SchemaCompileFormat, WhitespaceIsBoundedAndCompactHasNone) {
+  const char* text = R"({"type": "object", "properties": {"a": {"type": "integer"}}})";
+  auto flexible = Compiler().CompileSchema(text);
+  ASSERT_TRUE(flexible.ok());
+  EXPECT_TRUE(Feed(*flexible, " {\n  \"a\" : 1\n}\n"));
+  EXPECT_TRUE(Feed(*flexible, "{" + std::string(32, ' ') + "}"));
+  EXPECT_FALSE(Feed(*flexible, "{" + std::string(33, ' ') + "}"));
+  CompileOptions co;
+  co.schema_whitespace_compact = true;
+  auto compact = Compiler().CompileSchema(text, co);
+  ASSERT_TRUE(compact.ok());
+  EXPECT_TRUE(Feed(*compact, "{\"a\":1}"));
+  EXPECT_FALSE(Feed(*compact, "{\"a\": 1}"));
+}
+
+TEST(SchemaCompileFormat, PropertiesInDeclaredOrder) {
+  const char* text = R"({"properties": {"zeta": {"type": "integer"}, "alpha": {"type": "integer"}},
+                         "required": ["zeta", "alpha"], "additionalProperties": false})";
+  auto g = Compiler().CompileSchema(text);
+  ASSERT_TRUE(g.ok());
+  EXPECT_TRUE(Feed(*g, R"({"zeta":1,"alpha":2})"));
+  EXPECT_FALSE(Feed(*g, R"({"alpha":2,"zeta":1})"));
+  auto s = Schema::Load(text);
+  SchemaCompileOptions so;
+  so.property_order = std::make_shared<const PropertyOrder>(PropertyOrderOf(text));
+  EXPECT_EQ(RenderInstance(**s, json::parse(R"({"alpha":2,"zeta":1})"), -1, so),
+            R"({"zeta":1,"alpha":2})");
+  EXPECT_EQ(RenderInstance(**s, json::parse(R"({"alpha":2,"zeta":1})"), 2, so),
+            "{\n  \"zeta\": 1,\n  \"alpha\": 2\n}");
+}
+
+}  // namespace
+}  // namespace lockstep::schema

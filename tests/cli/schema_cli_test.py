@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""End-to-end checks of the JSON Schema constraint in the CLI: `compile --schema` (exit 2 with
+the keyword's JSON Pointer for what cannot be enforced, --lenient warnings, --emit-grammar,
+--stats), `generate --schema` whose every output `lockstep validate --schema` accepts, and the
+one-constraint rule.
+
+usage: schema_cli_test.py PATH/TO/lockstep"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+LOCKSTEP = None
+
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "minLength": 1, "maxLength": 12},
+        "age": {"type": "integer", "minimum": 0, "maximum": 120},
+        "role": {"enum": ["admin", "user", "guest"]},
+        "tags": {"type": "array", "items": {"enum": ["a", "b", "c"]}, "uniqueItems": True,
+                 "maxItems": 3},
+        "manager": {"anyOf": [{"type": "null"}, {"$ref": "#"}]},
+    },
+    "required": ["name", "age"],
+    "additionalProperties": False,
+}
+
+UNSUPPORTED = {
+    "type": "object",
+    "properties": {"tags": {"type": "array", "items": {"type": "string"}, "uniqueItems": True}},
+}
+
+
+def run(*args, timeout=600):
+    p = subprocess.run([LOCKSTEP, *args], capture_output=True, text=True, timeout=timeout)
+    return p.returncode, p.stdout, p.stderr
+
+
+class SchemaCli(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+        self.schema = self.write("schema.json", json.dumps(SCHEMA, indent=2))
+        self.unsupported = self.write("unsupported.json", json.dumps(UNSUPPORTED))
+
+    def tearDown(self):
+        self.dir.cleanup()
+
+    def write(self, name, text):
+        path = os.path.join(self.dir.name, name)
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+
+    def test_compile_reports_stats(self):
+        code, out, err = run("compile", "--schema", self.schema, "--json")
+        self.assertEqual(code, 0, err)
+        stats = json.loads(out)
+        self.assertEqual(stats["schema"], self.schema)
+        self.assertGreater(stats["rules"], 0)
+        self.assertGreater(stats["first_mask_allowed"], 0)
+
+    def test_unsupported_keyword_exits_2_with_its_pointer(self):
+        code, _, err = run("compile", "--schema", self.unsupported)
+        self.assertEqual(code, 2)
+        self.assertIn("unsupported", err)
+        self.assertIn("#/properties/tags/uniqueItems", err)
+
+    def test_invalid_schema_exits_2_with_its_pointer(self):
+        bad = self.write("bad.json", json.dumps({"properties": {"a": {"type": "nope"}}}))
+        code, _, err = run("compile", "--schema", bad)
+        self.assertEqual(code, 2)
+        self.assertIn("#/properties/a/type", err)
+
+    def test_missing_schema_file_exits_2(self):
+        code, _, err = run("compile", "--schema", os.path.join(self.dir.name, "none.json"))
+        self.assertEqual(code, 2)
+        self.assertIn("none.json", err)
+
+    def test_lenient_warns_and_compiles(self):
+        code, _, err = run("compile", "--schema", self.unsupported, "--lenient")
+        self.assertEqual(code, 0, err)
+        self.assertIn("warning", err)
+        self.assertIn("/properties/tags/uniqueItems", err)
+
+    def test_emit_grammar_prints_gbnf(self):
+        code, out, err = run("compile", "--schema", self.schema, "--emit-grammar", "--compact")
+        self.assertEqual(code, 0, err)
+        self.assertIn("root ::=", out)
+        self.assertIn('\\"name\\":', out)
+
+    def test_one_constraint_only(self):
+        code, _, err = run("compile", "--schema", self.schema, "--regex", "a")
+        self.assertEqual(code, 2)
+        code, _, err = run("generate", "--schema", self.schema, "--regex", "a", "--model", "uniform")
+        self.assertEqual(code, 2)
+
+    def test_generated_instances_validate(self):
+        complete = 0
+        for extra in ([], ["--compact"]):
+            code, out, err = run("generate", "--schema", self.schema, "--model", "uniform",
+                                 "--seed", "3", "-n", "4", "--max-tokens", "600", "--json",
+                                 *extra)
+            self.assertEqual(code, 0, err)
+            lines = [json.loads(l) for l in out.splitlines() if l.strip()]
+            self.assertEqual(len(lines), 4)
+            for i, rec in enumerate(lines):
+                if rec["finish"] != "eos":
+                    continue  # cut by the token budget: not a complete document
+                complete += 1
+                doc = self.write("gen%d.json" % i, rec["text"])
+                vcode = subprocess.run([LOCKSTEP, "validate", "--schema", self.schema, doc],
+                                       capture_output=True, text=True, timeout=120).returncode
+                self.assertEqual(vcode, 0, "generated instance does not validate: " + rec["text"])
+        self.assertGreater(complete, 0, "no generation finished within the token budget")
+
+
+if __name__ == "__main__":
+    LOCKSTEP = sys.argv.pop(1)
+    unittest.main()
