@@ -34,8 +34,15 @@ struct NState {
 
 struct PendingRule {
   CfgProgram::RuleInfo info;
-  ExprId body = -1;  // kDfa rules
+  ExprId body = -1;                // kDfa rules
+  const ByteDfa* direct = nullptr;  // a kDfa rule that is exactly this automaton (no NFA pass)
 };
+
+// A kByteDfa terminal with more states than this gets a rule of its own whose states are the
+// automaton's, copied as they are (it is already minimal and deterministic), instead of being
+// inlined into its caller's NFA and determinised again with every compile (a date-time format
+// automaton has about 11,000 states).
+constexpr std::int32_t kDirectDfaStates = 256;
 
 std::string Loc(const grammar::SourceLocation& loc) {
   if (loc.line <= 0) return {};
@@ -75,6 +82,8 @@ class Lowering {
     return static_cast<std::int32_t>(rules_.size() - 1);
   }
   Status Determinise(std::int32_t rule, std::int32_t nfa_start, std::int32_t nfa_end);
+  void CopyDfa(std::int32_t rule, const ByteDfa& dfa);
+  std::map<const ByteDfa*, std::int32_t> direct_rule_of_;
 
   const grammar::Grammar& g_;
   const Vocabulary& vocab_;
@@ -278,6 +287,23 @@ Status Lowering::Build(ExprId e, std::int32_t from, std::int32_t* to, int depth)
         dfa = &compiled;
       } else if (dfa == nullptr) {
         return Status(StatusCode::kInvalidGrammar, "DFA terminal without an automaton", Loc(x.loc));
+      } else if (dfa->num_states > kDirectDfaStates) {
+        auto it = direct_rule_of_.find(dfa);
+        std::int32_t r;
+        if (it != direct_rule_of_.end()) {
+          r = it->second;
+        } else {
+          PendingRule pr;
+          pr.info.kind = CfgProgram::RuleKind::kDfa;
+          pr.info.name = "(dfa " + std::to_string(dfa->num_states) + " states)";
+          pr.direct = dfa;
+          r = AddRule(std::move(pr));
+          direct_rule_of_[dfa] = r;
+        }
+        std::int32_t n = NewState();
+        Edge(from, RuleSymbol(r), RuleSymbol(r), n);
+        *to = n;
+        return Status::Ok();
       }
       std::int32_t end = NewState();
       if (dfa->start == ByteDfa::kDead) {
@@ -521,6 +547,25 @@ Status Lowering::Determinise(std::int32_t rule, std::int32_t nfa_start, std::int
   return Status::Ok();
 }
 
+void Lowering::CopyDfa(std::int32_t rule, const ByteDfa& dfa) {
+  const std::int32_t base = static_cast<std::int32_t>(dstates_.size()) - 1;  // DFA state 1 -> base+1
+  for (StateId s = 1; s < dfa.num_states; ++s) {
+    DState d;
+    d.rule = rule;
+    d.accepting = dfa.IsAccepting(s);
+    int b = 0;
+    while (b < 256) {
+      const StateId t = dfa.Step(s, static_cast<std::uint8_t>(b));
+      int e = b;
+      while (e + 1 < 256 && dfa.Step(s, static_cast<std::uint8_t>(e + 1)) == t) ++e;
+      if (t != ByteDfa::kDead) d.bytes.push_back({b, e, base + t});
+      b = e + 1;
+    }
+    dstates_.push_back(std::move(d));
+  }
+  rules_[rule].info.start = base + dfa.start;
+}
+
 Result<CfgProgram> Lowering::Run() {
   if (g_.root < 0 || g_.root >= static_cast<std::int32_t>(g_.rules.size())) {
     return Status(StatusCode::kInvalidGrammar, "the grammar has no root rule");
@@ -535,6 +580,24 @@ Result<CfgProgram> Lowering::Run() {
   // Rules may be appended (counters, their children) while lowering: index loop.
   for (std::size_t r = 0; r < rules_.size(); ++r) {
     if (rules_[r].info.kind != CfgProgram::RuleKind::kDfa) continue;
+    if (const ByteDfa* direct = rules_[r].direct) {
+      if (direct->start == ByteDfa::kDead) {
+        // The empty language: a start state with no way out (trimmed as unproductive below).
+        DState d;
+        d.rule = static_cast<std::int32_t>(r);
+        d.accepting = false;
+        rules_[r].info.start = static_cast<std::int32_t>(dstates_.size());
+        dstates_.push_back(std::move(d));
+      } else {
+        CopyDfa(static_cast<std::int32_t>(r), *direct);
+      }
+      if (static_cast<std::int32_t>(dstates_.size()) > options_.max_states) {
+        return Status(StatusCode::kResourceLimit,
+                      "grammar automaton exceeds max_states (" +
+                          std::to_string(options_.max_states) + ")");
+      }
+      continue;
+    }
     nfa_.clear();
     std::int32_t start = NewState();
     std::int32_t end;

@@ -304,9 +304,12 @@ class Emitter {
     return Alt(std::move(alts));
   }
 
+  // The keyword's JSON Pointer as the location. A lexical error located inside the keyword's
+  // value (a regex "offset N") keeps that as part of the message.
   static Status WithLoc(const Status& st, const std::string& loc) {
-    if (!st.location().empty()) return st;
-    return Status(st.code(), st.message(), loc);
+    if (!st.location().empty() && st.location()[0] == '/') return st;
+    if (st.location().empty()) return Status(st.code(), st.message(), loc);
+    return Status(st.code(), st.message() + " (at " + st.location() + " in the value)", loc);
   }
 
   // ---- enums ----

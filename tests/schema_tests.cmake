@@ -13,3 +13,5 @@ endif()
 lockstep_add_test(schema_devset_test decoder/schema_devset_test.cc LIBS nlohmann_json::nlohmann_json)
 lockstep_add_test(schema_generation_test decoder/schema_generation_test.cc
   LIBS nlohmann_json::nlohmann_json)
+# Fast mask == brute force on random walks under schema grammars (Llama-3, Qwen2.5, Mistral).
+lockstep_add_test(schema_exactness_test decoder/schema_exactness_test.cc LIBS lockstep_grammar_walk)

@@ -431,6 +431,14 @@ TEST(SchemaCompileErrors, PublicEntryKeepsThePointer) {
   EXPECT_EQ(bad.status().location(), "/type");
 }
 
+TEST(SchemaCompileErrors, BadPatternNamesItsPointerAndOffset) {
+  auto g = Compiler().CompileSchema(R"({"properties": {"a": {"type": "string", "pattern": "^[a-z"}}})");
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), StatusCode::kInvalidRegex);
+  EXPECT_EQ(g.status().location(), "/properties/a/pattern");
+  EXPECT_NE(g.status().message().find("offset"), std::string::npos) << g.status().ToString();
+}
+
 // ---- formatting policy ----
 
 TEST(SchemaCompileFormat, WhitespaceIsBoundedAndCompactHasNone) {

@@ -22,6 +22,7 @@
 #include "lockstep/compiler.h"
 #include "lockstep/matcher.h"
 #include "lockstep/vocabulary.h"
+#include "test_data.h"
 
 namespace lockstep::schema {
 bool CheckFormat(const std::string& format, const std::string& value);  // json_schema_format.cc
@@ -243,7 +244,9 @@ TEST(SchemaLexicalNumber, RandomConstraintsAgainstRationalOracle) {
   const std::vector<std::string> texts = ShortNumberTexts();
   std::mt19937 rng(12345);
   std::int64_t compared = 0, unsat = 0;
-  for (int round = 0; round < 70; ++round) {
+  // 70 random constraints; the sanitizer run (LOCKSTEP_TEST_SCALE=0.1) checks 10 of them.
+  const int rounds = std::max(10, static_cast<int>(70 * ::lockstep::testing::TestScale()));
+  for (int round = 0; round < rounds; ++round) {
     NumberConstraint c;
     c.integer = rng() % 3 == 0;
     if (rng() % 3 != 0) c.minimum = DecimalBound{pool[rng() % pool.size()], rng() % 2 == 0};
