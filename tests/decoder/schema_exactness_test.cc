@@ -54,7 +54,11 @@ TEST_P(SchemaExactnessTest, FastMaskEqualsBruteForce) {
     EXPECT_EQ(st.under, 0) << c.name << ": " << st.first_mismatch;
     completed += st.completed;
   }
-  EXPECT_GE(completed, 3) << "the walks should reach EOS (and check the masks there) repeatedly";
+  // At full scale the walks must also reach EOS (and compare the masks there) repeatedly; the
+  // sanitizer run's 20 steps per schema are too short for a whole tool call.
+  if (steps >= 100) {
+    EXPECT_GE(completed, 3) << "the walks should reach EOS (and check the masks there) repeatedly";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Vocabularies, SchemaExactnessTest,
