@@ -10,13 +10,24 @@
 //                trie of distinct tails, so the run-time check walks each tail once.
 // Accepted sets are stored as a bitset or a sorted id list, whichever is smaller.
 //
+// The walk steps the rule's byte automaton directly wherever the state has no rule edges, and
+// runs the local parser only below states that have some (a `ws` reference, a nested value).
+// A state inside a wide byte loop (a string body, with its escapes and UTF-8 continuations)
+// takes its tokens from the vocabulary's shared view of that loop region (TokenTrie::Region):
+// the tokens that stay inside are one precomputed bit set, and only the tokens that leave the
+// region (those with a quote, a backslash, a control byte) are walked on from where they leave.
+// Equal regions of different grammars have equal canonical tables, so every JSON schema
+// compiled for a vocabulary reuses the same string-body views.
+//
 // Run time. mask = union of the accepted sets of the kernel positions, plus the uncertain tails
 // accepted by the parse right after the rule completes (EarleyParser::PushCompletion), plus EOS
 // and grammar special tokens. Finished masks are cached by the parser state's signature: an
 // interned, structural id of (kernel items, signature of their origin sets) that determines
-// every future of the parse, so equal signatures have equal masks. All caches are shared,
-// immutable once published (lock-free reads) and bounded by CompileOptions::max_mask_cache_bytes;
-// past the budget masks are still exact, computed per call.
+// every future of the parse, so equal signatures have equal masks. A finished mask is kept as
+// an id list, a list of the blocked ids, or the bitset, whichever is smallest (lists up to an
+// eighth of the bitset: JSON masks are mostly a few tokens or nearly all of them). All caches
+// are shared, immutable once published (lock-free reads) and bounded by
+// CompileOptions::max_mask_cache_bytes; past the budget masks are still exact, computed per call.
 #pragma once
 
 #include <algorithm>
@@ -126,12 +137,23 @@ class CfgGrammar {
   const CfgPosition* PositionFor(const EarleyItem& it) const;
   // EOS where the root may end, grammar special tokens where the parse takes them.
   void AddEndAndSpecials(EarleyParser& parser, std::span<std::uint32_t> out) const;
+  // A position: one walk of the token trie from the item's state (WalkTrie), or, when the state
+  // lies in a wide byte loop (RegionTable), the vocabulary's shared view of that region plus a
+  // walk of only the tokens that leave it.
   std::unique_ptr<CfgPosition> ComputePosition(const EarleyItem& it) const;
+  struct WalkScratch;
+  void WalkTrie(std::span<const TokenTrie::Node> nodes, std::uint32_t begin, std::uint32_t end,
+                const TokenId* toks, const std::uint16_t* offsets, const EarleyItem& item,
+                StateId start, WalkScratch& out) const;
+  // The canonical table of the region of s (TokenTrie::Region), its states in `states`; empty
+  // if s is not in a wide loop (48+ bytes back to one state) of at most 64 plain states.
+  std::vector<std::int16_t> RegionTable(StateId s, std::vector<StateId>& states) const;
   std::int32_t Signature(const EarleyParser& parser, std::vector<std::int32_t>& sigs,
                          std::int32_t k) const;
   bool ReserveBytes(std::int64_t n) const;
   const std::uint32_t* CachedFinal(std::int32_t sig) const;
   void StoreFinal(std::int32_t sig, std::span<const std::uint32_t> mask) const;
+  void RestoreFinal(const std::uint32_t* blob, std::span<std::uint32_t> out) const;
 
   std::shared_ptr<const Vocabulary> vocab_;
   std::shared_ptr<const TokenTrie> trie_;
@@ -148,7 +170,24 @@ class CfgGrammar {
   // tail must start with one of them (prunes most of them at compile time; the root, which
   // nothing references, has none).
   std::vector<std::array<bool, 256>> follow_;
+  // null_state_[s]: the rule can finish from DFA state s without a byte; first_bytes_[s]: the
+  // bytes that can come first from s (through rule edges too).
+  std::vector<std::uint8_t> null_state_;
+  std::vector<std::array<std::uint64_t, 4>> first_bytes_;
+  bool FirstByte(StateId s, std::uint8_t b) const {
+    return (first_bytes_[s][b >> 6] >> (b & 63)) & 1;
+  }
   void ComputeFollow();
+  // States whose only edge is a simple repetition of one byte class (the schema compiler's
+  // `ws ::= [ \t\n\r]{0,32}`): the position walk counts it on the automaton, no parser.
+  struct RepeatEdge {
+    std::array<std::uint64_t, 4> bytes;
+    StateId after;
+    std::int32_t min, max;  // max < 0: unbounded
+  };
+  std::vector<std::int32_t> repeat_of_;  // per state: index into repeat_edges_, or -1
+  std::vector<RepeatEdge> repeat_edges_;
+  void ComputeRepeatEdges(const std::vector<std::array<std::uint64_t, 4>>& class_bytes);
 
   // Positions of DFA states: one slot per global state.
   mutable std::unique_ptr<std::atomic<const CfgPosition*>[]> dfa_positions_;

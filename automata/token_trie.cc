@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <numeric>
 #include <string_view>
+#include <tuple>
+
+#include "lockstep/bitmask.h"
 
 namespace lockstep {
 
@@ -55,6 +58,110 @@ TokenTrie::TokenTrie(const Vocabulary& vocab) {
   for (std::uint32_t idx : path) nodes_[idx].subtree_end = nodes_.size();
   nodes_.push_back(Node{static_cast<std::uint32_t>(nodes_.size() + 1),
                         static_cast<std::uint32_t>(tokens_.size()), 0, 0});
+}
+
+std::size_t TokenTrie::TableHash::operator()(const std::vector<std::int16_t>& v) const {
+  std::uint64_t h = 0xCBF29CE484222325ull ^ v.size();
+  for (std::int16_t x : v) {
+    h ^= static_cast<std::uint16_t>(x);
+    h *= 0x100000001B3ull;
+  }
+  return static_cast<std::size_t>(h ^ (h >> 29));
+}
+
+const TokenTrie::RegionView* TokenTrie::Region(const std::vector<std::int16_t>& table,
+                                               const Vocabulary& vocab) const {
+  {
+    std::lock_guard<std::mutex> lock(region_mu_);
+    auto f = regions_.find(table);
+    if (f != regions_.end()) return f->second.get();
+    if (regions_.size() >= 1024) return nullptr;
+  }
+  auto view = std::make_unique<RegionView>();
+  TokenId max_id = 0;
+  for (TokenId t : tokens_) max_id = std::max(max_id, t);
+  view->inside_bits.assign(PaddedBitmaskWords(max_id + 1), 0);
+  struct Exit {
+    std::int32_t q;
+    std::string_view suffix;
+    TokenId id;
+    std::uint16_t offset;
+  };
+  std::vector<Exit> exits;
+  std::vector<std::int32_t> state(max_depth_ + 1, 0);
+  const std::uint32_t n = static_cast<std::uint32_t>(num_nodes());
+  std::uint32_t i = 0;
+  while (i < n) {
+    const Node& node = nodes_[i];
+    const std::int32_t q = state[node.depth - 1];
+    const std::int16_t t = table[static_cast<std::size_t>(q) * 256 + node.byte];
+    if (t == kRegionDead) {
+      i = node.subtree_end;
+      continue;
+    }
+    if (t == kRegionExit) {
+      for (std::uint32_t j = node.token_begin; j < nodes_[node.subtree_end].token_begin; ++j) {
+        std::string_view bytes = vocab.TokenBytes(tokens_[j]);
+        exits.push_back({q, bytes.substr(node.depth - 1), tokens_[j],
+                         static_cast<std::uint16_t>(node.depth - 1)});
+      }
+      i = node.subtree_end;
+      continue;
+    }
+    state[node.depth] = t;
+    for (std::uint32_t j = node.token_begin; j < nodes_[i + 1].token_begin; ++j) {
+      view->inside_bits[static_cast<std::size_t>(tokens_[j]) >> 5] |= 1u << (tokens_[j] & 31);
+      ++view->inside_count;
+    }
+    ++i;
+  }
+  if (exits.size() > tokens_.size() / 4) {
+    // Most tokens leave the region (a narrow loop such as [a-z]*): the view would hold most of
+    // the vocabulary again and save no walking. Remembered as unusable.
+    std::lock_guard<std::mutex> lock(region_mu_);
+    auto [it, fresh] = regions_.emplace(table, nullptr);
+    return it->second.get();
+  }
+  std::sort(exits.begin(), exits.end(), [](const Exit& a, const Exit& b) {
+    return std::tie(a.q, a.suffix, a.id) < std::tie(b.q, b.suffix, b.id);
+  });
+  view->exit_tokens = static_cast<std::int64_t>(exits.size());
+  std::vector<std::uint32_t> path;
+  std::string_view prev;
+  for (std::size_t e = 0; e < exits.size(); ++e) {
+    const Exit& x = exits[e];
+    if (view->groups.empty() || view->groups.back().q != x.q) {
+      for (std::uint32_t idx : path) view->nodes[idx].subtree_end = view->nodes.size();
+      path.clear();
+      prev = {};
+      if (!view->groups.empty()) view->groups.back().end = view->nodes.size();
+      view->groups.push_back({x.q, static_cast<std::uint32_t>(view->nodes.size()), 0});
+    }
+    std::size_t common = 0;
+    while (common < prev.size() && common < x.suffix.size() && prev[common] == x.suffix[common]) {
+      ++common;
+    }
+    for (std::size_t d = common; d < path.size(); ++d) {
+      view->nodes[path[d]].subtree_end = view->nodes.size();
+    }
+    path.resize(common);
+    for (std::size_t d = common; d < x.suffix.size(); ++d) {
+      path.push_back(static_cast<std::uint32_t>(view->nodes.size()));
+      view->nodes.push_back(Node{0, static_cast<std::uint32_t>(view->tokens.size()),
+                                 static_cast<std::uint16_t>(d + 1),
+                                 static_cast<std::uint8_t>(x.suffix[d])});
+    }
+    view->tokens.push_back(x.id);
+    view->offsets.push_back(x.offset);
+    prev = x.suffix;
+  }
+  for (std::uint32_t idx : path) view->nodes[idx].subtree_end = view->nodes.size();
+  if (!view->groups.empty()) view->groups.back().end = view->nodes.size();
+  view->nodes.push_back(Node{static_cast<std::uint32_t>(view->nodes.size() + 1),
+                             static_cast<std::uint32_t>(view->tokens.size()), 0, 0});
+  std::lock_guard<std::mutex> lock(region_mu_);
+  auto [it, fresh] = regions_.emplace(table, std::move(view));
+  return it->second.get();
 }
 
 }  // namespace lockstep

@@ -4,7 +4,10 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <span>
+#include <unordered_map>
 #include <vector>
 
 #include "lockstep/types.h"
@@ -33,6 +36,37 @@ class TokenTrie {
   }
   std::int32_t max_depth() const { return max_depth_; }
   std::size_t num_nodes() const { return nodes_.size() - 1; }  // minus the sentinel
+  std::span<const TokenId> tokens() const { return tokens_; }
+
+  // A byte automaton region run over the whole vocabulary once and kept: the tokens that stay
+  // inside the region from its state 0, and the others from the byte where they leave it.
+  // `table[q * 256 + b]` is the region state after byte b from region state q, or kRegionDead
+  // (the token dies there) or kRegionExit (it leaves the region: the caller walks the rest).
+  // Grammar positions whose automaton has the same region share one view: string bodies, for
+  // instance, are the same region in every JSON schema compiled for this vocabulary.
+  static constexpr std::int16_t kRegionDead = -1;
+  static constexpr std::int16_t kRegionExit = -2;
+  struct RegionView {
+    std::vector<std::uint32_t> inside_bits;  // PaddedBitmaskWords(max token id + 1) words
+    std::int32_t inside_count = 0;
+    // Tokens leaving the region, grouped by the region state q they leave from; each group is a
+    // depth-first trie (nodes[begin, end)) of the token suffixes from the leaving byte on (depth
+    // 1 = that byte). Node token ranges index `tokens`; offsets[t]: where tokens[t]'s suffix
+    // starts in its bytes.
+    struct Group {
+      std::int32_t q;
+      std::uint32_t begin, end;
+    };
+    std::vector<Group> groups;
+    std::vector<Node> nodes;  // sentinel at the end
+    std::vector<TokenId> tokens;
+    std::vector<std::uint16_t> offsets;
+    std::int64_t exit_tokens = 0;
+  };
+  // Thread-safe; the view lives as long as the trie. Null past the cache budget (1,024 views)
+  // or when more than a quarter of the tokens leave the region (nothing to share).
+  const RegionView* Region(const std::vector<std::int16_t>& table,
+                           const Vocabulary& vocab) const;
   std::size_t num_tokens() const { return tokens_.size(); }
   std::size_t MemoryBytes() const {
     return nodes_.capacity() * sizeof(Node) + tokens_.capacity() * sizeof(TokenId);
@@ -42,6 +76,13 @@ class TokenTrie {
   std::vector<Node> nodes_;  // depth-first; a sentinel node at the end holds tokens_.size()
   std::vector<TokenId> tokens_;
   std::int32_t max_depth_ = 0;
+
+  struct TableHash {
+    std::size_t operator()(const std::vector<std::int16_t>& v) const;
+  };
+  mutable std::mutex region_mu_;
+  mutable std::unordered_map<std::vector<std::int16_t>, std::unique_ptr<RegionView>, TableHash>
+      regions_;
 };
 
 }  // namespace lockstep

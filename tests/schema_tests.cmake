@@ -15,3 +15,7 @@ lockstep_add_test(schema_generation_test decoder/schema_generation_test.cc
   LIBS nlohmann_json::nlohmann_json)
 # Fast mask == brute force on random walks under schema grammars (Llama-3, Qwen2.5, Mistral).
 lockstep_add_test(schema_exactness_test decoder/schema_exactness_test.cc LIBS lockstep_grammar_walk)
+# Fast grammar positions (automaton walks, shared trie regions) == a full trie walk by the parser,
+# on the dev-set traces.
+lockstep_add_test(schema_positions_test decoder/schema_positions_test.cc
+  LIBS nlohmann_json::nlohmann_json)
