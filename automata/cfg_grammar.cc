@@ -134,6 +134,8 @@ void CfgGrammar::ComputeFollow() {
     }
   }
   first_bytes_ = std::move(first_state);
+  class_size_.assign(p.num_classes, 0);
+  for (int b = 0; b < 256; ++b) ++class_size_[p.byte_class[b]];
   ComputeRepeatEdges(class_bytes);
   follow_.assign(nr, std::array<bool, 256>{});
   for (std::int32_t r = 0; r < nr; ++r) {
@@ -241,13 +243,330 @@ bool CfgGrammar::ReserveBytes(std::int64_t n) const {
 
 // --- positions ---------------------------------------------------------------------------------
 
-// Scratch of one position's computation: local parsers by level, accepted tokens as bits,
-// uncertain (tail, token) pairs.
+namespace {
+
+// The walk's runtime below rule edges: the parses alive after each byte as explicit stacks
+// ("configurations": a DFA state on top of a chain of return frames), the way a recursive
+// descent would run them all at once. It computes exactly what the local Earley parser computes
+// for a position (which bytes are consumable, and where the position's own rule may finish),
+// with no origins or completion scans. Frames are interned, so equal stacks are one
+// configuration; closed configuration sets are interned too, and their byte transitions
+// memoised, so the many tokens that run through the same sets (whitespace runs, say) cost one
+// table lookup per byte. Grammars where this would not stay small (left recursion, wide
+// ambiguity) make it give up (`failed`); the position is then walked by the Earley parser.
+class StackWalk {
+ public:
+  static constexpr std::int32_t kBottom = -1;
+  struct Config {
+    StateId q;
+    std::int32_t parent;  // frame index or kBottom (q is in the position's own rule)
+    std::int32_t fresh;   // 1: the top rule has consumed nothing since it was entered
+    bool operator<(const Config& o) const {
+      return std::tie(q, parent, fresh) < std::tie(o.q, o.parent, o.fresh);
+    }
+    bool operator==(const Config& o) const {
+      return q == o.q && parent == o.parent && fresh == o.fresh;
+    }
+  };
+
+  explicit StackWalk(const CfgProgram* p) : p_(p) {}
+
+  // Forgets every set and frame (lazily: the next Start clears the tables).
+  void Reset() {
+    fresh_walk_ = true;
+    failed = false;
+  }
+  // The closed set of the single configuration (q, parent).
+  std::int32_t Start(StateId q, std::int32_t parent) {
+    if (fresh_walk_) {
+      fresh_walk_ = false;
+      frames_.clear();
+      frame_table_.assign(256, -1);
+      pool_.clear();
+      set_begin_.assign(1, 0);
+      set_completed_.clear();
+      set_table_.assign(256, -1);
+      memo_keys_.assign(1024, -1);
+      memo_vals_.assign(1024, -1);
+      memo_size_ = 0;
+    }
+    cur_.clear();
+    completed_ = false;
+    Add(q, parent, 0);
+    Close();
+    return InternSet();
+  }
+  // The set after byte b from set `sid`; -1 if b leads nowhere.
+  std::int32_t Step(std::int32_t sid, std::uint8_t b) {
+    const std::int64_t key = static_cast<std::int64_t>(sid) * 256 + b;
+    std::size_t m = memo_keys_.size() - 1;
+    std::size_t h = static_cast<std::size_t>(static_cast<std::uint64_t>(key) * 0x9E3779B97F4A7C15ull >> 20) & m;
+    while (memo_keys_[h] >= 0) {
+      if (memo_keys_[h] == key) return memo_vals_[h];
+      h = (h + 1) & m;
+    }
+    cur_.clear();
+    completed_ = false;
+    for (std::uint32_t j = set_begin_[sid]; j < set_begin_[sid + 1]; ++j) {
+      const StateId t = p_->Step(pool_[j].q, b);
+      if (t != CfgProgram::kDead) Add(t, pool_[j].parent, 0);
+    }
+    Close();
+    const std::int32_t next = cur_.empty() || failed ? -1 : InternSet();
+    if (failed) return -1;
+    memo_keys_[h] = key;
+    memo_vals_[h] = next;
+    if (2 * ++memo_size_ > memo_keys_.size()) GrowMemo();
+    return next;
+  }
+  std::span<const Config> set(std::int32_t sid) const {
+    return {pool_.data() + set_begin_[sid], pool_.data() + set_begin_[sid + 1]};
+  }
+  // The position's own rule may finish at this set.
+  bool completed(std::int32_t sid) const { return set_completed_[sid] != 0; }
+
+  bool failed = false;
+
+ private:
+  static constexpr std::size_t kMaxConfigs = 48;
+  static constexpr std::int32_t kMaxDepth = 40;
+  static constexpr std::size_t kMaxFrames = 1 << 16;
+  static constexpr std::size_t kMaxPool = 1 << 20;
+  struct Frame {
+    std::int32_t rule;    // -1: return to DFA state `value`; else counter `rule` at `value` reps
+    std::int32_t value;
+    std::int32_t parent;
+    std::int32_t depth;
+  };
+
+  static std::uint64_t Mix(std::uint64_t h, std::uint32_t x) {
+    h ^= x + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+    return h;
+  }
+
+  std::int32_t InternSet() {
+    std::sort(cur_.begin(), cur_.end());
+    std::uint64_t h = completed_ ? 0x51ED27u : 0x2545F491u;
+    for (const Config& c : cur_) {
+      h = Mix(h, static_cast<std::uint32_t>(c.q));
+      h = Mix(h, static_cast<std::uint32_t>(c.parent) * 2u + static_cast<std::uint32_t>(c.fresh));
+    }
+    std::size_t m = set_table_.size() - 1, i = (h ^ (h >> 29)) & m;
+    while (set_table_[i] >= 0) {
+      const std::int32_t sid = set_table_[i];
+      if (set_completed_[sid] == completed_ &&
+          std::equal(cur_.begin(), cur_.end(), pool_.begin() + set_begin_[sid],
+                     pool_.begin() + set_begin_[sid + 1])) {
+        return sid;
+      }
+      i = (i + 1) & m;
+    }
+    if (pool_.size() + cur_.size() > kMaxPool) {
+      failed = true;
+      return -1;
+    }
+    const std::int32_t sid = static_cast<std::int32_t>(set_completed_.size());
+    pool_.insert(pool_.end(), cur_.begin(), cur_.end());
+    set_begin_.push_back(static_cast<std::uint32_t>(pool_.size()));
+    set_completed_.push_back(completed_ ? 1 : 0);
+    set_table_[i] = sid;
+    if (2 * set_completed_.size() > set_table_.size()) {
+      std::vector<std::int32_t> t(set_table_.size() * 2, -1);
+      const std::size_t mm = t.size() - 1;
+      for (std::int32_t k = 0; k < static_cast<std::int32_t>(set_completed_.size()); ++k) {
+        std::uint64_t g = set_completed_[k] ? 0x51ED27u : 0x2545F491u;
+        for (std::uint32_t j = set_begin_[k]; j < set_begin_[k + 1]; ++j) {
+          g = Mix(g, static_cast<std::uint32_t>(pool_[j].q));
+          g = Mix(g, static_cast<std::uint32_t>(pool_[j].parent) * 2u +
+                         static_cast<std::uint32_t>(pool_[j].fresh));
+        }
+        std::size_t x = (g ^ (g >> 29)) & mm;
+        while (t[x] >= 0) x = (x + 1) & mm;
+        t[x] = k;
+      }
+      set_table_ = std::move(t);
+    }
+    return sid;
+  }
+
+  void GrowMemo() {
+    std::vector<std::int64_t> keys(memo_keys_.size() * 2, -1);
+    std::vector<std::int32_t> vals(keys.size(), -1);
+    const std::size_t m = keys.size() - 1;
+    for (std::size_t k = 0; k < memo_keys_.size(); ++k) {
+      if (memo_keys_[k] < 0) continue;
+      std::size_t h = static_cast<std::size_t>(
+                          static_cast<std::uint64_t>(memo_keys_[k]) * 0x9E3779B97F4A7C15ull >> 20) & m;
+      while (keys[h] >= 0) h = (h + 1) & m;
+      keys[h] = memo_keys_[k];
+      vals[h] = memo_vals_[k];
+    }
+    memo_keys_ = std::move(keys);
+    memo_vals_ = std::move(vals);
+  }
+
+  std::int32_t Intern(std::int32_t rule, std::int32_t value, std::int32_t parent) {
+    std::uint64_t h = static_cast<std::uint32_t>(rule) * 0x9E3779B97F4A7C15ull;
+    h ^= static_cast<std::uint32_t>(value) * 0xC2B2AE3D27D4EB4Full;
+    h ^= static_cast<std::uint32_t>(parent + 1) * 0x165667B19E3779F9ull;
+    h ^= h >> 29;
+    std::size_t m = frame_table_.size() - 1, i = h & m;
+    while (frame_table_[i] >= 0) {
+      const Frame& f = frames_[frame_table_[i]];
+      if (f.rule == rule && f.value == value && f.parent == parent) return frame_table_[i];
+      i = (i + 1) & m;
+    }
+    const std::int32_t depth = parent < 0 ? 1 : frames_[parent].depth + 1;
+    if (depth > kMaxDepth || frames_.size() >= kMaxFrames) {
+      failed = true;
+      return kBottom;
+    }
+    const std::int32_t id = static_cast<std::int32_t>(frames_.size());
+    frames_.push_back({rule, value, parent, depth});
+    frame_table_[i] = id;
+    if (2 * frames_.size() > frame_table_.size()) {
+      frame_table_.assign(frame_table_.size() * 2, -1);
+      const std::size_t mm = frame_table_.size() - 1;
+      for (std::size_t k = 0; k < frames_.size(); ++k) {
+        const Frame& f = frames_[k];
+        std::uint64_t g = static_cast<std::uint32_t>(f.rule) * 0x9E3779B97F4A7C15ull;
+        g ^= static_cast<std::uint32_t>(f.value) * 0xC2B2AE3D27D4EB4Full;
+        g ^= static_cast<std::uint32_t>(f.parent + 1) * 0x165667B19E3779F9ull;
+        g ^= g >> 29;
+        std::size_t j = g & mm;
+        while (frame_table_[j] >= 0) j = (j + 1) & mm;
+        frame_table_[j] = static_cast<std::int32_t>(k);
+      }
+    }
+    return id;
+  }
+
+  void Add(StateId q, std::int32_t parent, std::int32_t fresh) {
+    for (std::size_t j = 0; j < cur_.size(); ++j) {
+      Config& c = cur_[j];
+      if (c.q != q || c.parent != parent) continue;
+      if (c.fresh && !fresh) {
+        c.fresh = 0;  // may complete now: process again
+        work_.push_back(static_cast<std::int32_t>(j));
+      }
+      return;
+    }
+    if (cur_.size() >= kMaxConfigs) {
+      failed = true;
+      return;
+    }
+    work_.push_back(static_cast<std::int32_t>(cur_.size()));
+    cur_.push_back({q, parent, fresh});
+  }
+
+  // Mirrors EarleyParser::Closure: a rule completes only once it has consumed something (a
+  // rule entered here and finished empty is covered by its `nullable` flag), counters count.
+  void Close() {
+    while (!work_.empty() && !failed) {
+      const Config c = cur_[work_.back()];
+      work_.pop_back();
+      if (p_->accepting[c.q] && !c.fresh) Return(c.parent);
+      for (std::int32_t e = p_->nt_begin[c.q]; e < p_->nt_begin[c.q + 1] && !failed; ++e) {
+        const auto [sub, target] = p_->nt_edges[e];
+        const std::int32_t ret = Intern(-1, target, c.parent);
+        if (failed) break;
+        Enter(sub, ret);
+        if (p_->rules[sub].nullable) Add(target, c.parent, c.fresh);
+      }
+    }
+    work_.clear();
+  }
+  void Return(std::int32_t parent) {
+    if (parent == kBottom) {
+      completed_ = true;
+      return;
+    }
+    const Frame f = frames_[parent];
+    if (f.rule < 0) {
+      Add(f.value, f.parent, 0);
+      return;
+    }
+    const CfgProgram::RuleInfo& r = p_->rules[f.rule];
+    if (r.max != CfgProgram::kUnbounded && f.value >= r.max) return;
+    std::int32_t c = f.value + 1;
+    if (r.max == CfgProgram::kUnbounded && c > r.min) c = r.min;
+    Counter(f.rule, c, f.parent, false);
+  }
+  void Counter(std::int32_t rule, std::int32_t count, std::int32_t parent, bool fresh) {
+    const CfgProgram::RuleInfo& r = p_->rules[rule];
+    const bool accepting = count >= r.min || p_->rules[r.child].nullable;
+    if (accepting && !fresh) Return(parent);
+    if (r.max == CfgProgram::kUnbounded || count < r.max) {
+      const std::int32_t frame = Intern(rule, count, parent);
+      if (!failed) Enter(r.child, frame);
+    }
+  }
+  void Enter(std::int32_t rule, std::int32_t parent) {
+    const CfgProgram::RuleInfo& r = p_->rules[rule];
+    if (r.kind == CfgProgram::RuleKind::kDfa) {
+      Add(r.start, parent, 1);
+    } else {
+      Counter(rule, 0, parent, true);
+    }
+  }
+
+  const CfgProgram* p_;
+  bool fresh_walk_ = true;
+  std::vector<Frame> frames_;
+  std::vector<std::int32_t> frame_table_;
+  std::vector<Config> cur_;  // the set under construction
+  bool completed_ = false;
+  std::vector<std::int32_t> work_;
+  std::vector<Config> pool_;  // interned sets: pool_[set_begin_[k], set_begin_[k + 1])
+  std::vector<std::uint32_t> set_begin_;
+  std::vector<std::uint8_t> set_completed_;
+  std::vector<std::int32_t> set_table_;
+  std::vector<std::int64_t> memo_keys_;  // (set * 256 + byte) -> next set (-1: dead)
+  std::vector<std::int32_t> memo_vals_;
+  std::size_t memo_size_ = 0;
+};
+
+}  // namespace
+
+// Scratch of one position's computation: local parsers by level (or the stack walk), accepted
+// tokens as bits, uncertain (tail, token) pairs.
+// One per thread, reused: a position's computation allocates nothing once it has warmed up.
+// Accepted ids a walk also collects as a list (sorting a longer list costs more than a scan).
+constexpr std::size_t kMaxListedIds = 256;
+
 struct CfgGrammar::WalkScratch {
+  // Ready for a position of `program` with `words` mask words.
+  void Begin(const CfgProgram* program, std::size_t words, std::size_t max_ids) {
+    if (program != owner) {
+      owner = program;
+      parsers.clear();
+      stack = StackWalk(program);
+    }
+    use_parser = false;
+    stack.failed = false;
+    bits.assign(words, 0);
+    ids.clear();
+    ids_limit = max_ids;
+    unc.clear();
+    accepted = 0;
+  }
+  const CfgProgram* owner = nullptr;
   std::vector<std::unique_ptr<EarleyParser>> parsers;
+  StackWalk stack{nullptr};
+  bool use_parser = false;  // the stack walk gave up on this position: Earley only
   std::vector<std::uint32_t> bits;
+  // The accepted ids as well, while they are few (ids.size() == accepted): a short list needs
+  // no scan of the bits.
+  std::vector<TokenId> ids;
+  std::size_t ids_limit = 0;
   std::vector<std::pair<std::string_view, TokenId>> unc;
   std::int32_t accepted = 0;
+  // WalkTrie's per-depth state.
+  std::vector<StateId> dstate;
+  std::vector<std::int32_t> level, base, used, wcount, sid, dpar, splits;
+  std::vector<std::uint32_t> jump_parent;
+  std::vector<const std::uint64_t*> jump_allowed;
+  std::vector<std::uint8_t> path_byte;
 };
 
 // Walks the depth-first trie nodes[begin, end) (token ranges into `toks`; offsets[t] is where
@@ -267,10 +586,24 @@ void CfgGrammar::WalkTrie(std::span<const TokenTrie::Node> nodes, std::uint32_t 
   // parser's set 0. A parser level hands back to the automaton as soon as its latest set is the
   // position's own item alone at a state without rule edges (after `ws "\""`, say); a later rule
   // edge on the same path starts a parser one level up, so the outer one keeps its sets.
-  const std::int32_t maxd = trie_->max_depth() + 2;
-  std::vector<StateId> dstate(maxd, CfgProgram::kDead);
-  std::vector<std::int32_t> level(maxd, -1), base(maxd, 0), used(maxd, 0);
-  std::vector<std::uint8_t> path_byte(maxd, 0);
+  const std::size_t maxd = static_cast<std::size_t>(trie_->max_depth()) + 2;
+  // Each entry is written at its depth before any deeper node reads it: only depth 0 is set.
+  if (out.level.size() < maxd) {
+    out.dstate.resize(maxd);
+    out.level.resize(maxd);
+    out.base.resize(maxd);
+    out.used.resize(maxd);
+    out.wcount.resize(maxd);
+    out.sid.resize(maxd);
+    out.dpar.resize(maxd);
+    out.path_byte.resize(maxd);
+  }
+  std::vector<StateId>& dstate = out.dstate;
+  std::vector<std::int32_t>&level = out.level, &base = out.base, &used = out.used;
+  std::vector<std::uint8_t>& path_byte = out.path_byte;
+  level[0] = -1;
+  base[0] = 0;
+  used[0] = 0;
   std::vector<std::unique_ptr<EarleyParser>>& parsers = out.parsers;
   auto parser = [&](std::int32_t l) -> EarleyParser& {
     while (static_cast<std::int32_t>(parsers.size()) <= l) {
@@ -280,19 +613,64 @@ void CfgGrammar::WalkTrie(std::span<const TokenTrie::Node> nodes, std::uint32_t 
   };
   // wcount[d] >= 0: at depth d the walk is inside the simple repetition on the rule edge of
   // dstate[d] (RepeatEdge), after wcount[d] repetitions; -1: at dstate[d] itself.
-  std::vector<std::int32_t> wcount(maxd, -1);
+  std::vector<std::int32_t>& wcount = out.wcount;
+  wcount[0] = -1;
+  // Stack-walk mode (level -2): sid[d] is the configuration set at depth d.
+  StackWalk& stack = out.stack;
+  const bool use_stack = !counter && !out.use_parser;
+  std::vector<std::int32_t>& sid = out.sid;
+  // In automaton mode, dpar[d] is the stack under dstate[d] (the walk left stack mode inside a
+  // rule below the position's own, on a state that can neither finish it nor enter a rule).
+  std::vector<std::int32_t>& dpar = out.dpar;
+  dpar[0] = StackWalk::kBottom;
+  if (use_stack) stack.Reset();
+  // Starts stack mode at depth d from configuration (t, parent); false if the walk gave up.
+  auto start_stack = [&](std::int32_t d, StateId t, std::int32_t parent) {
+    sid[d] = stack.Start(t, parent);
+    level[d] = -2;
+    return !stack.failed;
+  };
   dstate[0] = start;
   if (!counter && has_nt(start) && repeat_of_[start] >= 0) {
     wcount[0] = 0;
+  } else if (use_stack && has_nt(start)) {
+    if (!start_stack(0, start, StackWalk::kBottom)) return;
   } else if (counter || has_nt(start)) {
     parser(0).InitLocal(item.rule, counter ? item.state : start, 0);
     level[0] = 0;
     base[0] = 0;
     used[0] = 1;
   }
-  std::vector<std::int32_t> splits;
+  std::vector<std::int32_t>& splits = out.splits;
+  splits.clear();
   const std::array<bool, 256>& follow = follow_[item.rule];
+  // Sparse jumps (whole-trie walks): below a node whose automaton state allows a few bytes out
+  // of many children, the walk jumps from one allowed child to the next instead of stepping
+  // every child. Only while no split is on the path: a dead child then has no uncertain tokens.
+  // jump_parent[d]: the node at depth d whose children are jumped (or kNoJump).
+  constexpr std::uint32_t kNoJump = 0xFFFFFFFEu;
+  const bool can_jump = offsets == nullptr && nodes.data() == trie_->nodes().data() &&
+                        begin == 0 && !counter;
+  if (out.jump_parent.size() < maxd) {
+    out.jump_parent.resize(maxd);
+    out.jump_allowed.resize(maxd);
+  }
+  std::vector<std::uint32_t>& jump_parent = out.jump_parent;
+  std::vector<const std::uint64_t*>& jump_allowed = out.jump_allowed;
+  auto sparse = [&](const std::array<std::uint64_t, 4>& allowed, std::uint32_t parent) {
+    int n = 0;
+    for (std::uint64_t w : allowed) {
+      for (; w != 0 && n < 32; w &= w - 1) ++n;  // few bits in the cases that matter
+    }
+    return n * 8 < static_cast<int>(trie_->NumChildren(parent));
+  };
   std::uint32_t i = begin;
+  jump_parent[0] = kNoJump;
+  if (can_jump && sparse(first_bytes_[start], TokenTrie::kRoot)) {
+    jump_parent[0] = TokenTrie::kRoot;
+    jump_allowed[0] = first_bytes_[start].data();
+    i = trie_->NextChild(TokenTrie::kRoot, jump_allowed[0], -1, end);
+  }
   while (i < end) {
     const TokenTrie::Node& node = nodes[i];
     const std::int32_t d = node.depth;
@@ -301,6 +679,25 @@ void CfgGrammar::WalkTrie(std::span<const TokenTrie::Node> nodes, std::uint32_t 
     if (d == 1 && !counter && !FirstByte(start, node.byte)) {
       // A token failing on its first byte never completes the rule on the way: rejected.
       ok = false;
+    } else if (level[d - 1] == -2) {
+      const std::int32_t next = stack.Step(sid[d - 1], node.byte);
+      if (stack.failed) return;
+      ok = next >= 0;
+      if (ok) {
+        completed = stack.completed(next);
+        sid[d] = next;
+        used[d] = used[d - 1];
+        wcount[d] = -1;
+        level[d] = -2;
+        const std::span<const StackWalk::Config> set = stack.set(next);
+        const StackWalk::Config& c = set[0];
+        if (set.size() == 1 && !has_nt(c.q) &&
+            (c.parent == StackWalk::kBottom || !p.accepting[c.q])) {
+          level[d] = -1;
+          dstate[d] = c.q;
+          dpar[d] = c.parent;
+        }
+      }
     } else if (level[d - 1] < 0) {
       StateId t;
       wcount[d] = -1;
@@ -318,19 +715,35 @@ void CfgGrammar::WalkTrie(std::span<const TokenTrie::Node> nodes, std::uint32_t 
         t = p.Step(dstate[d - 1], node.byte);
       }
       ok = t != CfgProgram::kDead;
-      if (ok && wcount[d] >= 0) {
+      if (ok && dpar[d - 1] != StackWalk::kBottom) {
+        // Inside a rule below the position's: on in the automaton until that rule may finish or
+        // enter another one.
+        used[d] = used[d - 1];
+        if (has_nt(t) || p.accepting[t]) {
+          if (!start_stack(d, t, dpar[d - 1])) return;
+          completed = stack.completed(sid[d]);
+        } else {
+          dstate[d] = t;
+          dpar[d] = dpar[d - 1];
+          level[d] = -1;
+        }
+      } else if (ok && wcount[d] >= 0) {
         const RepeatEdge& r = repeat_edges_[repeat_of_[t]];
         dstate[d] = t;
+        dpar[d] = StackWalk::kBottom;
         completed = wcount[d] >= r.min && null_state_[r.after] != 0;
         used[d] = used[d - 1];
         level[d] = -1;
       } else if (ok) {
         dstate[d] = t;
+        dpar[d] = StackWalk::kBottom;
         completed = null_state_[t] != 0;
         used[d] = used[d - 1];
         level[d] = -1;
         if (has_nt(t) && repeat_of_[t] >= 0) {
           wcount[d] = 0;
+        } else if (use_stack && has_nt(t)) {
+          if (!start_stack(d, t, StackWalk::kBottom)) return;
         } else if (has_nt(t)) {
           parser(used[d]).InitLocal(item.rule, t, 0);
           level[d] = used[d];
@@ -354,6 +767,7 @@ void CfgGrammar::WalkTrie(std::span<const TokenTrie::Node> nodes, std::uint32_t 
             !has_nt(last[0].state)) {
           level[d] = -1;
           dstate[d] = last[0].state;
+          dpar[d] = StackWalk::kBottom;
         }
       }
     }
@@ -369,14 +783,29 @@ void CfgGrammar::WalkTrie(std::span<const TokenTrie::Node> nodes, std::uint32_t 
           out.unc.emplace_back(vocab_->TokenBytes(tok).substr(off + sp), tok);
         }
       }
-      i = node.subtree_end;
+      const std::uint32_t jp = jump_parent[d - 1];
+      if (jp != kNoJump && splits.empty()) {
+        const std::uint32_t stop = jp == TokenTrie::kRoot ? end : nodes[jp].subtree_end;
+        i = trie_->NextChild(jp, jump_allowed[d - 1], node.byte, stop);
+      } else {
+        i = node.subtree_end;
+      }
       continue;
     }
     for (std::uint32_t j = node.token_begin; j < nodes[i + 1].token_begin; ++j) {
       out.bits[static_cast<std::size_t>(toks[j]) >> 5] |= 1u << (toks[j] & 31);
+      if (out.ids.size() < out.ids_limit) out.ids.push_back(toks[j]);
       ++out.accepted;
     }
     if (completed) splits.push_back(d);
+    jump_parent[d] = kNoJump;
+    if (can_jump && level[d] == -1 && wcount[d] < 0 && splits.empty() &&
+        !has_nt(dstate[d]) && sparse(first_bytes_[dstate[d]], i)) {
+      jump_parent[d] = i;
+      jump_allowed[d] = first_bytes_[dstate[d]].data();
+      i = trie_->NextChild(i, jump_allowed[d], -1, node.subtree_end);
+      continue;
+    }
     ++i;
   }
 }
@@ -391,64 +820,118 @@ std::vector<std::int16_t> CfgGrammar::RegionTable(StateId s, std::vector<StateId
   auto plain = [&](StateId t) { return p.nt_begin[t] == p.nt_begin[t + 1] && !null_state_[t]; };
   states.clear();
   if (!plain(s)) return {};
+  // Only string bodies and the states one byte before them (an opening quote) pay: a literal
+  // that runs into a body gets a table of its own per grammar, with nothing to share.
+  constexpr int kWideLoop = 48;  // bytes on a self-loop that make a loop worth sharing
+  auto wide_loop = [&](StateId t) {
+    const StateId* row = &p.next[static_cast<std::size_t>(t) * p.num_classes];
+    int loop = 0;
+    for (std::int32_t c = 0; c < p.num_classes; ++c) loop += row[c] == t ? class_size_[c] : 0;
+    return loop >= kWideLoop;
+  };
+  if (!wide_loop(s)) {
+    bool near = false;
+    StateId seen[8];
+    int nseen = 0;
+    const StateId* row = &p.next[static_cast<std::size_t>(s) * p.num_classes];
+    for (std::int32_t c = 0; c < p.num_classes && !near; ++c) {
+      const StateId t = row[c];
+      if (t == CfgProgram::kDead || t == s || !plain(t)) continue;
+      if (std::find(seen, seen + nseen, t) != seen + nseen) continue;
+      if (nseen == 8) return {};
+      seen[nseen++] = t;
+      near = wide_loop(t);
+    }
+    if (!near) return {};
+  }
   constexpr std::size_t kMaxRegion = 64;
-  std::unordered_map<StateId, std::int32_t> canon{{s, 0}};
-  states.push_back(s);
+  // State -> region index: open addressing over 128 slots (at most 64 states).
+  std::array<StateId, 128> key;
+  std::array<std::int16_t, 128> idx;
+  key.fill(CfgProgram::kDead);
+  auto find = [&](StateId t) -> std::int32_t {
+    std::size_t h = (static_cast<std::uint32_t>(t) * 0x9E3779B9u) >> 25;
+    while (key[h] != CfgProgram::kDead) {
+      if (key[h] == t) return idx[h];
+      h = (h + 1) & 127;
+    }
+    return -1;
+  };
+  auto insert = [&](StateId t) {
+    std::size_t h = (static_cast<std::uint32_t>(t) * 0x9E3779B9u) >> 25;
+    while (key[h] != CfgProgram::kDead) h = (h + 1) & 127;
+    key[h] = t;
+    idx[h] = static_cast<std::int16_t>(states.size());
+    states.push_back(t);
+  };
+  insert(s);
   bool wide = false;
+  const std::int32_t nc = p.num_classes;
+  std::vector<std::uint8_t> seen(nc);
   for (std::size_t k = 0; k < states.size(); ++k) {
+    // Byte order (each class at its first byte), so that numbering is canonical.
+    const StateId* row = &p.next[static_cast<std::size_t>(states[k]) * nc];
+    std::fill(seen.begin(), seen.end(), 0);
     int loop = 0;
     for (int b = 0; b < 256; ++b) {
-      const StateId t = p.Step(states[k], static_cast<std::uint8_t>(b));
-      if (t == states[k]) ++loop;
-      if (t == CfgProgram::kDead || !plain(t) || canon.count(t)) continue;
+      const std::int32_t c = p.byte_class[b];
+      if (seen[c]) continue;
+      seen[c] = 1;
+      const StateId t = row[c];
+      if (t == states[k]) loop += class_size_[c];
+      if (t == CfgProgram::kDead || !plain(t) || find(t) >= 0) continue;
       if (states.size() == kMaxRegion) return {};
-      canon[t] = static_cast<std::int32_t>(states.size());
-      states.push_back(t);
+      insert(t);
     }
-    wide |= loop >= 48;
+    wide |= loop >= kWideLoop;
   }
   if (!wide) return {};
   std::vector<std::int16_t> table(states.size() * 256);
+  std::vector<std::int16_t> by_class(nc);
   for (std::size_t k = 0; k < states.size(); ++k) {
-    for (int b = 0; b < 256; ++b) {
-      const StateId t = p.Step(states[k], static_cast<std::uint8_t>(b));
-      std::int16_t v;
-      if (t == CfgProgram::kDead) {
-        v = TokenTrie::kRegionDead;
-      } else if (auto f = canon.find(t); f != canon.end()) {
-        v = static_cast<std::int16_t>(f->second);
-      } else {
-        v = TokenTrie::kRegionExit;
-      }
-      table[k * 256 + b] = v;
+    const StateId* row = &p.next[static_cast<std::size_t>(states[k]) * nc];
+    for (std::int32_t c = 0; c < nc; ++c) {
+      const StateId t = row[c];
+      const std::int32_t f = t == CfgProgram::kDead ? -1 : find(t);
+      by_class[c] = t == CfgProgram::kDead ? TokenTrie::kRegionDead
+                    : f >= 0               ? static_cast<std::int16_t>(f)
+                                           : TokenTrie::kRegionExit;
     }
+    for (int b = 0; b < 256; ++b) table[k * 256 + b] = by_class[p.byte_class[b]];
   }
   return table;
 }
 
 std::unique_ptr<CfgPosition> CfgGrammar::ComputePosition(const EarleyItem& item) const {
-  WalkScratch scratch;
+  thread_local WalkScratch scratch;
   const std::size_t words = PaddedBitmaskWords(width_);
-  scratch.bits.assign(words, 0);
+  scratch.Begin(&program_, words, kMaxListedIds);
   const bool counter = program_.IsCounter(item.rule);
   std::vector<StateId> region_states;
   std::vector<std::int16_t> table;
   if (!counter) table = RegionTable(item.state, region_states);
   const TokenTrie::RegionView* view = table.empty() ? nullptr : trie_->Region(table, *vocab_);
-  if (view != nullptr) {
-    // Tokens inside the region: shared; tokens leaving it: walked from where they leave (no
-    // split before: region states cannot finish the rule).
-    for (std::size_t w = 0; w < view->inside_bits.size() && w < words; ++w) {
-      scratch.bits[w] |= view->inside_bits[w];
+  for (;;) {
+    if (view != nullptr) {
+      // Tokens inside the region: shared; tokens leaving it: walked from where they leave (no
+      // split before: region states cannot finish the rule).
+      for (std::size_t w = 0; w < view->inside_bits.size() && w < words; ++w) {
+        scratch.bits[w] |= view->inside_bits[w];
+      }
+      scratch.accepted = view->inside_count;
+      for (const auto& g : view->groups) {
+        WalkTrie(view->nodes, g.begin, g.end, view->tokens.data(), view->offsets.data(), item,
+                 region_states[g.q], scratch);
+        if (scratch.stack.failed) break;
+      }
+    } else {
+      WalkTrie(trie_->nodes(), 0, static_cast<std::uint32_t>(trie_->num_nodes()),
+               trie_->tokens().data(), nullptr, item, item.state, scratch);
     }
-    scratch.accepted = view->inside_count;
-    for (const auto& g : view->groups) {
-      WalkTrie(view->nodes, g.begin, g.end, view->tokens.data(), view->offsets.data(), item,
-               region_states[g.q], scratch);
-    }
-  } else {
-    WalkTrie(trie_->nodes(), 0, static_cast<std::uint32_t>(trie_->num_nodes()),
-             trie_->tokens().data(), nullptr, item, item.state, scratch);
+    if (!scratch.stack.failed) break;
+    // The stack walk gave up (left recursion, ambiguity): again with the Earley parser.
+    scratch.Begin(&program_, words, kMaxListedIds);
+    scratch.use_parser = true;
   }
   auto pos = std::make_unique<CfgPosition>();
   std::vector<std::uint32_t>& bits = scratch.bits;
@@ -456,16 +939,23 @@ std::unique_ptr<CfgPosition> CfgGrammar::ComputePosition(const EarleyItem& item)
   const std::int32_t accepted = scratch.accepted;
   pos->num_accepted = accepted;
   if (static_cast<std::size_t>(accepted) < words) {
-    for (std::size_t w = 0; w < words; ++w) {
-      std::uint32_t x = bits[w];
-      while (x != 0) {
-        int b = __builtin_ctz(x);
-        pos->accepted_list.push_back(static_cast<TokenId>(w * 32 + b));
-        x &= x - 1;
+    if (scratch.ids.size() == static_cast<std::size_t>(accepted)) {
+      pos->accepted_list = scratch.ids;  // walk order; sorted below
+      std::sort(pos->accepted_list.begin(), pos->accepted_list.end());
+      pos->accepted_list.erase(std::unique(pos->accepted_list.begin(), pos->accepted_list.end()),
+                               pos->accepted_list.end());
+    } else {
+      for (std::size_t w = 0; w < words; ++w) {
+        std::uint32_t x = bits[w];
+        while (x != 0) {
+          int b = __builtin_ctz(x);
+          pos->accepted_list.push_back(static_cast<TokenId>(w * 32 + b));
+          x &= x - 1;
+        }
       }
     }
   } else {
-    pos->accepted_bits = std::move(bits);
+    pos->accepted_bits = bits;
   }
   // Uncertain tails as a depth-first trie.
   std::sort(unc.begin(), unc.end());
@@ -504,14 +994,28 @@ std::unique_ptr<CfgPosition> CfgGrammar::ComputePosition(const EarleyItem& item)
 }
 
 std::uint64_t CfgPosition::ContentHash() const {
-  std::uint64_t h = 0x84222325CBF29CE4ull;
+  // Four independent multiply lanes over the bits (a 4,008-word mask in well under a
+  // microsecond), then the short lists.
+  std::uint64_t lane[4] = {0x84222325CBF29CE4ull, 0x9E3779B97F4A7C15ull, 0xC2B2AE3D27D4EB4Full,
+                           0x165667B19E3779F9ull};
+  const std::size_t n = accepted_bits.size();
+  std::size_t w = 0;
+  for (; w + 8 <= n; w += 8) {
+    for (int k = 0; k < 4; ++k) {
+      const std::uint64_t x = std::uint64_t{accepted_bits[w + 2 * k]} |
+                              std::uint64_t{accepted_bits[w + 2 * k + 1]} << 32;
+      lane[k] = (lane[k] ^ x) * 0xFF51AFD7ED558CCDull;
+    }
+  }
+  std::uint64_t h = lane[0] ^ (lane[1] >> 7) ^ (lane[2] << 11) ^ (lane[3] >> 17);
   auto mix = [&](std::uint64_t x) {
     h ^= x + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
   };
-  for (std::uint32_t w : accepted_bits) mix(w);
+  for (; w < n; ++w) mix(accepted_bits[w]);
+  mix(n);
   for (TokenId t : accepted_list) mix(static_cast<std::uint32_t>(t));
   for (TokenId t : tail_tokens) mix(static_cast<std::uint32_t>(t));
-  for (const TailNode& n : tails) mix((std::uint64_t{n.subtree_end} << 32) ^ (n.depth << 8) ^ n.byte);
+  for (const TailNode& t : tails) mix((std::uint64_t{t.subtree_end} << 32) ^ (t.depth << 8) ^ t.byte);
   return h;
 }
 

@@ -58,6 +58,47 @@ TokenTrie::TokenTrie(const Vocabulary& vocab) {
   for (std::uint32_t idx : path) nodes_[idx].subtree_end = nodes_.size();
   nodes_.push_back(Node{static_cast<std::uint32_t>(nodes_.size() + 1),
                         static_cast<std::uint32_t>(tokens_.size()), 0, 0});
+  // Children lists (the root's last): node i's children are kids_[kids_begin_[i], kids_begin_[i+1]).
+  const std::uint32_t n = static_cast<std::uint32_t>(num_nodes());
+  kids_begin_.assign(n + 2, 0);
+  kids_.reserve(n);
+  kid_bytes_.reserve(n);
+  auto list = [&](std::uint32_t first, std::uint32_t stop) {
+    for (std::uint32_t c = first; c < stop; c = nodes_[c].subtree_end) {
+      kids_.push_back(c);
+      kid_bytes_.push_back(nodes_[c].byte);
+    }
+  };
+  for (std::uint32_t i = 0; i < n; ++i) {
+    kids_begin_[i] = static_cast<std::uint32_t>(kids_.size());
+    list(i + 1, nodes_[i].subtree_end);
+  }
+  kids_begin_[n] = static_cast<std::uint32_t>(kids_.size());
+  list(0, n);
+  kids_begin_[n + 1] = static_cast<std::uint32_t>(kids_.size());
+}
+
+std::uint32_t TokenTrie::NextChild(std::uint32_t parent, const std::uint64_t* allowed,
+                                   int after, std::uint32_t none) const {
+  const std::uint32_t p = parent == kRoot ? static_cast<std::uint32_t>(num_nodes()) : parent;
+  const std::uint8_t* bytes = kid_bytes_.data();
+  std::uint32_t lo = kids_begin_[p];
+  const std::uint32_t hi = kids_begin_[p + 1];
+  int b = after + 1;
+  while (b < 256 && lo < hi) {
+    // The next allowed byte >= b.
+    int w = b >> 6;
+    std::uint64_t x = allowed[w] & (~std::uint64_t{0} << (b & 63));
+    while (x == 0 && ++w < 4) x = allowed[w];
+    if (x == 0) break;
+    b = w * 64 + __builtin_ctzll(x);
+    // The first child with byte >= b.
+    lo = static_cast<std::uint32_t>(std::lower_bound(bytes + lo, bytes + hi, static_cast<std::uint8_t>(b)) - bytes);
+    if (lo == hi) break;
+    if (bytes[lo] == b) return kids_[lo];
+    b = bytes[lo];
+  }
+  return none;
 }
 
 std::size_t TokenTrie::TableHash::operator()(const std::vector<std::int16_t>& v) const {

@@ -37,6 +37,16 @@ class TokenTrie {
   std::int32_t max_depth() const { return max_depth_; }
   std::size_t num_nodes() const { return nodes_.size() - 1; }  // minus the sentinel
   std::span<const TokenId> tokens() const { return tokens_; }
+  // The first child of node `parent` (kRoot: of the root) whose byte is above `after` and set in
+  // the 256-bit set `allowed`, or `none`. For walks whose automaton allows a few bytes out of
+  // many children: a jump instead of a scan.
+  static constexpr std::uint32_t kRoot = 0xFFFFFFFFu;
+  std::uint32_t NextChild(std::uint32_t parent, const std::uint64_t* allowed, int after,
+                          std::uint32_t none) const;
+  std::uint32_t NumChildren(std::uint32_t parent) const {
+    const std::uint32_t p = parent == kRoot ? static_cast<std::uint32_t>(num_nodes()) : parent;
+    return kids_begin_[p + 1] - kids_begin_[p];
+  }
 
   // A byte automaton region run over the whole vocabulary once and kept: the tokens that stay
   // inside the region from its state 0, and the others from the byte where they leave it.
@@ -69,13 +79,18 @@ class TokenTrie {
                            const Vocabulary& vocab) const;
   std::size_t num_tokens() const { return tokens_.size(); }
   std::size_t MemoryBytes() const {
-    return nodes_.capacity() * sizeof(Node) + tokens_.capacity() * sizeof(TokenId);
+    return nodes_.capacity() * sizeof(Node) + tokens_.capacity() * sizeof(TokenId) +
+           (kids_begin_.capacity() + kids_.capacity()) * sizeof(std::uint32_t) +
+           kid_bytes_.capacity();
   }
 
  private:
   std::vector<Node> nodes_;  // depth-first; a sentinel node at the end holds tokens_.size()
   std::vector<TokenId> tokens_;
   std::int32_t max_depth_ = 0;
+  std::vector<std::uint32_t> kids_begin_;  // per node, then the root, then the end
+  std::vector<std::uint32_t> kids_;
+  std::vector<std::uint8_t> kid_bytes_;
 
   struct TableHash {
     std::size_t operator()(const std::vector<std::int16_t>& v) const;

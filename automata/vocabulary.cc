@@ -4,6 +4,7 @@
 // sentencepiece_vocab.cc.
 #include <sentencepiece_processor.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 
@@ -342,6 +343,127 @@ std::uint64_t Vocabulary::Fingerprint() const {
   mix_u32(static_cast<std::uint32_t>(impl_->eos_ids_.size()));
   for (TokenId e : impl_->eos_ids_) mix_u32(static_cast<std::uint32_t>(e));
   return h;
+}
+
+namespace {
+
+// "<0xNN>" (SentencePiece's spelling of a byte-fallback token) -> NN, or -1.
+int ParseByteSpelling(std::string_view s) {
+  if (s.size() != 6 || s.substr(0, 3) != "<0x" || s[5] != '>') return -1;
+  int v = 0;
+  for (char c : s.substr(3, 2)) {
+    int d = c >= '0' && c <= '9'   ? c - '0'
+            : c >= 'A' && c <= 'F' ? c - 'A' + 10
+            : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                                   : -1;
+    if (d < 0) return -1;
+    v = v * 16 + d;
+  }
+  return v;
+}
+
+}  // namespace
+
+Result<std::shared_ptr<const Vocabulary>> Vocabulary::FromTokens(
+    std::span<const std::string_view> bytes, std::span<const TokenKind> kinds,
+    std::span<const TokenId> eos_ids, const VocabularyOptions& options, std::string name) {
+  // The limits of the other loaders: ids below 2^24, token bytes within the trie's 16-bit depth,
+  // pools addressed by 32-bit offsets.
+  constexpr std::size_t kMaxTokens = std::size_t{1} << 24;
+  constexpr std::size_t kMaxTokenBytes = 65535;
+  constexpr std::size_t kMaxPoolBytes = std::size_t{0xFFFFFFFFu};
+  auto at = [](std::size_t i) { return "token " + std::to_string(i); };
+  if (bytes.empty()) return Status(StatusCode::kInvalidVocabulary, "no tokens", "tokens");
+  if (bytes.size() > kMaxTokens) {
+    return Status(StatusCode::kInvalidVocabulary,
+                  std::to_string(bytes.size()) + " tokens; at most 2^24 are supported", "tokens");
+  }
+  if (!kinds.empty() && kinds.size() != bytes.size()) {
+    return Status(StatusCode::kInvalidArgument,
+                  std::to_string(kinds.size()) + " token kinds for " +
+                      std::to_string(bytes.size()) + " tokens",
+                  "kinds");
+  }
+  const auto n = static_cast<std::int32_t>(bytes.size());
+  auto kind_of = [&](std::size_t i) { return kinds.empty() ? TokenKind::kNormal : kinds[i]; };
+  auto impl = std::make_unique<Impl>();
+  impl->name_ = std::move(name);
+  impl->Resize(n);
+  impl->byte_level_ = true;
+  vocab::BpeModel& bpe = impl->bpe_;
+  bpe.symbols = vocab::BpeModel::Symbols::kBytes;
+  bpe.ignore_merges = true;
+  bpe.vocab.Reserve(bytes.size());
+  std::size_t pool = 0;
+  for (std::size_t i = 0; i < bytes.size(); ++i) {
+    const std::string_view b = bytes[i];
+    const TokenKind kind = kind_of(i);
+    if (b.size() > kMaxTokenBytes) {
+      return Status(StatusCode::kInvalidVocabulary, "a token longer than 65535 bytes", at(i));
+    }
+    pool += b.size();
+    if (pool > kMaxPoolBytes) {
+      return Status(StatusCode::kInvalidVocabulary, "the tokens hold more than 4 GiB", at(i));
+    }
+    const auto id = static_cast<TokenId>(i);
+    switch (kind) {
+      case TokenKind::kNormal:
+        impl->AddToken(id, kind, b, b);
+        break;
+      case TokenKind::kByte: {
+        const int v = b.size() == 1 ? static_cast<unsigned char>(b[0]) : ParseByteSpelling(b);
+        if (v < 0) {
+          return Status(StatusCode::kInvalidVocabulary,
+                        "a byte token must be one byte or spelled <0xNN>", at(i));
+        }
+        impl->AddToken(id, kind, std::string(1, static_cast<char>(v)), b);
+        break;
+      }
+      case TokenKind::kSpecial:
+      case TokenKind::kUnused:
+        impl->AddToken(id, kind, {}, b);
+        break;
+      default:
+        return Status(StatusCode::kInvalidArgument,
+                      "unknown token kind " + std::to_string(static_cast<int>(kind)), at(i));
+    }
+  }
+  for (std::size_t i = 0; i < eos_ids.size(); ++i) {
+    const TokenId e = eos_ids[i];
+    if (e < 0 || e >= n || kind_of(static_cast<std::size_t>(e)) != TokenKind::kSpecial) {
+      return Status(StatusCode::kInvalidArgument,
+                    "eos id " + std::to_string(e) + " is not a special token in [0, " +
+                        std::to_string(n) + ")",
+                    "eos_ids[" + std::to_string(i) + "]");
+    }
+    if (std::find(impl->eos_ids_.begin(), impl->eos_ids_.end(), e) == impl->eos_ids_.end()) {
+      impl->eos_ids_.push_back(e);
+    }
+  }
+  impl->Finish();
+  LOCKSTEP_RETURN_IF_ERROR(impl->SetLogitsWidth(options));
+  impl->ResolveSpecialIds({}, {});
+  // The encoder's byte map: normal tokens first (lowest id wins a shared spelling), then byte
+  // tokens for bytes no normal token spells.
+  const Vocabulary::Impl& tables = *impl;
+  auto emitted = [&](TokenId id) {
+    auto i = static_cast<std::size_t>(id);
+    return std::string_view(tables.bytes_pool_.data() + tables.bytes_off_[i],
+                            tables.bytes_off_[i + 1] - tables.bytes_off_[i]);
+  };
+  for (TokenKind pass : {TokenKind::kNormal, TokenKind::kByte}) {
+    for (TokenId id = 0; id < n; ++id) {
+      if (impl->kinds_[static_cast<std::size_t>(id)] != pass) continue;
+      const std::string_view b = emitted(id);
+      if (b.empty() || bpe.vocab.Find(b) != kNoToken) continue;
+      bpe.vocab.Insert(b, id);
+      if (b.size() == 1) bpe.byte_ids_[static_cast<unsigned char>(b[0])] = id;
+    }
+  }
+  bpe.merge_by_concat = true;
+  bpe.token_pool = &impl->bytes_pool_;
+  bpe.token_off = &impl->bytes_off_;
+  return FromImpl(std::move(impl));
 }
 
 std::string DataDirectory() {

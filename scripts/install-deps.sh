@@ -4,7 +4,7 @@
 set -euo pipefail
 pkgs=(build-essential make cmake pkg-config git python3 zlib1g-dev libicu-dev libre2-dev
       libsentencepiece-dev nlohmann-json3-dev libsimdjson-dev libboost-dev libgtest-dev
-      libbenchmark-dev pybind11-dev python3-numpy clang-14 libclang-rt-14-dev
+      libbenchmark-dev pybind11-dev python3-dev python3-numpy clang-14 libclang-rt-14-dev
       chromium)  # chromium: headless rendering test of `lockstep explain --html`
 missing=()
 for p in "${pkgs[@]}"; do

@@ -16,15 +16,9 @@
 #include <utility>
 #include <vector>
 
+#include "lockstep/lockstep.h"  // lockstep_logits_fn, the C shape of a model
 #include "lockstep/status.h"
 #include "lockstep/types.h"
-
-extern "C" {
-// The C shape of a model: write `width` floats to `out` for the `n` ids of `context` (prompt and
-// generated ids so far). Must not keep `context` or `out` after returning.
-typedef void (*lockstep_logits_fn)(void* user, const int32_t* context, size_t n, float* out,
-                                   int32_t width);
-}
 
 namespace lockstep {
 

@@ -58,6 +58,20 @@ class Vocabulary {
   static Result<std::shared_ptr<const Vocabulary>> FromSentencePiece(
       std::string_view model_proto, const VocabularyOptions& options = {},
       std::string name = "sentencepiece");
+  // From a host's own token table (what the C ABI's lockstep_vocab_from_tokens passes): token i
+  // emits `bytes[i]` and has kind `kinds[i]` (`kinds` empty: all kNormal). kSpecial and kUnused
+  // tokens emit nothing; their `bytes` are kept as TokenText. A kByte token is its one byte or
+  // the spelling "<0xNN>". `eos_ids` must be kSpecial tokens; empty looks for the usual EOS
+  // names among the special tokens' texts. Encode treats ids as BPE merge ranks (tiktoken's
+  // rule: a pair merges iff its concatenation is a token, lowest id first) with no
+  // pre-tokenizer or normalizer, which is exact for tiktoken-style vocabularies and an
+  // approximation for others. Errors: kInvalidArgument (kinds size, a bad kind, a bad EOS id,
+  // logits_width < size), kInvalidVocabulary (no tokens, more than 2^24, a token longer than
+  // 65535 bytes, a malformed byte token); location "token N" or "eos_ids[N]".
+  static Result<std::shared_ptr<const Vocabulary>> FromTokens(
+      std::span<const std::string_view> bytes, std::span<const TokenKind> kinds,
+      std::span<const TokenId> eos_ids, const VocabularyOptions& options = {},
+      std::string name = "tokens");
 
   virtual ~Vocabulary();
 

@@ -1,0 +1,215 @@
+// The C ABI under arbitrary use: a host's token table (lockstep_vocab_from_tokens), a regex or
+// grammar text, then a script of matcher, sampler and batch calls with arbitrary arguments
+// (null handles, short buffers, out-of-range ids and counts). Every call must return a status
+// and never crash, read or write out of bounds (ASan), or leave an error without a message.
+// Checks what the contract promises: a buffer shorter than the mask is refused, a token outside
+// the mask is refused, accepting a token the filled mask allows succeeds.
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "lockstep/lockstep.h"
+
+namespace {
+
+struct Input {
+  const std::uint8_t* p;
+  std::size_t n;
+  std::uint8_t Byte() {
+    if (n == 0) return 0;
+    --n;
+    return *p++;
+  }
+  std::uint32_t U16() { return Byte() | (std::uint32_t{Byte()} << 8); }
+  std::string Bytes(std::size_t len) {
+    len = len < n ? len : n;
+    std::string s(reinterpret_cast<const char*>(p), len);
+    p += len;
+    n -= len;
+    return s;
+  }
+};
+
+void Check(bool ok, const char* what) {
+  if (!ok) {
+    std::fprintf(stderr, "capi_fuzz: contract broken: %s (last error: %s)\n", what,
+                 lockstep_last_error());
+    std::abort();
+  }
+}
+
+void CheckStatus(lockstep_status s) {
+  // A failing call leaves a message.
+  if (s != LOCKSTEP_OK) Check(lockstep_last_error()[0] != '\0', "error without a message");
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  Input in{data, size};
+  // A vocabulary from the input: up to 48 tokens of up to 6 bytes, types 0..4 (4 is invalid).
+  const std::size_t num_tokens = in.Byte() % 48;
+  std::vector<std::string> storage(num_tokens);
+  std::vector<const char*> ptrs(num_tokens);
+  std::vector<std::size_t> lens(num_tokens);
+  std::vector<std::int32_t> types(num_tokens);
+  for (std::size_t i = 0; i < num_tokens; ++i) {
+    storage[i] = in.Bytes(in.Byte() % 7);
+    ptrs[i] = storage[i].data();
+    lens[i] = storage[i].size();
+    types[i] = in.Byte() % 5;
+  }
+  std::vector<std::int32_t> eos;
+  for (std::size_t k = in.Byte() % 3; k > 0; --k) {
+    eos.push_back(static_cast<std::int32_t>(in.Byte()) - 8);
+  }
+  const std::int32_t width = static_cast<std::int32_t>(num_tokens) + (in.Byte() % 40) - 4;
+  lockstep_vocab* vocab = nullptr;
+  lockstep_status st = lockstep_vocab_from_tokens(
+      num_tokens ? ptrs.data() : nullptr, num_tokens ? lens.data() : nullptr,
+      (in.Byte() & 1) ? types.data() : nullptr, num_tokens, eos.empty() ? nullptr : eos.data(),
+      eos.size(), width < 0 ? 0 : width, &vocab);
+  CheckStatus(st);
+  Check((st == LOCKSTEP_OK) == (vocab != nullptr), "vocab handle and status disagree");
+  if (vocab == nullptr) return 0;
+
+  // A constraint: regex or grammar text from the input, else a fixed regex.
+  lockstep_compile_options options;
+  lockstep_compile_options_init(&options);
+  options.max_dfa_states = 2000;
+  options.max_nfa_states = 4000;
+  const std::uint8_t kind = in.Byte() % 3;
+  const std::string text = in.Bytes(in.Byte() % 48);
+  lockstep_grammar* grammar = nullptr;
+  if (kind == 0) {
+    st = lockstep_compile_regex(vocab, text.data(), text.size(), &options, &grammar);
+  } else if (kind == 1) {
+    st = lockstep_compile_grammar(vocab, text.data(), text.size(), nullptr, &options, &grammar);
+  } else {
+    st = lockstep_compile_schema(vocab, text.data(), text.size(), &options, &grammar);
+  }
+  CheckStatus(st);
+  if (grammar == nullptr) {
+    const char* fallback = "[a-c]{0,6}(xy|z)*";
+    CheckStatus(lockstep_compile_regex(vocab, fallback, std::strlen(fallback), nullptr, &grammar));
+  }
+  lockstep_matcher* m = nullptr;
+  if (grammar != nullptr) CheckStatus(lockstep_matcher_create(grammar, &m));
+  lockstep_sampler_config cfg;
+  lockstep_sampler_config_init(&cfg);
+  cfg.temperature = static_cast<float>(in.Byte() % 4) * 0.5f;
+  cfg.top_k = in.Byte() % 5;
+  lockstep_sampler* sampler = nullptr;
+  CheckStatus(lockstep_sampler_create(&cfg, 0, &sampler));
+
+  const std::size_t words = lockstep_vocab_bitmask_words(vocab);
+  const std::int32_t lw = lockstep_vocab_logits_width(vocab);
+  std::vector<lockstep_matcher*> forks;
+  std::vector<std::uint32_t> last_mask;
+  for (int step = 0; step < 64 && in.n > 0; ++step) {
+    lockstep_matcher* target = (in.Byte() % 8 == 0) ? nullptr : m;
+    switch (in.Byte() % 11) {
+      case 0: {  // fill into a buffer of arbitrary size
+        const std::size_t n = in.Byte() % (words + 3);
+        std::vector<std::uint32_t> buf(n);
+        st = lockstep_matcher_fill_bitmask(target, n ? buf.data() : nullptr, n);
+        CheckStatus(st);
+        if (target != nullptr && n < words) Check(st != LOCKSTEP_OK, "short mask buffer accepted");
+        if (st == LOCKSTEP_OK) last_mask.assign(buf.begin(), buf.begin() + words);
+        break;
+      }
+      case 1: {  // accept an arbitrary id; an id the last full mask allowed must be accepted
+        const std::int32_t id = static_cast<std::int32_t>(in.U16() % (lw + 8)) - 4;
+        st = lockstep_matcher_accept_token(target, id);
+        CheckStatus(st);
+        last_mask.clear();
+        break;
+      }
+      case 2: {  // accept an allowed id from a fresh mask
+        if (target == nullptr) break;
+        std::vector<std::uint32_t> buf(words);
+        if (lockstep_matcher_fill_bitmask(target, buf.data(), words) != LOCKSTEP_OK) break;
+        std::vector<std::int32_t> allowed;
+        for (std::int32_t t = 0; t < lw; ++t) {
+          if ((buf[t >> 5] >> (t & 31)) & 1) allowed.push_back(t);
+        }
+        if (allowed.empty()) break;
+        st = lockstep_matcher_accept_token(target, allowed[in.Byte() % allowed.size()]);
+        CheckStatus(st);
+        Check(st == LOCKSTEP_OK, "a token the mask allows was refused");
+        break;
+      }
+      case 3:
+        CheckStatus(lockstep_matcher_rollback(target, static_cast<std::int32_t>(in.Byte()) - 2));
+        break;
+      case 4: {
+        lockstep_matcher* f = nullptr;
+        st = lockstep_matcher_fork(target, &f);
+        CheckStatus(st);
+        if (f != nullptr) forks.push_back(f);
+        break;
+      }
+      case 5:
+        CheckStatus(lockstep_matcher_reset(target));
+        break;
+      case 6: {
+        std::size_t len = in.Byte() % 9;
+        std::vector<char> buf(len);
+        const bool null_len = in.Byte() % 7 == 0;
+        CheckStatus(lockstep_matcher_forced_bytes(target, len ? buf.data() : nullptr,
+                                                  null_len ? nullptr : &len));
+        std::size_t count = in.Byte() % 5;
+        std::vector<std::int32_t> toks(count);
+        CheckStatus(lockstep_matcher_forced_tokens(target, count ? toks.data() : nullptr, &count));
+        break;
+      }
+      case 7: {
+        std::vector<std::int32_t> draft(in.Byte() % 6);
+        for (auto& t : draft) t = static_cast<std::int32_t>(in.U16() % (lw + 4)) - 2;
+        std::size_t accepted = 0;
+        CheckStatus(lockstep_matcher_validate_draft(target, draft.empty() ? nullptr : draft.data(),
+                                                    draft.size(), &accepted));
+        break;
+      }
+      case 8: {  // sample with arbitrary logits and a mask of arbitrary size
+        std::vector<float> logits(static_cast<std::size_t>(lw) + (in.Byte() % 3) - 1);
+        for (float& x : logits) x = static_cast<float>(static_cast<std::int8_t>(in.Byte())) / 8;
+        const std::size_t mw = in.Byte() % (words + 2);
+        std::vector<std::uint32_t> mask(mw, 0xFFFFFFFFu);
+        if (!last_mask.empty() && mw >= words) std::memcpy(mask.data(), last_mask.data(), words * 4);
+        std::int32_t tok = -7;
+        st = lockstep_sampler_sample(in.Byte() % 9 == 0 ? nullptr : sampler, logits.data(),
+                                     logits.size(), mw ? mask.data() : nullptr, mw, nullptr, 0, 0,
+                                     static_cast<std::uint64_t>(step), &tok);
+        CheckStatus(st);
+        if (st == LOCKSTEP_OK) {
+          Check(tok >= 0 && static_cast<std::size_t>(tok) < logits.size(), "sampled id out of range");
+        }
+        break;
+      }
+      case 9: {  // batch fill, with a stride that may be too short
+        std::vector<lockstep_matcher*> batch = forks;
+        batch.push_back(target);
+        const std::size_t stride = in.Byte() % (words + 2);
+        std::vector<std::uint32_t> out(batch.size() * stride + 1);
+        CheckStatus(lockstep_batch_fill(batch.data(), batch.size(), out.data(), stride,
+                                        in.Byte() % 3));
+        break;
+      }
+      default: {
+        const std::string s = in.Bytes(in.Byte() % 5);
+        CheckStatus(lockstep_matcher_accept_string(target, s.empty() ? nullptr : s.data(),
+                                                   s.size()));
+        break;
+      }
+    }
+  }
+  for (lockstep_matcher* f : forks) lockstep_matcher_free(f);
+  lockstep_matcher_free(m);
+  lockstep_sampler_free(sampler);
+  lockstep_grammar_free(grammar);
+  lockstep_vocab_free(vocab);
+  return 0;
+}

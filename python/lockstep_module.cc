@@ -1,0 +1,986 @@
+// The `lockstep` Python module (pybind11): Vocabulary, the compile_* functions, Matcher, batch
+// mask fills, Sampler, the C++ generation loop driven by a Python logits callable, a per-step
+// LogitsProcessor for other frameworks, and the JSON Schema validator. This file is the Python
+// boundary: every lockstep Status becomes a lockstep.Error (a ValueError) carrying its code and
+// location, every NumPy buffer is checked before the C++ side sees a pointer, and the GIL is
+// released around mask fills, compilation and generation. docs/python.md is the user's guide.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <exception>
+#include <limits>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "grammar/json_schema.h"
+#include "lockstep/batch.h"
+#include "lockstep/compiler.h"
+#include "lockstep/decoding.h"
+#include "lockstep/logits_source.h"
+#include "lockstep/matcher.h"
+#include "lockstep/sampler.h"
+#include "lockstep/status.h"
+#include "lockstep/types.h"
+#include "lockstep/vocabulary.h"
+
+namespace py = pybind11;
+
+namespace lockstep::python {
+namespace {
+
+// ---- errors ------------------------------------------------------------------------------------
+
+PyObject* g_error_type = nullptr;  // lockstep.Error, created at import
+
+// Raises lockstep.Error(str(status)) with .code (StatusCodeName), .location and .message set.
+[[noreturn]] void Raise(const Status& status) {
+  py::object type = py::reinterpret_borrow<py::object>(g_error_type);
+  py::object err = type(status.ToString());
+  err.attr("code") = StatusCodeName(status.code());
+  err.attr("location") = status.location();
+  err.attr("message") = status.message();
+  PyErr_SetObject(g_error_type, err.ptr());
+  throw py::error_already_set();
+}
+
+[[noreturn]] void RaiseArg(const std::string& message, const std::string& location = {}) {
+  Raise(Status(StatusCode::kInvalidArgument, message, location));
+}
+
+template <typename T>
+T Unwrap(Result<T> r) {
+  if (!r.ok()) Raise(r.status());
+  return std::move(r).value();
+}
+
+// ---- handles -----------------------------------------------------------------------------------
+
+// A vocabulary and its GrammarCompiler, made on first compile so the token trie is built once per
+// Vocabulary object.
+struct PyVocab {
+  std::shared_ptr<const Vocabulary> vocab;
+  std::mutex mu;
+  std::shared_ptr<const GrammarCompiler> compiler;
+
+  explicit PyVocab(std::shared_ptr<const Vocabulary> v) : vocab(std::move(v)) {}
+  // Call without the GIL: building the trie takes tens of milliseconds on a large vocabulary.
+  std::shared_ptr<const GrammarCompiler> Compiler() {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!compiler) compiler = std::make_shared<GrammarCompiler>(vocab);
+    return compiler;
+  }
+};
+
+struct PyGrammar {
+  std::shared_ptr<PyVocab> vocab;
+  std::shared_ptr<const CompiledGrammar> grammar;
+  std::vector<std::string> warnings;
+};
+
+struct PyMatcher {
+  std::shared_ptr<PyGrammar> grammar;
+  Matcher matcher;
+  PyMatcher(std::shared_ptr<PyGrammar> g, Matcher m)
+      : grammar(std::move(g)), matcher(std::move(m)) {}
+};
+
+void CheckToken(TokenId id, std::int32_t width, const char* what) {
+  if (id < 0 || id >= width) {
+    RaiseArg("token id " + std::to_string(id) + " is outside [0, " + std::to_string(width) + ")",
+             what);
+  }
+}
+
+std::vector<TokenId> CheckedIds(const std::vector<std::int64_t>& ids, std::int32_t width,
+                                const char* what) {
+  std::vector<TokenId> out;
+  out.reserve(ids.size());
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= width) {
+      RaiseArg(
+          "token id " + std::to_string(ids[i]) + " is outside [0, " + std::to_string(width) + ")",
+          std::string(what) + "[" + std::to_string(i) + "]");
+    }
+    out.push_back(static_cast<TokenId>(ids[i]));
+  }
+  return out;
+}
+
+// Bytes of a str (UTF-8) or bytes-like argument.
+std::string BytesOf(const py::object& obj, const char* what) {
+  if (py::isinstance<py::str>(obj)) return obj.cast<std::string>();
+  if (py::isinstance<py::bytes>(obj)) return std::string(obj.cast<py::bytes>());
+  if (py::isinstance<py::bytearray>(obj) || PyObject_CheckBuffer(obj.ptr())) {
+    return std::string(py::bytes(py::module_::import("builtins").attr("bytes")(obj)));
+  }
+  throw py::type_error(std::string(what) + " must be str or bytes, not " +
+                       std::string(py::str(obj.get_type().attr("__name__"))));
+}
+
+// A JSON Schema given as text or as a Python dict/list/bool (serialised with the json module).
+std::string SchemaText(const py::object& schema) {
+  if (py::isinstance<py::str>(schema) || py::isinstance<py::bytes>(schema)) {
+    return BytesOf(schema, "schema");
+  }
+  return py::module_::import("json").attr("dumps")(schema).cast<std::string>();
+}
+
+// ---- NumPy buffers -----------------------------------------------------------------------------
+
+std::string TypeName(const py::handle& obj) {
+  return std::string(py::str(obj.get_type().attr("__name__")));
+}
+
+std::string DtypeName(const py::array& arr) {
+  return py::str(arr.attr("dtype")).cast<std::string>();
+}
+
+// Row `index` of a bitmask array (int32 or uint32, shape [words] or [batch, words], C-contiguous,
+// writable when `writable`): a pointer into the caller's memory, no copy. Raises TypeError for a
+// non-array or a wrong dtype, ValueError for a wrong shape, layout or index.
+std::uint32_t* MaskRow(const py::object& obj, std::int64_t index, std::size_t words, bool writable,
+                       const char* what) {
+  if (!py::isinstance<py::array>(obj)) {
+    throw py::type_error(std::string(what) + " must be a numpy int32 array, not " + TypeName(obj));
+  }
+  py::array arr = py::reinterpret_borrow<py::array>(obj);
+  const py::dtype dt = arr.dtype();
+  if ((dt.kind() != 'i' && dt.kind() != 'u') || dt.itemsize() != 4) {
+    throw py::type_error(std::string(what) + " must have dtype int32 or uint32, not " +
+                         DtypeName(arr));
+  }
+  if (arr.ndim() != 1 && arr.ndim() != 2) {
+    throw py::value_error(std::string(what) + " must be 1-D [words] or 2-D [batch, words], not " +
+                          std::to_string(arr.ndim()) + "-D");
+  }
+  if (!(arr.flags() & py::array::c_style)) {
+    throw py::value_error(std::string(what) +
+                          " must be C-contiguous (a slice with a stride is "
+                          "not; use np.ascontiguousarray and copy back)");
+  }
+  if (writable && !arr.writeable()) {
+    throw py::value_error(std::string(what) + " is read-only");
+  }
+  const std::int64_t rows = arr.ndim() == 2 ? arr.shape(0) : 1;
+  const std::int64_t cols = arr.shape(arr.ndim() - 1);
+  if (index < 0 || index >= rows) {
+    throw py::value_error(std::string(what) + ": row index " + std::to_string(index) +
+                          " is outside [0, " + std::to_string(rows) + ")");
+  }
+  if (cols < static_cast<std::int64_t>(words)) {
+    throw py::value_error(std::string(what) + " has " + std::to_string(cols) +
+                          " words per row; the grammar needs " + std::to_string(words));
+  }
+  auto* base = static_cast<std::uint32_t*>(const_cast<void*>(arr.data()));
+  return base + index * cols;
+}
+
+// A float32, C-contiguous, writable array of shape [width] or [rows, width], edited in place.
+py::array CheckScores(const py::object& obj, const char* what) {
+  if (!py::isinstance<py::array>(obj)) {
+    throw py::type_error(std::string(what) + " must be a numpy float32 array, not " +
+                         TypeName(obj));
+  }
+  py::array arr = py::reinterpret_borrow<py::array>(obj);
+  if (!arr.dtype().is(py::dtype::of<float>())) {
+    throw py::type_error(std::string(what) + " must have dtype float32, not " + DtypeName(arr));
+  }
+  if (arr.ndim() != 1 && arr.ndim() != 2) {
+    throw py::value_error(std::string(what) + " must be 1-D or 2-D");
+  }
+  if (!(arr.flags() & py::array::c_style) || !arr.writeable()) {
+    throw py::value_error(std::string(what) + " must be C-contiguous and writable");
+  }
+  return arr;
+}
+
+// Logits as floats: any array-like convertible to a 1-D float32 array of `width` entries (or of
+// any width when `width` < 0), with no NaN and no +inf (the Sampler's precondition).
+std::vector<float> LogitsVector(const py::handle& obj, std::int64_t width, const char* what) {
+  auto arr = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(obj);
+  if (!arr) {
+    throw py::type_error(std::string(what) + " must be convertible to a float32 array, not " +
+                         TypeName(obj));
+  }
+  if (arr.ndim() != 1 || (width >= 0 && arr.shape(0) != width)) {
+    std::string shape = "(";
+    for (py::ssize_t i = 0; i < arr.ndim(); ++i) {
+      shape += (i ? ", " : "") + std::to_string(arr.shape(i));
+    }
+    shape += arr.ndim() == 1 ? ",)" : ")";
+    throw py::value_error(std::string(what) + " must have shape (" +
+                          (width >= 0 ? std::to_string(width) : std::string("width")) + ",), got " +
+                          shape);
+  }
+  std::vector<float> out(arr.data(), arr.data() + arr.shape(0));
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    if (std::isnan(out[i]) || out[i] == std::numeric_limits<float>::infinity()) {
+      throw py::value_error(std::string(what) + "[" + std::to_string(i) +
+                            "] is NaN or +inf; logits must be finite or -inf");
+    }
+  }
+  return out;
+}
+
+std::vector<std::int64_t> IdList(const py::handle& obj) {
+  auto arr = py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>::ensure(obj);
+  if (!arr || arr.ndim() != 1) throw py::type_error("expected a 1-D sequence of token ids");
+  return std::vector<std::int64_t>(arr.data(), arr.data() + arr.shape(0));
+}
+
+// ---- compiling ---------------------------------------------------------------------------------
+
+template <typename F>
+std::shared_ptr<PyGrammar> Compile(const std::shared_ptr<PyVocab>& vocab, F&& compile) {
+  auto out = std::make_shared<PyGrammar>();
+  out->vocab = vocab;
+  Result<std::shared_ptr<const CompiledGrammar>> r = Status(StatusCode::kInternal, "not run");
+  {
+    py::gil_scoped_release release;
+    r = compile(*vocab->Compiler(), &out->warnings);
+  }
+  out->grammar = Unwrap(std::move(r));
+  return out;
+}
+
+// ---- generation --------------------------------------------------------------------------------
+
+// Thrown through lockstep::Generate (whose state stays consistent: the model is called between a
+// mask fill and a draw) to stop it when the Python callable fails; the Python error is kept.
+struct SourceAborted {};
+
+// A Python callable as a LogitsSource: logits_fn(context: np.ndarray[int32]) -> float32 [width].
+// Called from Generate with the GIL released; takes it for the call.
+class PySource final : public LogitsSource {
+ public:
+  PySource(py::function fn, std::int32_t width) : fn_(std::move(fn)), width_(width) {}
+  std::int32_t width() const override { return width_; }
+  void Logits(std::span<const TokenId> context, std::span<float> out) override {
+    py::gil_scoped_acquire gil;
+    try {
+      py::array_t<std::int32_t> ids(static_cast<py::ssize_t>(context.size()));
+      if (!context.empty()) {
+        std::memcpy(ids.mutable_data(), context.data(), context.size() * sizeof(TokenId));
+      }
+      py::object r = fn_(ids);
+      std::vector<float> v = LogitsVector(r, width_, "logits_fn result");
+      std::memcpy(out.data(), v.data(), v.size() * sizeof(float));
+    } catch (...) {
+      error = std::current_exception();
+      throw SourceAborted{};
+    }
+  }
+
+  std::exception_ptr error;
+
+ private:
+  py::function fn_;
+  std::int32_t width_;
+};
+
+// ---- batch fills -------------------------------------------------------------------------------
+
+BatchMaskFiller& Filler(int num_threads) {
+  // Pools live for the process (never destroyed: joining threads during interpreter shutdown is
+  // not worth the risk); one per thread count asked for, usually one.
+  static std::mutex mu;
+  static auto* pools = new std::map<int, std::unique_ptr<BatchMaskFiller>>();
+  std::lock_guard<std::mutex> lock(mu);
+  auto& p = (*pools)[num_threads];
+  if (!p) p = std::make_unique<BatchMaskFiller>(num_threads);
+  return *p;
+}
+
+// ---- LogitsProcessor ---------------------------------------------------------------------------
+
+class PyProcessor {
+ public:
+  PyProcessor(std::shared_ptr<PyGrammar> g, std::int32_t batch_size) : grammar_(std::move(g)) {
+    if (batch_size < 1) RaiseArg("batch_size must be >= 1", "batch_size");
+    for (std::int32_t i = 0; i < batch_size; ++i) matchers_.emplace_back(grammar_->grammar);
+    seen_.assign(batch_size, 0);
+    mask_.resize(BitmaskWords(grammar_->grammar->logits_width()));
+  }
+
+  py::object Call(const py::object& input_ids, const py::object& scores_obj) {
+    py::array scores = CheckScores(scores_obj, "scores");
+    const std::int32_t width = grammar_->grammar->logits_width();
+    const std::int64_t rows = scores.ndim() == 2 ? scores.shape(0) : 1;
+    if (scores.shape(scores.ndim() - 1) != width) {
+      throw py::value_error("scores have " + std::to_string(scores.shape(scores.ndim() - 1)) +
+                            " columns; the grammar's logits width is " + std::to_string(width) +
+                            " (load the vocabulary with logits_width=)");
+    }
+    if (rows != static_cast<std::int64_t>(matchers_.size())) {
+      throw py::value_error("scores have " + std::to_string(rows) +
+                            " rows; the processor's batch_size is " +
+                            std::to_string(matchers_.size()));
+    }
+    auto ids =
+        py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>::ensure(input_ids);
+    if (!ids || ids.ndim() < 1 || ids.ndim() > 2 || (ids.ndim() == 2 && ids.shape(0) != rows) ||
+        (ids.ndim() == 1 && rows != 1)) {
+      throw py::value_error(
+          "input_ids must be a 1-D sequence of ids (batch_size 1) or a 2-D "
+          "[batch, length] array with one row per scores row");
+    }
+    const std::int64_t len = ids.shape(ids.ndim() - 1);
+    const std::int64_t* id_data = ids.data();
+    float* score_data = static_cast<float*>(scores.mutable_data());
+    Status error;
+    {
+      py::gil_scoped_release release;
+      for (std::int64_t r = 0; r < rows && error.ok(); ++r) {
+        error = Step(r, id_data + r * len, len, score_data + r * width);
+      }
+    }
+    if (!error.ok()) Raise(error);
+    return scores_obj;
+  }
+
+  void Reset() {
+    for (Matcher& m : matchers_) m.Reset();
+    seen_.assign(seen_.size(), 0);
+  }
+
+ private:
+  // Advances row `r` by its unseen ids, then sets its disallowed scores to -inf.
+  Status Step(std::int64_t r, const std::int64_t* ids, std::int64_t len, float* scores) {
+    const std::string row = "input_ids row " + std::to_string(r);
+    Matcher& m = matchers_[r];
+    const Vocabulary& vocab = grammar_->grammar->vocabulary();
+    const std::int32_t width = grammar_->grammar->logits_width();
+    if (len < seen_[r]) {
+      return Status(StatusCode::kInvalidArgument,
+                    "has " + std::to_string(len) + " ids but " + std::to_string(seen_[r]) +
+                        " were already seen; call reset() before a new sequence",
+                    row);
+    }
+    for (std::int64_t j = seen_[r]; j < len; ++j) {
+      const std::int64_t id = ids[j];
+      const std::string where = row + ", position " + std::to_string(j);
+      if (id < 0 || id >= width) {
+        return Status(
+            StatusCode::kInvalidArgument,
+            "token id " + std::to_string(id) + " is outside [0, " + std::to_string(width) + ")",
+            where);
+      }
+      bool is_eos = false;
+      for (TokenId e : vocab.eos_ids()) is_eos |= e == id;
+      if (m.IsTerminated() && is_eos) continue;  // EOS padding after the end
+      if (!m.AcceptToken(static_cast<TokenId>(id))) {
+        return Status(StatusCode::kInvalidArgument,
+                      "token " + std::to_string(id) + " is not allowed by the grammar here", where);
+      }
+    }
+    seen_[r] = len;
+    constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+    if (m.IsTerminated()) {  // only EOS from now on, so a host that pads with EOS can go on
+      for (std::int32_t i = 0; i < width; ++i) {
+        bool is_eos = false;
+        for (TokenId e : vocab.eos_ids()) is_eos |= e == i;
+        if (!is_eos) scores[i] = kNegInf;
+      }
+      return Status();
+    }
+    m.FillNextTokenBitmask(mask_);
+    for (std::int32_t w = 0; w * 32 < width; ++w) {
+      const std::uint32_t bits = mask_[w];
+      if (bits == 0xFFFFFFFFu) continue;
+      const std::int32_t end = std::min(width, w * 32 + 32);
+      for (std::int32_t i = w * 32; i < end; ++i) {
+        if (!((bits >> (i & 31)) & 1u)) scores[i] = kNegInf;
+      }
+    }
+    return Status();
+  }
+
+  std::shared_ptr<PyGrammar> grammar_;
+  std::vector<Matcher> matchers_;
+  std::vector<std::int64_t> seen_;
+  std::vector<std::uint32_t> mask_;
+};
+
+// ---- Sampler -----------------------------------------------------------------------------------
+
+struct PySampler {
+  Sampler sampler;
+  std::vector<float> scratch;
+  explicit PySampler(const SamplerConfig& c) : sampler(c) {}
+};
+
+TokenKind KindOf(const py::handle& h) {
+  if (py::isinstance<py::str>(h)) {
+    const std::string s = h.cast<std::string>();
+    if (s == "normal") return TokenKind::kNormal;
+    if (s == "byte") return TokenKind::kByte;
+    if (s == "special") return TokenKind::kSpecial;
+    if (s == "unused") return TokenKind::kUnused;
+    throw py::value_error("token type '" + s + "' is not normal, byte, special or unused");
+  }
+  const int k = h.cast<int>();
+  if (k < 0 || k > 3) throw py::value_error("token type " + std::to_string(k) + " is not 0..3");
+  return static_cast<TokenKind>(k);
+}
+
+}  // namespace
+
+void Bind(py::module_& m) {
+  m.doc() =
+      "Grammar-constrained structured output: compile a JSON Schema, regex or grammar against a "
+      "tokenizer vocabulary, then get exact per-step token masks, sample, or generate. See "
+      "docs/python.md.";
+
+  g_error_type = PyErr_NewExceptionWithDoc(
+      "lockstep.Error",
+      "A lockstep error. str(e) is the C++ Status text with its location; e.code is the status "
+      "code name ('invalid schema', 'invalid regex', ...), e.location where the error is (a "
+      "JSON Pointer, 'offset N', 'line:col', an argument), e.message the bare message.",
+      PyExc_ValueError, nullptr);
+  if (g_error_type == nullptr) throw py::error_already_set();
+  m.add_object("Error", py::handle(g_error_type));
+
+  // ---- Vocabulary ----
+  py::class_<PyVocab, std::shared_ptr<PyVocab>> vocab_cls(
+      m, "Vocabulary",
+      "A tokenizer vocabulary: each token's exact bytes, the special tokens and the canonical "
+      "encoder. Immutable; compile_* reuse one compiler (token trie) per Vocabulary object.");
+  vocab_cls
+      .def_static(
+          "load",
+          [](const py::object& name_or_path, std::int32_t logits_width) {
+            const std::string name =
+                py::module_::import("os").attr("fspath")(name_or_path).cast<std::string>();
+            VocabularyOptions o;
+            o.logits_width = logits_width;
+            Result<std::shared_ptr<const Vocabulary>> r = Status();
+            {
+              py::gil_scoped_release release;
+              r = Vocabulary::Load(name, o);
+            }
+            return std::make_shared<PyVocab>(Unwrap(std::move(r)));
+          },
+          py::arg("name_or_path"), py::arg("logits_width") = 0,
+          "A bundled vocabulary ('llama3', 'gpt2', 'qwen2.5', 'mistral') or a path to a "
+          "tokenizer.json (plain or .gz), a .tiktoken file or a SentencePiece tokenizer.model. "
+          "logits_width: the model's logits width when wider than the vocabulary (0 = same).")
+      .def_static(
+          "from_tokens",
+          [](const py::sequence& tokens, const py::object& types, const std::vector<TokenId>& eos,
+             std::int32_t logits_width, const std::string& name) {
+            std::vector<std::string> store;
+            store.reserve(tokens.size());
+            for (const py::handle& t : tokens) {
+              store.push_back(BytesOf(py::reinterpret_borrow<py::object>(t), "token"));
+            }
+            std::vector<std::string_view> views(store.begin(), store.end());
+            std::vector<TokenKind> kinds;
+            if (!types.is_none()) {
+              for (const py::handle& t : types.cast<py::sequence>()) kinds.push_back(KindOf(t));
+            }
+            VocabularyOptions o;
+            o.logits_width = logits_width;
+            return std::make_shared<PyVocab>(
+                Unwrap(Vocabulary::FromTokens(views, kinds, eos, o, name)));
+          },
+          py::arg("tokens"), py::arg("types") = py::none(),
+          py::arg("eos_ids") = std::vector<TokenId>{}, py::arg("logits_width") = 0,
+          py::arg("name") = "tokens",
+          "A host's own token table: token i emits tokens[i] (bytes or str). types: None (all "
+          "normal) or one per token of 'normal', 'byte', 'special', 'unused' (or 0..3). eos_ids "
+          "must be special tokens; empty looks for the usual EOS names. Encoding treats ids as "
+          "BPE merge ranks (exact for tiktoken-style vocabularies).")
+      .def_property_readonly("name", [](const PyVocab& v) { return v.vocab->name(); })
+      .def_property_readonly("size", [](const PyVocab& v) { return v.vocab->size(); })
+      .def_property_readonly("logits_width",
+                             [](const PyVocab& v) { return v.vocab->logits_width(); })
+      .def_property_readonly(
+          "bitmask_words", [](const PyVocab& v) { return BitmaskWords(v.vocab->logits_width()); },
+          "int32 words of one token bitmask row: ceil(logits_width / 32).")
+      .def_property_readonly("eos_ids", [](const PyVocab& v) { return v.vocab->eos_ids(); })
+      .def_property_readonly("bos",
+                             [](const PyVocab& v) -> py::object {
+                               const TokenId b = v.vocab->bos();
+                               return b == kNoToken ? py::object(py::none()) : py::int_(b);
+                             })
+      .def_property_readonly("fingerprint", [](const PyVocab& v) { return v.vocab->Fingerprint(); })
+      .def("__len__", [](const PyVocab& v) { return v.vocab->size(); })
+      .def(
+          "token_bytes",
+          [](const PyVocab& v, TokenId id) {
+            CheckToken(id, v.vocab->size(), "id");
+            const std::string_view b = v.vocab->TokenBytes(id);
+            return py::bytes(b.data(), b.size());
+          },
+          py::arg("id"), "The exact bytes token `id` emits (b'' for special and unused tokens).")
+      .def(
+          "token_text",
+          [](const PyVocab& v, TokenId id) {
+            CheckToken(id, v.vocab->size(), "id");
+            const std::string_view b = v.vocab->TokenText(id);
+            return py::bytes(b.data(), b.size());
+          },
+          py::arg("id"), "The token's string as written in the tokenizer file.")
+      .def(
+          "find_token",
+          [](const PyVocab& v, const std::string& text) -> py::object {
+            const TokenId id = v.vocab->FindToken(text);
+            return id == kNoToken ? py::object(py::none()) : py::int_(id);
+          },
+          py::arg("text"), "The id of the token written `text` in the tokenizer file, or None.")
+      .def(
+          "encode",
+          [](const PyVocab& v, const py::object& text, bool add_dummy_prefix) {
+            const std::string t = BytesOf(text, "text");
+            EncodeOptions o;
+            o.add_dummy_prefix = add_dummy_prefix;
+            Result<std::vector<TokenId>> r = Status();
+            {
+              py::gil_scoped_release release;
+              r = v.vocab->Encode(t, o);
+            }
+            return Unwrap(std::move(r));
+          },
+          py::arg("text"), py::arg("add_dummy_prefix") = true,
+          "Canonical token ids of `text` (str, or UTF-8 bytes), as the reference tokenizer gives.")
+      .def(
+          "decode",
+          [](const PyVocab& v, const py::object& ids) {
+            const std::vector<TokenId> checked =
+                CheckedIds(IdList(ids), v.vocab->logits_width(), "ids");
+            const std::string s = Unwrap(v.vocab->Decode(checked));
+            return py::bytes(s);
+          },
+          py::arg("ids"), "Concatenated bytes of the tokens `ids` (special tokens emit nothing).")
+      .def("__repr__", [](const PyVocab& v) {
+        return "<lockstep.Vocabulary '" + v.vocab->name() +
+               "' size=" + std::to_string(v.vocab->size()) +
+               " logits_width=" + std::to_string(v.vocab->logits_width()) + ">";
+      });
+
+  // ---- CompiledGrammar ----
+  py::class_<PyGrammar, std::shared_ptr<PyGrammar>>(
+      m, "CompiledGrammar",
+      "A constraint compiled against one vocabulary; immutable, shared by any number of "
+      "Matchers on any number of threads.")
+      .def_property_readonly("vocabulary", [](const PyGrammar& g) { return g.vocab; })
+      .def_property_readonly("logits_width",
+                             [](const PyGrammar& g) { return g.grammar->logits_width(); })
+      .def_property_readonly(
+          "bitmask_words",
+          [](const PyGrammar& g) { return BitmaskWords(g.grammar->logits_width()); })
+      .def_property_readonly("is_grammar",
+                             [](const PyGrammar& g) { return g.grammar->is_grammar(); })
+      .def_property_readonly(
+          "warnings", [](const PyGrammar& g) { return g.warnings; },
+          "compile_schema(lenient=True): one 'pointer: message' per relaxed "
+          "keyword; empty otherwise.")
+      .def("stats", [](const PyGrammar& g) {
+        const CompiledGrammarStats s = g.grammar->Stats();
+        py::dict d;
+        d["is_grammar"] = s.is_grammar;
+        d["dfa_states"] = s.dfa_states;
+        d["byte_classes"] = s.byte_classes;
+        d["accepting_states"] = s.accepting_states;
+        d["compile_ms"] = s.compile_ms;
+        d["cached_masks"] = s.cached_masks;
+        d["mask_cache_bytes"] = s.mask_cache_bytes;
+        d["rules"] = s.rules;
+        d["counter_rules"] = s.counter_rules;
+        return d;
+      });
+
+  m.def(
+      "compile_schema",
+      [](const std::shared_ptr<PyVocab>& vocab, const py::object& schema, bool lenient,
+         bool compact, std::int32_t max_whitespace_run, bool format_assertion,
+         bool precompute_masks) {
+        const std::string text = SchemaText(schema);
+        CompileOptions o;
+        o.schema_lenient = lenient;
+        o.schema_whitespace_compact = compact;
+        o.schema_max_whitespace_run = max_whitespace_run;
+        o.schema_format_assertion = format_assertion;
+        o.precompute_masks = precompute_masks;
+        return Compile(vocab, [&](const GrammarCompiler& c, std::vector<std::string>* w) {
+          return c.CompileSchema(text, o, w);
+        });
+      },
+      py::arg("vocab"), py::arg("schema"), py::arg("lenient") = false, py::arg("compact") = false,
+      py::arg("max_whitespace_run") = 32, py::arg("format_assertion") = true,
+      py::arg("precompute_masks") = false,
+      "Compiles a JSON Schema (str, or a dict/list/bool serialised with json.dumps). A keyword "
+      "that cannot be enforced exactly raises lockstep.Error naming its JSON Pointer; with "
+      "lenient=True it is relaxed and reported in .warnings. compact: no whitespace at all.");
+  m.def(
+      "compile_regex",
+      [](const std::shared_ptr<PyVocab>& vocab, const std::string& pattern, bool precompute_masks,
+         std::int32_t max_dfa_states) {
+        CompileOptions o;
+        o.precompute_masks = precompute_masks;
+        o.max_dfa_states = max_dfa_states;
+        return Compile(vocab, [&](const GrammarCompiler& c, std::vector<std::string>*) {
+          return c.CompileRegex(pattern, o);
+        });
+      },
+      py::arg("vocab"), py::arg("pattern"), py::arg("precompute_masks") = false,
+      py::arg("max_dfa_states") = 100000,
+      "Compiles a regular expression with full-match semantics.");
+  m.def(
+      "compile_grammar",
+      [](const std::shared_ptr<PyVocab>& vocab, const std::string& text, const std::string& syntax,
+         bool precompute_masks, std::int32_t max_nesting_depth) {
+        CompileOptions o;
+        o.precompute_masks = precompute_masks;
+        o.max_nesting_depth = max_nesting_depth;
+        return Compile(vocab, [&](const GrammarCompiler& c, std::vector<std::string>*) {
+          return c.CompileGrammar(text, o, syntax);
+        });
+      },
+      py::arg("vocab"), py::arg("text"), py::arg("syntax") = "auto",
+      py::arg("precompute_masks") = false, py::arg("max_nesting_depth") = 10000,
+      "Compiles a context-free grammar; syntax 'auto' (GBNF if rules use '::='), 'gbnf' or "
+      "'lark'.");
+
+  // ---- Matcher ----
+  py::class_<PyMatcher>(m, "Matcher",
+                        "The per-sequence state of a CompiledGrammar. Not thread-safe: use one "
+                        "Matcher per sequence (fork() copies one cheaply).")
+      .def(py::init([](const std::shared_ptr<PyGrammar>& g) {
+             return std::make_unique<PyMatcher>(g, Matcher(g->grammar));
+           }),
+           py::arg("grammar"))
+      .def_property_readonly("grammar", [](const PyMatcher& pm) { return pm.grammar; })
+      .def(
+          "accept_token",
+          [](PyMatcher& pm, TokenId id) {
+            CheckToken(id, pm.matcher.grammar().logits_width(), "id");
+            return pm.matcher.AcceptToken(id);
+          },
+          py::arg("id"),
+          "Advances by one token; False (state unchanged) if the grammar does not allow it here. "
+          "An id outside [0, logits_width) raises lockstep.Error.")
+      .def(
+          "accept_string",
+          [](PyMatcher& pm, const py::object& s) {
+            return pm.matcher.AcceptString(BytesOf(s, "text"));
+          },
+          py::arg("text"), "Advances by raw bytes (str is UTF-8) as one step; False if rejected.")
+      .def(
+          "fill_next_token_bitmask",
+          [](PyMatcher& pm, const py::object& arr, std::int64_t index) {
+            const std::size_t words = BitmaskWords(pm.matcher.grammar().logits_width());
+            std::uint32_t* row = MaskRow(arr, index, words, true, "bitmask");
+            py::gil_scoped_release release;
+            return pm.matcher.FillNextTokenBitmask(std::span<std::uint32_t>(row, words));
+          },
+          py::arg("bitmask"), py::arg("index") = 0,
+          "Writes the next-token mask into row `index` of `bitmask` in place (no copy): a numpy "
+          "int32/uint32 array of shape [words] or [batch, words], C-contiguous and writable "
+          "(allocate_token_bitmask makes one). Bit i of word i // 32 is token i. Returns False "
+          "(all zero) once terminated. Releases the GIL.")
+      .def(
+          "rollback", [](PyMatcher& pm, std::int32_t n) { return pm.matcher.Rollback(n); },
+          py::arg("n"),
+          "Undoes the last n accepted steps; False (unchanged) if fewer were accepted.")
+      .def(
+          "fork",
+          [](const PyMatcher& pm) {
+            return std::make_unique<PyMatcher>(pm.grammar, pm.matcher.Fork());
+          },
+          "An independent copy of this matcher in its current state.")
+      .def("reset", [](PyMatcher& pm) { pm.matcher.Reset(); })
+      .def(
+          "is_terminated", [](const PyMatcher& pm) { return pm.matcher.IsTerminated(); },
+          "True once an EOS token was accepted.")
+      .def(
+          "can_end", [](const PyMatcher& pm) { return pm.matcher.CanEnd(); },
+          "True if the text so far is a complete match (EOS would be accepted).")
+      .def(
+          "forced_bytes",
+          [](const PyMatcher& pm, std::size_t max_bytes) {
+            return py::bytes(pm.matcher.ForcedBytes(max_bytes));
+          },
+          py::arg("max_bytes") = 4096, "Bytes every continuation must start with (jump-forward).")
+      .def(
+          "forced_tokens", [](const PyMatcher& pm) { return pm.matcher.ForcedTokens(); },
+          "forced_bytes() as canonical tokens, each accepted in order by accept_token.")
+      .def(
+          "validate_draft",
+          [](const PyMatcher& pm, const py::object& ids) {
+            const std::vector<TokenId> d =
+                CheckedIds(IdList(ids), pm.matcher.grammar().logits_width(), "ids");
+            return pm.matcher.ValidateDraft(d);
+          },
+          py::arg("ids"),
+          "How many of `ids` would be accepted in order from here, without changing the state.")
+      .def_property_readonly(
+          "num_steps", [](const PyMatcher& pm) { return pm.matcher.NumSteps(); },
+          "Accepted steps that rollback() can undo.");
+
+  m.def(
+      "allocate_token_bitmask",
+      [](std::int64_t batch, const py::object& owner) {
+        std::int32_t width = 0;
+        if (py::isinstance<PyVocab>(owner)) {
+          width = owner.cast<const PyVocab&>().vocab->logits_width();
+        } else if (py::isinstance<PyGrammar>(owner)) {
+          width = owner.cast<const PyGrammar&>().grammar->logits_width();
+        } else {
+          throw py::type_error("expected a Vocabulary or a CompiledGrammar, not " +
+                               TypeName(owner));
+        }
+        if (batch < 0) throw py::value_error("batch must be >= 0");
+        const py::ssize_t words = static_cast<py::ssize_t>(BitmaskWords(width));
+        py::array_t<std::int32_t> out({static_cast<py::ssize_t>(batch), words});
+        if (batch > 0 && words > 0) {
+          std::memset(out.mutable_data(), 0, batch * words * sizeof(std::int32_t));
+        }
+        return out;
+      },
+      py::arg("batch"), py::arg("vocab_or_grammar"),
+      "A zeroed numpy int32 array [batch, bitmask_words] for fill_next_token_bitmask.");
+
+  m.def(
+      "fill_next_token_bitmask_batch",
+      [](const std::vector<py::object>& matchers, const py::object& arr, int num_threads) {
+        if (num_threads < 0) throw py::value_error("num_threads must be >= 0");
+        std::vector<Matcher*> ptrs;
+        std::size_t words = 0;
+        for (std::size_t i = 0; i < matchers.size(); ++i) {
+          if (matchers[i].is_none()) {
+            ptrs.push_back(nullptr);
+            continue;
+          }
+          if (!py::isinstance<PyMatcher>(matchers[i])) {
+            throw py::type_error("matchers[" + std::to_string(i) + "] is not a Matcher");
+          }
+          Matcher* p = &matchers[i].cast<PyMatcher&>().matcher;
+          for (Matcher* q : ptrs) {
+            if (q == p) {
+              throw py::value_error("matchers[" + std::to_string(i) +
+                                    "] appears twice; each row needs its own Matcher");
+            }
+          }
+          ptrs.push_back(p);
+          words = std::max(words, BitmaskWords(p->grammar().logits_width()));
+        }
+        if (!py::isinstance<py::array>(arr) || py::reinterpret_borrow<py::array>(arr).ndim() != 2) {
+          throw py::value_error("bitmask must be a 2-D numpy int32 array [batch, words]");
+        }
+        py::array a = py::reinterpret_borrow<py::array>(arr);
+        if (a.shape(0) < static_cast<py::ssize_t>(matchers.size())) {
+          throw py::value_error("bitmask has " + std::to_string(a.shape(0)) + " rows for " +
+                                std::to_string(matchers.size()) + " matchers");
+        }
+        if (ptrs.empty()) return;
+        std::uint32_t* base = MaskRow(arr, 0, words, true, "bitmask");
+        const std::size_t stride = a.shape(1);
+        bool ok = false;
+        {
+          py::gil_scoped_release release;
+          ok = Filler(num_threads)
+                   .Fill(ptrs, std::span<std::uint32_t>(base, stride * ptrs.size()), stride);
+        }
+        if (!ok) RaiseArg("batch fill rejected the buffer sizes", "bitmask");
+      },
+      py::arg("matchers"), py::arg("bitmask"), py::arg("num_threads") = 0,
+      "Fills row i of `bitmask` (int32 [batch, words], C-contiguous, writable) with matchers[i]'s "
+      "mask, on a persistent thread pool (num_threads including the caller; 0 = all cores), with "
+      "the GIL released. A None entry zeroes its row.");
+
+  // ---- Sampler ----
+  py::class_<PySampler>(
+      m, "Sampler",
+      "Logits + mask -> token: logit bias, repetition/frequency/presence penalties, the grammar "
+      "mask, temperature (<= 0: greedy), top-k, top-p, min-p, then a draw that depends only on "
+      "(seed, sequence_id, step).")
+      .def(py::init([](float temperature, std::int32_t top_k, float top_p, float min_p,
+                       float repetition_penalty, float frequency_penalty, float presence_penalty,
+                       std::uint64_t seed, std::int32_t repetition_window,
+                       const std::map<TokenId, float>& logit_bias) {
+             SamplerConfig c;
+             c.temperature = temperature;
+             c.top_k = top_k;
+             c.top_p = top_p;
+             c.min_p = min_p;
+             c.repetition_penalty = repetition_penalty;
+             c.frequency_penalty = frequency_penalty;
+             c.presence_penalty = presence_penalty;
+             c.seed = seed;
+             c.repetition_window = repetition_window;
+             for (const auto& [id, bias] : logit_bias) c.logit_bias.emplace_back(id, bias);
+             return std::make_unique<PySampler>(c);
+           }),
+           py::arg("temperature") = 1.0f, py::arg("top_k") = 0, py::arg("top_p") = 1.0f,
+           py::arg("min_p") = 0.0f, py::arg("repetition_penalty") = 1.0f,
+           py::arg("frequency_penalty") = 0.0f, py::arg("presence_penalty") = 0.0f,
+           py::arg("seed") = 0, py::arg("repetition_window") = 0,
+           py::arg("logit_bias") = std::map<TokenId, float>{})
+      .def_property_readonly("config",
+                             [](const PySampler& s) {
+                               const SamplerConfig& c = s.sampler.config();
+                               py::dict d;
+                               d["temperature"] = c.temperature;
+                               d["top_k"] = c.top_k;
+                               d["top_p"] = c.top_p;
+                               d["min_p"] = c.min_p;
+                               d["repetition_penalty"] = c.repetition_penalty;
+                               d["frequency_penalty"] = c.frequency_penalty;
+                               d["presence_penalty"] = c.presence_penalty;
+                               d["seed"] = c.seed;
+                               d["repetition_window"] = c.repetition_window;
+                               return d;
+                             })
+      .def(
+          "sample",
+          [](PySampler& s, const py::object& logits, const py::object& mask,
+             const py::object& history, std::uint64_t sequence_id, std::uint64_t step) {
+            s.scratch = LogitsVector(logits, -1, "logits");
+            const std::uint32_t* words = nullptr;
+            if (!mask.is_none())
+              words = MaskRow(mask, 0, BitmaskWords(s.scratch.size()), false, "mask");
+            std::vector<TokenId> hist;
+            for (std::int64_t id : IdList(history)) {
+              if (id >= 0 && id <= std::numeric_limits<TokenId>::max()) {
+                hist.push_back(static_cast<TokenId>(id));
+              }
+            }
+            TokenId t = kNoToken;
+            {
+              py::gil_scoped_release release;
+              t = s.sampler.Sample(s.scratch, words, hist, sequence_id, step);
+            }
+            if (t == kNoToken) RaiseArg("the mask allows no token", "mask");
+            return t;
+          },
+          py::arg("logits"), py::arg("mask") = py::none(), py::arg("history") = py::tuple(),
+          py::arg("sequence_id") = 0, py::arg("step") = 0,
+          "Draws one token id. `logits` (float32 [width]; other float arrays are converted) is "
+          "NOT modified: it is copied first, since the C++ Sampler uses its input as scratch. "
+          "`mask`: None (all allowed) or an int32/uint32 row of >= ceil(width / 32) words. "
+          "`history`: ids generated so far, for the penalties. Logits must not be NaN or +inf. "
+          "Raises lockstep.Error if the mask allows nothing.");
+
+  // ---- generation ----
+  m.def(
+      "generate",
+      [](const py::object& grammar_or_matcher, const PySampler& sampler, py::function logits_fn,
+         std::int32_t max_tokens, const py::object& prompt, bool jump_forward,
+         std::uint64_t sequence_id) {
+        std::optional<Matcher> own;
+        Matcher* matcher = nullptr;
+        if (py::isinstance<PyGrammar>(grammar_or_matcher)) {
+          own.emplace(grammar_or_matcher.cast<const PyGrammar&>().grammar);
+          matcher = &*own;
+        } else if (py::isinstance<PyMatcher>(grammar_or_matcher)) {
+          matcher = &grammar_or_matcher.cast<PyMatcher&>().matcher;
+        } else {
+          throw py::type_error("expected a CompiledGrammar or a Matcher, not " +
+                               TypeName(grammar_or_matcher));
+        }
+        if (max_tokens < 0) throw py::value_error("max_tokens must be >= 0");
+        const std::int32_t width = matcher->grammar().logits_width();
+        const std::vector<TokenId> ctx = CheckedIds(IdList(prompt), width, "prompt");
+        GenerateOptions o;
+        o.sampler = sampler.sampler.config();
+        o.max_tokens = max_tokens;
+        o.jump_forward = jump_forward;
+        o.sequence_id = sequence_id;
+        PySource source(std::move(logits_fn), width);
+        std::optional<Result<GenerateResult>> r;
+        bool aborted = false;
+        {
+          py::gil_scoped_release release;
+          try {
+            r.emplace(Generate(source, *matcher, ctx, o));
+          } catch (const SourceAborted&) {
+            aborted = true;
+          }
+        }
+        if (aborted) std::rethrow_exception(source.error);
+        GenerateResult g = Unwrap(std::move(*r));
+        return py::make_tuple(g.tokens, py::bytes(g.text), FinishReasonName(g.finish));
+      },
+      py::arg("grammar"), py::arg("sampler"), py::arg("logits_fn"), py::arg("max_tokens") = 256,
+      py::arg("prompt") = py::tuple(), py::arg("jump_forward") = true, py::arg("sequence_id") = 0,
+      "Runs the C++ generation loop: per step the mask, logits_fn(context) (context: a new "
+      "numpy int32 array of prompt + generated ids; returns float32 [logits_width], other float "
+      "arrays are converted), the sampler's draw (its config and seed; the draw depends on "
+      "(seed, sequence_id, step)), jump-forward over forced tokens. `grammar` may be a Matcher, "
+      "which is advanced in place. Returns (ids, text_bytes, finish_reason) with finish_reason "
+      "'eos' or 'length'; ids exclude the final EOS. An exception raised by logits_fn, or a "
+      "result of the wrong shape, stops generation and propagates.");
+
+  // ---- LogitsProcessor ----
+  py::class_<PyProcessor>(
+      m, "LogitsProcessor",
+      "processor(input_ids, scores) -> scores, for any framework's sampling loop. input_ids: the "
+      "ids generated so far for each sequence (1-D for batch_size 1, or 2-D [batch, length]); "
+      "each call advances that row's matcher by the ids it has not seen yet (they must be "
+      "appended one step at a time, never rewritten; call reset() for new sequences). scores: a "
+      "numpy float32 array [logits_width] or [batch, logits_width], C-contiguous; disallowed "
+      "entries are set to -inf in place and the same array is returned. After a row's EOS only "
+      "EOS ids stay allowed. A disallowed id raises lockstep.Error.")
+      .def(py::init([](const std::shared_ptr<PyGrammar>& g, std::int32_t batch_size) {
+             return std::make_unique<PyProcessor>(g, batch_size);
+           }),
+           py::arg("grammar"), py::arg("batch_size") = 1)
+      .def("__call__", &PyProcessor::Call, py::arg("input_ids"), py::arg("scores"))
+      .def("reset", &PyProcessor::Reset, "Starts every row over (new sequences).");
+
+  // ---- validation ----
+  m.def(
+      "validate",
+      [](const py::object& schema, const py::object& instance, bool format_assertion) {
+        const std::string text = SchemaText(schema);
+        const std::string inst = BytesOf(instance, "instance");
+        std::vector<schema::ValidationError> errors;
+        Result<bool> r = Status();
+        {
+          py::gil_scoped_release release;
+          auto s = schema::Schema::Load(text);
+          if (!s.ok()) {
+            r = s.status();
+          } else {
+            schema::ValidateOptions o;
+            o.format_assertion = format_assertion;
+            auto v = schema::Validator::Create(*s, o);
+            r = v.ok() ? v->ValidateText(inst, &errors) : Result<bool>(v.status());
+          }
+        }
+        py::list out;
+        if (!r.ok() && r.status().code() == StatusCode::kInvalidArgument &&
+            r.status().location().rfind("byte", 0) == 0) {
+          out.append(py::make_tuple("", "", r.status().ToString()));  // not JSON
+          return py::make_tuple(false, out);
+        }
+        const bool ok = Unwrap(std::move(r));
+        for (const auto& e : errors) {
+          out.append(py::make_tuple(e.instance_pointer, e.schema_pointer, e.message));
+        }
+        return py::make_tuple(ok, out);
+      },
+      py::arg("schema"), py::arg("instance"), py::arg("format_assertion") = false,
+      "Validates one JSON text against a JSON Schema (draft 2020-12 / draft-07). Returns (ok, "
+      "errors), errors a list of (instance_pointer, schema_pointer, message); text that is not "
+      "JSON is (False, [('', '', why)]). An unusable schema raises lockstep.Error.");
+
+  m.attr("__version__") = "0.1.0";
+}
+
+}  // namespace lockstep::python
+
+PYBIND11_MODULE(lockstep, m) { lockstep::python::Bind(m); }

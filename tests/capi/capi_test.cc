@@ -1,0 +1,818 @@
+// The C ABI (include/lockstep/lockstep.h) against the C++ API: the same tokens for the same seed
+// and logits (step by step and with lockstep_generate), generated text that validates against
+// the schema, every argument check (an error status and a message, never a crash), NULL frees,
+// batch fills equal to single fills, in-memory vocabularies, and the matcher's other calls.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "capi/capi_test_support.h"
+#include "grammar/json_schema.h"
+#include "lockstep/compiler.h"
+#include "lockstep/decoding.h"
+#include "lockstep/lockstep.h"
+#include "lockstep/logits_source.h"
+#include "lockstep/matcher.h"
+#include "lockstep/sampler.h"
+#include "lockstep/vocabulary.h"
+#include "test_data.h"
+
+namespace lockstep {
+namespace {
+
+std::string SchemaText() {
+  return testing::ReadFile(testing::SourceDataDir() + "/tools/book_flight.json");
+}
+
+// True if the last error message contains `part`.
+bool LastErrorHas(const std::string& part) {
+  return std::string(lockstep_last_error()).find(part) != std::string::npos;
+}
+
+// One vocabulary, grammar and model for the whole suite (the Llama-3 load and compile are the
+// slow part).
+class CapiTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    ASSERT_EQ(lockstep_vocab_load("llama3", &vocab_), LOCKSTEP_OK) << lockstep_last_error();
+    const std::string schema = SchemaText();
+    ASSERT_FALSE(schema.empty());
+    ASSERT_EQ(lockstep_compile_schema(vocab_, schema.data(), schema.size(), nullptr, &grammar_),
+              LOCKSTEP_OK)
+        << lockstep_last_error();
+    model_ = new capi_test_model;
+    ASSERT_EQ(capi_test_model_init(model_, vocab_, CAPI_TEST_MODEL_SEED), LOCKSTEP_OK);
+    lockstep_sampler_config config;
+    capi_test_sampler_config(&config);
+    ASSERT_EQ(lockstep_sampler_create(&config, 0, &sampler_), LOCKSTEP_OK);
+  }
+  static void TearDownTestSuite() {
+    lockstep_sampler_free(sampler_);
+    if (model_ != nullptr) capi_test_model_free(model_);
+    delete model_;
+    lockstep_grammar_free(grammar_);
+    lockstep_vocab_free(vocab_);
+    sampler_ = nullptr;
+    model_ = nullptr;
+    grammar_ = nullptr;
+    vocab_ = nullptr;
+  }
+
+  // The step-by-step generation through the C ABI (the C loop shared with the C program).
+  static std::vector<std::int32_t> CSteps(bool* eos) {
+    std::vector<std::int32_t> ids(CAPI_TEST_MAX_TOKENS);
+    std::size_t n = 0;
+    int e = 0;
+    EXPECT_EQ(capi_test_generate_steps(grammar_, sampler_, model_, CAPI_TEST_MAX_TOKENS, ids.data(),
+                                       &n, &e),
+              LOCKSTEP_OK)
+        << lockstep_last_error();
+    ids.resize(n);
+    *eos = e != 0;
+    return ids;
+  }
+
+  static std::vector<std::int32_t> CGenerate(int jump_forward, lockstep_finish_reason* finish) {
+    std::vector<std::int32_t> ids(CAPI_TEST_MAX_TOKENS);
+    std::size_t n = ids.size();
+    lockstep_generate_options options;
+    lockstep_generate_options_init(&options);
+    options.jump_forward = jump_forward;
+    EXPECT_EQ(lockstep_generate(grammar_, sampler_, capi_test_logits, model_, CAPI_TEST_MAX_TOKENS,
+                                ids.data(), &n, &options, finish),
+              LOCKSTEP_OK)
+        << lockstep_last_error();
+    ids.resize(n);
+    return ids;
+  }
+
+  static std::string Text(const std::vector<std::int32_t>& ids) {
+    std::string out;
+    for (std::int32_t id : ids) {
+      const char* b = nullptr;
+      std::size_t len = 0;
+      EXPECT_EQ(lockstep_vocab_token_bytes(vocab_, id, &b, &len), LOCKSTEP_OK);
+      out.append(b, len);
+    }
+    return out;
+  }
+
+  static lockstep_vocab* vocab_;
+  static lockstep_grammar* grammar_;
+  static lockstep_sampler* sampler_;
+  static capi_test_model* model_;
+};
+
+lockstep_vocab* CapiTest::vocab_ = nullptr;
+lockstep_grammar* CapiTest::grammar_ = nullptr;
+lockstep_sampler* CapiTest::sampler_ = nullptr;
+capi_test_model* CapiTest::model_ = nullptr;
+
+// The C++ API on the same vocabulary, schema, sampler settings and logits function.
+struct CppSide {
+  std::shared_ptr<const Vocabulary> vocab;
+  std::shared_ptr<const CompiledGrammar> grammar;
+  SamplerConfig config;
+
+  CppSide() {
+    auto v = Vocabulary::Load("llama3");
+    EXPECT_TRUE(v.ok()) << v.status().ToString();
+    vocab = *v;
+    GrammarCompiler compiler(vocab);
+    auto g = compiler.CompileSchema(SchemaText());
+    EXPECT_TRUE(g.ok()) << g.status().ToString();
+    grammar = *g;
+    config.temperature = CAPI_TEST_TEMPERATURE;
+    config.top_p = CAPI_TEST_TOP_P;
+    config.seed = CAPI_TEST_SAMPLER_SEED;
+  }
+};
+
+CppSide& Cpp() {
+  static CppSide* side = new CppSide();
+  return *side;
+}
+
+TEST_F(CapiTest, StepByStepGivesTheSameTokensAsTheCppApi) {
+  bool eos = false;
+  const std::vector<std::int32_t> c_ids = CSteps(&eos);
+  ASSERT_TRUE(eos) << "no EOS in " << c_ids.size() << " tokens";
+
+  // The same loop written against the C++ API.
+  CppSide& cpp = Cpp();
+  Matcher matcher(cpp.grammar);
+  Sampler sampler(cpp.config);
+  const std::int32_t width = cpp.grammar->logits_width();
+  std::vector<std::uint32_t> mask(BitmaskWords(width));
+  std::vector<float> logits(width);
+  std::vector<TokenId> ids;
+  bool cpp_eos = false;
+  for (std::uint64_t step = 0; !matcher.IsTerminated() && ids.size() < CAPI_TEST_MAX_TOKENS;
+       ++step) {
+    matcher.FillNextTokenBitmask(mask);
+    capi_test_logits(model_, ids.data(), ids.size(), logits.data(), width);
+    const TokenId t = sampler.Sample(logits, mask.data(), ids, 0, step);
+    ASSERT_TRUE(matcher.AcceptToken(t));
+    if (matcher.IsTerminated()) {
+      cpp_eos = true;
+      break;
+    }
+    ids.push_back(t);
+  }
+  EXPECT_TRUE(cpp_eos);
+  EXPECT_EQ(c_ids, ids);
+}
+
+TEST_F(CapiTest, GenerateGivesTheSameTokensAsTheStepsAndAsCppGenerate) {
+  bool eos = false;
+  const std::vector<std::int32_t> steps = CSteps(&eos);
+  lockstep_finish_reason finish = LOCKSTEP_FINISH_LENGTH;
+  EXPECT_EQ(CGenerate(0, &finish), steps);
+  EXPECT_EQ(finish, LOCKSTEP_FINISH_EOS);
+
+  // And with jump-forward, lockstep::Generate on a CallbackSource of the same function.
+  const std::vector<std::int32_t> jumped = CGenerate(1, &finish);
+  EXPECT_EQ(finish, LOCKSTEP_FINISH_EOS);
+  CppSide& cpp = Cpp();
+  for (bool jump : {false, true}) {
+    CallbackSource source(capi_test_logits, model_, cpp.grammar->logits_width());
+    Matcher matcher(cpp.grammar);
+    GenerateOptions options;
+    options.sampler = cpp.config;
+    options.max_tokens = CAPI_TEST_MAX_TOKENS;
+    options.jump_forward = jump;
+    auto r = Generate(source, matcher, {}, options);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->finish, FinishReason::kEos);
+    EXPECT_EQ(r->tokens, jump ? jumped : steps) << "jump_forward " << jump;
+  }
+}
+
+TEST_F(CapiTest, GeneratedTextValidatesAgainstTheSchema) {
+  auto schema = schema::Schema::Load(SchemaText());
+  ASSERT_TRUE(schema.ok()) << schema.status().ToString();
+  schema::ValidateOptions vo;
+  vo.format_assertion = true;  // the compiler enforces `format: date`
+  auto validator = schema::Validator::Create(*schema, vo);
+  ASSERT_TRUE(validator.ok()) << validator.status().ToString();
+  bool eos = false;
+  lockstep_finish_reason finish = LOCKSTEP_FINISH_LENGTH;
+  for (const std::vector<std::int32_t>& ids : {CSteps(&eos), CGenerate(1, &finish)}) {
+    const std::string text = Text(ids);
+    std::vector<schema::ValidationError> errors;
+    auto valid = validator->ValidateText(text, &errors);
+    ASSERT_TRUE(valid.ok()) << valid.status().ToString() << "\n" << text;
+    EXPECT_TRUE(*valid) << text << "\n"
+                        << (errors.empty() ? ""
+                                           : errors[0].schema_pointer + ": " + errors[0].message);
+  }
+  EXPECT_TRUE(eos);
+  EXPECT_EQ(finish, LOCKSTEP_FINISH_EOS);
+}
+
+TEST_F(CapiTest, ThreadsShareVocabularyGrammarAndGenerateSampler) {
+  bool eos = false;
+  const std::vector<std::int32_t> expected = CSteps(&eos);
+  lockstep_vocab_load("no-such-vocabulary", nullptr);  // this thread's last error
+  const std::string mine = lockstep_last_error();
+  constexpr int kThreads = 4;
+  std::vector<std::vector<std::int32_t>> got(kThreads);
+  std::vector<std::string> errors(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([t, &got, &errors] {
+      errors[t] = lockstep_last_error();  // "" on a fresh thread
+      // Compiling on the shared vocabulary, and generating with the shared grammar and sampler.
+      lockstep_grammar* g = nullptr;
+      EXPECT_EQ(lockstep_compile_regex(vocab_, "[0-9]{3}", 8, nullptr, &g), LOCKSTEP_OK);
+      lockstep_grammar_free(g);
+      std::vector<std::int32_t> ids(CAPI_TEST_MAX_TOKENS);
+      std::size_t n = ids.size();
+      lockstep_generate_options options;
+      lockstep_generate_options_init(&options);
+      options.jump_forward = 0;
+      EXPECT_EQ(lockstep_generate(grammar_, sampler_, capi_test_logits, model_,
+                                  CAPI_TEST_MAX_TOKENS, ids.data(), &n, &options, nullptr),
+                LOCKSTEP_OK);
+      ids.resize(n);
+      got[t] = ids;
+      lockstep_matcher_rollback(nullptr, 1);  // fails on this thread only
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  for (int t = 0; t < kThreads; ++t) {
+    EXPECT_EQ(got[t], expected) << "thread " << t;
+    EXPECT_EQ(errors[t], "");
+  }
+  EXPECT_EQ(lockstep_last_error(), mine);
+}
+
+TEST_F(CapiTest, FreeingNullIsANoOp) {
+  lockstep_vocab_free(nullptr);
+  lockstep_grammar_free(nullptr);
+  lockstep_matcher_free(nullptr);
+  lockstep_sampler_free(nullptr);
+  lockstep_compile_options_init(nullptr);
+  lockstep_sampler_config_init(nullptr);
+  lockstep_generate_options_init(nullptr);
+}
+
+TEST_F(CapiTest, GettersOnNull) {
+  EXPECT_EQ(lockstep_vocab_size(nullptr), 0);
+  EXPECT_EQ(lockstep_vocab_logits_width(nullptr), 0);
+  EXPECT_EQ(lockstep_vocab_bitmask_words(nullptr), 0u);
+  EXPECT_EQ(lockstep_vocab_num_eos(nullptr), 0u);
+  EXPECT_EQ(lockstep_vocab_eos_id(nullptr, 0), -1);
+  EXPECT_EQ(lockstep_vocab_eos_id(vocab_, 1000), -1);
+  EXPECT_EQ(lockstep_vocab_token_type(nullptr, 0), LOCKSTEP_TOKEN_UNUSED);
+  EXPECT_EQ(lockstep_vocab_token_type(vocab_, -5), LOCKSTEP_TOKEN_UNUSED);
+  EXPECT_EQ(lockstep_grammar_logits_width(nullptr), 0);
+  EXPECT_EQ(lockstep_grammar_bitmask_words(nullptr), 0u);
+  EXPECT_EQ(lockstep_grammar_num_warnings(nullptr), 0u);
+  EXPECT_EQ(lockstep_grammar_warning(nullptr, 0), nullptr);
+  EXPECT_EQ(lockstep_grammar_warning(grammar_, 0), nullptr);
+  EXPECT_EQ(lockstep_matcher_num_steps(nullptr), 0);
+  EXPECT_EQ(lockstep_matcher_is_terminated(nullptr), 0);
+  EXPECT_EQ(lockstep_matcher_can_end(nullptr), 0);
+  EXPECT_STREQ(lockstep_status_name(LOCKSTEP_OK), "ok");
+  EXPECT_STREQ(lockstep_status_name(LOCKSTEP_REJECTED), "rejected");
+  EXPECT_STREQ(lockstep_status_name(LOCKSTEP_INVALID_SCHEMA), "invalid schema");
+  // lockstep_status_name of a value outside the enum is checked from C (capi_generation_test.c):
+  // in C++ such a value is not representable.
+}
+
+TEST_F(CapiTest, VocabularyAndCompileErrors) {
+  lockstep_vocab* v = reinterpret_cast<lockstep_vocab*>(0x1);  // must stay untouched on error
+  EXPECT_EQ(lockstep_vocab_load("no-such-vocabulary", &v), LOCKSTEP_IO_ERROR);
+  EXPECT_TRUE(LastErrorHas("no-such-vocabulary")) << lockstep_last_error();
+  EXPECT_EQ(v, reinterpret_cast<lockstep_vocab*>(0x1));
+  EXPECT_EQ(lockstep_vocab_load(nullptr, &v), LOCKSTEP_INVALID_ARGUMENT);
+  EXPECT_TRUE(LastErrorHas("lockstep_vocab_load")) << lockstep_last_error();
+  EXPECT_EQ(lockstep_vocab_load("llama3", nullptr), LOCKSTEP_INVALID_ARGUMENT);
+  EXPECT_EQ(lockstep_vocab_load_with_width("llama3", 100, &v), LOCKSTEP_INVALID_ARGUMENT);
+  EXPECT_TRUE(LastErrorHas("logits_width")) << lockstep_last_error();
+  EXPECT_EQ(lockstep_vocab_load_with_width("llama3", -1, &v), LOCKSTEP_INVALID_ARGUMENT);
+
+  const char* bytes = nullptr;
+  std::size_t len = 0;
+  EXPECT_EQ(lockstep_vocab_token_bytes(vocab_, 128256, &bytes, &len), LOCKSTEP_INVALID_ARGUMENT);
+  EXPECT_EQ(lockstep_vocab_token_bytes(vocab_, -1, &bytes, &len), LOCKSTEP_INVALID_ARGUMENT);
+  EXPECT_EQ(lockstep_vocab_token_bytes(vocab_, 0, nullptr, &len), LOCKSTEP_INVALID_ARGUMENT);
+  EXPECT_EQ(lockstep_vocab_token_bytes(nullptr, 0, &bytes, &len), LOCKSTEP_INVALID_ARGUMENT);
+
+  lockstep_grammar* g = nullptr;
+  // Invalid schema text: the JSON Pointer of the bad keyword in the message.
+  const std::string bad_schema = R"({"type": "object", "properties": {"a": {"type": 5}}})";
+  lockstep_status st =
+      lockstep_compile_schema(vocab_, bad_schema.data(), bad_schema.size(), nullptr, &g);
+  EXPECT_EQ(st, LOCKSTEP_INVALID_SCHEMA) << lockstep_status_name(st);
+  EXPECT_TRUE(LastErrorHas("/properties/a/type")) << lockstep_last_error();
+  EXPECT_EQ(g, nullptr);
+  const std::string not_json = "{\"type\": ";
+  EXPECT_EQ(lockstep_compile_schema(vocab_, not_json.data(), not_json.size(), nullptr, &g),
+            LOCKSTEP_INVALID_SCHEMA);
+  EXPECT_STRNE(lockstep_last_error(), "");
+  // A regex error names its byte offset; a grammar error its line:column.
+  EXPECT_EQ(lockstep_compile_regex(vocab_, "a(b", 3, nullptr, &g), LOCKSTEP_INVALID_REGEX);
+  EXPECT_TRUE(LastErrorHas("offset")) << lockstep_last_error();
+  const std::string gbnf = "root ::= \"a\" |\n  (";
+  EXPECT_EQ(lockstep_compile_grammar(vocab_, gbnf.data(), gbnf.size(), "gbnf", nullptr, &g),
+            LOCKSTEP_INVALID_GRAMMAR);
+  EXPECT_TRUE(LastErrorHas("2:")) << lockstep_last_error();
+  EXPECT_EQ(lockstep_compile_grammar(vocab_, gbnf.data(), gbnf.size(), "yacc", nullptr, &g),
+            LOCKSTEP_INVALID_ARGUMENT);
+  // Unsupported (strict) keyword, then the same in lenient mode with a warning.
+  const std::string unique =
+      R"({"type": "array", "items": {"type": "string"}, "uniqueItems": true})";
+  EXPECT_EQ(lockstep_compile_schema(vocab_, unique.data(), unique.size(), nullptr, &g),
+            LOCKSTEP_UNSUPPORTED);
+  EXPECT_TRUE(LastErrorHas("/uniqueItems")) << lockstep_last_error();
+  lockstep_compile_options options;
+  lockstep_compile_options_init(&options);
+  options.schema_lenient = 1;
+  ASSERT_EQ(lockstep_compile_schema(vocab_, unique.data(), unique.size(), &options, &g),
+            LOCKSTEP_OK)
+      << lockstep_last_error();
+  ASSERT_EQ(lockstep_grammar_num_warnings(g), 1u);
+  EXPECT_NE(std::string(lockstep_grammar_warning(g, 0)).find("/uniqueItems"), std::string::npos)
+      << lockstep_grammar_warning(g, 0);
+  EXPECT_EQ(lockstep_grammar_warning(g, 1), nullptr);
+  lockstep_grammar_free(g);
+  g = nullptr;
+  // Unsatisfiable.
+  const std::string never = R"({"not": {}})";
+  EXPECT_EQ(lockstep_compile_schema(vocab_, never.data(), never.size(), nullptr, &g),
+            LOCKSTEP_UNSATISFIABLE);
+  // Resource limit: a budget too small for the pattern.
+  options.schema_lenient = 0;
+  options.max_dfa_states = 3;
+  EXPECT_EQ(lockstep_compile_regex(vocab_, "[a-z]{20}", 9, &options, &g), LOCKSTEP_RESOURCE_LIMIT)
+      << lockstep_last_error();
+  // Wrong struct_size, NULL arguments, out-of-range budgets.
+  lockstep_compile_options_init(&options);
+  options.struct_size = 8;
+  EXPECT_EQ(lockstep_compile_regex(vocab_, "a", 1, &options, &g), LOCKSTEP_INVALID_ARGUMENT);
+  EXPECT_TRUE(LastErrorHas("struct_size")) << lockstep_last_error();
+  options.struct_size = sizeof(options) + 8;
+  EXPECT_EQ(lockstep_compile_regex(vocab_, "a", 1, &options, &g), LOCKSTEP_INVALID_ARGUMENT);
+  lockstep_compile_options_init(&options);
+  options.max_nesting_depth = 0;
+  EXPECT_EQ(lockstep_compile_regex(vocab_, "a", 1, &options, &g), LOCKSTEP_INVALID_ARGUMENT);
+  EXPECT_EQ(lockstep_compile_regex(nullptr, "a", 1, nullptr, &g), LOCKSTEP_INVALID_ARGUMENT);
+  EXPECT_EQ(lockstep_compile_regex(vocab_, nullptr, 1, nullptr, &g), LOCKSTEP_INVALID_ARGUMENT);
+  EXPECT_EQ(lockstep_compile_regex(vocab_, "a", 1, nullptr, nullptr), LOCKSTEP_INVALID_ARGUMENT);
+  EXPECT_EQ(lockstep_compile_schema(vocab_, nullptr, 4, nullptr, &g), LOCKSTEP_INVALID_ARGUMENT);
+  EXPECT_EQ(g, nullptr);
+}
+
+TEST_F(CapiTest, MatcherErrors) {
+  lockstep_matcher* m = nullptr;
+  EXPECT_EQ(lockstep_matcher_create(nullptr, &m), LOCKSTEP_INVALID_ARGUMENT);
+  EXPECT_EQ(lockstep_matcher_create(grammar_, nullptr), LOCKSTEP_INVALID_ARGUMENT);
+  ASSERT_EQ(lockstep_matcher_create(grammar_, &m), LOCKSTEP_OK);
+  const std::size_t words = lockstep_grammar_bitmask_words(grammar_);
+  ASSERT_EQ(words, 4008u);
+  // Exactly sized heap buffers, so ASan sees any write past them.
+  auto buf = std::make_unique<std::uint32_t[]>(words);
+  EXPECT_EQ(lockstep_matcher_fill_bitmask(m, buf.get(), words - 1), LOCKSTEP_INVALID_ARGUMENT);
+  EXPECT_TRUE(LastErrorHas("4008")) << lockstep_last_error();
+  EXPECT_EQ(lockstep_matcher_fill_bitmask(m, buf.get(), 0), LOCKSTEP_INVALID_ARGUMENT);
+  EXPECT_EQ(lockstep_matcher_fill_bitmask(m, nullptr, words), LOCKSTEP_INVALID_ARGUMENT);
+  EXPECT_EQ(lockstep_matcher_fill_bitmask(nullptr, buf.get(), words), LOCKSTEP_INVALID_ARGUMENT);
+  EXPECT_EQ(lockstep_matcher_fill_bitmask(m, buf.get(), words), LOCKSTEP_OK);
+
+  EXPECT_EQ(lockstep_matcher_accept_token(m, 128256), LOCKSTEP_INVALID_ARGUMENT);
+  EXPECT_TRUE(LastErrorHas("128256")) << lockstep_last_error();
+  EXPECT_EQ(lockstep_matcher_accept_token(m, -1), LOCKSTEP_INVALID_ARGUMENT);
+  EXPECT_EQ(lockstep_matcher_accept_token(nullptr, 0), LOCKSTEP_INVALID_ARGUMENT);
+  // In range but not allowed: "a" cannot start the object.
+  EXPECT_EQ(lockstep_matcher_accept_token(m, 64), LOCKSTEP_REJECTED);
+  EXPECT_TRUE(LastErrorHas("not allowed")) << lockstep_last_error();
+  EXPECT_EQ(lockstep_matcher_accept_token(m, lockstep_vocab_eos_id(vocab_, 0)), LOCKSTEP_REJECTED);
+  EXPECT_EQ(lockstep_matcher_accept_string(m, "x", 1), LOCKSTEP_REJECTED);
+  EXPECT_EQ(lockstep_matcher_accept_string(m, nullptr, 3), LOCKSTEP_INVALID_ARGUMENT);
+  EXPECT_EQ(lockstep_matcher_num_steps(m), 0);
+
+  EXPECT_EQ(lockstep_matcher_rollback(m, 1), LOCKSTEP_INVALID_ARGUMENT);
+  EXPECT_TRUE(LastErrorHas("roll back")) << lockstep_last_error();
+  EXPECT_EQ(lockstep_matcher_rollback(m, -1), LOCKSTEP_INVALID_ARGUMENT);
+  EXPECT_EQ(lockstep_matcher_rollback(nullptr, 0), LOCKSTEP_INVALID_ARGUMENT);
+  ASSERT_EQ(lockstep_matcher_accept_string(m, "{", 1), LOCKSTEP_OK);
+  EXPECT_EQ(lockstep_matcher_rollback(m, 2), LOCKSTEP_INVALID_ARGUMENT);
+  EXPECT_EQ(lockstep_matcher_num_steps(m), 1);
+  EXPECT_EQ(lockstep_matcher_rollback(m, 1), LOCKSTEP_OK);
+  EXPECT_EQ(lockstep_matcher_reset(nullptr), LOCKSTEP_INVALID_ARGUMENT);
+
+  char bytes[4];
+  std::size_t len = sizeof(bytes);
+  EXPECT_EQ(lockstep_matcher_forced_bytes(m, bytes, nullptr), LOCKSTEP_INVALID_ARGUMENT);
+  EXPECT_EQ(lockstep_matcher_forced_bytes(m, nullptr, &len), LOCKSTEP_INVALID_ARGUMENT);
+  EXPECT_EQ(lockstep_matcher_forced_bytes(nullptr, bytes, &len), LOCKSTEP_INVALID_ARGUMENT);
+  std::int32_t toks[2];
+  std::size_t count = 2;
+  EXPECT_EQ(lockstep_matcher_forced_tokens(m, toks, nullptr), LOCKSTEP_INVALID_ARGUMENT);
+  EXPECT_EQ(lockstep_matcher_forced_tokens(m, nullptr, &count), LOCKSTEP_INVALID_ARGUMENT);
+  std::size_t accepted = 99;
+  EXPECT_EQ(lockstep_matcher_validate_draft(m, nullptr, 2, &accepted), LOCKSTEP_INVALID_ARGUMENT);
+  EXPECT_EQ(lockstep_matcher_validate_draft(m, toks, 2, nullptr), LOCKSTEP_INVALID_ARGUMENT);
+  EXPECT_EQ(lockstep_matcher_validate_draft(m, nullptr, 0, &accepted), LOCKSTEP_OK);
+  EXPECT_EQ(accepted, 0u);
+  lockstep_matcher* f = nullptr;
+  EXPECT_EQ(lockstep_matcher_fork(nullptr, &f), LOCKSTEP_INVALID_ARGUMENT);
+  EXPECT_EQ(lockstep_matcher_fork(m, nullptr), LOCKSTEP_INVALID_ARGUMENT);
+  lockstep_matcher_free(m);
+}
+
+TEST_F(CapiTest, SamplerAndGenerateErrors) {
+  lockstep_sampler* s = nullptr;
+  lockstep_sampler_config config;
+  lockstep_sampler_config_init(&config);
+  config.struct_size = 0;
+  EXPECT_EQ(lockstep_sampler_create(&config, 0, &s), LOCKSTEP_INVALID_ARGUMENT);
+  EXPECT_TRUE(LastErrorHas("struct_size")) << lockstep_last_error();
+  lockstep_sampler_config_init(&config);
+  config.temperature = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_EQ(lockstep_sampler_create(&config, 0, &s), LOCKSTEP_INVALID_ARGUMENT);
+  lockstep_sampler_config_init(&config);
+  config.top_k = -1;
+  EXPECT_EQ(lockstep_sampler_create(&config, 0, &s), LOCKSTEP_INVALID_ARGUMENT);
+  lockstep_sampler_config_init(&config);
+  config.num_logit_bias = 2;
+  EXPECT_EQ(lockstep_sampler_create(&config, 0, &s), LOCKSTEP_INVALID_ARGUMENT);
+  EXPECT_EQ(lockstep_sampler_create(nullptr, 0, nullptr), LOCKSTEP_INVALID_ARGUMENT);
+  EXPECT_EQ(lockstep_sampler_create(nullptr, -1, &s), LOCKSTEP_INVALID_ARGUMENT);
+  EXPECT_EQ(s, nullptr);
+  ASSERT_EQ(lockstep_sampler_create(nullptr, 0, &s), LOCKSTEP_OK);
+
+  std::vector<float> logits(70, 0.0f);
+  std::uint32_t mask[3] = {0, 0, 0};
+  std::int32_t token = -7;
+  EXPECT_EQ(lockstep_sampler_sample(s, logits.data(), 70, mask, 2, nullptr, 0, 0, 0, &token),
+            LOCKSTEP_INVALID_ARGUMENT);  // 70 logits need 3 words
+  EXPECT_TRUE(LastErrorHas("n_mask_words")) << lockstep_last_error();
+  EXPECT_EQ(lockstep_sampler_sample(s, logits.data(), 70, mask, 3, nullptr, 0, 0, 0, &token),
+            LOCKSTEP_INVALID_ARGUMENT);  // allows nothing
+  EXPECT_TRUE(LastErrorHas("allows no token")) << lockstep_last_error();
+  EXPECT_EQ(logits[0], 0.0f);  // refused before the sampler touched them
+  mask[2] = 1u << 10;          // id 74: past the 70 logits, so still nothing allowed
+  EXPECT_EQ(lockstep_sampler_sample(s, logits.data(), 70, mask, 3, nullptr, 0, 0, 0, &token),
+            LOCKSTEP_INVALID_ARGUMENT);
+  mask[2] = 0;
+  EXPECT_EQ(lockstep_sampler_sample(s, logits.data(), 0, nullptr, 0, nullptr, 0, 0, 0, &token),
+            LOCKSTEP_INVALID_ARGUMENT);
+  EXPECT_EQ(lockstep_sampler_sample(s, nullptr, 70, nullptr, 0, nullptr, 0, 0, 0, &token),
+            LOCKSTEP_INVALID_ARGUMENT);
+  EXPECT_EQ(lockstep_sampler_sample(s, logits.data(), 70, nullptr, 0, nullptr, 3, 0, 0, &token),
+            LOCKSTEP_INVALID_ARGUMENT);  // history NULL with a count
+  EXPECT_EQ(
+      lockstep_sampler_sample(nullptr, logits.data(), 70, nullptr, 0, nullptr, 0, 0, 0, &token),
+      LOCKSTEP_INVALID_ARGUMENT);
+  EXPECT_EQ(lockstep_sampler_sample(s, logits.data(), 70, nullptr, 0, nullptr, 0, 0, 0, nullptr),
+            LOCKSTEP_INVALID_ARGUMENT);
+  logits[13] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_EQ(lockstep_sampler_sample(s, logits.data(), 70, nullptr, 0, nullptr, 0, 0, 0, &token),
+            LOCKSTEP_INVALID_ARGUMENT);
+  EXPECT_TRUE(LastErrorHas("logits[13]")) << lockstep_last_error();
+  EXPECT_EQ(token, -7);
+  logits[13] = -std::numeric_limits<float>::infinity();  // fine
+  logits[5] = 3.0f;
+  mask[0] = (1u << 5) | (1u << 13);
+  const std::int32_t history[2] = {5, 5};
+  EXPECT_EQ(lockstep_sampler_sample(s, logits.data(), 70, mask, 3, history, 2, 0, 0, &token),
+            LOCKSTEP_OK)
+      << lockstep_last_error();
+  EXPECT_EQ(token, 5);  // the only finite allowed logit
+  lockstep_sampler_free(s);
+
+  // lockstep_generate: capacity below max_tokens, NULLs, a NaN-writing model.
+  std::vector<std::int32_t> ids(8);
+  std::size_t n = 4;
+  EXPECT_EQ(lockstep_generate(grammar_, sampler_, capi_test_logits, model_, 8, ids.data(), &n,
+                              nullptr, nullptr),
+            LOCKSTEP_INVALID_ARGUMENT);
+  EXPECT_TRUE(LastErrorHas("max_tokens")) << lockstep_last_error();
+  n = 8;
+  EXPECT_EQ(
+      lockstep_generate(grammar_, sampler_, nullptr, model_, 8, ids.data(), &n, nullptr, nullptr),
+      LOCKSTEP_INVALID_ARGUMENT);
+  EXPECT_EQ(lockstep_generate(nullptr, sampler_, capi_test_logits, model_, 8, ids.data(), &n,
+                              nullptr, nullptr),
+            LOCKSTEP_INVALID_ARGUMENT);
+  EXPECT_EQ(lockstep_generate(grammar_, nullptr, capi_test_logits, model_, 8, ids.data(), &n,
+                              nullptr, nullptr),
+            LOCKSTEP_INVALID_ARGUMENT);
+  EXPECT_EQ(lockstep_generate(grammar_, sampler_, capi_test_logits, model_, 8, nullptr, &n, nullptr,
+                              nullptr),
+            LOCKSTEP_INVALID_ARGUMENT);
+  lockstep_generate_options options;
+  lockstep_generate_options_init(&options);
+  options.struct_size = 1;
+  EXPECT_EQ(lockstep_generate(grammar_, sampler_, capi_test_logits, model_, 8, ids.data(), &n,
+                              &options, nullptr),
+            LOCKSTEP_INVALID_ARGUMENT);
+  lockstep_generate_options_init(&options);
+  options.prompt_len = 3;
+  EXPECT_EQ(lockstep_generate(grammar_, sampler_, capi_test_logits, model_, 8, ids.data(), &n,
+                              &options, nullptr),
+            LOCKSTEP_INVALID_ARGUMENT);
+  lockstep_logits_fn nan_model = [](void*, const int32_t*, size_t n_ctx, float* out,
+                                    int32_t width) {
+    for (int32_t i = 0; i < width; ++i) out[i] = 0.0f;
+    if (n_ctx >= 2) out[width / 2] = std::numeric_limits<float>::quiet_NaN();
+  };
+  lockstep_finish_reason finish = LOCKSTEP_FINISH_EOS;
+  EXPECT_EQ(lockstep_generate(grammar_, sampler_, nan_model, nullptr, 8, ids.data(), &n, nullptr,
+                              &finish),
+            LOCKSTEP_INVALID_ARGUMENT);
+  EXPECT_TRUE(LastErrorHas("NaN")) << lockstep_last_error();
+  EXPECT_EQ(n, 8u);
+  EXPECT_EQ(finish, LOCKSTEP_FINISH_EOS);
+  // max_tokens reached: finish by length, exactly max_tokens ids.
+  EXPECT_EQ(lockstep_generate(grammar_, sampler_, capi_test_logits, model_, 5, ids.data(), &n,
+                              nullptr, &finish),
+            LOCKSTEP_OK)
+      << lockstep_last_error();
+  EXPECT_EQ(finish, LOCKSTEP_FINISH_LENGTH);
+  EXPECT_EQ(n, 5u);
+}
+
+TEST_F(CapiTest, BatchFillEqualsSingleFills) {
+  bool eos = false;
+  const std::vector<std::int32_t> ids = CSteps(&eos);
+  ASSERT_GE(ids.size(), 16u);
+  // A second grammar over the same vocabulary, so rows differ in kind too.
+  lockstep_grammar* regex = nullptr;
+  const std::string pattern = R"(\{"a": [0-9]{1,5}\})";
+  ASSERT_EQ(lockstep_compile_regex(vocab_, pattern.data(), pattern.size(), nullptr, &regex),
+            LOCKSTEP_OK);
+  constexpr int kMatchers = 8;
+  std::vector<lockstep_matcher*> ms(kMatchers, nullptr);
+  for (int i = 0; i < kMatchers; ++i) {
+    ASSERT_EQ(lockstep_matcher_create(i == 7 ? regex : grammar_, &ms[i]), LOCKSTEP_OK);
+    // Matcher i is i * (len / 8) tokens into the generated sequence (the regex one: "{\"a\": 1").
+    if (i == 7) {
+      ASSERT_EQ(lockstep_matcher_accept_string(ms[i], "{\"a\": 1", 7), LOCKSTEP_OK);
+      continue;
+    }
+    const std::size_t k = static_cast<std::size_t>(i) * (ids.size() / kMatchers);
+    for (std::size_t j = 0; j < k; ++j) {
+      ASSERT_EQ(lockstep_matcher_accept_token(ms[i], ids[j]), LOCKSTEP_OK);
+    }
+  }
+  const std::size_t words = lockstep_grammar_bitmask_words(grammar_);
+  const std::size_t stride = words + 5;  // wider rows: the tail words stay untouched
+  std::vector<std::uint32_t> single(kMatchers * words);
+  for (int i = 0; i < kMatchers; ++i) {
+    ASSERT_EQ(lockstep_matcher_fill_bitmask(ms[i], single.data() + i * words, words), LOCKSTEP_OK);
+  }
+  for (int threads : {1, 2, 3, 0}) {
+    std::vector<std::uint32_t> out(kMatchers * stride, 0xDEADBEEFu);
+    ASSERT_EQ(lockstep_batch_fill(ms.data(), kMatchers, out.data(), stride, threads), LOCKSTEP_OK)
+        << lockstep_last_error();
+    for (int i = 0; i < kMatchers; ++i) {
+      for (std::size_t w = 0; w < words; ++w) {
+        ASSERT_EQ(out[i * stride + w], single[i * words + w])
+            << "threads " << threads << " row " << i << " word " << w;
+      }
+      for (std::size_t w = words; w < stride; ++w) ASSERT_EQ(out[i * stride + w], 0xDEADBEEFu);
+    }
+  }
+  // A NULL entry gets a zero row.
+  std::vector<lockstep_matcher*> with_null(ms);
+  with_null[3] = nullptr;
+  std::vector<std::uint32_t> out(kMatchers * words, 0xFFFFFFFFu);
+  ASSERT_EQ(lockstep_batch_fill(with_null.data(), kMatchers, out.data(), words, 2), LOCKSTEP_OK);
+  for (std::size_t w = 0; w < words; ++w) ASSERT_EQ(out[3 * words + w], 0u);
+  for (std::size_t w = 0; w < words; ++w) ASSERT_EQ(out[4 * words + w], single[4 * words + w]);
+  // Errors: short stride, a duplicate, NULL buffers, bad thread counts.
+  EXPECT_EQ(lockstep_batch_fill(ms.data(), kMatchers, out.data(), words - 1, 2),
+            LOCKSTEP_INVALID_ARGUMENT);
+  EXPECT_TRUE(LastErrorHas("stride_words")) << lockstep_last_error();
+  std::vector<lockstep_matcher*> dup(ms);
+  dup[5] = dup[2];
+  EXPECT_EQ(lockstep_batch_fill(dup.data(), kMatchers, out.data(), words, 2),
+            LOCKSTEP_INVALID_ARGUMENT);
+  EXPECT_TRUE(LastErrorHas("twice")) << lockstep_last_error();
+  EXPECT_EQ(lockstep_batch_fill(nullptr, kMatchers, out.data(), words, 2),
+            LOCKSTEP_INVALID_ARGUMENT);
+  EXPECT_EQ(lockstep_batch_fill(ms.data(), kMatchers, nullptr, words, 2),
+            LOCKSTEP_INVALID_ARGUMENT);
+  EXPECT_EQ(lockstep_batch_fill(ms.data(), kMatchers, out.data(), words, -1),
+            LOCKSTEP_INVALID_ARGUMENT);
+  EXPECT_EQ(lockstep_batch_fill(ms.data(), kMatchers, out.data(), 0, 2), LOCKSTEP_INVALID_ARGUMENT);
+  EXPECT_EQ(lockstep_batch_fill(nullptr, 0, nullptr, 0, 2), LOCKSTEP_OK);
+  for (lockstep_matcher* m : ms) lockstep_matcher_free(m);
+  lockstep_grammar_free(regex);
+}
+
+TEST_F(CapiTest, MatcherLifecycleOnARegex) {
+  lockstep_grammar* g = nullptr;
+  const std::string pattern = R"(\{"date": "20[0-9]{2}-0[1-9]"\})";
+  ASSERT_EQ(lockstep_compile_regex(vocab_, pattern.data(), pattern.size(), nullptr, &g),
+            LOCKSTEP_OK);
+  lockstep_matcher* m = nullptr;
+  ASSERT_EQ(lockstep_matcher_create(g, &m), LOCKSTEP_OK);
+  lockstep_grammar_free(g);  // the matcher keeps the grammar alive
+
+  // Jump-forward at the start: the forced prefix, capped by the capacity.
+  char bytes[64];
+  std::size_t len = sizeof(bytes);
+  ASSERT_EQ(lockstep_matcher_forced_bytes(m, bytes, &len), LOCKSTEP_OK);
+  EXPECT_EQ(std::string(bytes, len), "{\"date\": \"20");
+  len = 3;
+  ASSERT_EQ(lockstep_matcher_forced_bytes(m, bytes, &len), LOCKSTEP_OK);
+  EXPECT_EQ(std::string(bytes, len), "{\"d");
+  len = 0;
+  ASSERT_EQ(lockstep_matcher_forced_bytes(m, nullptr, &len), LOCKSTEP_OK);
+  EXPECT_EQ(len, 0u);
+  std::int32_t toks[16];
+  std::size_t count = 16;
+  ASSERT_EQ(lockstep_matcher_forced_tokens(m, toks, &count), LOCKSTEP_OK);
+  ASSERT_GT(count, 0u);
+  std::string forced;
+  for (std::size_t i = 0; i < count; ++i) {
+    const char* b;
+    std::size_t l;
+    ASSERT_EQ(lockstep_vocab_token_bytes(vocab_, toks[i], &b, &l), LOCKSTEP_OK);
+    forced.append(b, l);
+  }
+  EXPECT_EQ(std::string("{\"date\": \"20").rfind(forced, 0), 0u) << forced;
+  std::size_t accepted = 0;
+  ASSERT_EQ(lockstep_matcher_validate_draft(m, toks, count, &accepted), LOCKSTEP_OK);
+  EXPECT_EQ(accepted, count);
+  EXPECT_EQ(lockstep_matcher_num_steps(m), 0);  // validate_draft leaves the state alone
+  std::size_t one = 1;
+  ASSERT_EQ(lockstep_matcher_forced_tokens(m, toks, &one), LOCKSTEP_OK);
+  EXPECT_EQ(one, 1u);
+
+  // Accept, fork, diverge, roll back, reset.
+  ASSERT_EQ(lockstep_matcher_accept_string(m, "{\"date\": \"2024-0", 16), LOCKSTEP_OK);
+  EXPECT_EQ(lockstep_matcher_can_end(m), 0);
+  lockstep_matcher* f = nullptr;
+  ASSERT_EQ(lockstep_matcher_fork(m, &f), LOCKSTEP_OK);
+  ASSERT_EQ(lockstep_matcher_accept_string(f, "7\"}", 3), LOCKSTEP_OK);
+  EXPECT_EQ(lockstep_matcher_can_end(f), 1);
+  EXPECT_EQ(lockstep_matcher_can_end(m), 0);
+  EXPECT_EQ(lockstep_matcher_accept_string(m, "0", 1), LOCKSTEP_REJECTED);  // month 00
+  const std::int32_t eos = lockstep_vocab_eos_id(vocab_, 0);
+  ASSERT_EQ(lockstep_matcher_accept_token(f, eos), LOCKSTEP_OK);
+  EXPECT_EQ(lockstep_matcher_is_terminated(f), 1);
+  EXPECT_EQ(lockstep_matcher_accept_token(f, eos), LOCKSTEP_REJECTED);
+  EXPECT_TRUE(LastErrorHas("terminated")) << lockstep_last_error();
+  const std::size_t words = lockstep_vocab_bitmask_words(vocab_);
+  std::vector<std::uint32_t> mask(words, 0xFFFFFFFFu);
+  ASSERT_EQ(lockstep_matcher_fill_bitmask(f, mask.data(), words), LOCKSTEP_OK);
+  for (std::uint32_t w : mask) ASSERT_EQ(w, 0u);
+  ASSERT_EQ(lockstep_matcher_rollback(f, 1), LOCKSTEP_OK);  // undoes the EOS
+  EXPECT_EQ(lockstep_matcher_is_terminated(f), 0);
+  EXPECT_EQ(lockstep_matcher_can_end(f), 1);
+  ASSERT_EQ(lockstep_matcher_reset(f), LOCKSTEP_OK);
+  EXPECT_EQ(lockstep_matcher_num_steps(f), 0);
+  len = sizeof(bytes);
+  ASSERT_EQ(lockstep_matcher_forced_bytes(f, bytes, &len), LOCKSTEP_OK);
+  EXPECT_EQ(std::string(bytes, len), "{\"date\": \"20");
+  lockstep_matcher_free(f);
+  lockstep_matcher_free(m);
+}
+
+TEST(CapiVocabFromTokensTest, HostTokenTable) {
+  // ids: 0 "a", 1 "b", 2 "c", 3 "ab", 4 "abc", 5 <eos>, 6 <0x0A> (byte), 7 unused, 8 "\n" dup.
+  const char* bytes[] = {"a", "b", "c", "ab", "abc", "</s>", "<0x0A>", nullptr, "\n"};
+  const std::size_t lengths[] = {1, 1, 1, 2, 3, 4, 6, 0, 1};
+  const std::int32_t types[] = {
+      LOCKSTEP_TOKEN_NORMAL, LOCKSTEP_TOKEN_NORMAL, LOCKSTEP_TOKEN_NORMAL,
+      LOCKSTEP_TOKEN_NORMAL, LOCKSTEP_TOKEN_NORMAL, LOCKSTEP_TOKEN_SPECIAL,
+      LOCKSTEP_TOKEN_BYTE,   LOCKSTEP_TOKEN_UNUSED, LOCKSTEP_TOKEN_NORMAL};
+  const std::int32_t eos[] = {5};
+  lockstep_vocab* v = nullptr;
+  ASSERT_EQ(lockstep_vocab_from_tokens(bytes, lengths, types, 9, eos, 1, 40, &v), LOCKSTEP_OK)
+      << lockstep_last_error();
+  EXPECT_EQ(lockstep_vocab_size(v), 9);
+  EXPECT_EQ(lockstep_vocab_logits_width(v), 40);
+  EXPECT_EQ(lockstep_vocab_bitmask_words(v), 2u);
+  ASSERT_EQ(lockstep_vocab_num_eos(v), 1u);
+  EXPECT_EQ(lockstep_vocab_eos_id(v, 0), 5);
+  EXPECT_EQ(lockstep_vocab_token_type(v, 6), LOCKSTEP_TOKEN_BYTE);
+  const char* b = nullptr;
+  std::size_t len = 9;
+  ASSERT_EQ(lockstep_vocab_token_bytes(v, 6, &b, &len), LOCKSTEP_OK);
+  EXPECT_EQ(std::string(b, len), "\n");
+  ASSERT_EQ(lockstep_vocab_token_bytes(v, 5, &b, &len), LOCKSTEP_OK);
+  EXPECT_EQ(len, 0u);  // special tokens emit nothing
+
+  // Same eos found by name when none is given.
+  lockstep_vocab* by_name = nullptr;
+  ASSERT_EQ(lockstep_vocab_from_tokens(bytes, lengths, types, 9, nullptr, 0, 0, &by_name),
+            LOCKSTEP_OK);
+  EXPECT_EQ(lockstep_vocab_eos_id(by_name, 0), 5);
+  EXPECT_EQ(lockstep_vocab_logits_width(by_name), 9);
+  lockstep_vocab_free(by_name);
+
+  lockstep_grammar* g = nullptr;
+  ASSERT_EQ(lockstep_compile_regex(v, "(abc)+\n", 7, nullptr, &g), LOCKSTEP_OK)
+      << lockstep_last_error();
+  lockstep_vocab_free(v);  // the grammar keeps the vocabulary alive
+  lockstep_matcher* m = nullptr;
+  ASSERT_EQ(lockstep_matcher_create(g, &m), LOCKSTEP_OK);
+  std::uint32_t mask[2];
+  ASSERT_EQ(lockstep_matcher_fill_bitmask(m, mask, 2), LOCKSTEP_OK);
+  // "a", "ab", "abc" may start; padding ids 9..39 and the others never.
+  EXPECT_EQ(mask[0], (1u << 0) | (1u << 3) | (1u << 4));
+  EXPECT_EQ(mask[1], 0u);
+  // Forced "abc": the canonical tokens of the tiktoken-rule encoder, the last kept back.
+  char forced[8];
+  std::size_t flen = sizeof(forced);
+  ASSERT_EQ(lockstep_matcher_forced_bytes(m, forced, &flen), LOCKSTEP_OK);
+  EXPECT_EQ(std::string(forced, flen), "abc");
+  ASSERT_EQ(lockstep_matcher_accept_token(m, 4), LOCKSTEP_OK);
+  EXPECT_EQ(lockstep_matcher_accept_token(m, 5), LOCKSTEP_REJECTED);   // not at the end yet
+  EXPECT_EQ(lockstep_matcher_accept_token(m, 7), LOCKSTEP_REJECTED);   // unused
+  EXPECT_EQ(lockstep_matcher_accept_token(m, 20), LOCKSTEP_REJECTED);  // padding
+  EXPECT_EQ(lockstep_matcher_accept_token(m, 40), LOCKSTEP_INVALID_ARGUMENT);
+  ASSERT_EQ(lockstep_matcher_accept_token(m, 6), LOCKSTEP_OK);  // the byte token "\n"
+  ASSERT_EQ(lockstep_matcher_fill_bitmask(m, mask, 2), LOCKSTEP_OK);
+  EXPECT_EQ(mask[0], (1u << 5));  // only EOS
+  ASSERT_EQ(lockstep_matcher_accept_token(m, 5), LOCKSTEP_OK);
+  EXPECT_EQ(lockstep_matcher_is_terminated(m), 1);
+  lockstep_matcher_free(m);
+  lockstep_grammar_free(g);
+
+  // Whole generation on the small vocabulary with a flat model.
+  lockstep_vocab* v2 = nullptr;
+  ASSERT_EQ(lockstep_vocab_from_tokens(bytes, lengths, types, 9, eos, 1, 0, &v2), LOCKSTEP_OK);
+  ASSERT_EQ(lockstep_compile_regex(v2, "(abc){2}", 8, nullptr, &g), LOCKSTEP_OK);
+  lockstep_sampler* s = nullptr;
+  ASSERT_EQ(lockstep_sampler_create(nullptr, 0, &s), LOCKSTEP_OK);
+  lockstep_logits_fn flat = [](void*, const int32_t*, size_t, float* out, int32_t width) {
+    for (int32_t i = 0; i < width; ++i) out[i] = 0.0f;
+  };
+  std::int32_t ids[8];
+  std::size_t n = 8;
+  lockstep_finish_reason finish = LOCKSTEP_FINISH_LENGTH;
+  ASSERT_EQ(lockstep_generate(g, s, flat, nullptr, 8, ids, &n, nullptr, &finish), LOCKSTEP_OK)
+      << lockstep_last_error();
+  EXPECT_EQ(finish, LOCKSTEP_FINISH_EOS);
+  std::string text;
+  for (std::size_t i = 0; i < n; ++i) {
+    ASSERT_EQ(lockstep_vocab_token_bytes(v2, ids[i], &b, &len), LOCKSTEP_OK);
+    text.append(b, len);
+  }
+  EXPECT_EQ(text, "abcabc");
+  lockstep_sampler_free(s);
+  lockstep_grammar_free(g);
+  lockstep_vocab_free(v2);
+}
+
+TEST(CapiVocabFromTokensTest, Errors) {
+  const char* bytes[] = {"a", "b", "<eos>"};
+  const std::size_t lengths[] = {1, 1, 5};
+  const std::int32_t types[] = {0, 0, 2};
+  const std::int32_t eos_normal[] = {1};
+  const std::int32_t eos_out[] = {3};
+  lockstep_vocab* v = nullptr;
+  EXPECT_EQ(lockstep_vocab_from_tokens(bytes, lengths, types, 3, eos_normal, 1, 0, &v),
+            LOCKSTEP_INVALID_ARGUMENT);
+  EXPECT_TRUE(LastErrorHas("eos_ids[0]")) << lockstep_last_error();
+  EXPECT_EQ(lockstep_vocab_from_tokens(bytes, lengths, types, 3, eos_out, 1, 0, &v),
+            LOCKSTEP_INVALID_ARGUMENT);
+  EXPECT_EQ(lockstep_vocab_from_tokens(bytes, lengths, types, 3, nullptr, 1, 0, &v),
+            LOCKSTEP_INVALID_ARGUMENT);
+  EXPECT_EQ(lockstep_vocab_from_tokens(bytes, lengths, types, 3, nullptr, 0, 2, &v),
+            LOCKSTEP_INVALID_ARGUMENT);  // logits width below the size
+  EXPECT_EQ(lockstep_vocab_from_tokens(bytes, lengths, types, 0, nullptr, 0, 0, &v),
+            LOCKSTEP_INVALID_ARGUMENT);
+  EXPECT_EQ(lockstep_vocab_from_tokens(nullptr, lengths, types, 3, nullptr, 0, 0, &v),
+            LOCKSTEP_INVALID_ARGUMENT);
+  EXPECT_EQ(lockstep_vocab_from_tokens(bytes, nullptr, types, 3, nullptr, 0, 0, &v),
+            LOCKSTEP_INVALID_ARGUMENT);
+  EXPECT_EQ(lockstep_vocab_from_tokens(bytes, lengths, types, 3, nullptr, 0, 0, nullptr),
+            LOCKSTEP_INVALID_ARGUMENT);
+  const std::int32_t bad_types[] = {0, 9, 2};
+  EXPECT_EQ(lockstep_vocab_from_tokens(bytes, lengths, bad_types, 3, nullptr, 0, 0, &v),
+            LOCKSTEP_INVALID_ARGUMENT);
+  EXPECT_TRUE(LastErrorHas("token_types[1]")) << lockstep_last_error();
+  const std::int32_t byte_types[] = {0, 1, 2};
+  const char* bad_byte[] = {"a", "bb", "<eos>"};
+  const std::size_t bad_byte_len[] = {1, 2, 5};
+  EXPECT_EQ(lockstep_vocab_from_tokens(bad_byte, bad_byte_len, byte_types, 3, nullptr, 0, 0, &v),
+            LOCKSTEP_INVALID_VOCABULARY);
+  EXPECT_TRUE(LastErrorHas("token 1")) << lockstep_last_error();
+  const char* null_bytes[] = {"a", nullptr, "<eos>"};
+  EXPECT_EQ(lockstep_vocab_from_tokens(null_bytes, lengths, types, 3, nullptr, 0, 0, &v),
+            LOCKSTEP_INVALID_ARGUMENT);
+  EXPECT_EQ(v, nullptr);
+  // All types NULL = all normal: fine, no EOS (a constraint then can never end by EOS).
+  ASSERT_EQ(lockstep_vocab_from_tokens(bytes, lengths, nullptr, 3, nullptr, 0, 0, &v), LOCKSTEP_OK);
+  EXPECT_EQ(lockstep_vocab_num_eos(v), 0u);
+  lockstep_vocab_free(v);
+}
+
+}  // namespace
+}  // namespace lockstep

@@ -1,0 +1,537 @@
+"""Tests of the `lockstep` Python module (python/lockstep_module.cc), run by CTest with Debian's
+python3 and python3-numpy: same tokens as the C++ API for the same seeds and logits, generated
+text valid under the schema, zero-copy mask fills equal to fresh matchers' and to batch fills,
+clean Python exceptions on bad input, and the LogitsProcessor under greedy decoding.
+
+Environment (set by tests/python_tests.cmake): PYTHONPATH (the module), LOCKSTEP_DATA_DIR,
+LOCKSTEP_PY_REFERENCE_GEN (the C++ generator, py_reference_gen.cc), LOCKSTEP_SCHEMA_DIR.
+"""
+
+import json
+import os
+import subprocess
+import unittest
+
+import numpy as np
+
+import lockstep
+
+SCHEMA_DIR = os.environ.get(
+    "LOCKSTEP_SCHEMA_DIR", os.path.join(os.path.dirname(__file__), "..", "..", "schemas"))
+SCHEMA_PATH = os.path.join(SCHEMA_DIR, "tools", "book_flight.json")
+REFERENCE_GEN = os.environ.get("LOCKSTEP_PY_REFERENCE_GEN")
+
+# The C ABI tests' settings (tests/capi/capi_test_support.h).
+MODEL_SEED = 11
+SAMPLER_SEED = 42
+TEMPERATURE = 0.8
+TOP_P = 0.95
+MAX_TOKENS = 400
+
+MASK64 = (1 << 64) - 1
+
+
+def mix64_int(z):
+    z = (z + 0x9E3779B97F4A7C15) & MASK64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
+    return z ^ (z >> 31)
+
+
+def mix64_array(z):
+    z = z + np.uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+def token_bias(b):
+    """TokenBias of capi_test_support.c: favours '"', ',' and '}', disfavours whitespace runs."""
+    bias = 0.0
+    for c in b:
+        if c in (0x0A, 0x09, 0x0D) or (c == 0x20 and len(b) > 1):
+            return -6.0
+        if c in (0x22, 0x2C, 0x7D):
+            bias = 8.0
+    return bias
+
+
+class HashModel:
+    """capi_test_logits (tests/capi/capi_test_support.c) in NumPy: logits[i] = 4 * u(seed,
+    context length, last id, i) + bias[i], computed in float32 exactly as the C code does."""
+
+    def __init__(self, vocab, seed):
+        self.width = vocab.logits_width
+        self.seed = seed
+        bias = np.zeros(self.width, dtype=np.float32)
+        for i in range(vocab.size):
+            bias[i] = token_bias(vocab.token_bytes(i))
+        self.bias = bias
+        self.ids = np.arange(self.width, dtype=np.uint64)
+        self.calls = 0
+
+    def __call__(self, context):
+        self.calls += 1
+        n = len(context)
+        last = (int(context[-1]) & 0xFFFFFFFF) if n > 0 else 0xFFFFFFFF
+        key = mix64_int(self.seed ^ mix64_int(((n << 32) & MASK64) ^ last))
+        with np.errstate(over="ignore"):
+            h = mix64_array(np.uint64(key) + self.ids)
+        u = (h >> np.uint64(40)).astype(np.float32) * np.float32(1.0 / 16777216.0)
+        return np.float32(4.0) * u + self.bias
+
+
+_VOCAB = None
+_MODEL = None
+_GRAMMAR = None
+
+
+def vocab():
+    global _VOCAB
+    if _VOCAB is None:
+        _VOCAB = lockstep.Vocabulary.load("llama3")
+    return _VOCAB
+
+
+def model():
+    global _MODEL
+    if _MODEL is None:
+        _MODEL = HashModel(vocab(), MODEL_SEED)
+    return _MODEL
+
+
+def schema_text():
+    with open(SCHEMA_PATH, encoding="utf-8") as f:
+        return f.read()
+
+
+def grammar():
+    global _GRAMMAR
+    if _GRAMMAR is None:
+        _GRAMMAR = lockstep.compile_schema(vocab(), schema_text())
+    return _GRAMMAR
+
+
+def sampler():
+    return lockstep.Sampler(temperature=TEMPERATURE, top_p=TOP_P, seed=SAMPLER_SEED)
+
+
+def reference_ids(jump_forward):
+    """The C++ API's ids (py_reference_gen.cc) for the same schema, seeds and logits."""
+    if not REFERENCE_GEN:
+        raise unittest.SkipTest("LOCKSTEP_PY_REFERENCE_GEN is not set")
+    out = subprocess.run(
+        [REFERENCE_GEN, SCHEMA_PATH, str(MODEL_SEED), str(SAMPLER_SEED), str(MAX_TOKENS),
+         "1" if jump_forward else "0"],
+        check=True, capture_output=True, text=True, timeout=600)
+    return json.loads(out.stdout)
+
+
+def mask_bits(row, width):
+    """Allowed ids of a mask row, as a boolean array of `width`."""
+    bits = np.unpackbits(row.view(np.uint8), bitorder="little")
+    return bits[:width].astype(bool)
+
+
+class AcceptanceTest(unittest.TestCase):
+    """Python gives exactly the C++ API's tokens, and the text validates."""
+
+    def test_generate_matches_cpp(self):
+        for jump in (False, True):
+            with self.subTest(jump_forward=jump):
+                ref = reference_ids(jump)
+                ids, text, finish = lockstep.generate(
+                    grammar(), sampler(), model(), max_tokens=MAX_TOKENS, jump_forward=jump)
+                self.assertEqual(finish, "eos")
+                self.assertEqual(ref["finish"], "eos")
+                self.assertEqual(ids, ref["ids"])
+                self.assertEqual(text, vocab().decode(ids))
+
+    def test_step_by_step_loop_matches_cpp(self):
+        """The loop written in Python (Matcher, NumPy mask, Sampler) gives the same ids."""
+        ref = reference_ids(False)["ids"]
+        g = grammar()
+        m = lockstep.Matcher(g)
+        s = sampler()
+        mask = lockstep.allocate_token_bitmask(1, g)
+        ids = []
+        step = 0
+        while not m.is_terminated() and len(ids) < MAX_TOKENS:
+            m.fill_next_token_bitmask(mask)
+            logits = model()(np.asarray(ids, dtype=np.int32))
+            before = logits.copy()
+            t = s.sample(logits, mask=mask[0], history=ids, sequence_id=0, step=step)
+            np.testing.assert_array_equal(logits, before)  # sample() does not touch the input
+            self.assertTrue(m.accept_token(t))
+            step += 1
+            if m.is_terminated():
+                break
+            ids.append(t)
+        self.assertTrue(m.is_terminated())
+        self.assertEqual(ids, ref)
+
+    def test_generated_text_validates(self):
+        for jump in (False, True):
+            ids, text, finish = lockstep.generate(
+                grammar(), sampler(), model(), max_tokens=MAX_TOKENS, jump_forward=jump)
+            self.assertEqual(finish, "eos")
+            ok, errors = lockstep.validate(schema_text(), text, format_assertion=True)
+            self.assertTrue(ok, (text, errors))
+            doc = json.loads(text)
+            self.assertEqual(doc["name"], "book_flight")
+        # And the validator does reject.
+        ok, errors = lockstep.validate(json.loads(schema_text()), '{"name": "x"}')
+        self.assertFalse(ok)
+        self.assertTrue(any(e[1].startswith("/") for e in errors), errors)
+        ok, errors = lockstep.validate(schema_text(), "{not json")
+        self.assertFalse(ok)
+
+    def test_generate_on_threads(self):
+        """generate releases the GIL and takes it back for logits_fn, from any thread."""
+        from concurrent.futures import ThreadPoolExecutor
+        ref = reference_ids(True)["ids"]
+
+        def run(seq):
+            return lockstep.generate(grammar(), sampler(), model(), max_tokens=MAX_TOKENS,
+                                     sequence_id=seq)[0]
+
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            results = list(pool.map(run, [0, 1, 0, 1]))
+        self.assertEqual(results[0], ref)
+        self.assertEqual(results[2], ref)
+        self.assertEqual(results[1], results[3])
+        self.assertEqual(results[1], run(1))
+
+    def test_generate_from_a_matcher_and_a_prompt(self):
+        ids, _, _ = lockstep.generate(grammar(), sampler(), model(), max_tokens=MAX_TOKENS)
+        m = lockstep.Matcher(grammar())
+        for t in ids[:5]:
+            self.assertTrue(m.accept_token(t))
+        rest, _, finish = lockstep.generate(m, sampler(), model(), max_tokens=MAX_TOKENS,
+                                            prompt=ids[:5])
+        self.assertEqual(finish, "eos")
+        self.assertTrue(m.is_terminated())
+        self.assertEqual(vocab().decode(ids[:5] + rest)[:1], b"{")
+        _, _, finish = lockstep.generate(grammar(), sampler(), model(), max_tokens=3)
+        self.assertEqual(finish, "length")
+
+
+class MaskTest(unittest.TestCase):
+    """Zero-copy fills into NumPy rows equal fresh matchers' masks and batch fills."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.ids, _, _ = lockstep.generate(grammar(), sampler(), model(), max_tokens=MAX_TOKENS,
+                                          jump_forward=False)
+
+    def fresh_mask(self, prefix):
+        m = lockstep.Matcher(grammar())
+        for t in prefix:
+            self.assertTrue(m.accept_token(t))
+        row = np.zeros(grammar().bitmask_words, dtype=np.int32)
+        m.fill_next_token_bitmask(row)
+        return row
+
+    def test_fill_into_a_row_in_place(self):
+        g = grammar()
+        m = lockstep.Matcher(g)
+        arr = np.full((3, g.bitmask_words), -7, dtype=np.int32)
+        ptr = arr.__array_interface__["data"][0]
+        for step, t in enumerate(self.ids[:25]):
+            self.assertTrue(m.fill_next_token_bitmask(arr, 1))
+            self.assertEqual(arr.__array_interface__["data"][0], ptr)
+            np.testing.assert_array_equal(arr[1], self.fresh_mask(self.ids[:step]))
+            self.assertTrue(mask_bits(arr[1], g.logits_width)[t])
+            self.assertTrue((arr[0] == -7).all() and (arr[2] == -7).all())
+            self.assertTrue(m.accept_token(t))
+        self.assertEqual(m.num_steps, 25)
+        # uint32 arrays and 1-D rows work too.
+        u = np.zeros(g.bitmask_words + 5, dtype=np.uint32)
+        self.assertTrue(m.fill_next_token_bitmask(u))
+        np.testing.assert_array_equal(u[:g.bitmask_words].view(np.int32),
+                                      self.fresh_mask(self.ids[:25]))
+
+    def test_batch_fill_equals_single_fills(self):
+        g = grammar()
+        matchers = []
+        for k in range(8):
+            m = lockstep.Matcher(g)
+            for t in self.ids[:k * 3]:
+                self.assertTrue(m.accept_token(t))
+            matchers.append(m)
+        batch = lockstep.allocate_token_bitmask(8, g)
+        self.assertEqual(batch.dtype, np.int32)
+        self.assertEqual(batch.shape, (8, g.bitmask_words))
+        ptr = batch.__array_interface__["data"][0]
+        lockstep.fill_next_token_bitmask_batch(matchers, batch, num_threads=2)
+        self.assertEqual(batch.__array_interface__["data"][0], ptr)
+        for k, m in enumerate(matchers):
+            single = np.zeros(g.bitmask_words, dtype=np.int32)
+            m.fill_next_token_bitmask(single)
+            np.testing.assert_array_equal(batch[k], single)
+        self.assertEqual(len({batch[k].tobytes() for k in range(8)}) > 1, True)
+
+    def test_matcher_operations(self):
+        g = grammar()
+        m = lockstep.Matcher(g)
+        n = m.validate_draft(self.ids[:10])
+        self.assertEqual(n, 10)
+        self.assertEqual(m.num_steps, 0)
+        f = m.fork()
+        for t in self.ids[:10]:
+            f.accept_token(t)
+        self.assertEqual(f.num_steps, 10)
+        self.assertTrue(f.rollback(4))
+        self.assertEqual(f.num_steps, 6)
+        self.assertFalse(f.rollback(7))
+        f.reset()
+        self.assertEqual(f.num_steps, 0)
+        self.assertTrue(m.accept_string('{"name": "book_flight"'))
+        for t in m.forced_tokens():
+            self.assertTrue(m.accept_token(t))
+        self.assertFalse(m.can_end())
+        self.assertFalse(m.accept_token(vocab().eos_ids[0]))
+
+    def test_regex_grammar_and_from_tokens(self):
+        v = vocab()
+        g = lockstep.compile_regex(v, r"[0-9]{3}")
+        m = lockstep.Matcher(g)
+        self.assertTrue(m.accept_string("12"))
+        self.assertFalse(m.accept_string("x"))
+        self.assertTrue(m.accept_string(b"3"))
+        self.assertTrue(m.can_end())
+        self.assertTrue(m.accept_token(v.eos_ids[0]))
+        self.assertTrue(m.is_terminated())
+        row = np.ones(g.bitmask_words, dtype=np.int32)
+        self.assertFalse(m.fill_next_token_bitmask(row))
+        self.assertFalse(row.any())
+        fg = lockstep.Matcher(lockstep.compile_regex(v, r"prefix-[0-9]{3}"))
+        self.assertEqual(fg.forced_bytes(), b"prefix-")
+        forced = fg.forced_tokens()
+        self.assertTrue(b"prefix-".startswith(v.decode(forced)))
+        for t in forced:
+            self.assertTrue(fg.accept_token(t))
+        gg = lockstep.compile_grammar(v, 'root ::= "yes" | "no"')
+        self.assertTrue(gg.is_grammar)
+        small = lockstep.Vocabulary.from_tokens(
+            [b"a", b"b", b"ab", b"</s>"], types=["normal", "normal", "normal", "special"],
+            eos_ids=[3])
+        self.assertEqual((small.size, small.eos_ids, small.bitmask_words), (4, [3], 1))
+        sg = lockstep.compile_regex(small, "(ab)+")
+        sm = lockstep.Matcher(sg)
+        row = lockstep.allocate_token_bitmask(1, small)
+        sm.fill_next_token_bitmask(row)
+        self.assertEqual(list(mask_bits(row[0], 4)), [True, False, True, False])
+        self.assertEqual(small.encode("abab"), [2, 2])
+        relaxed = {"type": "array", "items": {"type": "string"}, "uniqueItems": True}
+        w = lockstep.compile_schema(v, relaxed, lenient=True).warnings
+        self.assertEqual(len(w), 1)
+        self.assertTrue(w[0].startswith("/uniqueItems"), w)
+        with self.assertRaises(lockstep.Error) as cm:
+            lockstep.compile_schema(v, relaxed)
+        self.assertEqual((cm.exception.code, cm.exception.location),
+                         ("unsupported", "/uniqueItems"))
+
+
+class BadInputTest(unittest.TestCase):
+    """Every misuse is a Python exception with a clear message, never a crash."""
+
+    def setUp(self):
+        self.g = grammar()
+        self.m = lockstep.Matcher(self.g)
+        self.words = self.g.bitmask_words
+
+    def test_bitmask_arrays(self):
+        with self.assertRaisesRegex(TypeError, "int32"):
+            self.m.fill_next_token_bitmask(np.zeros(self.words, dtype=np.float64))
+        with self.assertRaisesRegex(TypeError, "int32"):
+            self.m.fill_next_token_bitmask(np.zeros(self.words, dtype=np.int64))
+        with self.assertRaisesRegex(TypeError, "numpy"):
+            self.m.fill_next_token_bitmask([0] * self.words)
+        with self.assertRaisesRegex(ValueError, "words per row"):
+            self.m.fill_next_token_bitmask(np.zeros(self.words - 1, dtype=np.int32))
+        wide = np.zeros((2, 2 * self.words), dtype=np.int32)
+        with self.assertRaisesRegex(ValueError, "C-contiguous"):
+            self.m.fill_next_token_bitmask(wide[:, ::2])
+        with self.assertRaisesRegex(ValueError, "row index"):
+            self.m.fill_next_token_bitmask(np.zeros((2, self.words), dtype=np.int32), 2)
+        with self.assertRaisesRegex(ValueError, "row index"):
+            self.m.fill_next_token_bitmask(np.zeros((2, self.words), dtype=np.int32), -1)
+        ro = np.zeros(self.words, dtype=np.int32)
+        ro.flags.writeable = False
+        with self.assertRaisesRegex(ValueError, "read-only"):
+            self.m.fill_next_token_bitmask(ro)
+        with self.assertRaises(ValueError):
+            self.m.fill_next_token_bitmask(np.zeros((1, 1, self.words), dtype=np.int32))
+        with self.assertRaises(ValueError):
+            lockstep.fill_next_token_bitmask_batch([self.m, self.m],
+                                                   lockstep.allocate_token_bitmask(2, self.g))
+        with self.assertRaises(ValueError):
+            lockstep.fill_next_token_bitmask_batch([self.m],
+                                                   lockstep.allocate_token_bitmask(0, self.g))
+        with self.assertRaises(TypeError):
+            lockstep.fill_next_token_bitmask_batch([self.m, "x"],
+                                                   lockstep.allocate_token_bitmask(2, self.g))
+
+    def test_invalid_schema_names_the_pointer(self):
+        bad = {"type": "object", "properties": {"when": {"type": "string", "minLength": -1}}}
+        with self.assertRaises(lockstep.Error) as cm:
+            lockstep.compile_schema(vocab(), bad)
+        e = cm.exception
+        self.assertIsInstance(e, ValueError)
+        self.assertIn("/properties/when", str(e))
+        self.assertTrue(e.location.startswith("/properties/when"), e.location)
+        self.assertEqual(e.code, "invalid schema")
+        with self.assertRaises(lockstep.Error) as cm:
+            lockstep.compile_schema(vocab(), "{")
+        with self.assertRaises(lockstep.Error) as cm:
+            lockstep.compile_regex(vocab(), "a(b")
+        self.assertEqual(cm.exception.code, "invalid regex")
+        self.assertIn("offset", str(cm.exception))
+        with self.assertRaises(lockstep.Error) as cm:
+            lockstep.compile_grammar(vocab(), "root ::= undefined_rule")
+        self.assertEqual(cm.exception.code, "invalid grammar")
+        with self.assertRaises(lockstep.Error) as cm:
+            lockstep.Vocabulary.load("/nonexistent/tokenizer.json")
+        with self.assertRaises(lockstep.Error):
+            lockstep.validate("{", "{}")
+
+    def test_token_ids_out_of_range(self):
+        v = vocab()
+        for bad in (-1, v.logits_width, 10**6):
+            with self.assertRaises(lockstep.Error):
+                self.m.accept_token(bad)
+        with self.assertRaises((OverflowError, TypeError)):
+            self.m.accept_token(2**40)
+        with self.assertRaises(lockstep.Error):
+            v.token_bytes(-5)
+        with self.assertRaises(lockstep.Error):
+            v.decode([1, 999999])
+        with self.assertRaises(lockstep.Error):
+            self.m.validate_draft([0, -3])
+        with self.assertRaises(lockstep.Error):
+            lockstep.generate(self.g, sampler(), model(), prompt=[v.logits_width])
+        self.assertEqual(self.m.num_steps, 0)
+
+    def test_logits_fn_errors_propagate(self):
+        class Boom(RuntimeError):
+            pass
+
+        calls = []
+
+        def raising(context):
+            calls.append(len(context))
+            if len(calls) == 3:
+                raise Boom("model failed")
+            return model()(context)
+
+        m = lockstep.Matcher(self.g)
+        with self.assertRaisesRegex(Boom, "model failed"):
+            lockstep.generate(m, sampler(), raising, max_tokens=100, jump_forward=False)
+        self.assertEqual(len(calls), 3)
+        self.assertEqual(m.num_steps, 2)  # stopped at once, the matcher left consistent
+        with self.assertRaisesRegex(ValueError, "shape"):
+            lockstep.generate(self.g, sampler(), lambda c: np.zeros(5, dtype=np.float32))
+        with self.assertRaisesRegex(ValueError, "shape"):
+            lockstep.generate(self.g, sampler(),
+                              lambda c: np.zeros((1, self.g.logits_width), dtype=np.float32))
+        with self.assertRaises(TypeError):
+            lockstep.generate(self.g, sampler(), lambda c: "not logits")
+        with self.assertRaisesRegex(ValueError, "NaN"):
+            lockstep.generate(self.g, sampler(),
+                              lambda c: np.full(self.g.logits_width, np.nan, dtype=np.float32))
+        # float64 results are converted.
+        _, _, finish = lockstep.generate(self.g, sampler(),
+                                         lambda c: model()(c).astype(np.float64), max_tokens=3)
+        self.assertEqual(finish, "length")
+
+    def test_sampler_inputs(self):
+        s = lockstep.Sampler(temperature=0)
+        self.assertEqual(s.sample(np.array([0, 3, 1], dtype=np.float32)), 1)
+        self.assertEqual(s.sample(np.array([0, 3, 1], dtype=np.float32),
+                                  mask=np.array([0b101], dtype=np.int32)), 2)
+        with self.assertRaises(lockstep.Error):
+            s.sample(np.array([0, 3, 1], dtype=np.float32), mask=np.array([0], dtype=np.int32))
+        with self.assertRaises(ValueError):
+            s.sample(np.array([0, np.nan], dtype=np.float32))
+        with self.assertRaises(ValueError):
+            s.sample(np.zeros((2, 2), dtype=np.float32))
+        with self.assertRaises(ValueError):
+            s.sample(np.zeros(100, dtype=np.float32), mask=np.zeros(1, dtype=np.int32))
+        with self.assertRaises(TypeError):
+            s.sample(np.zeros(3, dtype=np.float32), mask=np.zeros(1, dtype=np.float32))
+
+
+class LogitsProcessorTest(unittest.TestCase):
+    """Greedy argmax through the processor only ever picks allowed tokens."""
+
+    def greedy(self, g, logits_for_step, steps):
+        proc = lockstep.LogitsProcessor(g)
+        check = lockstep.Matcher(g)
+        eos = set(g.vocabulary.eos_ids)
+        ids = []
+        for step in range(steps):
+            scores = logits_for_step(step, ids)
+            ptr = scores.__array_interface__["data"][0]
+            out = proc(np.asarray(ids, dtype=np.int64), scores)
+            self.assertIs(out, scores)
+            self.assertEqual(scores.__array_interface__["data"][0], ptr)
+            t = int(np.argmax(scores))
+            self.assertTrue(np.isfinite(scores[t]))
+            self.assertTrue(check.accept_token(t), (step, t))
+            if t in eos:
+                return ids, True
+            ids.append(t)
+        return ids, False
+
+    def test_random_logits_twenty_steps(self):
+        rng = np.random.default_rng(0)
+        width = grammar().logits_width
+
+        def random_logits(step, ids):
+            return rng.standard_normal(width).astype(np.float32)
+
+        ids, _ = self.greedy(grammar(), random_logits, 20)
+        self.assertGreater(len(ids), 0)
+        # A small compact schema ends within 20 steps even under random logits.
+        small = {"type": "object", "properties": {"ok": {"type": "boolean"}},
+                 "required": ["ok"], "additionalProperties": False}
+        g = lockstep.compile_schema(vocab(), small, compact=True)
+        ids, ended = self.greedy(g, random_logits, 20)
+        self.assertTrue(ended)
+        ok, errors = lockstep.validate(small, vocab().decode(ids))
+        self.assertTrue(ok, errors)
+
+    def test_greedy_to_eos_validates(self):
+        ids, ended = self.greedy(grammar(), lambda step, ids: model()(ids), MAX_TOKENS)
+        self.assertTrue(ended)
+        text = vocab().decode(ids)
+        ok, errors = lockstep.validate(schema_text(), text, format_assertion=True)
+        self.assertTrue(ok, (text, errors))
+
+    def test_batch_rows_and_errors(self):
+        g = grammar()
+        proc = lockstep.LogitsProcessor(g, batch_size=2)
+        scores = np.zeros((2, g.logits_width), dtype=np.float32)
+        proc(np.zeros((2, 0), dtype=np.int64), scores)
+        first = lockstep.Matcher(g)
+        row = np.zeros(g.bitmask_words, dtype=np.int32)
+        first.fill_next_token_bitmask(row)
+        allowed = mask_bits(row, g.logits_width)
+        for r in range(2):
+            np.testing.assert_array_equal(np.isfinite(scores[r]), allowed)
+        with self.assertRaises(ValueError):
+            proc(np.zeros((2, 0), dtype=np.int64), np.zeros((3, g.logits_width), np.float32))
+        with self.assertRaises(ValueError):
+            proc(np.zeros((2, 0), dtype=np.int64), np.zeros((2, 7), np.float32))
+        with self.assertRaises(TypeError):
+            proc(np.zeros((2, 0), dtype=np.int64), np.zeros((2, g.logits_width), np.float64))
+        bad = int(np.flatnonzero(~allowed)[0])
+        with self.assertRaises(lockstep.Error):
+            proc(np.array([[bad], [bad]]), np.zeros((2, g.logits_width), np.float32))
+        proc.reset()
+        proc(np.zeros((2, 0), dtype=np.int64), scores)
+
+
+if __name__ == "__main__":
+    unittest.main()
