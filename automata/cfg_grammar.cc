@@ -134,6 +134,18 @@ void CfgGrammar::ComputeFollow() {
     }
   }
   first_bytes_ = std::move(first_state);
+  first_count_.resize(first_bytes_.size());
+  for (std::size_t k = 0; k < first_bytes_.size(); ++k) {
+    int n = 0;
+    for (std::uint64_t w : first_bytes_[k]) {
+      // SWAR popcount: no library call on targets without the instruction.
+      w = w - ((w >> 1) & 0x5555555555555555ull);
+      w = (w & 0x3333333333333333ull) + ((w >> 2) & 0x3333333333333333ull);
+      w = (w + (w >> 4)) & 0x0F0F0F0F0F0F0F0Full;
+      n += static_cast<int>((w * 0x0101010101010101ull) >> 56);
+    }
+    first_count_[k] = static_cast<std::uint16_t>(n);
+  }
   class_size_.assign(p.num_classes, 0);
   for (int b = 0; b < 256; ++b) ++class_size_[p.byte_class[b]];
   ComputeRepeatEdges(class_bytes);
@@ -657,16 +669,12 @@ void CfgGrammar::WalkTrie(std::span<const TokenTrie::Node> nodes, std::uint32_t 
   }
   std::vector<std::uint32_t>& jump_parent = out.jump_parent;
   std::vector<const std::uint64_t*>& jump_allowed = out.jump_allowed;
-  auto sparse = [&](const std::array<std::uint64_t, 4>& allowed, std::uint32_t parent) {
-    int n = 0;
-    for (std::uint64_t w : allowed) {
-      for (; w != 0 && n < 32; w &= w - 1) ++n;  // few bits in the cases that matter
-    }
-    return n * 8 < static_cast<int>(trie_->NumChildren(parent));
+  auto sparse = [&](StateId s, std::uint32_t parent) {
+    return first_count_[s] * 8u < trie_->NumChildren(parent);
   };
   std::uint32_t i = begin;
   jump_parent[0] = kNoJump;
-  if (can_jump && sparse(first_bytes_[start], TokenTrie::kRoot)) {
+  if (can_jump && sparse(start, TokenTrie::kRoot)) {
     jump_parent[0] = TokenTrie::kRoot;
     jump_allowed[0] = first_bytes_[start].data();
     i = trie_->NextChild(TokenTrie::kRoot, jump_allowed[0], -1, end);
@@ -800,7 +808,7 @@ void CfgGrammar::WalkTrie(std::span<const TokenTrie::Node> nodes, std::uint32_t 
     if (completed) splits.push_back(d);
     jump_parent[d] = kNoJump;
     if (can_jump && level[d] == -1 && wcount[d] < 0 && splits.empty() &&
-        !has_nt(dstate[d]) && sparse(first_bytes_[dstate[d]], i)) {
+        !has_nt(dstate[d]) && sparse(dstate[d], i)) {
       jump_parent[d] = i;
       jump_allowed[d] = first_bytes_[dstate[d]].data();
       i = trie_->NextChild(i, jump_allowed[d], -1, node.subtree_end);
