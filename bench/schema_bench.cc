@@ -14,6 +14,8 @@
 // Skips (with a message) when ../shared/data is not there.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -25,6 +27,8 @@
 
 #include "bench/bench_util.h"
 #include "grammar/json_schema.h"
+#include "lockstep/batch.h"
+#include "lockstep/bitmask.h"
 #include "lockstep/compiler.h"
 #include "lockstep/matcher.h"
 #include "lockstep/vocabulary.h"
@@ -204,6 +208,82 @@ void BM_SchemaTraceMask(benchmark::State& state) { TraceMask(state, false); }
 BENCHMARK(BM_SchemaTraceMask)->Iterations(1)->Unit(benchmark::kMillisecond);
 void BM_SchemaTraceMaskPrecomputed(benchmark::State& state) { TraceMask(state, true); }
 BENCHMARK(BM_SchemaTraceMaskPrecomputed)->Iterations(3)->Unit(benchmark::kMillisecond);
+
+
+// A batch as a server runs it: 64 sequences, each under its own dev-set schema, stepping through
+// its trace together; at every step BatchMaskFiller fills all live sequences' masks into one
+// [64 x words] buffer (1 or 2 threads) and each must equal the single fill of the same state
+// (`mismatched_masks`, expected 0). Positions are warm (one single-fill pass first), as after a
+// server's first requests; the figure is the time of one batch fill.
+void BM_SchemaBatchFill(benchmark::State& state) {
+  const DevSet& d = Data();
+  if (!d.error.empty()) return state.SkipWithError(d.error.c_str());
+  const int threads = static_cast<int>(state.range(0));
+  struct Seq {
+    std::shared_ptr<const CompiledGrammar> g;
+    const std::vector<TokenId>* ids;
+  };
+  static std::vector<Seq> seqs = [&] {
+    std::vector<Seq> out;
+    for (const auto& e : d.entries) {
+      if (out.size() == 64) break;
+      if (e.traces.empty()) continue;
+      auto g = d.compiler->CompileSchema(e.schema_text);
+      if (g.ok()) out.push_back({*g, &e.traces[0]});
+    }
+    return out;
+  }();
+  const std::size_t words = PaddedBitmaskWords(d.vocab->logits_width());
+  const std::size_t n = seqs.size();
+  std::vector<std::uint32_t> out(n * words), single(words);
+  BatchMaskFiller filler(threads);
+  Latencies lat;
+  long mismatched = 0, live_in_timed = 0;
+  bool warm = false;
+  for (auto _ : state) {
+    std::vector<Matcher> ms;
+    for (const Seq& q : seqs) ms.emplace_back(q.g);
+    std::vector<std::size_t> pos(n, 0);
+    for (;;) {
+      std::vector<Matcher*> live(n, nullptr);
+      bool any = false;
+      for (std::size_t i = 0; i < n; ++i) {
+        if (pos[i] <= seqs[i].ids->size() && !ms[i].IsTerminated()) live[i] = &ms[i], any = true;
+      }
+      if (!any) break;
+      if (!warm) {
+        for (std::size_t i = 0; i < n; ++i) {
+          if (live[i] != nullptr) live[i]->FillNextTokenBitmask(single);
+        }
+      }
+      auto t0 = Clock::now();
+      filler.Fill(live, out, words);
+      if (warm) {
+        lat.Add(Clock::now() - t0);
+        for (Matcher* m : live) live_in_timed += m != nullptr;
+      }
+      benchmark::DoNotOptimize(out.data());
+      for (std::size_t i = 0; i < n; ++i) {
+        if (live[i] == nullptr) continue;
+        live[i]->FillNextTokenBitmask(single);
+        if (std::memcmp(single.data(), out.data() + i * words, words * 4) != 0) ++mismatched;
+        const TokenId tok = pos[i] < seqs[i].ids->size() ? (*seqs[i].ids)[pos[i]] : d.vocab->eos();
+        if (!live[i]->AcceptToken(tok)) {
+          pos[i] = seqs[i].ids->size() + 1;  // rejected (a key order the schema does not declare)
+          continue;
+        }
+        ++pos[i];
+      }
+    }
+    warm = true;
+  }
+  lat.Report(state);
+  state.counters["sequences"] = static_cast<double>(n);
+  state.counters["live_per_step"] =
+      lat.size() == 0 ? 0.0 : static_cast<double>(live_in_timed) / static_cast<double>(lat.size());
+  state.counters["mismatched_masks"] = static_cast<double>(mismatched);
+}
+BENCHMARK(BM_SchemaBatchFill)->Arg(1)->Arg(2)->Iterations(4)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 }  // namespace lockstep::bench
