@@ -356,14 +356,25 @@ class StackWalk {
     return h;
   }
 
+  static std::uint64_t SetHash(const Config* c, std::size_t n, bool completed) {
+    std::uint64_t h = completed ? 0x51ED27u : 0x2545F491u;
+    for (std::size_t k = 0; k < n; ++k) {
+      h = Mix(h, static_cast<std::uint32_t>(c[k].q));
+      h = Mix(h, static_cast<std::uint32_t>(c[k].parent) * 2u + static_cast<std::uint32_t>(c[k].fresh));
+    }
+    return h ^ (h >> 29);
+  }
+  static std::uint64_t FrameHash(std::int32_t rule, std::int32_t value, std::int32_t parent) {
+    std::uint64_t h = static_cast<std::uint32_t>(rule) * 0x9E3779B97F4A7C15ull;
+    h ^= static_cast<std::uint32_t>(value) * 0xC2B2AE3D27D4EB4Full;
+    h ^= static_cast<std::uint32_t>(parent + 1) * 0x165667B19E3779F9ull;
+    return h ^ (h >> 29);
+  }
+
   std::int32_t InternSet() {
     std::sort(cur_.begin(), cur_.end());
-    std::uint64_t h = completed_ ? 0x51ED27u : 0x2545F491u;
-    for (const Config& c : cur_) {
-      h = Mix(h, static_cast<std::uint32_t>(c.q));
-      h = Mix(h, static_cast<std::uint32_t>(c.parent) * 2u + static_cast<std::uint32_t>(c.fresh));
-    }
-    std::size_t m = set_table_.size() - 1, i = (h ^ (h >> 29)) & m;
+    const std::uint64_t h = SetHash(cur_.data(), cur_.size(), completed_);
+    std::size_t m = set_table_.size() - 1, i = h & m;
     while (set_table_[i] >= 0) {
       const std::int32_t sid = set_table_[i];
       if (set_completed_[sid] == completed_ &&
@@ -386,13 +397,8 @@ class StackWalk {
       std::vector<std::int32_t> t(set_table_.size() * 2, -1);
       const std::size_t mm = t.size() - 1;
       for (std::int32_t k = 0; k < static_cast<std::int32_t>(set_completed_.size()); ++k) {
-        std::uint64_t g = set_completed_[k] ? 0x51ED27u : 0x2545F491u;
-        for (std::uint32_t j = set_begin_[k]; j < set_begin_[k + 1]; ++j) {
-          g = Mix(g, static_cast<std::uint32_t>(pool_[j].q));
-          g = Mix(g, static_cast<std::uint32_t>(pool_[j].parent) * 2u +
-                         static_cast<std::uint32_t>(pool_[j].fresh));
-        }
-        std::size_t x = (g ^ (g >> 29)) & mm;
+        std::size_t x = SetHash(pool_.data() + set_begin_[k], set_begin_[k + 1] - set_begin_[k],
+                                set_completed_[k] != 0) & mm;
         while (t[x] >= 0) x = (x + 1) & mm;
         t[x] = k;
       }
@@ -418,11 +424,7 @@ class StackWalk {
   }
 
   std::int32_t Intern(std::int32_t rule, std::int32_t value, std::int32_t parent) {
-    std::uint64_t h = static_cast<std::uint32_t>(rule) * 0x9E3779B97F4A7C15ull;
-    h ^= static_cast<std::uint32_t>(value) * 0xC2B2AE3D27D4EB4Full;
-    h ^= static_cast<std::uint32_t>(parent + 1) * 0x165667B19E3779F9ull;
-    h ^= h >> 29;
-    std::size_t m = frame_table_.size() - 1, i = h & m;
+    std::size_t m = frame_table_.size() - 1, i = FrameHash(rule, value, parent) & m;
     while (frame_table_[i] >= 0) {
       const Frame& f = frames_[frame_table_[i]];
       if (f.rule == rule && f.value == value && f.parent == parent) return frame_table_[i];
@@ -441,11 +443,7 @@ class StackWalk {
       const std::size_t mm = frame_table_.size() - 1;
       for (std::size_t k = 0; k < frames_.size(); ++k) {
         const Frame& f = frames_[k];
-        std::uint64_t g = static_cast<std::uint32_t>(f.rule) * 0x9E3779B97F4A7C15ull;
-        g ^= static_cast<std::uint32_t>(f.value) * 0xC2B2AE3D27D4EB4Full;
-        g ^= static_cast<std::uint32_t>(f.parent + 1) * 0x165667B19E3779F9ull;
-        g ^= g >> 29;
-        std::size_t j = g & mm;
+        std::size_t j = FrameHash(f.rule, f.value, f.parent) & mm;
         while (frame_table_[j] >= 0) j = (j + 1) & mm;
         frame_table_[j] = static_cast<std::int32_t>(k);
       }
@@ -875,11 +873,11 @@ std::vector<std::int16_t> CfgGrammar::RegionTable(StateId s, std::vector<StateId
   insert(s);
   bool wide = false;
   const std::int32_t nc = p.num_classes;
-  std::vector<std::uint8_t> seen(nc);
+  std::array<std::uint8_t, 256> seen;  // per byte class (at most 256)
   for (std::size_t k = 0; k < states.size(); ++k) {
     // Byte order (each class at its first byte), so that numbering is canonical.
     const StateId* row = &p.next[static_cast<std::size_t>(states[k]) * nc];
-    std::fill(seen.begin(), seen.end(), 0);
+    seen.fill(0);
     int loop = 0;
     for (int b = 0; b < 256; ++b) {
       const std::int32_t c = p.byte_class[b];
@@ -895,7 +893,7 @@ std::vector<std::int16_t> CfgGrammar::RegionTable(StateId s, std::vector<StateId
   }
   if (!wide) return {};
   std::vector<std::int16_t> table(states.size() * 256);
-  std::vector<std::int16_t> by_class(nc);
+  std::array<std::int16_t, 256> by_class;
   for (std::size_t k = 0; k < states.size(); ++k) {
     const StateId* row = &p.next[static_cast<std::size_t>(states[k]) * nc];
     for (std::int32_t c = 0; c < nc; ++c) {
