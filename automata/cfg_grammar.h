@@ -134,6 +134,7 @@ class CfgGrammar {
   CfgStats Stats() const;
 
  private:
+  friend class ArtifactCodec;  // automata/artifact.cc reads and restores the caches
   const CfgPosition* PositionFor(const EarleyItem& it) const;
   // EOS where the root may end, grammar special tokens where the parse takes them.
   void AddEndAndSpecials(EarleyParser& parser, std::span<std::uint32_t> out) const;

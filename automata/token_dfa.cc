@@ -23,7 +23,9 @@ void FreeMask(std::uint32_t* p) { ::operator delete(p, std::align_val_t{64}); }
 // --- GrammarCompiler ---------------------------------------------------------------------------
 
 GrammarCompiler::GrammarCompiler(std::shared_ptr<const Vocabulary> vocab)
-    : vocab_(std::move(vocab)), trie_(std::make_shared<TokenTrie>(*vocab_)) {}
+    : vocab_(std::move(vocab)),
+      trie_(std::make_shared<TokenTrie>(*vocab_)),
+      vocab_fingerprint_(vocab_->Fingerprint()) {}
 
 GrammarCompiler::~GrammarCompiler() = default;
 

@@ -47,6 +47,7 @@ class CompiledGrammar::Impl {
   CompiledGrammarStats Stats() const;
 
  private:
+  friend class ArtifactCodec;  // automata/artifact.cc reads and restores the mask cache
   std::shared_ptr<const Vocabulary> vocab_;
   std::shared_ptr<const TokenTrie> trie_;
   ByteDfa dfa_;

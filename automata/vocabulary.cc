@@ -2,6 +2,7 @@
 // or path, the encode pipeline (added tokens, normalizers, pre-tokenizers, BPE), Decode and
 // Fingerprint. The format loaders live in tokenizer_json.cc, tiktoken.cc and
 // sentencepiece_vocab.cc.
+#include <dlfcn.h>
 #include <sentencepiece_processor.h>
 
 #include <algorithm>
@@ -466,14 +467,51 @@ Result<std::shared_ptr<const Vocabulary>> Vocabulary::FromTokens(
   return FromImpl(std::move(impl));
 }
 
+namespace {
+
+// Its address names the binary (executable or shared object) that holds this code.
+const char kDataDirectoryAnchor = 0;
+
+// The share/lockstep folder of the installation the running code belongs to: the nearest of the
+// four folders above the binary's own folder that holds share/lockstep/tokenizers, so that
+// PREFIX/bin/app and PREFIX/lib/python3/dist-packages/lockstep*.so both find PREFIX/share/lockstep
+// wherever PREFIX was installed or moved. "" when there is none.
+std::string DataDirectoryBesideBinary() {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path binary;
+  Dl_info info{};
+  if (dladdr(&kDataDirectoryAnchor, &info) != 0 && info.dli_fname != nullptr &&
+      info.dli_fname[0] == '/') {
+    binary = info.dli_fname;  // a shared object, or the executable run by its absolute path
+  } else {
+    binary = fs::read_symlink("/proc/self/exe", ec);  // the executable
+    if (ec) return {};
+  }
+  fs::path dir = binary.parent_path();
+  for (int up = 0; up < 4 && dir.has_relative_path(); ++up) {
+    dir = dir.parent_path();
+    fs::path candidate = dir / "share" / "lockstep";
+    if (fs::is_directory(candidate / "tokenizers", ec)) return candidate.string();
+  }
+  return {};
+}
+
+}  // namespace
+
 std::string DataDirectory() {
   if (const char* env = std::getenv("LOCKSTEP_DATA_DIR"); env != nullptr && *env != '\0') {
     return env;
   }
+  if (std::string beside = DataDirectoryBesideBinary(); !beside.empty()) return beside;
 #ifdef LOCKSTEP_SOURCE_DATA_DIR
   if (std::filesystem::is_directory(LOCKSTEP_SOURCE_DATA_DIR)) return LOCKSTEP_SOURCE_DATA_DIR;
 #endif
+#ifdef LOCKSTEP_INSTALL_DATA_DIR
+  return LOCKSTEP_INSTALL_DATA_DIR;
+#else
   return "/usr/local/share/lockstep";
+#endif
 }
 
 namespace {

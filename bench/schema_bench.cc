@@ -27,6 +27,7 @@
 
 #include "bench/bench_util.h"
 #include "grammar/json_schema.h"
+#include "lockstep/artifact.h"
 #include "lockstep/batch.h"
 #include "lockstep/bitmask.h"
 #include "lockstep/compiler.h"
@@ -284,6 +285,65 @@ void BM_SchemaBatchFill(benchmark::State& state) {
   state.counters["mismatched_masks"] = static_cast<double>(mismatched);
 }
 BENCHMARK(BM_SchemaBatchFill)->Arg(1)->Arg(2)->Iterations(4)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// Compiled artifacts (lockstep/artifact.h) against compiling, per dev-set schema, from memory:
+//   arg 0 (lazy): compile the schema from its text vs load its artifact written right after
+//     compiling (the automaton only; masks are computed on first use either way);
+//   arg 1 (precomputed): compile + compute every position (one thread) vs load the artifact of
+//     that (the automaton and every position's token classes).
+// Counters: p50/p90/p99/max of the load (µs), compile_p50_us / compile_p99_us, the ratio of the
+// medians (`speedup_p50`) and of the sums (`speedup_total`), artifact bytes p50, and mismatched
+// first masks between the loaded and the compiled grammar (expected 0).
+void BM_ArtifactLoad(benchmark::State& state) {
+  const DevSet& d = Data();
+  if (!d.error.empty()) return state.SkipWithError(d.error.c_str());
+  const bool precompute = state.range(0) != 0;
+  CompileOptions options;
+  options.precompute_masks = precompute;
+  options.precompute_threads = 1;
+  std::vector<double> compile_us, load_us, bytes;
+  long mismatched = 0;
+  Latencies loads;
+  std::vector<std::uint32_t> a(PaddedBitmaskWords(d.vocab->logits_width())), b(a.size());
+  for (auto _ : state) {
+    for (const auto& e : d.entries) {
+      auto t0 = Clock::now();
+      auto g = d.compiler->CompileSchema(e.schema_text, options);
+      const auto t1 = Clock::now();
+      if (!g.ok()) continue;
+      compile_us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+      const std::string file = SerializeArtifact(**g, "schema");
+      bytes.push_back(static_cast<double>(file.size()));
+      t0 = Clock::now();
+      auto loaded = LoadArtifact(*d.compiler, file);
+      const auto t2 = Clock::now();
+      if (!loaded.ok()) return state.SkipWithError(loaded.status().ToString().c_str());
+      loads.Add(t2 - t0);
+      load_us.push_back(std::chrono::duration<double, std::micro>(t2 - t0).count());
+      Matcher ma(*g), mb(*loaded);
+      ma.FillNextTokenBitmask(a);
+      mb.FillNextTokenBitmask(b);
+      mismatched += a != b;
+    }
+  }
+  loads.Report(state);
+  auto pct = [](std::vector<double> v, double p) {
+    if (v.empty()) return 0.0;
+    std::sort(v.begin(), v.end());
+    return v[std::min(v.size() - 1, static_cast<std::size_t>(p * static_cast<double>(v.size() - 1) + 0.5))];
+  };
+  double sum_c = 0, sum_l = 0;
+  for (double x : compile_us) sum_c += x;
+  for (double x : load_us) sum_l += x;
+  state.counters["compile_p50_us"] = pct(compile_us, 0.5);
+  state.counters["compile_p99_us"] = pct(compile_us, 0.99);
+  state.counters["speedup_p50"] = pct(compile_us, 0.5) / std::max(pct(load_us, 0.5), 1e-9);
+  state.counters["speedup_total"] = sum_c / std::max(sum_l, 1e-9);
+  state.counters["bytes_p50"] = pct(bytes, 0.5);
+  state.counters["schemas"] = static_cast<double>(load_us.size()) / state.iterations();
+  state.counters["mismatched_first_masks"] = static_cast<double>(mismatched);
+}
+BENCHMARK(BM_ArtifactLoad)->Arg(0)->Arg(1)->Iterations(1)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace lockstep::bench

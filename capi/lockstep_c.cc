@@ -66,6 +66,7 @@ static_assert(static_cast<int>(StatusCode::kResourceLimit) == LOCKSTEP_RESOURCE_
 static_assert(static_cast<int>(StatusCode::kInvalidVocabulary) == LOCKSTEP_INVALID_VOCABULARY);
 static_assert(static_cast<int>(StatusCode::kIoError) == LOCKSTEP_IO_ERROR);
 static_assert(static_cast<int>(StatusCode::kInternal) == LOCKSTEP_INTERNAL);
+static_assert(static_cast<int>(StatusCode::kInvalidArtifact) == LOCKSTEP_INVALID_ARTIFACT);
 static_assert(static_cast<int>(lockstep::TokenKind::kNormal) == LOCKSTEP_TOKEN_NORMAL);
 static_assert(static_cast<int>(lockstep::TokenKind::kByte) == LOCKSTEP_TOKEN_BYTE);
 static_assert(static_cast<int>(lockstep::TokenKind::kSpecial) == LOCKSTEP_TOKEN_SPECIAL);
@@ -288,7 +289,8 @@ const char* lockstep_status_name(lockstep_status status) {
   std::memcpy(&code, &status, sizeof(code));
   if (code == LOCKSTEP_OK) return "ok";
   if (code == LOCKSTEP_REJECTED) return "rejected";
-  if (code >= LOCKSTEP_INVALID_ARGUMENT && code <= LOCKSTEP_INTERNAL) {
+  if ((code >= LOCKSTEP_INVALID_ARGUMENT && code <= LOCKSTEP_INTERNAL) ||
+      code == LOCKSTEP_INVALID_ARTIFACT) {
     return lockstep::StatusCodeName(static_cast<StatusCode>(code));
   }
   return "unknown";

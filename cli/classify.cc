@@ -22,7 +22,7 @@ namespace lockstep::cli {
 namespace {
 
 constexpr const char* kClassifyHelp =
-    R"(usage: lockstep classify (--regex RE | --grammar FILE | --schema FILE | --choices a,b,c) [--prompt TEXT | --batch FILE.jsonl] [options]
+    R"(usage: lockstep classify (--regex RE | --grammar FILE | --schema FILE | --artifact FILE.lsg | --choices a,b,c) [--prompt TEXT | --batch FILE.jsonl] [options]
 
 Prints the probability of every completion of a finite constraint under the model, summed over
 every tokenisation the mask allows (not a single sampled label):
@@ -123,7 +123,7 @@ int Classify(int argc, char** argv) {
   if (HasConstraint(args) == args.Has("choices")) {
     return Fail(
         Status(StatusCode::kInvalidArgument,
-               "classify needs exactly one of --regex RE, --grammar FILE, --schema FILE or --choices a,b,c",
+               "classify needs exactly one of --regex RE, --grammar FILE, --schema FILE, --artifact FILE.lsg or --choices a,b,c",
                "arguments"));
   }
   if (args.Has("prompt") && args.Has("batch")) {

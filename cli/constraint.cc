@@ -4,6 +4,8 @@
 #include <iostream>
 #include <sstream>
 
+#include "lockstep/artifact.h"
+
 namespace lockstep::cli {
 
 void AddConstraintFlags(std::set<std::string>* value_flags) {
@@ -11,6 +13,7 @@ void AddConstraintFlags(std::set<std::string>* value_flags) {
   value_flags->insert("grammar");
   value_flags->insert("grammar-syntax");
   value_flags->insert("schema");
+  value_flags->insert("artifact");
 }
 
 void AddConstraintSwitches(std::set<std::string>* switches) {
@@ -19,10 +22,11 @@ void AddConstraintSwitches(std::set<std::string>* switches) {
 }
 
 bool HasConstraint(const Args& args) {
-  return args.Has("regex") || args.Has("grammar") || args.Has("schema");
+  return args.Has("regex") || args.Has("grammar") || args.Has("schema") || args.Has("artifact");
 }
 
 std::string ConstraintLabel(const Args& args) {
+  if (args.Has("artifact")) return "artifact " + args.Get("artifact");
   if (args.Has("schema")) return "schema " + args.Get("schema");
   return args.Has("grammar") ? "grammar " + args.Get("grammar") : args.Get("regex");
 }
@@ -43,11 +47,15 @@ Result<std::string> ReadConstraintFile(const std::string& path, const char* what
 Result<std::shared_ptr<const CompiledGrammar>> CompileConstraint(const Args& args,
                                                                  const GrammarCompiler& compiler,
                                                                  const CompileOptions& options) {
-  int given = args.Has("regex") + args.Has("grammar") + args.Has("schema");
+  int given = args.Has("regex") + args.Has("grammar") + args.Has("schema") + args.Has("artifact");
   if (given > 1) {
     return Status(StatusCode::kInvalidArgument,
-                  "give one of --regex, --grammar and --schema, not several", "arguments");
+                  "give one of --regex, --grammar, --schema and --artifact, not several",
+                  "arguments");
   }
+  // A compiled artifact (lockstep compile ... -o FILE.lsg): loaded, not compiled; it must have
+  // been written for this vocabulary (the file names the mismatch otherwise).
+  if (args.Has("artifact")) return ReadArtifactFile(compiler, args.Get("artifact"));
   if (args.Has("regex")) return compiler.CompileRegex(args.Get("regex"), options);
   if (args.Has("schema")) {
     const std::string path = args.Get("schema");

@@ -1,7 +1,8 @@
 // The constraint flags shared by `generate`, `compile`, `explain` and `classify`: exactly one of
 // --regex RE, --grammar FILE (GBNF or Lark-style EBNF, --grammar-syntax auto|gbnf|lark) or
 // --schema FILE (a JSON Schema; --lenient relaxes what cannot be enforced exactly, with warnings
-// on stderr; --compact allows no whitespace between tokens).
+// on stderr; --compact allows no whitespace between tokens), or --artifact FILE.lsg (a compiled
+// artifact written by `compile -o`, loaded instead of compiled).
 #pragma once
 
 #include <memory>
@@ -13,7 +14,8 @@
 
 namespace lockstep::cli {
 
-// Adds "regex", "grammar", "grammar-syntax" and "schema" to a subcommand's value flags.
+// Adds "regex", "grammar", "grammar-syntax", "schema" and "artifact" to a subcommand's value
+// flags.
 void AddConstraintFlags(std::set<std::string>* value_flags);
 // Adds the schema switches "lenient" and "compact".
 void AddConstraintSwitches(std::set<std::string>* switches);

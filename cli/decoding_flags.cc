@@ -36,6 +36,15 @@ void AddDecodingFlags(std::set<std::string>* value_flags) {
   }
 }
 
+std::string PrebuiltNgramModel(const Vocabulary& vocab) {
+  const std::string file = "ngram-" + vocab.name() + ".bin";
+  for (const std::string& dir : {DataDirectory() + "/models", std::string(LOCKSTEP_MODEL_DIR)}) {
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(dir + "/" + file, ec)) return dir + "/" + file;
+  }
+  return {};
+}
+
 Result<std::unique_ptr<LogitsSource>> LoadModel(std::string_view spec, const Vocabulary& vocab,
                                                 std::uint64_t seed,
                                                 const std::string& ngram_model_path,
@@ -70,8 +79,8 @@ Result<std::unique_ptr<LogitsSource>> LoadModel(std::string_view spec, const Voc
   if (s == "ngram") {
     path = ngram_model_path;
     if (path.empty()) {
-      std::string built = std::string(LOCKSTEP_MODEL_DIR) + "/ngram-" + vocab.name() + ".bin";
-      if (std::filesystem::exists(built) && vocab.logits_width() == vocab.size()) path = built;
+      std::string built = PrebuiltNgramModel(vocab);
+      if (!built.empty() && vocab.logits_width() == vocab.size()) path = built;
     }
     if (path.empty()) order = 4;
   } else if (s.size() == 6 && s.rfind("ngram", 0) == 0 && s[5] >= '2' && s[5] <= '4') {

@@ -25,6 +25,11 @@ namespace lockstep::cli {
 void AddDecodingFlags(std::set<std::string>* value_flags);
 extern const char* const kDecodingFlagsHelp;
 
+// The n-gram model prepared for `vocab` (trained at build time, or installed): the first file
+// that exists of DataDirectory()/models/ngram-NAME.bin (an installed copy) and the build tree's
+// models/ngram-NAME.bin; "" when there is neither.
+std::string PrebuiltNgramModel(const Vocabulary& vocab);
+
 // A logits source named on the command line: "uniform" (seeded), "ngram" (the model built for the
 // vocabulary, or `ngram_model_path`, or one trained now on the shipped corpus), "ngramN" (N in
 // 2..4: an order-N model trained now on the shipped corpus, a weaker model for --draft and

@@ -38,7 +38,7 @@ namespace lockstep::cli {
 namespace {
 
 constexpr const char* kExplainHelp = R"(usage: lockstep explain --logits Z1,Z2,... [options]
-       lockstep explain (--regex RE | --grammar FILE | --schema FILE) [generation options]
+       lockstep explain (--regex RE | --grammar FILE | --schema FILE | --artifact FILE.lsg) [generation options]
 
 Shows the sampler's distribution after every stage: logit bias, repetition, frequency and
 presence, mask, temperature, top-k, top-p, min-p, final. The distributions are the sampler's
@@ -62,6 +62,8 @@ On a real generation (per step: top 16 tokens before and after the mask, the tok
                          auto|gbnf|lark)
   --schema FILE          or a JSON Schema (draft 2020-12 / draft-07): JSON instances that
                          validate, formatted as in docs/json-schema-compiler.md
+  --artifact FILE.lsg    or a compiled artifact (`lockstep compile ... -o FILE.lsg`), loaded
+                         instead of compiled; it must match --tokenizer
   --lenient              schemas: relax keywords that cannot be enforced exactly (warnings on
                          stderr) instead of failing
   --compact              schemas: no whitespace between JSON tokens

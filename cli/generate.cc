@@ -29,7 +29,7 @@
 namespace lockstep::cli {
 namespace {
 
-constexpr const char* kGenerateHelp = R"(usage: lockstep generate (--regex RE | --grammar FILE | --schema FILE) [options]
+constexpr const char* kGenerateHelp = R"(usage: lockstep generate (--regex RE | --grammar FILE | --schema FILE | --artifact FILE.lsg) [options]
 
 Generates text that fully matches RE (or is a sentence of the grammar), token by token: the logits source scores the vocabulary,
 the constraint masks it, the sampler draws. Prints one line per sample, or with --json one
@@ -44,6 +44,8 @@ options:
   --grammar-syntax S     auto (default: GBNF if rules use ::=), gbnf or lark
   --schema FILE          or a JSON Schema (draft 2020-12 / draft-07): JSON instances that
                          validate, formatted as in docs/json-schema-compiler.md
+  --artifact FILE.lsg    or a compiled artifact (`lockstep compile ... -o FILE.lsg`), loaded
+                         instead of compiled; it must match --tokenizer
   --lenient              schemas: relax keywords that cannot be enforced exactly (warnings on
                          stderr) instead of failing
   --compact              schemas: no whitespace between JSON tokens
@@ -96,9 +98,9 @@ Result<std::unique_ptr<LogitsSource>> MakeSource(const Args& args, const Vocabul
   }
   std::string path = args.Get("ngram-model");
   if (path.empty()) {
-    std::string built = std::string(LOCKSTEP_MODEL_DIR) + "/ngram-" + vocab.name() + ".bin";
+    std::string built = PrebuiltNgramModel(vocab);
     // The built model covers the vocabulary's own width; another width trains afresh.
-    if (std::filesystem::exists(built) && vocab.logits_width() == vocab.size()) path = built;
+    if (!built.empty() && vocab.logits_width() == vocab.size()) path = built;
   }
   if (!path.empty()) {
     auto model = NgramModel::Load(path, vocab.Fingerprint());
@@ -133,7 +135,7 @@ int Generate(int argc, char** argv) {
   }
   if (!HasConstraint(args)) {
     return Fail(Status(StatusCode::kInvalidArgument,
-                       "generate needs --regex RE, --grammar FILE or --schema FILE", "arguments"));
+                       "generate needs --regex RE, --grammar FILE, --schema FILE or --artifact FILE.lsg", "arguments"));
   }
   auto seed = args.GetInt("seed", 0, 0, INT64_MAX);
   auto count = args.GetInt("count", 1, 0, 1000000);

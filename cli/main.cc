@@ -17,6 +17,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/args.h"
+#include "cli/artifact_cmd.h"
+#include "cli/bench.h"
 #include "cli/constraint.h"
 #include "cli/classify.h"
 #include "cli/explain.h"
@@ -62,6 +64,7 @@ commands:
   explain      the sampler's distribution after every stage, on given logits or a generation
   train-ngram  train the token n-gram logits source on a corpus
   validate     validate JSON / NDJSON instances against a JSON Schema
+  bench        time first masks and per-token masks over MaskBench-style schema/instance files
 
 Run `lockstep COMMAND --help` for the options of a command.
 Bundled vocabularies: llama3 (default), gpt2, qwen2.5, mistral; or a path to a tokenizer.json
@@ -83,7 +86,8 @@ Prints the bytes of the token ids (arguments, or whitespace/comma separated on s
   --tokenizer NAME|PATH  vocabulary (default llama3)
 )";
 
-constexpr const char* kCompileHelp = R"(usage: lockstep compile (--regex RE | --grammar FILE | --schema FILE) [--tokenizer NAME|PATH] [--stats] [--json]
+constexpr const char* kCompileHelp = R"(usage: lockstep compile (--regex RE | --grammar FILE | --schema FILE) [--tokenizer NAME|PATH] [--stats] [--json] [-o FILE.lsg [--lazy]]
+       lockstep compile --batch DIR -o OUTDIR [--tokenizer NAME|PATH] [--lenient] [--compact] [--lazy] [--json]
 
 Compiles RE (full-match semantics) into a minimal byte DFA and its token-level masks, or a
 grammar (GBNF / Lark-style EBNF) or a JSON Schema into rule automata for the Earley runtime and
@@ -104,6 +108,16 @@ its adaptive token-mask cache.
   --logits-width V       the model's logits width when it exceeds the vocabulary
   --max-states N         DFA state budget (default 100000); exceeding it is a resource limit
   --json                 print one JSON object instead of text
+
+Compiled artifacts (docs/artifacts.md):
+  -o FILE.lsg            write the compiled constraint with its mask cache to FILE.lsg (every
+                         position / state mask precomputed first, on all cores), then load it
+                         back once; `generate`, `explain` and `classify` take --artifact FILE.lsg
+  --lazy                 with -o: write the automaton only (masks computed on first use)
+  --batch DIR -o OUTDIR  compile every *.json (a JSON Schema, or a MaskBench file's "schema"),
+                         *.gbnf and *.lark file in DIR to OUTDIR/NAME.lsg, with a progress bar
+                         on a terminal and a summary (compiled, failed with reasons, compile and
+                         load time p50/p99/max); exit 1 if any failed
 )";
 
 int Tokenize(int argc, char** argv) {
@@ -272,13 +286,46 @@ int CompileGrammarFile(const Args& args, const CompileOptions& options) {
 }
 
 int Compile(int argc, char** argv) {
-  std::set<std::string> value_flags = {"tokenizer", "logits-width", "max-states"};
+  std::set<std::string> value_flags = {"tokenizer", "logits-width", "max-states", "output",
+                                       "batch"};
   AddConstraintFlags(&value_flags);
-  std::set<std::string> switches = {"stats", "json", "help", "emit-grammar"};
+  std::set<std::string> switches = {"stats", "json", "help", "emit-grammar", "lazy"};
   AddConstraintSwitches(&switches);
-  Args args(value_flags, switches, {{"-h", "help"}});
+  Args args(value_flags, switches, {{"-h", "help"}, {"-o", "output"}});
   if (Status st = args.Parse(argc, argv, 2); !st.ok()) return Fail(st);
   if (args.Has("help")) return std::cout << kCompileHelp, 0;
+  if (args.Has("artifact")) {
+    return Fail(Status(StatusCode::kInvalidArgument,
+                       "compile takes a constraint, not --artifact (generate, explain and "
+                       "classify load artifacts)", "--artifact"));
+  }
+  if (args.Has("batch") || args.Has("output")) {
+    CompileOptions options;
+    auto max_states = args.GetInt("max-states", options.max_dfa_states, 1, 100000000);
+    if (!max_states.ok()) return Fail(max_states.status());
+    options.max_dfa_states = static_cast<std::int32_t>(*max_states);
+    if (!args.Has("output")) {
+      return Fail(Status(StatusCode::kInvalidArgument, "--batch DIR needs -o OUTDIR", "arguments"));
+    }
+    if (!args.positional().empty()) {
+      return Fail(Status(StatusCode::kInvalidArgument,
+                         "unexpected argument '" + args.positional()[0] + "'", "arguments"));
+    }
+    if (args.Has("batch")) {
+      if (HasConstraint(args)) {
+        return Fail(Status(StatusCode::kInvalidArgument,
+                           "--batch DIR compiles the files in DIR; give no --regex/--grammar/--schema",
+                           "arguments"));
+      }
+      return CompileBatch(args, options);
+    }
+    if (!HasConstraint(args)) {
+      return Fail(Status(StatusCode::kInvalidArgument,
+                         "compile -o needs --regex RE, --grammar FILE or --schema FILE", "arguments"));
+    }
+    ApplySchemaFlags(args, &options);
+    return CompileToArtifact(args, options);
+  }
   if (args.Has("schema")) {
     if (args.Has("regex") || args.Has("grammar")) {
       return Fail(Status(StatusCode::kInvalidArgument,
@@ -404,6 +451,7 @@ int main(int argc, char** argv) {
   if (cmd == "explain") return Explain(argc, argv);
   if (cmd == "train-ngram") return TrainNgram(argc, argv);
   if (cmd == "validate") return Validate(argc, argv);
+  if (cmd == "bench") return Bench(argc, argv);
   std::cerr << "lockstep: invalid argument at argument 1: unknown command '" << cmd
             << "' (see lockstep --help)\n";
   return 2;

@@ -16,6 +16,7 @@ const char* StatusCodeName(StatusCode code) {
     case StatusCode::kInvalidVocabulary: return "invalid vocabulary";
     case StatusCode::kIoError: return "i/o error";
     case StatusCode::kInternal: return "internal error";
+    case StatusCode::kInvalidArtifact: return "invalid artifact";
   }
   return "unknown";
 }

@@ -14,4 +14,9 @@ if(LOCKSTEP_BUILD_CLI)
     COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/cli/schema_cli_test.py $<TARGET_FILE:lockstep_cli>)
   set_tests_properties(schema_cli_test PROPERTIES ENVIRONMENT
     "LOCKSTEP_DATA_DIR=${LOCKSTEP_SOURCE_DATA_DIR}" TIMEOUT 600)
+  # Compiled artifacts: compile -o, generate --artifact, bad files, compile --batch.
+  add_test(NAME artifact_cli_test
+    COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/cli/artifact_cli_test.py $<TARGET_FILE:lockstep_cli>)
+  set_tests_properties(artifact_cli_test PROPERTIES ENVIRONMENT
+    "LOCKSTEP_DATA_DIR=${LOCKSTEP_SOURCE_DATA_DIR}" TIMEOUT 600)
 endif()

@@ -106,10 +106,13 @@ class GrammarCompiler {
   const Vocabulary& vocabulary() const { return *vocab_; }
   const std::shared_ptr<const Vocabulary>& vocabulary_ptr() const { return vocab_; }
   const std::shared_ptr<const TokenTrie>& trie() const { return trie_; }
+  // vocabulary().Fingerprint(), computed once here (compiled artifacts are checked against it).
+  std::uint64_t vocab_fingerprint() const { return vocab_fingerprint_; }
 
  private:
   std::shared_ptr<const Vocabulary> vocab_;
   std::shared_ptr<const TokenTrie> trie_;
+  std::uint64_t vocab_fingerprint_ = 0;
 };
 
 class CompiledGrammar {

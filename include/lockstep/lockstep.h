@@ -19,7 +19,7 @@ extern "C" {
 
 /* ---- status ------------------------------------------------------------------------------- */
 
-/* Codes 1..10 are the C++ lockstep::StatusCode values, one for one. */
+/* Codes 1..10 and 12 are the C++ lockstep::StatusCode values, one for one. */
 typedef enum lockstep_status {
   LOCKSTEP_OK = 0,
   LOCKSTEP_INVALID_ARGUMENT = 1,   /* NULL pointer, short buffer, bad id, wrong struct_size */
@@ -32,8 +32,10 @@ typedef enum lockstep_status {
   LOCKSTEP_INVALID_VOCABULARY = 8, /* tokenizer file or in-memory tokens malformed */
   LOCKSTEP_IO_ERROR = 9,           /* file missing or unreadable, unknown bundled name */
   LOCKSTEP_INTERNAL = 10,          /* a bug: please report it with lockstep_last_error() */
-  LOCKSTEP_REJECTED = 11           /* the constraint does not allow this token or these bytes
+  LOCKSTEP_REJECTED = 11,          /* the constraint does not allow this token or these bytes
                                       here (or the matcher has terminated); state unchanged */
+  LOCKSTEP_INVALID_ARTIFACT = 12   /* compiled artifact malformed, corrupted, truncated, written
+                                      for another vocabulary or format version (byte offset) */
 } lockstep_status;
 
 /* "ok", "invalid argument", ... ; "unknown" for a value outside the enum. Never NULL. */

@@ -22,6 +22,7 @@ enum class StatusCode : int {
   kInvalidVocabulary,  // tokenizer file malformed or inconsistent
   kIoError,            // file missing / unreadable
   kInternal,
+  kInvalidArtifact = 12,  // compiled artifact (.lsg) malformed, corrupted, foreign or stale
 };
 
 const char* StatusCodeName(StatusCode code);

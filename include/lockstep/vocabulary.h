@@ -123,9 +123,12 @@ class Vocabulary {
   std::unique_ptr<Impl> impl_;
 };
 
-// Directory searched for bundled vocabularies by name (<dir>/tokenizers/<name>/): the
-// environment variable LOCKSTEP_DATA_DIR if set, else the source tree's schemas/ folder
-// (compiled in, when it exists), else /usr/local/share/lockstep.
+// Directory searched for bundled vocabularies by name (<dir>/tokenizers/<name>/), the first of:
+// the environment variable LOCKSTEP_DATA_DIR if set; PREFIX/share/lockstep of the installation
+// that holds the running program or Python module (the nearest of the four folders above the
+// binary's folder that has share/lockstep/tokenizers: PREFIX/bin/app, a module in
+// PREFIX/lib/python3/dist-packages); the source tree's schemas/ folder (compiled in, when it
+// still exists); the configured install location (CMAKE_INSTALL_PREFIX/share/lockstep).
 std::string DataDirectory();
 
 }  // namespace lockstep

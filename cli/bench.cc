@@ -1,0 +1,752 @@
+// `lockstep bench`: a user's own schemas and instances, replayed the way bench/schema_bench.cc
+// replays the JSONSchemaBench dev set (BM_SchemaFirstMask, BM_SchemaTraceMask,
+// BM_SchemaBatchFill), with the same percentile definition (bench/bench_util.h), so that the
+// figures can be compared.
+#include "cli/bench.h"
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "automata/schema_compile.h"
+#include "cli/args.h"
+#include "cli/constraint.h"
+#include "grammar/json_schema.h"
+#include "lockstep/batch.h"
+#include "lockstep/compiler.h"
+#include "lockstep/matcher.h"
+#include "lockstep/vocabulary.h"
+
+namespace lockstep::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using ojson = nlohmann::ordered_json;
+using Clock = std::chrono::steady_clock;
+
+constexpr const char* kBenchHelp =
+    R"(usage: lockstep bench --maskbench DIR|FILE... [--traces FILE] [--tokenizer NAME|PATH] [--json]
+                      [--interleave] [--threads N] [--batch N] [--check] [--lenient] [--compact]
+
+Replays MaskBench-style files ({"schema": ..., "tests": [{"valid": bool, "data": ...}]}) through
+the JSON Schema compiler and the matcher, on one thread, and times every token mask.
+Every file's schema is compiled from its text and its first mask filled (timed together: "time
+to first mask"), in file order, and the grammar freed. Then every schema is compiled again
+(untimed, all kept) and, file by file, every valid instance and then every invalid one is fed
+token by token to a fresh Matcher of that file's grammar: fill the mask (timed), check the token
+is in it, AcceptToken; the last step is EOS. Masks are computed lazily per grammar. This is the
+procedure of bench/schema_bench.cc (BM_SchemaFirstMask, then BM_SchemaTraceMask).
+
+  --maskbench DIR|FILE   a MaskBench file, or a directory (its *.json files, sorted by name);
+                         repeatable; further DIR|FILE arguments may follow as positionals
+  --traces FILE          JSON lines {"file": NAME, "test": INDEX, "ids": [...]}: the token ids of
+                         test INDEX (0-based, counting invalid tests) of the MaskBench file NAME
+                         (matched by file name), e.g. a model's real output. Instances without a
+                         line use the canonical tokenisation; lines for other files are ignored
+  --tokenizer NAME|PATH  vocabulary (default llama3)
+  --logits-width V       the model's logits width when it exceeds the vocabulary
+  --lenient, --compact   schema compile options, as for `lockstep compile`
+  --interleave           compile each schema once and replay its instances right after its first
+                         mask, then free it: one grammar alive at a time (lower peak memory, about
+                         half the compile work), but the grammar is still in the CPU caches, so
+                         per-mask figures run lower than BM_SchemaTraceMask's (bench/RESULTS.md);
+                         not for the batch path
+  --threads N            N > 1: the batch path. All schemas are compiled first; then the valid
+                         instances step together in batches of --batch sequences (default 64),
+                         every step one BatchMaskFiller fill of the live rows on N threads, then
+                         the invalid instances the same way
+  --batch N              the batch size; also selects the batch path with one thread
+  --check                batch path: after each timed batch fill, compare every row with a single
+                         fill of the same matcher (untimed) and count mismatches (expected 0)
+  --json                 print one JSON object on stdout instead of the table
+
+Instances are rendered compactly under the formatting policy (docs/json-schema-compiler.md):
+declared property order, no whitespace; tokenised canonically (Vocabulary::Encode, no dummy
+prefix). A valid instance is "rejected" when some token is not in its mask or EOS is refused at
+the end; rejections whose text differs from the policy rendering (a trace that writes the keys in
+another order than the schema declares) are counted apart. An invalid instance is "wrongly
+accepted" when every token and the final EOS are allowed.
+
+Figures (µs; p50/p90/p99 = the sorted sample at floor(q * n), as bench/bench_util.h):
+  first mask     compile + first fill, once per schema, in file order, in this process: the
+                 first schemas also pay one-off costs (e.g. building `format` automata), as the
+                 first of BM_SchemaFirstMask's iterations does
+  mask (valid)   the headline "time per mask": every fill while replaying valid instances, the
+                 figure of BM_SchemaTraceMask (with --interleave, the first fill of a schema's
+                 first replay, a cache hit after the first mask, counts the cold first fill
+                 instead). Batch path: batch fill time / live rows, one sample per fill
+  mask (all)     the same over valid and invalid replays
+  batch fill     batch path: one sample per BatchMaskFiller::Fill of the valid batches. Lazy
+                 positions are computed inside the batch fill that first reaches them;
+                 BM_SchemaBatchFill times warm positions only, so its figures are lower
+Positions reached first by an invalid replay are warm for later ones of the same schema.
+Peak memory is getrusage's maxrss of the whole process: the vocabulary, and every compiled
+grammar with the masks its replays computed (all alive at the end, except with --interleave).
+
+A file that is not JSON or lacks "schema" / well-formed "tests" counts as a failed schema with
+its reason, as does a schema that does not compile. Exit 0 when the run completes (whatever the
+verdicts), 2 for a missing path, a bad flag, or a malformed --traces line (named FILE:LINE).
+)";
+
+int Fail(const Status& st) {
+  std::cerr << "lockstep: " << st.ToString() << "\n";
+  return st.code() == StatusCode::kInternal ? 1 : 2;
+}
+
+// Latencies in ns. Percentiles as bench/bench_util.h's Latencies: the sorted sample at index
+// floor(q * n), capped at n - 1.
+class Samples {
+ public:
+  void Add(double ns) { ns_.push_back(ns); }
+  void Add(Clock::duration d) { Add(std::chrono::duration<double, std::nano>(d).count()); }
+  std::size_t size() const { return ns_.size(); }
+
+  struct Summary {
+    double p50 = 0, p90 = 0, p99 = 0, max = 0;  // µs
+    std::size_t n = 0;
+  };
+  Summary Summarize() const {
+    Summary s;
+    s.n = ns_.size();
+    if (ns_.empty()) return s;
+    std::vector<double> v = ns_;
+    std::sort(v.begin(), v.end());
+    auto at = [&](double q) {
+      return v[std::min(v.size() - 1,
+                        static_cast<std::size_t>(q * static_cast<double>(v.size())))] /
+             1000.0;
+    };
+    s.p50 = at(0.50);
+    s.p90 = at(0.90);
+    s.p99 = at(0.99);
+    s.max = v.back() / 1000.0;
+    return s;
+  }
+
+ private:
+  std::vector<double> ns_;
+};
+
+ojson SummaryJson(const Samples& s) {
+  const Samples::Summary m = s.Summarize();
+  if (m.n == 0)
+    return ojson{{"p50", nullptr}, {"p90", nullptr}, {"p99", nullptr}, {"max", nullptr}, {"n", 0}};
+  return ojson{{"p50", m.p50}, {"p90", m.p90}, {"p99", m.p99}, {"max", m.max}, {"n", m.n}};
+}
+
+struct Instance {
+  bool valid = false;
+  std::size_t test = 0;      // index in the file's "tests"
+  std::string rendered;      // compact, declared property order (RenderInstance)
+  std::vector<TokenId> ids;  // the trace's ids, or the canonical tokenisation of `rendered`
+  bool from_trace = false;
+};
+
+struct SchemaFile {
+  std::string path;
+  std::string name;  // file name, what --traces lines refer to
+  std::string schema_text;
+  std::string error;  // unusable file (not JSON, no "schema", malformed "tests")
+  std::vector<Instance> instances;
+  std::size_t valid = 0, invalid = 0;
+};
+
+struct Trace {
+  std::vector<TokenId> ids;
+  std::size_t line = 0;
+  bool used = false;
+};
+
+Result<std::vector<std::string>> CollectFiles(const std::vector<std::string>& args) {
+  std::vector<std::string> out;
+  for (const std::string& a : args) {
+    std::error_code ec;
+    if (fs::is_directory(a, ec)) {
+      std::vector<std::string> files;
+      for (const auto& e : fs::directory_iterator(a, ec)) {
+        if (e.path().extension() == ".json" && !fs::is_directory(e.path(), ec)) {
+          files.push_back(e.path().string());
+        }
+      }
+      if (ec) return Status(StatusCode::kIoError, "cannot list directory: " + ec.message(), a);
+      std::sort(files.begin(), files.end());
+      out.insert(out.end(), files.begin(), files.end());
+    } else if (fs::exists(a, ec)) {
+      out.push_back(a);
+    } else {
+      return Status(StatusCode::kIoError, "no such file or directory", a);
+    }
+  }
+  if (out.empty()) {
+    return Status(StatusCode::kInvalidArgument,
+                  "no MaskBench files: give --maskbench DIR|FILE (a directory needs *.json files)",
+                  "arguments");
+  }
+  return out;
+}
+
+std::string ParseErrorText(const std::exception& e) {
+  std::string s = e.what();
+  // nlohmann's "[json.exception.parse_error.101] parse error at ..." without the bracket tag.
+  if (!s.empty() && s[0] == '[') {
+    if (auto p = s.find("] "); p != std::string::npos) s = s.substr(p + 2);
+  }
+  return s;
+}
+
+// Reads --traces: one JSON object per non-empty line. Errors name FILE:LINE.
+Result<std::map<std::pair<std::string, std::size_t>, Trace>> ReadTraces(const std::string& path,
+                                                                        const Vocabulary& vocab) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status(StatusCode::kIoError, "cannot read traces file", path);
+  std::map<std::pair<std::string, std::size_t>, Trace> out;
+  std::string line;
+  std::size_t n = 0;
+  auto bad = [&](const std::string& msg) {
+    return Status(StatusCode::kInvalidArgument, msg, path + ":" + std::to_string(n));
+  };
+  while (std::getline(in, line)) {
+    ++n;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    json j = json::parse(line, nullptr, false);
+    if (j.is_discarded()) return bad("not a JSON object");
+    if (!j.is_object()) return bad("not a JSON object");
+    auto f = j.find("file");
+    auto t = j.find("test");
+    auto ids = j.find("ids");
+    if (f == j.end() || !f->is_string()) return bad("needs \"file\" (a MaskBench file name)");
+    if (t == j.end() ||
+        !(t->is_number_unsigned() || (t->is_number_integer() && t->get<std::int64_t>() >= 0))) {
+      return bad("needs \"test\" (the 0-based index into the file's tests)");
+    }
+    if (ids == j.end() || !ids->is_array()) return bad("needs \"ids\" (an array of token ids)");
+    Trace tr;
+    tr.line = n;
+    tr.ids.reserve(ids->size());
+    for (std::size_t k = 0; k < ids->size(); ++k) {
+      const json& v = (*ids)[k];
+      if (!v.is_number_integer() || v.get<std::int64_t>() < 0 ||
+          v.get<std::int64_t>() >= vocab.size()) {
+        return bad("ids[" + std::to_string(k) + "] = " + v.dump() + " is not a token id of " +
+                   vocab.name() + " (0.." + std::to_string(vocab.size() - 1) + ")");
+      }
+      tr.ids.push_back(static_cast<TokenId>(v.get<std::int64_t>()));
+    }
+    auto key = std::make_pair(f->get<std::string>(), t->get<std::size_t>());
+    if (auto it = out.find(key); it != out.end()) {
+      return bad("second trace for " + key.first + " test " + std::to_string(key.second) +
+                 " (first at line " + std::to_string(it->second.line) + ")");
+    }
+    out.emplace(std::move(key), std::move(tr));
+  }
+  return out;
+}
+
+// Reads one MaskBench file; an unusable file gets `error` set (counted as a failed schema).
+// Instances are rendered and tokenised here, before anything is timed.
+SchemaFile LoadSchemaFile(const std::string& path, const Vocabulary& vocab,
+                          const CompileOptions& options,
+                          std::map<std::pair<std::string, std::size_t>, Trace>* traces) {
+  SchemaFile f;
+  f.path = path;
+  f.name = fs::path(path).filename().string();
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    f.error = "cannot read file";
+    return f;
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  ojson doc;
+  try {
+    doc = ojson::parse(ss.str());
+  } catch (const std::exception& e) {
+    f.error = "not JSON: " + ParseErrorText(e);
+    return f;
+  }
+  if (!doc.is_object() || !doc.contains("schema") ||
+      !(doc["schema"].is_object() || doc["schema"].is_boolean())) {
+    f.error = "not a MaskBench file: needs an object with \"schema\" (a JSON Schema)";
+    return f;
+  }
+  // ordered_json keeps the schema's properties in their declared order.
+  f.schema_text = doc["schema"].dump();
+  const ojson tests = doc.contains("tests") ? doc["tests"] : ojson::array();
+  if (!tests.is_array()) {
+    f.error = "\"tests\" is not an array";
+    return f;
+  }
+  std::shared_ptr<const schema::Schema> model;
+  if (auto s = schema::Schema::Load(f.schema_text); s.ok()) model = *s;
+  schema::SchemaCompileOptions so = schema::SchemaOptionsFrom(options);
+  so.property_order =
+      std::make_shared<const schema::PropertyOrder>(schema::PropertyOrderOf(f.schema_text));
+  EncodeOptions eo;
+  eo.add_dummy_prefix = false;  // the instance continues a prompt, as the matcher assumes
+  for (std::size_t i = 0; i < tests.size(); ++i) {
+    const ojson& t = tests[i];
+    if (!t.is_object() || !t.contains("valid") || !t["valid"].is_boolean() || !t.contains("data")) {
+      f.error = "tests[" + std::to_string(i) + "] needs \"valid\" (a boolean) and \"data\"";
+      f.instances.clear();
+      return f;
+    }
+    Instance inst;
+    inst.valid = t["valid"].get<bool>();
+    inst.test = i;
+    const json data = json::parse(t["data"].dump());
+    // Without a schema model (a schema the compiler will refuse anyway) plain compact JSON.
+    inst.rendered = model ? schema::RenderInstance(*model, data, -1, so) : data.dump();
+    if (traces != nullptr) {
+      if (auto it = traces->find({f.name, i}); it != traces->end()) {
+        inst.ids = it->second.ids;
+        inst.from_trace = true;
+        it->second.used = true;
+      }
+    }
+    if (!inst.from_trace) {
+      auto ids = vocab.Encode(inst.rendered, eo);
+      if (!ids.ok()) {
+        f.error = "tests[" + std::to_string(i) +
+                  "]: cannot tokenise the instance: " + ids.status().ToString();
+        f.instances.clear();
+        return f;
+      }
+      inst.ids = std::move(*ids);
+    }
+    (inst.valid ? f.valid : f.invalid) += 1;
+    f.instances.push_back(std::move(inst));
+  }
+  return f;
+}
+
+bool Allowed(std::span<const std::uint32_t> mask, TokenId tok) {
+  return (mask[static_cast<std::size_t>(tok) >> 5] >> (tok & 31)) & 1;
+}
+
+struct Counts {
+  std::size_t schemas_total = 0, schemas_compiled = 0;
+  ojson failures = ojson::array();
+  std::size_t valid_total = 0, valid_accepted = 0, valid_rejected = 0, valid_rejected_other = 0;
+  std::size_t valid_from_traces = 0, valid_skipped = 0;
+  std::size_t invalid_total = 0, invalid_rejected = 0, invalid_accepted = 0, invalid_skipped = 0;
+  std::size_t mismatched_masks = 0;
+  double live_rows = 0;  // batch path: live rows summed over the valid batch fills
+};
+
+// A valid instance's verdict, and whether a rejected one was written otherwise than the policy
+// renders it (decoded text != rendering: key order, number spelling).
+void CountVerdict(const Instance& inst, bool accepted, const Vocabulary& vocab, Counts* c) {
+  if (inst.valid) {
+    if (accepted) {
+      ++c->valid_accepted;
+    } else {
+      ++c->valid_rejected;
+      if (inst.from_trace) {
+        auto text = vocab.Decode(inst.ids);
+        if (!text.ok() || *text != inst.rendered) ++c->valid_rejected_other;
+      }
+    }
+  } else {
+    (accepted ? c->invalid_accepted : c->invalid_rejected) += 1;
+  }
+}
+
+// One sequence through a fresh matcher: fill (timed), check the token, accept; EOS last.
+// `cold_first_fill` >= 0 replaces the time of the first fill (see the help text).
+bool Replay(const std::shared_ptr<const CompiledGrammar>& g, const std::vector<TokenId>& ids,
+            TokenId eos, std::vector<std::uint32_t>& mask, double cold_first_fill, Samples* valid,
+            Samples* all) {
+  Matcher m(g);
+  for (std::size_t k = 0; k <= ids.size(); ++k) {
+    const auto t0 = Clock::now();
+    m.FillNextTokenBitmask(mask);
+    double ns = std::chrono::duration<double, std::nano>(Clock::now() - t0).count();
+    if (k == 0 && cold_first_fill >= 0) ns = cold_first_fill;
+    if (valid != nullptr) valid->Add(ns);
+    all->Add(ns);
+    const TokenId tok = k < ids.size() ? ids[k] : eos;
+    if (!Allowed(mask, tok) || !m.AcceptToken(tok)) return false;
+  }
+  return m.IsTerminated();
+}
+
+struct Progress {
+  bool on = isatty(STDERR_FILENO) != 0;
+  Clock::time_point last = Clock::now();
+  void Show(const char* what, std::size_t done, std::size_t total) {
+    if (!on || Clock::now() - last < std::chrono::milliseconds(200)) return;
+    last = Clock::now();
+    std::fprintf(stderr, "\rlockstep bench: %s %zu/%zu   ", what, done, total);
+    std::fflush(stderr);
+  }
+  void Clear() {
+    if (on) std::fprintf(stderr, "\r%60s\r", "");
+  }
+};
+
+struct BatchSeq {
+  std::shared_ptr<const CompiledGrammar> g;
+  const Instance* inst;
+};
+
+// The batch path: sequences step together `batch` at a time; every step one timed
+// BatchMaskFiller fill of the live rows.
+void RunBatches(const std::vector<BatchSeq>& seqs, std::size_t batch, BatchMaskFiller& filler,
+                std::int32_t width, TokenId eos, bool check, bool valid_phase,
+                const Vocabulary& vocab, Samples* batch_fill, Samples* per_mask_valid,
+                Samples* per_mask_all, Counts* c, Progress* progress) {
+  const std::size_t stride = PaddedBitmaskWords(width);
+  const std::size_t words = BitmaskWords(width);
+  std::vector<std::uint32_t> out(batch * stride), single(stride);
+  for (std::size_t start = 0; start < seqs.size(); start += batch) {
+    progress->Show(valid_phase ? "valid batches, sequence" : "invalid batches, sequence", start,
+                   seqs.size());
+    const std::size_t n = std::min(batch, seqs.size() - start);
+    std::vector<Matcher> ms;
+    ms.reserve(n);
+    for (std::size_t i = 0; i < n; ++i) ms.emplace_back(seqs[start + i].g);
+    std::vector<std::size_t> pos(n, 0);
+    std::vector<char> done(n, 0);
+    std::vector<Matcher*> live(n, nullptr);
+    for (;;) {
+      std::size_t nlive = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        live[i] = done[i] ? nullptr : &ms[i];
+        nlive += done[i] ? 0 : 1;
+      }
+      if (nlive == 0) break;
+      const auto t0 = Clock::now();
+      filler.Fill(std::span<Matcher* const>(live.data(), n),
+                  std::span<std::uint32_t>(out.data(), n * stride), stride);
+      const double ns = std::chrono::duration<double, std::nano>(Clock::now() - t0).count();
+      if (valid_phase) {
+        batch_fill->Add(ns);
+        per_mask_valid->Add(ns / static_cast<double>(nlive));
+        c->live_rows += static_cast<double>(nlive);
+      }
+      per_mask_all->Add(ns / static_cast<double>(nlive));
+      for (std::size_t i = 0; i < n; ++i) {
+        if (done[i]) continue;
+        std::span<const std::uint32_t> row(out.data() + i * stride, words);
+        if (check) {
+          ms[i].FillNextTokenBitmask(single);
+          if (std::memcmp(single.data(), row.data(), words * sizeof(std::uint32_t)) != 0) {
+            ++c->mismatched_masks;
+          }
+        }
+        const Instance& inst = *seqs[start + i].inst;
+        const TokenId tok = pos[i] < inst.ids.size() ? inst.ids[pos[i]] : eos;
+        if (!Allowed(row, tok) || !ms[i].AcceptToken(tok)) {
+          done[i] = 1;
+          CountVerdict(inst, false, vocab, c);
+        } else if (pos[i] == inst.ids.size()) {
+          done[i] = 1;
+          CountVerdict(inst, ms[i].IsTerminated(), vocab, c);
+        } else {
+          ++pos[i];
+        }
+      }
+    }
+  }
+}
+
+void PrintRow(const char* label, const Samples& s) {
+  const Samples::Summary m = s.Summarize();
+  if (m.n == 0) {
+    std::printf("  %-22s %10s %10s %10s %10s %9d\n", label, "-", "-", "-", "-", 0);
+    return;
+  }
+  std::printf("  %-22s %10.1f %10.1f %10.1f %10.1f %9zu\n", label, m.p50, m.p90, m.p99, m.max, m.n);
+}
+
+}  // namespace
+
+int Bench(int argc, char** argv) {
+  Args args({"maskbench", "traces", "tokenizer", "logits-width", "threads", "batch"},
+            {"json", "check", "help", "lenient", "compact", "interleave"}, {{"-h", "help"}});
+  if (Status st = args.Parse(argc, argv, 2); !st.ok()) return Fail(st);
+  if (args.Has("help")) return std::cout << kBenchHelp, 0;
+  auto threads = args.GetInt("threads", 1, 1, 1024);
+  if (!threads.ok()) return Fail(threads.status());
+  auto batch = args.GetInt("batch", 64, 1, 1 << 20);
+  if (!batch.ok()) return Fail(batch.status());
+  std::vector<std::string> paths = args.GetAll("maskbench");
+  for (const std::string& p : args.positional()) paths.push_back(p);
+  if (paths.empty()) {
+    return Fail(Status(StatusCode::kInvalidArgument,
+                       "bench needs --maskbench DIR|FILE (see lockstep bench --help)",
+                       "arguments"));
+  }
+  const auto start = Clock::now();
+  auto files = CollectFiles(paths);
+  if (!files.ok()) return Fail(files.status());
+  auto vocab = LoadVocabulary(args);
+  if (!vocab.ok()) return Fail(vocab.status());
+  const Vocabulary& v = **vocab;
+  const TokenId eos = v.eos();
+  if (eos == kNoToken) {
+    return Fail(
+        Status(StatusCode::kInvalidArgument, "the vocabulary has no EOS token", "--tokenizer"));
+  }
+  CompileOptions options;
+  ApplySchemaFlags(args, &options);
+
+  std::optional<std::map<std::pair<std::string, std::size_t>, Trace>> traces;
+  if (args.Has("traces")) {
+    auto t = ReadTraces(args.Get("traces"), v);
+    if (!t.ok()) return Fail(t.status());
+    traces = std::move(*t);
+  }
+  Progress progress;
+  std::vector<SchemaFile> schemas;
+  schemas.reserve(files->size());
+  for (std::size_t i = 0; i < files->size(); ++i) {
+    progress.Show("reading file", i, files->size());
+    schemas.push_back(LoadSchemaFile((*files)[i], v, options, traces ? &*traces : nullptr));
+  }
+  std::size_t traces_used = 0, traces_unmatched = 0;
+  if (traces) {
+    // A line for a file of this run must name one of its tests.
+    std::map<std::string, const SchemaFile*> by_name;
+    for (const SchemaFile& f : schemas) by_name.emplace(f.name, &f);
+    for (const auto& [key, tr] : *traces) {
+      auto it = by_name.find(key.first);
+      if (tr.used) {
+        ++traces_used;
+      } else if (it != by_name.end() && it->second->error.empty()) {
+        progress.Clear();
+        return Fail(Status(StatusCode::kInvalidArgument,
+                           "test " + std::to_string(key.second) + " is out of range: " + key.first +
+                               " has " + std::to_string(it->second->instances.size()) + " tests",
+                           args.Get("traces") + ":" + std::to_string(tr.line)));
+      } else {
+        ++traces_unmatched;
+      }
+    }
+  }
+  const double prepare_s = std::chrono::duration<double>(Clock::now() - start).count();
+
+  const auto run_start = Clock::now();
+  GrammarCompiler compiler(*vocab);
+  const std::int32_t width = v.logits_width();
+  std::vector<std::uint32_t> mask(PaddedBitmaskWords(width));
+  Samples first_mask, mask_valid, mask_all, batch_fill;
+  Counts c;
+  c.schemas_total = schemas.size();
+  const bool batched = *threads > 1 || args.Has("batch");
+  const bool compile_first = batched || !args.Has("interleave");
+  std::vector<std::shared_ptr<const CompiledGrammar>> grammars(schemas.size());
+  std::vector<double> cold_fill(schemas.size(), -1.0);
+  // A schema's valid instances, then its invalid ones, each through a fresh Matcher.
+  // cold_fill[fi] >= 0 (--interleave) replaces the time of the first replay's first fill.
+  auto replay_schema = [&](std::size_t fi, const std::shared_ptr<const CompiledGrammar>& g) {
+    double cold = cold_fill[fi];
+    for (int phase = 0; phase < 2; ++phase) {
+      const bool valid = phase == 0;
+      for (const Instance& inst : schemas[fi].instances) {
+        if (inst.valid != valid) continue;
+        const bool ok = Replay(g, inst.ids, eos, mask, valid ? cold : -1.0,
+                               valid ? &mask_valid : nullptr, &mask_all);
+        if (valid) cold = -1.0;
+        CountVerdict(inst, ok, v, &c);
+      }
+    }
+  };
+
+  for (std::size_t fi = 0; fi < schemas.size(); ++fi) {
+    progress.Show("schema", fi, schemas.size());
+    const SchemaFile& f = schemas[fi];
+    if (!f.error.empty()) {
+      c.failures.push_back({{"file", f.path}, {"error", f.error}});
+      continue;
+    }
+    c.valid_total += f.valid;
+    c.invalid_total += f.invalid;
+    const auto t0 = Clock::now();
+    auto g = compiler.CompileSchema(f.schema_text, options);
+    const auto t1 = Clock::now();
+    if (!g.ok()) {
+      c.failures.push_back({{"file", f.path}, {"error", g.status().ToString()}});
+      c.valid_skipped += f.valid;
+      c.invalid_skipped += f.invalid;
+      c.valid_total -= f.valid;
+      c.invalid_total -= f.invalid;
+      continue;
+    }
+    {
+      Matcher first(*g);
+      first.FillNextTokenBitmask(mask);
+    }
+    const auto t2 = Clock::now();
+    first_mask.Add(t2 - t0);
+    ++c.schemas_compiled;
+    for (const Instance& inst : f.instances) c.valid_from_traces += inst.valid && inst.from_trace;
+    if (!compile_first) {
+      // The first replay's first fill finds the start position cached by the fill just timed;
+      // it is counted at that cold time instead, as a fresh grammar would pay it.
+      cold_fill[fi] = std::chrono::duration<double, std::nano>(t2 - t1).count();
+      replay_schema(fi, *g);
+    }
+    // Otherwise the grammar is freed here, as BM_SchemaFirstMask frees it.
+  }
+  if (compile_first) {
+    // As BM_SchemaTraceMask: every schema compiled again (untimed), all grammars alive, then the
+    // replays, each grammar's positions computed from scratch.
+    for (std::size_t fi = 0; fi < schemas.size(); ++fi) {
+      progress.Show("compiling for the replays, schema", fi, schemas.size());
+      if (!schemas[fi].error.empty()) continue;
+      auto g = compiler.CompileSchema(schemas[fi].schema_text, options);
+      if (g.ok()) grammars[fi] = *g;
+    }
+  }
+  if (compile_first && !batched) {
+    for (std::size_t fi = 0; fi < schemas.size(); ++fi) {
+      progress.Show("replaying schema", fi, schemas.size());
+      if (grammars[fi]) replay_schema(fi, grammars[fi]);
+    }
+  }
+  std::unique_ptr<BatchMaskFiller> filler;
+  if (batched) {
+    filler = std::make_unique<BatchMaskFiller>(static_cast<int>(*threads));
+    for (int phase = 0; phase < 2; ++phase) {
+      const bool valid = phase == 0;
+      std::vector<BatchSeq> seqs;
+      for (std::size_t fi = 0; fi < schemas.size(); ++fi) {
+        if (!grammars[fi]) continue;
+        for (const Instance& inst : schemas[fi].instances) {
+          if (inst.valid == valid) seqs.push_back({grammars[fi], &inst});
+        }
+      }
+      RunBatches(seqs, static_cast<std::size_t>(*batch), *filler, width, eos, args.Has("check"),
+                 valid, v, &batch_fill, &mask_valid, &mask_all, &c, &progress);
+    }
+  }
+  const double elapsed_s = std::chrono::duration<double>(Clock::now() - run_start).count();
+  progress.Clear();
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  const double peak_rss_mb = static_cast<double>(ru.ru_maxrss) / 1024.0;  // Linux: KiB
+
+  if (args.Has("json")) {
+    ojson out;
+    out["tokenizer"] = v.name();
+    out["files"] = schemas.size();
+    out["traces"] = traces ? ojson(args.Get("traces")) : ojson(nullptr);
+    if (traces) out["trace_lines"] = {{"used", traces_used}, {"unused", traces_unmatched}};
+    out["threads"] = *threads;
+    out["interleave"] = !compile_first && !batched;
+    out["schemas"] = {{"total", c.schemas_total},
+                      {"compiled", c.schemas_compiled},
+                      {"failed", c.schemas_total - c.schemas_compiled},
+                      {"failures", c.failures}};
+    out["first_mask_us"] = SummaryJson(first_mask);
+    out["mask_us"] = SummaryJson(mask_valid);
+    out["mask_all_us"] = SummaryJson(mask_all);
+    if (batched) {
+      out["batch"] = {
+          {"size", *batch},
+          {"fill_us", SummaryJson(batch_fill)},
+          {"live_rows_per_fill",
+           batch_fill.size() == 0 ? 0.0 : c.live_rows / static_cast<double>(batch_fill.size())},
+          {"mismatched_masks", args.Has("check") ? ojson(c.mismatched_masks) : ojson(nullptr)}};
+    }
+    out["valid"] = {{"total", c.valid_total},
+                    {"accepted", c.valid_accepted},
+                    {"rejected", c.valid_rejected},
+                    {"rejected_other_rendering", c.valid_rejected_other},
+                    {"from_traces", c.valid_from_traces},
+                    {"skipped", c.valid_skipped}};
+    out["invalid"] = {{"total", c.invalid_total},
+                      {"rejected", c.invalid_rejected},
+                      {"accepted", c.invalid_accepted},
+                      {"skipped", c.invalid_skipped}};
+    out["peak_rss_mb"] = peak_rss_mb;
+    out["prepare_s"] = prepare_s;
+    out["elapsed_s"] = elapsed_s;
+    std::cout << out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    return 0;
+  }
+
+  std::printf("lockstep bench: %zu files, tokenizer %s, %s\n", schemas.size(), v.name().c_str(),
+              batched ? ("batch path, " + std::to_string(*threads) + " threads, batches of " +
+                         std::to_string(*batch))
+                            .c_str()
+                      : (compile_first ? "1 thread" : "1 thread, interleaved"));
+  if (traces) {
+    std::printf("traces           %s: %zu lines used, %zu unused (other files)\n",
+                args.Get("traces").c_str(), traces_used, traces_unmatched);
+  } else {
+    std::printf("traces           none (canonical tokenisation of the policy rendering)\n");
+  }
+  std::printf("schemas          %zu: %zu compiled, %zu failed\n", c.schemas_total,
+              c.schemas_compiled, c.schemas_total - c.schemas_compiled);
+  {
+    // Failures grouped by reason (the message without the file-specific location).
+    std::map<std::string, std::pair<std::size_t, std::string>> by_reason;
+    for (const auto& fl : c.failures) {
+      const std::string err = fl["error"].get<std::string>();
+      auto colon = err.find(": ");
+      const std::string reason = colon == std::string::npos ? err : err.substr(colon + 2);
+      auto& e = by_reason[reason];
+      if (e.first++ == 0)
+        e.second = fs::path(fl["file"].get<std::string>()).filename().string() + ": " + err;
+    }
+    for (const auto& [reason, e] : by_reason) {
+      std::printf("  %5zu x %s\n", e.first,
+                  e.first == 1 ? e.second.c_str() : (reason + " (e.g. " + e.second + ")").c_str());
+    }
+  }
+  std::printf("\n  %-22s %10s %10s %10s %10s %9s\n", "times in µs", "p50", "p90", "p99", "max",
+              "n");
+  PrintRow("first mask", first_mask);
+  PrintRow(batched ? "mask, valid (batch/row)" : "mask, valid instances", mask_valid);
+  PrintRow(batched ? "mask, all (batch/row)" : "mask, all instances", mask_all);
+  if (batched) PrintRow("batch fill", batch_fill);
+  std::printf("\n");
+  std::printf("valid instances  %zu: %zu accepted, %zu rejected", c.valid_total, c.valid_accepted,
+              c.valid_rejected);
+  if (c.valid_rejected_other > 0) {
+    std::printf(" (%zu of them written otherwise than the policy renders: key order)",
+                c.valid_rejected_other);
+  }
+  std::printf("\n");
+  if (traces) {
+    std::printf("                 %zu replayed from traces, %zu tokenised canonically\n",
+                c.valid_from_traces, c.valid_total - c.valid_from_traces);
+  }
+  std::printf("invalid instances %zu: %zu rejected, %zu wrongly accepted\n", c.invalid_total,
+              c.invalid_rejected, c.invalid_accepted);
+  if (c.valid_skipped + c.invalid_skipped > 0) {
+    std::printf("not replayed     %zu valid, %zu invalid (their schema failed)\n", c.valid_skipped,
+                c.invalid_skipped);
+  }
+  if (batched) {
+    std::printf(
+        "batch fills      %zu, %.1f live rows per fill on average", batch_fill.size(),
+        batch_fill.size() == 0 ? 0.0 : c.live_rows / static_cast<double>(batch_fill.size()));
+    if (args.Has("check")) std::printf(", %zu mismatched masks", c.mismatched_masks);
+    std::printf("\n");
+  }
+  std::printf("peak memory      %.1f MB (maxrss)\n", peak_rss_mb);
+  std::printf("elapsed          %.2f s (+ %.2f s reading, rendering, tokenising)\n", elapsed_s,
+              prepare_s);
+  return 0;
+}
+
+}  // namespace lockstep::cli
