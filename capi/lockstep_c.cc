@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "lockstep/artifact.h"
 #include "lockstep/batch.h"
 #include "lockstep/compiler.h"
 #include "lockstep/decoding.h"
@@ -482,6 +483,57 @@ lockstep_status lockstep_compile_grammar(const lockstep_vocab* vocab, const char
 }
 
 void lockstep_grammar_free(lockstep_grammar* grammar) { delete grammar; }
+
+lockstep_status lockstep_grammar_precompute(const lockstep_grammar* grammar) {
+  const char* const function = __func__;
+  return Guard(function, [&]() -> lockstep_status {
+    LOCKSTEP_C_REQUIRE(grammar != nullptr, "grammar is NULL");
+    grammar->grammar->PrecomputeAllMasks();
+    return LOCKSTEP_OK;
+  });
+}
+
+lockstep_status lockstep_grammar_save(const lockstep_grammar* grammar, const char* path) {
+  const char* const function = __func__;
+  return Guard(function, [&]() -> lockstep_status {
+    LOCKSTEP_C_REQUIRE(grammar != nullptr, "grammar is NULL");
+    LOCKSTEP_C_REQUIRE(path != nullptr, "path is NULL");
+    return FromStatus(lockstep::WriteArtifactFile(*grammar->grammar, path));
+  });
+}
+
+lockstep_status lockstep_grammar_load(const lockstep_vocab* vocab, const char* path,
+                                      lockstep_grammar** out) {
+  const char* const function = __func__;
+  return Guard(function, [&]() -> lockstep_status {
+    LOCKSTEP_C_REQUIRE(out != nullptr, "out is NULL");
+    LOCKSTEP_C_REQUIRE(vocab != nullptr, "vocab is NULL");
+    LOCKSTEP_C_REQUIRE(path != nullptr, "path is NULL");
+    auto r = lockstep::ReadArtifactFile(CompilerOf(*vocab), path);
+    if (!r.ok()) return FromStatus(r.status());
+    auto handle = std::make_unique<lockstep_grammar>();
+    handle->grammar = std::move(r).value();
+    *out = handle.release();
+    return LOCKSTEP_OK;
+  });
+}
+
+lockstep_status lockstep_grammar_load_bytes(const lockstep_vocab* vocab, const void* bytes,
+                                            size_t len, lockstep_grammar** out) {
+  const char* const function = __func__;
+  return Guard(function, [&]() -> lockstep_status {
+    LOCKSTEP_C_REQUIRE(out != nullptr, "out is NULL");
+    LOCKSTEP_C_REQUIRE(vocab != nullptr, "vocab is NULL");
+    LOCKSTEP_C_REQUIRE(bytes != nullptr || len == 0, "bytes is NULL");
+    auto r = lockstep::LoadArtifact(
+        CompilerOf(*vocab), std::string_view(len == 0 ? "" : static_cast<const char*>(bytes), len));
+    if (!r.ok()) return FromStatus(r.status());
+    auto handle = std::make_unique<lockstep_grammar>();
+    handle->grammar = std::move(r).value();
+    *out = handle.release();
+    return LOCKSTEP_OK;
+  });
+}
 
 int32_t lockstep_grammar_logits_width(const lockstep_grammar* grammar) {
   return grammar == nullptr ? 0 : grammar->grammar->logits_width();

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "lockstep/artifact.h"
+#include "lockstep/structured.h"
 
 namespace lockstep::cli {
 
@@ -14,6 +15,8 @@ void AddConstraintFlags(std::set<std::string>* value_flags) {
   value_flags->insert("grammar-syntax");
   value_flags->insert("schema");
   value_flags->insert("artifact");
+  value_flags->insert("tools");
+  value_flags->insert("format");
 }
 
 void AddConstraintSwitches(std::set<std::string>* switches) {
@@ -22,11 +25,13 @@ void AddConstraintSwitches(std::set<std::string>* switches) {
 }
 
 bool HasConstraint(const Args& args) {
-  return args.Has("regex") || args.Has("grammar") || args.Has("schema") || args.Has("artifact");
+  return args.Has("regex") || args.Has("grammar") || args.Has("schema") || args.Has("artifact") ||
+         args.Has("tools") || args.Has("format");
 }
 
 std::string ConstraintLabel(const Args& args) {
   if (args.Has("artifact")) return "artifact " + args.Get("artifact");
+  if (args.Has("format")) return "format " + args.Get("format") + " tools " + args.Get("tools");
   if (args.Has("schema")) return "schema " + args.Get("schema");
   return args.Has("grammar") ? "grammar " + args.Get("grammar") : args.Get("regex");
 }
@@ -47,11 +52,34 @@ Result<std::string> ReadConstraintFile(const std::string& path, const char* what
 Result<std::shared_ptr<const CompiledGrammar>> CompileConstraint(const Args& args,
                                                                  const GrammarCompiler& compiler,
                                                                  const CompileOptions& options) {
-  int given = args.Has("regex") + args.Has("grammar") + args.Has("schema") + args.Has("artifact");
+  int given = args.Has("regex") + args.Has("grammar") + args.Has("schema") + args.Has("artifact") +
+              (args.Has("tools") || args.Has("format"));
   if (given > 1) {
     return Status(StatusCode::kInvalidArgument,
-                  "give one of --regex, --grammar, --schema and --artifact, not several",
+                  "give one of --regex, --grammar, --schema, --artifact and --tools/--format, "
+                  "not several",
                   "arguments");
+  }
+  if (args.Has("tools") || args.Has("format")) {
+    if (!args.Has("tools") || !args.Has("format"))
+      return Status(StatusCode::kInvalidArgument, "--tools and --format go together", "arguments");
+    auto format = LoadFormat(args.Get("format"));
+    if (!format.ok()) return format.status();
+    const std::string path = args.Get("tools");
+    auto text = ReadConstraintFile(path, "tools");
+    if (!text.ok()) return text.status();
+    auto tools = ParseTools(*text);
+    if (!tools.ok()) {
+      return Status(tools.status().code(), tools.status().message(),
+                    path + "#" + tools.status().location());
+    }
+    CompileOptions o = options;
+    ApplySchemaFlags(args, &o);
+    auto g = CompileStructured(compiler, *format, *tools, o);
+    if (!g.ok() && g.status().location().rfind('/', 0) == 0) {
+      return Status(g.status().code(), g.status().message(), path + ": " + g.status().location());
+    }
+    return g;
   }
   // A compiled artifact (lockstep compile ... -o FILE.lsg): loaded, not compiled; it must have
   // been written for this vocabulary (the file names the mismatch otherwise).

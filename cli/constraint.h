@@ -2,7 +2,8 @@
 // --regex RE, --grammar FILE (GBNF or Lark-style EBNF, --grammar-syntax auto|gbnf|lark) or
 // --schema FILE (a JSON Schema; --lenient relaxes what cannot be enforced exactly, with warnings
 // on stderr; --compact allows no whitespace between tokens), or --artifact FILE.lsg (a compiled
-// artifact written by `compile -o`, loaded instead of compiled).
+// artifact written by `compile -o`, loaded instead of compiled), or --tools FILE with --format
+// qwen|hermes|llama3|mistral|think-json|PATH (triggered tool calls, lockstep/structured.h).
 #pragma once
 
 #include <memory>

@@ -22,6 +22,7 @@
 #include "lockstep/compiler.h"
 #include "lockstep/logits_source.h"
 #include "lockstep/matcher.h"
+#include "lockstep/structured.h"
 #include "lockstep/ngram_model.h"
 #include "lockstep/sampler.h"
 #include "lockstep/vocabulary.h"
@@ -29,7 +30,27 @@
 namespace lockstep::cli {
 namespace {
 
-constexpr const char* kGenerateHelp = R"(usage: lockstep generate (--regex RE | --grammar FILE | --schema FILE | --artifact FILE.lsg) [options]
+// --tools/--format: the sample's calls, parsed independently of the automaton (a sample cut
+// short by --max-tokens reports "calls_error" instead).
+void AddCalls(const Args& args, const Vocabulary& vocab, const std::vector<TokenId>& tokens,
+              nlohmann::ordered_json& j) {
+  auto format = LoadFormat(args.Get("format"));
+  if (!format.ok()) return;
+  auto calls = ParseToolCalls(*format, vocab, tokens);
+  if (!calls.ok()) {
+    j["calls_error"] = calls.status().ToString();
+    return;
+  }
+  nlohmann::ordered_json arr = nlohmann::ordered_json::array();
+  for (const ParsedCall& c : *calls) {
+    arr.push_back({{"name", c.name},
+                   {"arguments", nlohmann::ordered_json::parse(c.arguments_json, nullptr, false)}});
+  }
+  j["calls"] = arr;
+}
+
+constexpr const char* kGenerateHelp = R"(usage: lockstep generate (--regex RE | --grammar FILE | --schema FILE | --artifact FILE.lsg |
+                         --tools FILE --format F) [options]
 
 Generates text that fully matches RE (or is a sentence of the grammar), token by token: the logits source scores the vocabulary,
 the constraint masks it, the sampler draws. Prints one line per sample, or with --json one
@@ -46,6 +67,13 @@ options:
                          validate, formatted as in docs/json-schema-compiler.md
   --artifact FILE.lsg    or a compiled artifact (`lockstep compile ... -o FILE.lsg`), loaded
                          instead of compiled; it must match --tokenizer
+  --tools FILE           or tool calls in a chat format: FILE is a JSON array of tools
+                         ({"name", "parameters"} or OpenAI-style {"type": "function",
+                         "function": {...}}); free text, then calls switched on by the
+                         format's trigger (docs/structured.md); with --json each sample adds
+                         "calls": [{"name", "arguments"}], parsed
+  --format F             with --tools: qwen, hermes, llama3, mistral, think-json or a format
+                         file (schemas/formats/)
   --lenient              schemas: relax keywords that cannot be enforced exactly (warnings on
                          stderr) instead of failing
   --compact              schemas: no whitespace between JSON tokens
@@ -229,6 +257,7 @@ int Generate(int argc, char** argv) {
     if (args.Has("json")) {
       nlohmann::ordered_json j = {{"text", text}, {"tokens", out}, {"finish", finish}, {"match", match}};
       if (*logprobs >= 0) j["logprobs"] = step_logprobs;
+      if (args.Has("format")) AddCalls(args, *vocab, out, j);
       std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     } else {
       std::cout << text << "\n";

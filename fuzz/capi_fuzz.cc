@@ -110,7 +110,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::vector<std::uint32_t> last_mask;
   for (int step = 0; step < 64 && in.n > 0; ++step) {
     lockstep_matcher* target = (in.Byte() % 8 == 0) ? nullptr : m;
-    switch (in.Byte() % 11) {
+    switch (in.Byte() % 12) {
       case 0: {  // fill into a buffer of arbitrary size
         const std::size_t n = in.Byte() % (words + 3);
         std::vector<std::uint32_t> buf(n);
@@ -196,6 +196,18 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         std::vector<std::uint32_t> out(batch.size() * stride + 1);
         CheckStatus(lockstep_batch_fill(batch.data(), batch.size(), out.data(), stride,
                                         in.Byte() % 3));
+        break;
+      }
+      case 10: {  // an artifact from arbitrary bytes, with or without the handles
+        const std::string b = in.Bytes(in.Byte() % 80);
+        lockstep_grammar* g = nullptr;
+        const std::uint8_t how = in.Byte() % 4;
+        st = lockstep_grammar_load_bytes(how == 0 ? nullptr : vocab,
+                                         how == 1 ? nullptr : b.data(), b.size(),
+                                         how == 2 ? nullptr : &g);
+        CheckStatus(st);
+        Check((st == LOCKSTEP_OK) == (g != nullptr), "artifact handle and status disagree");
+        lockstep_grammar_free(g);
         break;
       }
       default: {

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "grammar/json_schema.h"
+#include "lockstep/artifact.h"
 #include "lockstep/batch.h"
 #include "lockstep/compiler.h"
 #include "lockstep/decoding.h"
@@ -599,8 +600,41 @@ void Bind(py::module_& m) {
         d["mask_cache_bytes"] = s.mask_cache_bytes;
         d["rules"] = s.rules;
         d["counter_rules"] = s.counter_rules;
+        d["positions"] = s.positions;
+        d["signatures"] = s.signatures;
         return d;
-      });
+      })
+      .def(
+          "precompute",
+          [](const PyGrammar& g) {
+            py::gil_scoped_release release;
+            g.grammar->PrecomputeAllMasks();
+          },
+          "Computes every state's / position's token mask now (what an artifact should carry).")
+      .def(
+          "to_bytes",
+          [](const PyGrammar& g) {
+            std::string bytes;
+            {
+              py::gil_scoped_release release;
+              bytes = SerializeArtifact(*g.grammar);
+            }
+            return py::bytes(bytes);
+          },
+          "The compiled artifact (.lsg, docs/artifacts.md) with the masks cached so far.")
+      .def(
+          "save",
+          [](const PyGrammar& g, const std::string& path) {
+            Status st;
+            {
+              py::gil_scoped_release release;
+              st = WriteArtifactFile(*g.grammar, path);
+            }
+            if (!st.ok()) Raise(st);
+          },
+          py::arg("path"),
+          "Writes the compiled artifact (.lsg) with the masks cached so far; precompute() first "
+          "to ship every mask.");
 
   m.def(
       "compile_schema",
@@ -653,6 +687,30 @@ void Bind(py::module_& m) {
       py::arg("precompute_masks") = false, py::arg("max_nesting_depth") = 10000,
       "Compiles a context-free grammar; syntax 'auto' (GBNF if rules use '::='), 'gbnf' or "
       "'lark'.");
+
+  m.def(
+      "load_artifact",
+      [](const std::shared_ptr<PyVocab>& vocab, const py::object& source) {
+        auto out = std::make_shared<PyGrammar>();
+        out->vocab = vocab;
+        Result<std::shared_ptr<const CompiledGrammar>> r = Status(StatusCode::kInternal, "not run");
+        if (py::isinstance<py::bytes>(source)) {
+          const std::string bytes = source.cast<std::string>();
+          py::gil_scoped_release release;
+          r = LoadArtifact(*vocab->Compiler(), bytes);
+        } else {
+          const std::string path = py::str(source).cast<std::string>();
+          py::gil_scoped_release release;
+          r = ReadArtifactFile(*vocab->Compiler(), path);
+        }
+        out->grammar = Unwrap(std::move(r));
+        return out;
+      },
+      py::arg("vocab"), py::arg("source"),
+      "Loads a compiled artifact (a path, or the bytes of CompiledGrammar.to_bytes()) for this "
+      "vocabulary without compiling. A foreign, truncated, corrupted file, or one written for "
+      "another vocabulary or format version, raises lockstep.Error (code 'invalid artifact', "
+      "location 'byte N').");
 
   // ---- Matcher ----
   py::class_<PyMatcher>(m, "Matcher",

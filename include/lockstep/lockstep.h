@@ -167,6 +167,22 @@ size_t lockstep_grammar_num_warnings(const lockstep_grammar* grammar);
  * range. */
 const char* lockstep_grammar_warning(const lockstep_grammar* grammar, size_t i);
 
+/* ---- compiled artifacts (docs/artifacts.md) ------------------------------------------------ */
+
+/* Computes every state's / position's token mask now (what an artifact should carry). */
+lockstep_status lockstep_grammar_precompute(const lockstep_grammar* grammar);
+/* Writes the grammar with the masks cached so far to `path` (a .lsg file: versioned header,
+ * vocabulary fingerprint, checksums); written beside and renamed, never half a file. */
+lockstep_status lockstep_grammar_save(const lockstep_grammar* grammar, const char* path);
+/* Loads an artifact for `vocab` without compiling, from a file or from `len` bytes in memory.
+ * LOCKSTEP_INVALID_ARTIFACT (with "byte N" in lockstep_last_error) for a foreign, truncated or
+ * corrupted file, or one written for another vocabulary or format version; LOCKSTEP_IO_ERROR
+ * for an unreadable file. */
+lockstep_status lockstep_grammar_load(const lockstep_vocab* vocab, const char* path,
+                                      lockstep_grammar** out);
+lockstep_status lockstep_grammar_load_bytes(const lockstep_vocab* vocab, const void* bytes,
+                                            size_t len, lockstep_grammar** out);
+
 /* ---- matcher ------------------------------------------------------------------------------ */
 
 /* A matcher at the start of the constraint. It holds a reference to the grammar: the grammar

@@ -10,6 +10,7 @@ LOCKSTEP_PY_REFERENCE_GEN (the C++ generator, py_reference_gen.cc), LOCKSTEP_SCH
 import json
 import os
 import subprocess
+import tempfile
 import unittest
 
 import numpy as np
@@ -214,6 +215,46 @@ class AcceptanceTest(unittest.TestCase):
         self.assertEqual(vocab().decode(ids[:5] + rest)[:1], b"{")
         _, _, finish = lockstep.generate(grammar(), sampler(), model(), max_tokens=3)
         self.assertEqual(finish, "length")
+
+
+class ArtifactTest(unittest.TestCase):
+    """Compiled artifacts: a saved / serialised grammar loads without compiling and generates
+    the C++ API's tokens; bad artifacts raise lockstep.Error with the byte."""
+
+    def test_round_trip_generates_the_same_ids(self):
+        ref = reference_ids(False)["ids"]
+        g = lockstep.compile_schema(vocab(), schema_text())
+        g.precompute()
+        self.assertGreater(g.stats()["positions"], 10)
+        data = g.to_bytes()
+        self.assertEqual(data[:4], b"\x89LSG")
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "book_flight.lsg")
+            g.save(path)
+            for source in (path, data):
+                loaded = lockstep.load_artifact(vocab(), source)
+                self.assertEqual(loaded.stats()["positions"], g.stats()["positions"])
+                ids, _, finish = lockstep.generate(loaded, sampler(), model(),
+                                                   max_tokens=MAX_TOKENS, jump_forward=False)
+                self.assertEqual(finish, "eos")
+                self.assertEqual(ids, ref)
+
+    def test_bad_artifacts_raise(self):
+        data = lockstep.compile_regex(vocab(), "[0-9]{3}").to_bytes()
+        for bad, needle in ((data[: len(data) // 2], "truncated"),
+                            (b"not an artifact", "not a lockstep artifact"),
+                            (data[:100] + bytes([data[100] ^ 4]) + data[101:], "checksum")):
+            with self.assertRaises(lockstep.Error) as e:
+                lockstep.load_artifact(vocab(), bad)
+            self.assertEqual(e.exception.code, "invalid artifact")
+            self.assertIn(needle, str(e.exception))
+            self.assertTrue(e.exception.location.startswith("byte "), e.exception.location)
+        with self.assertRaises(lockstep.Error) as e:
+            lockstep.load_artifact(lockstep.Vocabulary.load("gpt2"), data)
+        self.assertIn("another vocabulary", str(e.exception))
+        with self.assertRaises(lockstep.Error) as e:
+            lockstep.load_artifact(vocab(), "/nonexistent/x.lsg")
+        self.assertEqual(e.exception.code, "i/o error")
 
 
 class MaskTest(unittest.TestCase):

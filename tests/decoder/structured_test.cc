@@ -1,0 +1,525 @@
+// Triggered constraints (issue 7) on the real vocabularies of each format's family: exactness of
+// the fast mask against brute force along walks that cross triggers and end markers (triggers
+// split across tokens included), generated outputs checked by an independent parse and the
+// schema validator, and the errors for bad formats, tools and markers.
+#include "lockstep/structured.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "grammar/json_schema.h"
+#include "lockstep/decoding.h"
+#include "lockstep/logits_source.h"
+#include "lockstep/matcher.h"
+#include "test_data.h"
+#include "util/grammar_walk.h"
+
+namespace lockstep {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+std::shared_ptr<const Vocabulary> Vocab(const std::string& name) {
+  static std::map<std::string, std::shared_ptr<const Vocabulary>> cache;
+  auto it = cache.find(name);
+  if (it != cache.end()) return it->second;
+  VocabularyOptions vo;
+  if (name == "qwen2.5") vo.logits_width = 151936;
+  auto v = Vocabulary::Load(name, vo);
+  EXPECT_TRUE(v.ok()) << v.status().ToString();
+  return cache[name] = *v;
+}
+
+std::string VocabOf(const std::string& format) {
+  if (format == "llama3") return "llama3";
+  if (format == "mistral") return "mistral";
+  return "qwen2.5";
+}
+
+// The bundled tool-call schemas hold {name, arguments}; the tools are their arguments schemas.
+std::vector<ToolSpec> Tools() {
+  std::vector<ToolSpec> out;
+  for (const char* name : {"get_weather", "book_flight"}) {
+    ojson j = ojson::parse(
+        testing::ReadFile(testing::SourceDataDir() + "/tools/" + name + ".json"));
+    out.push_back({name, j["properties"]["arguments"].dump()});
+  }
+  return out;
+}
+
+std::shared_ptr<const schema::Schema> ToolSchema(const ToolSpec& t) {
+  auto s = schema::Schema::Load(t.schema_json);
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  return *s;
+}
+
+struct Compiled {
+  StructuredFormat format;
+  std::shared_ptr<const Vocabulary> vocab;
+  std::shared_ptr<const CompiledGrammar> grammar;
+};
+
+Compiled CompileFormat(const std::string& name) {
+  Compiled c;
+  auto f = LoadFormat(name);
+  EXPECT_TRUE(f.ok()) << f.status().ToString();
+  c.format = *f;
+  c.vocab = Vocab(VocabOf(name));
+  GrammarCompiler compiler(c.vocab);
+  auto tools = Tools();
+  auto g = CompileStructured(compiler, c.format, tools);
+  EXPECT_TRUE(g.ok()) << name << ": " << g.status().ToString();
+  if (g.ok()) c.grammar = *g;
+  return c;
+}
+
+// ---- targets: valid outputs, as text pieces and special tokens -------------------------------
+
+struct Piece {
+  TokenId special = kNoToken;  // a special token, else `text`
+  std::string text;
+};
+
+TokenId SpecialId(const StructuredMarker& m, const Vocabulary& v) {
+  for (const auto& n : m.special) {
+    TokenId id = v.FindToken(n);
+    if (id != kNoToken) return id;
+  }
+  return kNoToken;
+}
+
+void AddMarker(std::vector<Piece>& out, const StructuredMarker& m, const Vocabulary& v) {
+  if (m.kind == StructuredMarker::Kind::kText) out.push_back({kNoToken, m.text});
+  if (m.kind == StructuredMarker::Kind::kSpecial) out.push_back({SpecialId(m, v), ""});
+}
+
+const char* kWords[] = {"Sure", " let", " me", " check", " the", " weather", ".", " a < b",
+                        " <tool", " [TOOL", " <", " [", "!", "\n", " x<", "]", " tool_call>",
+                        " CALLS]", "<think", " ok"};
+
+std::string Words(std::mt19937_64& rng, int n) {
+  std::string s;
+  for (int i = 0; i < n; ++i) s += kWords[rng() % std::size(kWords)];
+  return s;
+}
+
+std::string CallJson(std::mt19937_64& rng, const std::string& key) {
+  static const char* kWeather[] = {
+      R"({"location": "Paris", "unit": "celsius"})", R"({"location":"New York","days":3})",
+      R"({"location": "Tokyo", "unit": "fahrenheit", "days": 14})"};
+  static const char* kFlight[] = {
+      R"({"origin": "JFK", "destination": "LHR", "departure_date": "2025-03-01", "passengers": 2})",
+      R"({"origin":"CDG","destination":"NRT","departure_date":"2024-12-31","passengers":1,"cabin":"business","max_price":999.5})"};
+  if (rng() % 2) {
+    return R"({"name": "get_weather", ")" + key + "\": " + kWeather[rng() % std::size(kWeather)] +
+           "}";
+  }
+  return R"({"name":"book_flight",")" + key + "\":" + kFlight[rng() % std::size(kFlight)] + "}";
+}
+
+std::vector<Piece> Target(const StructuredFormat& f, const Vocabulary& v, std::mt19937_64& rng) {
+  std::vector<Piece> out;
+  if (f.reasoning) {
+    AddMarker(out, f.reasoning_start, v);
+    out.push_back({kNoToken, Words(rng, 3 + rng() % 4)});
+    AddMarker(out, f.reasoning_end, v);
+    out.push_back({kNoToken, "\n\n"});
+  }
+  if (f.free_text) out.push_back({kNoToken, Words(rng, 1 + rng() % 5)});
+  const int sections = f.body == StructuredBody::kArray || f.end.none()
+                           ? 1
+                           : 1 + static_cast<int>(rng() % f.max_calls);
+  for (int i = 0; i < sections; ++i) {
+    AddMarker(out, f.trigger, v);
+    std::string body;
+    if (f.body == StructuredBody::kArray) {
+      body = " [" + CallJson(rng, f.arguments_key);
+      if (rng() % 2) body += ", " + CallJson(rng, f.arguments_key);
+      body += "]";
+    } else {
+      body = "\n";
+      body += CallJson(rng, f.arguments_key);
+      body += "\n";
+    }
+    out.push_back({kNoToken, body});
+    AddMarker(out, f.end, v);
+    if (f.free_text && !f.end.none()) out.push_back({kNoToken, Words(rng, rng() % 3)});
+  }
+  // Merge adjacent text pieces, so tokens can span the boundaries between them.
+  std::vector<Piece> merged;
+  for (auto& p : out) {
+    if (p.special == kNoToken && p.text.empty()) continue;
+    if (p.special == kNoToken && !merged.empty() && merged.back().special == kNoToken) {
+      merged.back().text += p.text;
+    } else {
+      merged.push_back(p);
+    }
+  }
+  return merged;
+}
+
+// ---- exactness -------------------------------------------------------------------------------
+
+struct WalkReport {
+  long steps = 0, mismatches = 0, completed = 0, spanning = 0, random_steps = 0;
+  std::string first;
+};
+
+void Compare(Matcher& m, const Vocabulary& vocab, testing::Mask& fast, testing::Mask& slow,
+             const std::string& text, WalkReport& r) {
+  m.FillNextTokenBitmask(fast);
+  slow = testing::BruteForceMask(m);
+  ++r.steps;
+  for (std::size_t w = 0; w < fast.size(); ++w) {
+    std::uint32_t diff = fast[w] ^ slow[w];
+    if (!diff) continue;
+    r.mismatches += __builtin_popcount(diff);
+    if (r.first.empty()) {
+      TokenId id = static_cast<TokenId>(w * 32 + __builtin_ctz(diff));
+      r.first = (fast[w] & (1u << (id & 31)) ? "over" : "under") + std::string("-allowed id ") +
+                std::to_string(id) + " '" +
+                (id < vocab.size() ? std::string(vocab.TokenBytes(id)) : "?") + "' after '" +
+                text + "'";
+    }
+  }
+}
+
+// Follows valid targets with random tokenisations (any allowed token that is a prefix of the
+// rest of the target), so triggers and end markers are crossed at random splits; now and then
+// leaves the target for a few random allowed tokens. Every step compares fast and brute force.
+WalkReport Walks(const Compiled& c, long max_steps, std::uint64_t seed) {
+  WalkReport r;
+  const Vocabulary& vocab = *c.vocab;
+  std::mt19937_64 rng(seed);
+  Matcher m(c.grammar);
+  testing::Mask fast(BitmaskWords(vocab.logits_width())), slow;
+  std::string marker = c.format.trigger.kind == StructuredMarker::Kind::kText
+                           ? c.format.trigger.text
+                           : (c.format.reasoning ? c.format.reasoning_end.text : "");
+  while (r.steps < max_steps) {
+    m.Reset();
+    std::vector<Piece> target = Target(c.format, vocab, rng);
+    std::string text;
+    std::size_t piece = 0, off = 0;
+    bool ok = true;
+    while (ok && piece < target.size() && r.steps < max_steps) {
+      Compare(m, vocab, fast, slow, text, r);
+      const Piece& p = target[piece];
+      if (p.special != kNoToken) {
+        ok = m.AcceptToken(p.special);
+        EXPECT_TRUE(ok) << "special token rejected after '" << text << "'";
+        ++piece;
+        off = 0;
+        continue;
+      }
+      std::string_view rest = std::string_view(p.text).substr(off);
+      std::vector<TokenId> cands;
+      for (TokenId id : testing::AllowedIds(slow)) {
+        if (id >= vocab.size() || vocab.IsSpecial(id)) continue;
+        std::string_view b = vocab.TokenBytes(id);
+        if (!b.empty() && rest.substr(0, b.size()) == b) cands.push_back(id);
+      }
+      if (cands.empty()) {
+        ADD_FAILURE() << c.format.name << ": the target is rejected after '" << text << "'";
+        ok = false;
+        break;
+      }
+      // Prefer long tokens half the time: they are the ones spanning boundaries.
+      TokenId pick = cands[rng() % cands.size()];
+      if (rng() % 2) {
+        for (TokenId id : cands)
+          if (vocab.TokenBytes(id).size() > vocab.TokenBytes(pick).size()) pick = id;
+      }
+      std::string_view b = vocab.TokenBytes(pick);
+      if (!marker.empty()) {
+        std::size_t at = p.text.find(marker, off > 0 ? off - 1 : 0);
+        if (at != std::string::npos && at > off && at < off + b.size()) ++r.spanning;
+        if (at != std::string::npos && at >= off && at < off + b.size() &&
+            at + marker.size() > off + b.size())
+          ++r.spanning;
+      }
+      ok = m.AcceptToken(pick);
+      EXPECT_TRUE(ok);
+      text += b;
+      off += b.size();
+      if (off == p.text.size()) {
+        ++piece;
+        off = 0;
+      }
+      // Leave the target for a few random tokens now and then.
+      if (rng() % 200 == 0) {
+        for (int k = 0; k < 4 && r.steps < max_steps; ++k) {
+          Compare(m, vocab, fast, slow, text, r);
+          auto allowed = testing::AllowedIds(slow);
+          if (allowed.empty()) break;
+          TokenId id = allowed[rng() % allowed.size()];
+          if (!m.AcceptToken(id) || m.IsTerminated()) break;
+          ++r.random_steps;
+          text += vocab.TokenBytes(id);
+        }
+        ok = false;
+      }
+    }
+    if (ok && piece == target.size() && r.steps < max_steps) {
+      Compare(m, vocab, fast, slow, text, r);
+      EXPECT_TRUE(m.CanEnd()) << c.format.name << ": cannot end after '" << text << "'";
+      EXPECT_TRUE(m.AcceptToken(vocab.eos()));
+      ++r.completed;
+    }
+  }
+  return r;
+}
+
+class StructuredExactness : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(StructuredExactness, FastMaskEqualsBruteForce) {
+  Compiled c = CompileFormat(GetParam());
+  ASSERT_NE(c.grammar, nullptr);
+  const long steps = static_cast<long>(400 * testing::TestScale());
+  WalkReport r = Walks(c, steps, 7 + GetParam().size());
+  std::printf("%-10s steps %ld completed %ld random %ld spanning-trigger tokens %ld\n",
+              GetParam().c_str(), r.steps, r.completed, r.random_steps, r.spanning);
+  EXPECT_EQ(r.mismatches, 0) << r.first;
+  EXPECT_GT(r.completed, 0);
+  if (c.format.trigger.kind == StructuredMarker::Kind::kText && steps >= 100) {
+    EXPECT_GT(r.spanning, 0) << "no token split the trigger";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, StructuredExactness,
+                         ::testing::Values("qwen", "llama3", "mistral", "think-json"),
+                         [](const auto& info) {
+                           std::string s = info.param;
+                           for (char& ch : s)
+                             if (ch == '-') ch = '_';
+                           return s;
+                         });
+
+// ---- generation ------------------------------------------------------------------------------
+
+// Seeded random logits steered towards the format's markers, closing punctuation and EOS, so
+// that short runs contain calls and end.
+class SteeringSource final : public LogitsSource {
+ public:
+  SteeringSource(const Compiled& c, std::uint64_t seed)
+      : c_(c), base_(c.vocab->logits_width(), seed) {
+    const Vocabulary& v = *c.vocab;
+    for (const StructuredMarker* m : {&c.format.trigger, &c.format.end, &c.format.reasoning_end}) {
+      if (m->kind == StructuredMarker::Kind::kText) texts_.push_back(m->text);
+      if (m->kind == StructuredMarker::Kind::kSpecial) specials_.push_back(SpecialId(*m, v));
+    }
+    closer_.resize(v.size());
+    for (TokenId id = 0; id < v.size(); ++id) {
+      std::string_view b = v.TokenBytes(id);
+      closer_[id] = !b.empty() && b.find_first_not_of("\"}],") == std::string_view::npos;
+    }
+  }
+  std::int32_t width() const override { return base_.width(); }
+  void Logits(std::span<const TokenId> context, std::span<float> out) override {
+    base_.Logits(context, out);
+    const Vocabulary& v = *c_.vocab;
+    std::string text;
+    for (TokenId t : context) text += v.TokenBytes(t);
+    const bool late = context.size() > 6;
+    // What would continue (or start) each text marker at the end of the text.
+    std::vector<std::string_view> rests;
+    for (const auto& w : texts_) {
+      for (std::size_t k = std::min(w.size() - 1, text.size()); k + 1 > 0; --k) {
+        if (text.compare(text.size() - k, k, w, 0, k) == 0) {
+          rests.push_back(std::string_view(w).substr(k));
+          break;
+        }
+      }
+    }
+    for (TokenId id = 0; id < v.size(); ++id) {
+      std::string_view b = v.TokenBytes(id);
+      if (b.empty()) continue;
+      float bonus = closer_[id] ? 6.0f : 0.0f;
+      if (late) {
+        for (std::string_view rest : rests) {
+          if (b[0] == rest[0] &&
+              (rest.substr(0, b.size()) == b || b.substr(0, rest.size()) == rest))
+            bonus = 14;
+        }
+      }
+      out[id] += bonus;
+    }
+    if (late)
+      for (TokenId s : specials_)
+        if (s != kNoToken) out[s] += 14;
+    if (context.size() > 30)
+      for (TokenId e : v.eos_ids()) out[e] += 16;
+  }
+
+ private:
+  const Compiled& c_;
+  UniformSource base_;
+  std::vector<std::string> texts_;
+  std::vector<TokenId> specials_;
+  std::vector<bool> closer_;  // tokens of closing punctuation only
+};
+
+class StructuredGeneration : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(StructuredGeneration, CallsParseAndValidate) {
+  Compiled c = CompileFormat(GetParam());
+  ASSERT_NE(c.grammar, nullptr);
+  const auto tools = Tools();
+  std::map<std::string, schema::Validator> validators;
+  for (const auto& t : tools) {
+    schema::ValidateOptions vo;
+    vo.format_assertion = true;
+    auto v = schema::Validator::Create(ToolSchema(t), vo);
+    ASSERT_TRUE(v.ok()) << v.status().ToString();
+    validators.emplace(t.name, *v);
+  }
+  int calls = 0, finished = 0;
+  const int runs = std::max(2, static_cast<int>(6 * testing::TestScale()));
+  for (int i = 0; i < runs; ++i) {
+    SteeringSource src(c, 100 + i);
+    Matcher m(c.grammar);
+    GenerateOptions go;
+    go.max_tokens = 300;
+    go.sampler.seed = 1 + i;
+    auto r = Generate(src, m, {}, go);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    if (r->finish != FinishReason::kEos) continue;
+    ++finished;
+    auto parsed = ParseToolCalls(c.format, *c.vocab, r->tokens);
+    ASSERT_TRUE(parsed.ok()) << parsed.status().ToString() << "\n" << r->text;
+    for (const ParsedCall& call : *parsed) {
+      ++calls;
+      ASSERT_TRUE(validators.count(call.name)) << "unknown tool " << call.name;
+      auto args = nlohmann::json::parse(call.arguments_json, nullptr, false);
+      ASSERT_FALSE(args.is_discarded()) << call.arguments_json;
+      auto ok = validators.at(call.name).Validate(args);
+      ASSERT_TRUE(ok.ok() && *ok) << call.name << " " << call.arguments_json;
+    }
+    // The markers sit where the format puts them.
+    if (c.format.trigger.kind == StructuredMarker::Kind::kSpecial) {
+      long triggers = std::count(r->tokens.begin(), r->tokens.end(),
+                                 SpecialId(c.format.trigger, *c.vocab));
+      EXPECT_EQ(triggers, static_cast<long>(parsed->size()));
+    }
+    if (i == 0) std::printf("%s: %s\n", GetParam().c_str(), r->text.c_str());
+  }
+  std::printf("%-10s runs %d finished %d calls %d\n", GetParam().c_str(), runs, finished, calls);
+  EXPECT_GT(finished, 0);
+  EXPECT_GT(calls, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, StructuredGeneration,
+                         ::testing::Values("qwen", "hermes", "llama3", "mistral", "think-json"),
+                         [](const auto& info) {
+                           std::string s = info.param;
+                           for (char& ch : s)
+                             if (ch == '-') ch = '_';
+                           return s;
+                         });
+
+// ---- errors ----------------------------------------------------------------------------------
+
+TEST(StructuredErrors, UnknownFormatListsKnownOnes) {
+  auto f = LoadFormat("chatml");
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(f.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(f.status().message().find("qwen"), std::string::npos);
+  EXPECT_NE(f.status().message().find("think-json"), std::string::npos);
+}
+
+TEST(StructuredErrors, MalformedFormats) {
+  auto bad_json = ParseFormat("{\n  \"name\": \"x\",\n  \"trigger\": {\"text\": }\n}", "f.json");
+  ASSERT_FALSE(bad_json.ok());
+  EXPECT_EQ(bad_json.status().code(), StatusCode::kInvalidGrammar);
+  EXPECT_EQ(bad_json.status().location().rfind("f.json:3:", 0), 0u)
+      << bad_json.status().location();
+  auto unknown_key = ParseFormat(R"({"name": "x", "trigger": {"text": "<a>"}, "triger": 1})", "f");
+  ASSERT_FALSE(unknown_key.ok());
+  EXPECT_EQ(unknown_key.status().location(), "f#/triger");
+  auto bad_marker = ParseFormat(R"({"name": "x", "trigger": {"special": 3}})", "f");
+  ASSERT_FALSE(bad_marker.ok());
+  EXPECT_EQ(bad_marker.status().location(), "f#/trigger/special");
+  auto no_trigger = ParseFormat(R"({"name": "x", "free_text": true})", "f");
+  ASSERT_FALSE(no_trigger.ok());
+  EXPECT_EQ(no_trigger.status().location(), "f#/trigger");
+  auto counts = ParseFormat(R"({"name": "x", "trigger": {"text": "<a>"}, "max_calls": 0})", "f");
+  ASSERT_FALSE(counts.ok());
+  EXPECT_EQ(counts.status().location(), "f#/max_calls");
+}
+
+TEST(StructuredErrors, SpecialTokenMissingFromVocabulary) {
+  // Llama-3's markers on the Qwen2.5 vocabulary: neither name exists there.
+  auto f = LoadFormat("llama3");
+  ASSERT_TRUE(f.ok());
+  GrammarCompiler compiler(Vocab("qwen2.5"));
+  auto g = CompileStructured(compiler, *f, Tools());
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("<|python_tag|>"), std::string::npos)
+      << g.status().ToString();
+  EXPECT_NE(g.status().message().find("never appear"), std::string::npos);
+}
+
+TEST(StructuredErrors, BadTools) {
+  auto f = LoadFormat("qwen");
+  ASSERT_TRUE(f.ok());
+  GrammarCompiler compiler(Vocab("qwen2.5"));
+  std::vector<ToolSpec> dup = {{"a", "{}"}, {"a", "{}"}};
+  auto g1 = CompileStructured(compiler, *f, dup);
+  ASSERT_FALSE(g1.ok());
+  EXPECT_NE(g1.status().message().find("duplicate tool name 'a'"), std::string::npos);
+  std::vector<ToolSpec> empty = {{"", "{}"}};
+  EXPECT_FALSE(CompileStructured(compiler, *f, empty).ok());
+  EXPECT_FALSE(CompileStructured(compiler, *f, std::span<const ToolSpec>{}).ok());
+  std::vector<ToolSpec> bad = {
+      {"weather", R"({"type": "object", "properties": {"x": {"type": "strin"}}})"}};
+  auto g2 = CompileStructured(compiler, *f, bad);
+  ASSERT_FALSE(g2.ok());
+  EXPECT_NE(g2.status().message().find("tool 'weather'"), std::string::npos)
+      << g2.status().ToString();
+  EXPECT_NE(g2.status().location().find("/properties/x"), std::string::npos)
+      << g2.status().ToString();
+
+  auto t1 = ParseTools(R"([{"name": "a", "parameters": {}}, {"name": "a", "parameters": {}}])");
+  ASSERT_FALSE(t1.ok());
+  EXPECT_EQ(t1.status().location(), "/1/name");
+  auto t2 = ParseTools(R"([{"type": "function", "function": {"name": "", "parameters": {}}}])");
+  ASSERT_FALSE(t2.ok());
+  EXPECT_EQ(t2.status().location(), "/0/function/name");
+  auto t3 = ParseTools(
+      R"([{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}},
+          {"name": "g", "schema": {"type": "integer"}}])");
+  ASSERT_TRUE(t3.ok()) << t3.status().ToString();
+  ASSERT_EQ(t3->size(), 2u);
+  EXPECT_EQ((*t3)[0].name, "f");
+  EXPECT_EQ((*t3)[1].schema_json, R"({"type":"integer"})");
+}
+
+TEST(StructuredParse, UnknownToolNameAndMalformedOutputs) {
+  auto f = LoadFormat("qwen");
+  ASSERT_TRUE(f.ok());
+  auto vocab = Vocab("qwen2.5");
+  auto parse = [&](const std::string& s) {
+    auto ids = vocab->Encode(s);
+    EXPECT_TRUE(ids.ok());
+    return ParseToolCalls(*f, *vocab, *ids);
+  };
+  auto ok = parse("Hi <tool_call>\n{\"name\": \"x\", \"arguments\": {\"s\": \"</tool_call>\"}}\n"
+                  "</tool_call> bye");
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  ASSERT_EQ(ok->size(), 1u);
+  EXPECT_EQ((*ok)[0].name, "x");
+  EXPECT_EQ((*ok)[0].arguments_json, R"({"s":"</tool_call>"})");
+  EXPECT_FALSE(parse("<tool_call>{\"name\": \"x\"}</tool_call>").ok());
+  EXPECT_FALSE(parse("<tool_call>{\"name\": \"x\", \"arguments\": {}}").ok());
+  // The grammar never lets a text trigger into free text, so the parse is unambiguous.
+  Compiled c = CompileFormat("qwen");
+  Matcher m(c.grammar);
+  EXPECT_TRUE(m.AcceptString("Hi <tool"));
+  EXPECT_FALSE(m.AcceptString("_call> x"));
+}
+
+}  // namespace
+}  // namespace lockstep
