@@ -6,13 +6,18 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <unordered_map>
 
 #include "automata/byte_dfa.h"
+#include "automata/dfa_builder.h"
 #include "automata/schema_compile.h"
 #include "grammar/grammar_ir.h"
 #include "grammar/json_schema.h"
@@ -26,7 +31,8 @@ using grammar::ExprKind;
 using grammar::RuleId;
 using ojson = nlohmann::ordered_json;
 
-const char* const kBundled[] = {"qwen", "hermes", "llama3", "mistral", "think-json"};
+const char* const kBundled[] = {"qwen", "hermes", "llama3", "llama3-function", "mistral",
+                                 "think-json"};
 
 std::string LineCol(std::string_view text, std::size_t byte) {
   std::size_t line = 1, col = 1;
@@ -43,18 +49,33 @@ std::string LineCol(std::string_view text, std::size_t byte) {
 
 // ---- format files ----------------------------------------------------------------------------
 
+constexpr std::int64_t kMaxFreeTextBytes = 100000;
+
 Status FormatError(std::string_view origin, const std::string& pointer, const std::string& msg) {
   return Status(StatusCode::kInvalidGrammar, "format: " + msg,
                 std::string(origin) + "#" + pointer);
 }
 
 Result<StructuredMarker> ParseMarker(const ojson& j, std::string_view origin,
-                                     const std::string& ptr) {
+                                     const std::string& ptr, bool allow_template = false) {
   StructuredMarker m;
   if (j.is_null()) return m;
   if (!j.is_object() || j.size() != 1)
     return FormatError(origin, ptr,
                        "a marker is null, {\"text\": \"...\"} or {\"special\": name | [names]}");
+  if (j.contains("text_template")) {
+    if (!allow_template)
+      return FormatError(origin, ptr + "/text_template", "only a trigger can be a template");
+    const ojson& t = j["text_template"];
+    const std::string text = t.is_string() ? t.get<std::string>() : std::string();
+    const std::size_t at = text.find("{name}");
+    if (at == std::string::npos || text.find("{name}", at + 1) != std::string::npos)
+      return FormatError(origin, ptr + "/text_template",
+                         "a trigger template is a string holding \"{name}\" once");
+    m.kind = StructuredMarker::Kind::kTemplate;
+    m.text = text;
+    return m;
+  }
   if (j.contains("text")) {
     if (!j["text"].is_string() || j["text"].get<std::string>().empty())
       return FormatError(origin, ptr + "/text", "marker text must be a non-empty string");
@@ -95,11 +116,12 @@ Result<StructuredFormat> ParseFormatJson(const ojson& j, std::string_view origin
   static const std::set<std::string> kKeys = {"name",      "source",        "notes",
                                               "reasoning", "free_text",     "trigger",
                                               "end",       "body",          "arguments_key",
-                                              "min_calls", "max_calls"};
+                                              "min_calls", "max_calls",     "tools"};
   for (auto it = j.begin(); it != j.end(); ++it)
     if (!kKeys.count(it.key()))
       return FormatError(origin, "/" + it.key(), "unknown key '" + it.key() + "'");
   StructuredFormat f;
+  f.origin = std::string(origin);
   if (!j.contains("name") || !j["name"].is_string())
     return FormatError(origin, "/name", "\"name\" (a string) is required");
   f.name = j["name"].get<std::string>();
@@ -131,12 +153,44 @@ Result<StructuredFormat> ParseFormatJson(const ojson& j, std::string_view origin
     if (f.reasoning_start.none()) f.reasoning_required = true;
   }
   if (j.contains("free_text")) {
-    if (!j["free_text"].is_boolean()) return FormatError(origin, "/free_text", "must be a boolean");
-    f.free_text = j["free_text"].get<bool>();
+    const ojson& ft = j["free_text"];
+    if (ft.is_boolean()) {
+      f.free_text = ft.get<bool>();
+    } else if (ft.is_object()) {
+      f.free_text = true;
+      for (auto it = ft.begin(); it != ft.end(); ++it)
+        if (it.key() != "max_bytes" && it.key() != "regex")
+          return FormatError(origin, "/free_text/" + it.key(), "unknown key '" + it.key() + "'");
+      if (ft.contains("max_bytes")) {
+        const ojson& n = ft["max_bytes"];
+        if (!n.is_number_integer() || n.get<long long>() < 1 ||
+            n.get<long long>() > kMaxFreeTextBytes)
+          return FormatError(origin, "/free_text/max_bytes",
+                             "must be an integer in [1, " + std::to_string(kMaxFreeTextBytes) + "]");
+        f.free_text_max_bytes = static_cast<std::int32_t>(n.get<long long>());
+      }
+      if (ft.contains("regex")) {
+        if (!ft["regex"].is_string())
+          return FormatError(origin, "/free_text/regex", "must be a string (a regex)");
+        f.free_text_regex = ft["regex"].get<std::string>();
+        auto r = CompileRegexToDfa(f.free_text_regex);
+        if (!r.ok())
+          return FormatError(origin, "/free_text/regex",
+                             "bad regex: " + r.status().message() +
+                                 (r.status().location().empty()
+                                      ? std::string()
+                                      : " (at " + r.status().location() + ")"));
+      }
+    } else {
+      return FormatError(origin, "/free_text",
+                         "a boolean or {\"max_bytes\": N, \"regex\": \"...\"}");
+    }
   }
   if (j.contains("trigger")) {
-    LOCKSTEP_ASSIGN_OR_RETURN(f.trigger, ParseMarker(j["trigger"], origin, "/trigger"));
+    LOCKSTEP_ASSIGN_OR_RETURN(f.trigger, ParseMarker(j["trigger"], origin, "/trigger", true));
   }
+  const bool per_tool = f.trigger.kind == StructuredMarker::Kind::kTemplate;
+  if (per_tool) f.body = StructuredBody::kArguments;
   if (j.contains("end")) {
     LOCKSTEP_ASSIGN_OR_RETURN(f.end, ParseMarker(j["end"], origin, "/end"));
   }
@@ -147,8 +201,24 @@ Result<StructuredFormat> ParseFormatJson(const ojson& j, std::string_view origin
       f.body = StructuredBody::kNameField;
     } else if (j["body"] == "array") {
       f.body = StructuredBody::kArray;
+    } else if (j["body"] == "arguments") {
+      f.body = StructuredBody::kArguments;
     } else {
-      return FormatError(origin, "/body", "body is \"name_field\" or \"array\"");
+      return FormatError(origin, "/body", "body is \"name_field\", \"array\" or \"arguments\"");
+    }
+    if (per_tool != (f.body == StructuredBody::kArguments))
+      return FormatError(origin, "/body",
+                         "a trigger template (the trigger names the tool) goes with body "
+                         "\"arguments\", and only with it");
+  }
+  if (j.contains("tools")) {
+    const ojson& t = j["tools"];
+    if (!t.is_array() || t.empty())
+      return FormatError(origin, "/tools", "a non-empty array of tool names");
+    for (std::size_t i = 0; i < t.size(); ++i) {
+      if (!t[i].is_string() || t[i].get<std::string>().empty())
+        return FormatError(origin, "/tools/" + std::to_string(i), "a tool name (a string)");
+      f.tools.push_back(t[i].get<std::string>());
     }
   }
   if (j.contains("arguments_key")) {
@@ -166,7 +236,7 @@ Result<StructuredFormat> ParseFormatJson(const ojson& j, std::string_view origin
   if (f.max_calls < 1) return FormatError(origin, "/max_calls", "max_calls must be at least 1");
   if (f.min_calls > f.max_calls)
     return FormatError(origin, "/min_calls", "min_calls exceeds max_calls");
-  if (f.end.none() && f.free_text && f.max_calls > 1 && f.body == StructuredBody::kNameField)
+  if (f.end.none() && f.free_text && f.max_calls > 1 && f.body != StructuredBody::kArray)
     return FormatError(origin, "/end", "without an end marker only one call can follow free text");
   return f;
 }
@@ -218,6 +288,105 @@ std::shared_ptr<const ByteDfa> AnyBytes() {
   dfa->start = 1;
   dfa->accept_begin = 1;
   return dfa;
+}
+
+// Free text: the strings that contain none of `words` (an Aho-Corasick automaton), fully match
+// `regex` (if given) and have at most `max_bytes` bytes (if >= 0), as one product automaton of
+// (Aho-Corasick node, regex state, length) built breadth-first and minimised. Exact; its size is
+// about (sum of |word|) x |regex| x (max_bytes + 1) before minimisation, within `max_states`.
+Result<std::shared_ptr<const ByteDfa>> FreeTextDfa(const std::vector<std::string>& words,
+                                                   const ByteDfa* regex, std::int32_t max_bytes,
+                                                   std::int32_t max_states) {
+  // Trie with full goto function; bad[n]: the text read so far ends with a word.
+  std::vector<std::array<std::int32_t, 256>> go(1);
+  go[0].fill(-1);
+  std::vector<std::uint8_t> bad(1, 0);
+  std::array<bool, 256> in_word{};
+  for (const std::string& w : words) {
+    std::int32_t n = 0;
+    for (unsigned char c : w) {
+      in_word[c] = true;
+      if (go[n][c] < 0) {
+        go[n][c] = static_cast<std::int32_t>(go.size());
+        go.emplace_back();
+        go.back().fill(-1);
+        bad.push_back(0);
+      }
+      n = go[n][c];
+    }
+    bad[n] = 1;
+  }
+  {
+    std::vector<std::int32_t> fail(go.size(), 0), queue;
+    for (int c = 0; c < 256; ++c) {
+      if (go[0][c] < 0) {
+        go[0][c] = 0;
+      } else {
+        queue.push_back(go[0][c]);
+      }
+    }
+    for (std::size_t qi = 0; qi < queue.size(); ++qi) {
+      const std::int32_t n = queue[qi];
+      bad[n] = bad[n] | bad[fail[n]];
+      for (int c = 0; c < 256; ++c) {
+        const std::int32_t t = go[n][c];
+        if (t < 0) {
+          go[n][c] = go[fail[n]][c];
+        } else {
+          fail[t] = go[fail[n]][c];
+          queue.push_back(t);
+        }
+      }
+    }
+  }
+  // Byte classes: bytes of the words stay apart; the others follow the regex's classes.
+  SubsetDfa d;
+  std::map<std::pair<int, int>, int> class_of;
+  std::vector<int> rep;
+  for (int b = 0; b < 256; ++b) {
+    std::pair<int, int> key{regex ? regex->byte_class[b] : 0, in_word[b] ? b : -1};
+    auto [it, fresh] = class_of.emplace(key, static_cast<int>(rep.size()));
+    if (fresh) rep.push_back(b);
+    d.byte_class[b] = static_cast<std::uint8_t>(it->second);
+  }
+  if (rep.size() > 256) return Status(StatusCode::kInternal, "free text: too many byte classes");
+  d.num_classes = static_cast<std::int32_t>(rep.size());
+  const std::int64_t nr = regex ? regex->num_states : 1;
+  const std::int64_t nl = max_bytes >= 0 ? max_bytes + 1 : 1;
+  auto key = [&](std::int64_t a, std::int64_t r, std::int64_t l) { return (a * nr + r) * nl + l; };
+  std::unordered_map<std::int64_t, StateId> id;
+  std::vector<std::array<std::int64_t, 3>> states(1);  // 0: dead
+  auto intern = [&](std::int64_t a, std::int64_t r, std::int64_t l) -> StateId {
+    if (bad[a] || (regex && r == ByteDfa::kDead) || (max_bytes >= 0 && l > max_bytes)) return 0;
+    auto [it, fresh] = id.emplace(key(a, r, l), static_cast<StateId>(states.size()));
+    if (fresh) states.push_back({a, r, l});
+    return it->second;
+  };
+  d.start = intern(0, regex ? regex->start : 0, 0);
+  for (std::size_t s = 1; s < states.size(); ++s) {
+    if (static_cast<std::int64_t>(states.size()) > max_states)
+      return Status(StatusCode::kResourceLimit,
+                    "free text automaton exceeds max_dfa_states (" + std::to_string(max_states) +
+                        "); lower free_text max_bytes");
+    const auto [a, r, l] = states[s];
+    for (int c = 0; c < d.num_classes; ++c) {
+      const int b = rep[c];
+      const StateId t = intern(go[a][b], regex ? regex->Step(static_cast<StateId>(r), b) : 0,
+                               max_bytes >= 0 ? l + 1 : 0);
+      d.next.push_back(t);
+    }
+  }
+  d.num_states = static_cast<std::int32_t>(states.size());
+  d.next.insert(d.next.begin(), d.num_classes, 0);  // the dead state's row
+  d.accepting.assign(d.num_states, 0);
+  for (std::size_t s = 1; s < states.size(); ++s)
+    d.accepting[s] = !regex || regex->IsAccepting(static_cast<StateId>(states[s][1]));
+  ByteDfa out = MinimizeDfa(d);
+  if (out.start == ByteDfa::kDead)
+    return Status(StatusCode::kInvalidArgument,
+                  "free text: no text (within max_bytes) matches the free_text regex without "
+                  "containing a trigger");
+  return std::make_shared<const ByteDfa>(std::move(out));
 }
 
 // The special token a marker names in `vocab` (the first of its names present).
@@ -467,21 +636,65 @@ Result<std::shared_ptr<const CompiledGrammar>> CompileStructured(const GrammarCo
         return Status(StatusCode::kInvalidArgument, "tool " + std::to_string(i) + " has no name");
       if (!seen.insert(tools[i].name).second)
         return Status(StatusCode::kInvalidArgument, "duplicate tool name '" + tools[i].name + "'");
-      // Compiled alone first, so that an error points into the tool's own schema.
-      auto one = CompileBody(tools[i].schema_json, options);
-      if (!one.ok()) {
-        return Status(one.status().code(), ToolOrigin(tools[i]) + ": " + one.status().message(),
-                      one.status().location());
+    }
+    // The tools the format allows (all by default).
+    std::vector<ToolSpec> used;
+    if (f.tools.empty()) {
+      used.assign(tools.begin(), tools.end());
+    } else {
+      std::set<std::string> taken;
+      for (std::size_t i = 0; i < f.tools.size(); ++i) {
+        auto it = std::find_if(tools.begin(), tools.end(),
+                               [&](const ToolSpec& t) { return t.name == f.tools[i]; });
+        if (it == tools.end())
+          return Status(StatusCode::kInvalidArgument,
+                        "unknown tool name '" + f.tools[i] + "': format '" + f.name +
+                            "' allows it but the tools do not define it",
+                        f.origin + "#/tools/" + std::to_string(i));
+        if (taken.insert(it->name).second) used.push_back(*it);
       }
     }
-    LOCKSTEP_ASSIGN_OR_RETURN(std::string body_text, BodySchema(f, tools));
-    LOCKSTEP_ASSIGN_OR_RETURN(schema::SchemaGrammar body, CompileBody(body_text, options));
+    std::vector<schema::SchemaGrammar> alone;  // each tool's arguments, compiled alone
+    for (const ToolSpec& t : used) {
+      // Compiled alone first, so that an error points into the tool's own schema.
+      auto one = CompileBody(t.schema_json, options);
+      if (!one.ok()) {
+        return Status(one.status().code(), ToolOrigin(t) + ": " + one.status().message(),
+                      one.status().location());
+      }
+      alone.push_back(std::move(*one));
+    }
+    const bool per_tool = f.trigger.kind == StructuredMarker::Kind::kTemplate;
+    if (per_tool != (f.body == StructuredBody::kArguments))
+      return Status(StatusCode::kInvalidArgument,
+                    "a trigger template goes with body \"arguments\", and only with it",
+                    f.origin + "#/body");
+    if (per_tool && f.trigger.text.find("{name}") == std::string::npos)
+      return Status(StatusCode::kInvalidArgument, "a trigger template holds \"{name}\"",
+                    f.origin + "#/trigger/text_template");
+    // The text triggers: free text never contains one.
+    std::vector<std::string> words;
+    if (per_tool) {
+      for (const ToolSpec& t : used) {
+        std::string w = f.trigger.text;
+        w.replace(w.find("{name}"), 6, t.name);
+        words.push_back(std::move(w));
+      }
+      for (std::size_t i = 0; i < words.size(); ++i)
+        for (std::size_t k = 0; k < words.size(); ++k)
+          if (i != k && words[k].find(words[i]) != std::string::npos)
+            return Status(StatusCode::kInvalidArgument,
+                          "trigger '" + words[k] + "' contains trigger '" + words[i] +
+                              "': the calls would be ambiguous",
+                          f.origin + "#/trigger");
+    } else if (f.trigger.kind == StructuredMarker::Kind::kText) {
+      words.push_back(f.trigger.text);
+    }
 
     grammar::Grammar g;
     g.rules.push_back({"root", -1, {}});
     g.root = 0;
     Builder b(compiler.vocabulary(), g);
-    const RuleId body_root = b.Splice(body.grammar, "call_");
     std::vector<ExprId> root;
     if (f.reasoning) {
       LOCKSTEP_ASSIGN_OR_RETURN(ExprId start, b.Marker(f.reasoning_start, "reasoning start"));
@@ -489,16 +702,59 @@ Result<std::shared_ptr<const CompiledGrammar>> CompileStructured(const GrammarCo
       ExprId r = b.Seq({start, b.TextUntil(f.reasoning_end), end});
       root.push_back(f.reasoning_required ? r : b.Repeat(r, 0, 1));
     }
-    LOCKSTEP_ASSIGN_OR_RETURN(ExprId trig, b.Marker(f.trigger, "trigger"));
+    ExprId trig = -1;
+    if (!per_tool) {
+      LOCKSTEP_ASSIGN_OR_RETURN(trig, b.Marker(f.trigger, "trigger"));
+    }
     LOCKSTEP_ASSIGN_OR_RETURN(ExprId end, b.Marker(f.end, "end marker"));
-    ExprId call = b.Seq({trig, b.Ref(body_root), end});
+    ExprId call;
+    if (per_tool) {
+      Expr choice;
+      choice.kind = ExprKind::kChoice;
+      for (std::size_t i = 0; i < used.size(); ++i) {
+        StructuredMarker m;
+        m.kind = StructuredMarker::Kind::kText;
+        m.text = words[i];
+        LOCKSTEP_ASSIGN_OR_RETURN(ExprId t, b.Marker(m, "trigger"));
+        const RuleId body_root = b.Splice(alone[i].grammar, "t" + std::to_string(i) + "_");
+        choice.children.push_back(b.Seq({t, b.Ref(body_root), end}));
+      }
+      call = b.Add(std::move(choice));
+    } else {
+      LOCKSTEP_ASSIGN_OR_RETURN(std::string body_text, BodySchema(f, used));
+      LOCKSTEP_ASSIGN_OR_RETURN(schema::SchemaGrammar body, CompileBody(body_text, options));
+      const RuleId body_root = b.Splice(body.grammar, "call_");
+      call = b.Seq({trig, b.Ref(body_root), end});
+    }
     // An array body holds every call of the turn behind one trigger.
     const bool one_section = f.body == StructuredBody::kArray || f.end.none();
     const std::int32_t lo = one_section ? std::min(f.min_calls, 1) : f.min_calls;
     const std::int32_t hi = one_section ? 1 : f.max_calls;
     if (f.free_text) {
-      root.push_back(b.TextUntil(f.trigger));
-      ExprId item = f.end.none() ? call : b.Seq({call, b.TextUntil(f.trigger)});
+      std::shared_ptr<const ByteDfa> free;
+      if (f.free_text_regex.empty() && f.free_text_max_bytes < 0 && words.size() <= 1) {
+        free = words.empty() ? AnyBytes() : NotContaining(words[0]);
+      } else {
+        RegexCompileOptions ro;
+        ro.max_dfa_states = options.max_dfa_states;
+        ro.max_nfa_states = options.max_nfa_states;
+        ro.max_repeat = options.max_repeat;
+        std::optional<ByteDfa> regex;
+        if (!f.free_text_regex.empty()) {
+          auto r = CompileRegexToDfa(f.free_text_regex, ro);
+          if (!r.ok())
+            return Status(r.status().code(), "free_text regex: " + r.status().message(),
+                          f.origin + "#/free_text/regex");
+          regex = std::move(*r);
+        }
+        auto d = FreeTextDfa(words, regex ? &*regex : nullptr, f.free_text_max_bytes,
+                             options.max_dfa_states);
+        if (!d.ok())
+          return Status(d.status().code(), d.status().message(), f.origin + "#/free_text");
+        free = *d;
+      }
+      root.push_back(b.Dfa(free));
+      ExprId item = f.end.none() ? call : b.Seq({call, b.Dfa(free)});
       root.push_back(b.Repeat(item, lo, hi));
     } else {
       root.push_back(b.Repeat(call, lo, hi));
@@ -524,8 +780,9 @@ bool IsWs(std::int32_t c) { return c == ' ' || c == '\t' || c == '\n' || c == '\
 
 class CallParser {
  public:
-  CallParser(const StructuredFormat& f, std::vector<std::int32_t> syms)
-      : f_(f), s_(std::move(syms)) {}
+  CallParser(const StructuredFormat& f, std::vector<std::int32_t> syms,
+             std::vector<std::string> names)
+      : f_(f), s_(std::move(syms)), names_(std::move(names)) {}
 
   Result<std::vector<std::int32_t>> MarkerSyms(const StructuredMarker& m, const Vocabulary& vocab,
                                                std::string_view role) {
@@ -588,6 +845,79 @@ class CallParser {
     return Error(s_.size(), "unterminated call body");
   }
 
+  // The next trigger at or after `from` (s_.size() if none); `len` its length and, per tool,
+  // `name` the tool it names: one of names_, or without names what the template's "{name}"
+  // matched (up to the first occurrence of the text after it).
+  std::size_t NextTrigger(const std::vector<std::int32_t>& trig, std::size_t from,
+                          std::size_t* len, std::string* name) const {
+    if (f_.trigger.kind != StructuredMarker::Kind::kTemplate) {
+      *len = trig.size();
+      return Find(trig, from);
+    }
+    const std::string& tmpl = f_.trigger.text;
+    const std::size_t at = tmpl.find("{name}");
+    std::vector<std::int32_t> pre(tmpl.begin(), tmpl.begin() + at),
+        post(tmpl.begin() + at + 6, tmpl.end());
+    for (auto* v : {&pre, &post})
+      for (auto& c : *v) c = static_cast<unsigned char>(c);
+    if (!names_.empty()) {
+      std::size_t best = s_.size();
+      for (const std::string& n : names_) {
+        std::vector<std::int32_t> w = pre;
+        for (unsigned char c : n) w.push_back(c);
+        w.insert(w.end(), post.begin(), post.end());
+        const std::size_t p = Find(w, from);
+        if (p < best || (p == best && p < s_.size() && w.size() > *len)) {
+          best = p;
+          *len = w.size();
+          *name = n;
+        }
+      }
+      return best;
+    }
+    for (std::size_t p = Find(pre, from); p < s_.size(); p = Find(pre, p + 1)) {
+      const std::size_t n0 = p + pre.size();
+      std::size_t n1 = post.empty() ? n0 : Find(post, n0);
+      if (post.empty()) {
+        while (n1 < s_.size() && s_[n1] < kSpecialBase &&
+               (std::isalnum(s_[n1]) || s_[n1] == '_' || s_[n1] == '-' || s_[n1] == '.'))
+          ++n1;
+      }
+      if (n1 >= s_.size() || n1 == n0) continue;
+      bool plain = true;
+      for (std::size_t i = n0; i < n1; ++i) plain = plain && s_[i] < kSpecialBase;
+      if (!plain) continue;
+      *name = std::string(s_.begin() + n0, s_.begin() + n1);
+      *len = n1 + post.size() - p;
+      return p;
+    }
+    return s_.size();
+  }
+
+  // The end of the JSON value starting at `p`: an object or array, else a string or a scalar.
+  Result<std::size_t> ValueExtent(std::size_t p) const {
+    if (p < s_.size() && s_[p] == '"') {
+      for (std::size_t i = p + 1; i < s_.size(); ++i) {
+        if (s_[i] >= kSpecialBase) break;
+        if (s_[i] == '\\') {
+          ++i;
+        } else if (s_[i] == '"') {
+          return i + 1;
+        }
+      }
+      return Error(p, "unterminated string");
+    }
+    if (p < s_.size() && s_[p] != '{' && s_[p] != '[') {
+      std::size_t i = p;
+      while (i < s_.size() && s_[i] < kSpecialBase && (std::isalnum(s_[i]) || s_[i] == '-' ||
+                                                        s_[i] == '+' || s_[i] == '.'))
+        ++i;
+      if (i == p) return Error(p, "expected a JSON value");
+      return i;
+    }
+    return JsonExtent(p);
+  }
+
   Status AddCall(const ojson& obj, std::size_t at, std::vector<ParsedCall>& out) const {
     if (!obj.is_object() || !obj.contains("name") || !obj["name"].is_string() ||
         !obj.contains(f_.arguments_key))
@@ -617,23 +947,28 @@ class CallParser {
     const bool one_section = f_.body == StructuredBody::kArray || f_.end.none();
     const std::int32_t max_sections = one_section ? 1 : f_.max_calls;
     while (true) {
-      std::size_t t;
+      std::size_t t, tlen = 0;
+      std::string tool;
       if (f_.free_text) {
-        t = Find(trig, pos);
+        t = NextTrigger(trig, pos, &tlen, &tool);
         LOCKSTEP_RETURN_IF_ERROR(NoSpecials(pos, t, "free text"));
         if (t == s_.size()) break;
       } else {
         if (pos == s_.size()) break;
-        t = pos;
-        if (!At(trig, t)) return Error(t, "expected the trigger");
+        t = NextTrigger(trig, pos, &tlen, &tool);
+        if (t != pos) return Error(pos, "expected the trigger");
       }
       if (++sections > max_sections) return Error(t, "more calls than the format allows");
-      std::size_t b = SkipWs(t + trig.size());
-      LOCKSTEP_ASSIGN_OR_RETURN(std::size_t e, JsonExtent(b));
+      std::size_t b = SkipWs(t + tlen);
+      LOCKSTEP_ASSIGN_OR_RETURN(std::size_t e, f_.body == StructuredBody::kArguments
+                                                   ? ValueExtent(b)
+                                                   : JsonExtent(b));
       std::string text(s_.begin() + b, s_.begin() + e);
       ojson j = ojson::parse(text, nullptr, false);
       if (j.is_discarded()) return Error(b, "a call body is not JSON");
-      if (f_.body == StructuredBody::kArray) {
+      if (f_.body == StructuredBody::kArguments) {
+        calls.push_back({tool, j.dump()});
+      } else if (f_.body == StructuredBody::kArray) {
         if (!j.is_array() || j.empty()) return Error(b, "expected a non-empty array of calls");
         for (const auto& c : j) LOCKSTEP_RETURN_IF_ERROR(AddCall(c, b, calls));
       } else {
@@ -657,13 +992,15 @@ class CallParser {
  private:
   const StructuredFormat& f_;
   std::vector<std::int32_t> s_;
+  std::vector<std::string> names_;  // per-tool triggers: the tools' names (may be empty)
 };
 
 }  // namespace
 
 Result<std::vector<ParsedCall>> ParseToolCalls(const StructuredFormat& format,
                                                const Vocabulary& vocab,
-                                               std::span<const TokenId> tokens) {
+                                               std::span<const TokenId> tokens,
+                                               std::span<const ToolSpec> tools) {
   std::vector<std::int32_t> syms;
   for (TokenId t : tokens) {
     if (t < 0 || t >= vocab.size())
@@ -674,8 +1011,14 @@ Result<std::vector<ParsedCall>> ParseToolCalls(const StructuredFormat& format,
       for (unsigned char c : vocab.TokenBytes(t)) syms.push_back(c);
     }
   }
+  if (format.trigger.kind == StructuredMarker::Kind::kTemplate &&
+      format.trigger.text.find("{name}") == std::string::npos)
+    return Status(StatusCode::kInvalidArgument, "a trigger template holds \"{name}\"");
   try {
-    CallParser p(format, std::move(syms));
+    std::vector<std::string> names = format.tools;
+    if (names.empty())
+      for (const ToolSpec& t : tools) names.push_back(t.name);
+    CallParser p(format, std::move(syms), std::move(names));
     return p.Run(vocab);
   } catch (const std::exception& e) {
     return Status(StatusCode::kInvalidArgument, std::string("tool calls: ") + e.what());

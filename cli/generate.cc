@@ -36,7 +36,12 @@ void AddCalls(const Args& args, const Vocabulary& vocab, const std::vector<Token
               nlohmann::ordered_json& j) {
   auto format = LoadFormat(args.Get("format"));
   if (!format.ok()) return;
-  auto calls = ParseToolCalls(*format, vocab, tokens);
+  // The tools' names, for per-tool triggers (<function=NAME>).
+  std::vector<ToolSpec> tools;
+  if (auto text = ReadConstraintFile(args.Get("tools"), "tools"); text.ok()) {
+    if (auto t = ParseTools(*text); t.ok()) tools = std::move(*t);
+  }
+  auto calls = ParseToolCalls(*format, vocab, tokens, tools);
   if (!calls.ok()) {
     j["calls_error"] = calls.status().ToString();
     return;
@@ -72,8 +77,8 @@ options:
                          "function": {...}}); free text, then calls switched on by the
                          format's trigger (docs/structured.md); with --json each sample adds
                          "calls": [{"name", "arguments"}], parsed
-  --format F             with --tools: qwen, hermes, llama3, mistral, think-json or a format
-                         file (schemas/formats/)
+  --format F             with --tools: qwen, hermes, llama3, llama3-function, mistral,
+                         think-json or a format file (schemas/formats/)
   --lenient              schemas: relax keywords that cannot be enforced exactly (warnings on
                          stderr) instead of failing
   --compact              schemas: no whitespace between JSON tokens

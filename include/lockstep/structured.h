@@ -22,9 +22,11 @@ namespace lockstep {
 // or a special token of the vocabulary (matched by id; the first of `special` names the
 // vocabulary has, so a format can name a token's chat-model name and its base-model alias).
 struct StructuredMarker {
-  enum class Kind : std::uint8_t { kNone, kText, kSpecial };
+  // kTemplate (triggers only): one text trigger per tool, `text` with "{name}" replaced by the
+  // tool's name, so the trigger chooses the tool (Llama-3.1's <function=NAME>).
+  enum class Kind : std::uint8_t { kNone, kText, kSpecial, kTemplate };
   Kind kind = Kind::kNone;
-  std::string text;                  // kText
+  std::string text;                  // kText; kTemplate: the template, holding "{name}" once
   std::vector<std::string> special;  // kSpecial: alternative names, first present wins
   bool none() const { return kind == Kind::kNone; }
 };
@@ -32,6 +34,7 @@ struct StructuredMarker {
 enum class StructuredBody : std::uint8_t {
   kNameField,  // one JSON object per call: {"name": <tool>, "<arguments_key>": <its arguments>}
   kArray,      // one JSON array of such objects per trigger (Mistral's [TOOL_CALLS] [...])
+  kArguments,  // the arguments alone; the tool is the one the (kTemplate) trigger named
 };
 
 struct StructuredFormat {
@@ -47,12 +50,21 @@ struct StructuredFormat {
   // Free text before, between and after calls (a text trigger never occurs inside it). False:
   // only whitespace outside the calls.
   bool free_text = true;
+  // Each free-text segment (before, between, after calls; matched separately) at most this many
+  // bytes (-1: unbounded) and fully matching this regex (empty: any).
+  std::int32_t free_text_max_bytes = -1;
+  std::string free_text_regex;
   StructuredMarker trigger;  // kNone only without free text: the body comes at once
   StructuredMarker end;      // kNone: the call is the last thing before EOS
   StructuredBody body = StructuredBody::kNameField;
   std::string arguments_key = "arguments";
   std::int32_t min_calls = 0;
   std::int32_t max_calls = 1;
+  // The tools this format allows, by name (empty: all the tools given); a name the tools do not
+  // define is an error of CompileStructured.
+  std::vector<std::string> tools;
+  // Where the format came from (its file), for error locations.
+  std::string origin;
 };
 
 struct ToolSpec {
@@ -68,7 +80,7 @@ struct ParsedCall {
 // Bundled format names, for messages and the CLI.
 std::vector<std::string> BundledFormatNames();
 
-// A bundled format by name (qwen, hermes, llama3, mistral, think-json) from
+// A bundled format by name (qwen, hermes, llama3, llama3-function, mistral, think-json) from
 // DataDirectory()/formats/, or a path to a format file. Errors: kInvalidArgument for an unknown
 // name (listing the known ones), kIoError for an unreadable file, kInvalidGrammar with
 // "file:line:col" or "file#/pointer" for a malformed one.
@@ -84,9 +96,15 @@ Result<std::vector<ToolSpec>> ParseTools(std::string_view json_text);
 // The structured-section grammar over the compiler's vocabulary:
 //   root ::= reasoning? free (call free){min_calls, max_calls}      (free_text)
 //   call ::= trigger body end
+//   call ::= trigger_1 body_1 end | trigger_2 body_2 end | ...            (kTemplate trigger)
 // Errors: a marker naming a special token the vocabulary lacks; a text trigger that can never
 // appear (a byte no token emits); no tools, a duplicate tool name; a tool whose schema does not
-// compile (message names the tool, location its JSON Pointer in the tool's schema).
+// compile (message names the tool, location its JSON Pointer in the tool's schema); a name in
+// format.tools the tools do not define (kInvalidArgument, location "ORIGIN#/tools/N"); per-tool
+// triggers one of which contains another; a free-text regex that does not compile
+// (kInvalidRegex, location "ORIGIN#/free_text/regex") or that no text without a trigger (and
+// within the bound) matches (kInvalidArgument); a bounded free-text automaton over max_dfa_states
+// (kResourceLimit).
 Result<std::shared_ptr<const CompiledGrammar>> CompileStructured(const GrammarCompiler& compiler,
                                                                  const StructuredFormat& format,
                                                                  std::span<const ToolSpec> tools,
@@ -95,9 +113,12 @@ Result<std::shared_ptr<const CompiledGrammar>> CompileStructured(const GrammarCo
 // An independent parser (no automaton) of generated tokens: the calls in order, each with its
 // name and arguments. Special tokens match markers by id; bodies are found by scanning JSON
 // extents and parsed as JSON. kInvalidArgument (location "byte N") when the output is not
-// well-formed under the format.
+// well-formed under the format. Per-tool (template) triggers are searched for the names of
+// format.tools, else of `tools`; with neither, "{name}" matches up to the first occurrence of
+// the template's text after it (or a run of [A-Za-z0-9_.-] when nothing follows it).
 Result<std::vector<ParsedCall>> ParseToolCalls(const StructuredFormat& format,
                                                const Vocabulary& vocab,
-                                               std::span<const TokenId> tokens);
+                                               std::span<const TokenId> tokens,
+                                               std::span<const ToolSpec> tools = {});
 
 }  // namespace lockstep

@@ -48,7 +48,8 @@ class StructuredCli(unittest.TestCase):
         # in for a chat model; they act only where the mask allows those tokens.
         for fmt, tok, bias in (("qwen", "qwen2.5", "151657:30,151658:30,151645:30,1:8,92:8"),
                                ("llama3", "llama3", "128010:30,128008:30,128009:30,1:8,92:8"),
-                               ("mistral", "mistral", ""), ("think-json", "qwen2.5", "")):
+                               ("mistral", "mistral", ""), ("think-json", "qwen2.5", ""),
+                               ("llama3-function", "llama3", "")):
             with self.subTest(format=fmt):
                 extra = ["--logit-bias", bias] if bias else []
                 code, out, err = run("generate", "--tools", self.tools, "--format", fmt,
@@ -69,6 +70,35 @@ class StructuredCli(unittest.TestCase):
                         c, o, e = run("validate", "--schema", schema, "-",
                                       stdin=json.dumps(call["arguments"]))
                         self.assertEqual(c, 0, o + e)
+
+    def test_per_tool_trigger_names_the_tool(self):
+        # A per-tool-trigger format allowing only get_weather: every call is get_weather's.
+        fmt = os.path.join(self.dir, "weather-only.json")
+        with open(fmt, "w") as f:
+            json.dump({"name": "weather-only", "trigger": {"text_template": "<function={name}>"},
+                       "end": {"text": "</function>"}, "min_calls": 1, "max_calls": 2,
+                       "free_text": {"max_bytes": 40}, "tools": ["get_weather"]}, f)
+        code, out, err = run("generate", "--tools", self.tools, "--format", fmt,
+                             "--tokenizer", "llama3", "--model", "uniform", "-n", "2",
+                             "--max-tokens", "300", "--json", "--seed", "3",
+                             "--logit-bias", "27:10,128009:20")
+        self.assertEqual(code, 0, err)
+        for line in out.splitlines():
+            r = json.loads(line)
+            if r["finish"] != "eos":
+                continue
+            self.assertIn("calls", r, r)
+            self.assertGreater(len(r["calls"]), 0, r)
+            for call in r["calls"]:
+                self.assertEqual(call["name"], "get_weather", r)
+        with open(fmt, "w") as f:
+            json.dump({"name": "bad", "trigger": {"text_template": "<function={name}>"},
+                       "end": {"text": "</function>"}, "tools": ["get_time"]}, f)
+        code, _, err = run("generate", "--tools", self.tools, "--format", fmt,
+                           "--tokenizer", "llama3")
+        self.assertNotEqual(code, 0)
+        self.assertIn("unknown tool name 'get_time'", err)
+        self.assertIn("#/tools/0", err)
 
     def test_errors(self):
         code, _, err = run("generate", "--tools", self.tools, "--format", "chatml")
