@@ -601,6 +601,15 @@ Result<std::vector<ToolSpec>> ParseTools(std::string_view json_text) {
       if (!seen.insert(spec.name).second)
         return Status(StatusCode::kInvalidArgument, "tools: duplicate tool name '" + spec.name + "'",
                       tptr + "/name");
+      if (t->contains("grammar")) {
+        if (!(*t)["grammar"].is_string() || (*t)["grammar"].get<std::string>().empty())
+          return Status(StatusCode::kInvalidArgument,
+                        "tools: the grammar of '" + spec.name + "' is not a non-empty string",
+                        tptr + "/grammar");
+        spec.grammar = (*t)["grammar"].get<std::string>();
+        out.push_back(std::move(spec));
+        continue;
+      }
       const ojson* schema = nullptr;
       for (const char* key : {"parameters", "schema", "arguments"}) {
         if (t->contains(key)) {
@@ -654,17 +663,39 @@ Result<std::shared_ptr<const CompiledGrammar>> CompileStructured(const GrammarCo
         if (taken.insert(it->name).second) used.push_back(*it);
       }
     }
-    std::vector<schema::SchemaGrammar> alone;  // each tool's arguments, compiled alone
+    const bool per_tool = f.trigger.kind == StructuredMarker::Kind::kTemplate;
+    std::vector<grammar::Grammar> alone;  // each tool's body, compiled alone
+    // A grammar body is read back up to the end marker, so it needs one; and the trigger must
+    // say which tool it is: a per-tool trigger, or one trigger and this as the only tool (e.g.
+    // Llama-3.1's <|python_tag|> code <|eom_id|>).
+    const bool sole_grammar = !per_tool && used.size() == 1 && !used[0].grammar.empty();
     for (const ToolSpec& t : used) {
+      if (!t.grammar.empty()) {
+        if ((!per_tool && !sole_grammar) || f.end.none() || f.trigger.none())
+          return Status(StatusCode::kInvalidArgument,
+                        "tool '" + t.name + "' has a grammar body: the format needs a trigger "
+                        "that names the tool (a template, or one trigger and this the only tool) "
+                        "and an end marker",
+                        f.origin + "#/trigger");
+        grammar::GrammarParseOptions po;
+        po.max_repeat = options.max_repeat;
+        auto ir = grammar::ParseGrammar(t.grammar, grammar::GrammarSyntax::kAuto, po);
+        if (!ir.ok()) {
+          return Status(ir.status().code(), "tool '" + t.name + "': " + ir.status().message(),
+                        ir.status().location());
+        }
+        alone.push_back(std::move(*ir));
+        continue;
+      }
       // Compiled alone first, so that an error points into the tool's own schema.
       auto one = CompileBody(t.schema_json, options);
       if (!one.ok()) {
         return Status(one.status().code(), ToolOrigin(t) + ": " + one.status().message(),
                       one.status().location());
       }
-      alone.push_back(std::move(*one));
+      alone.push_back(std::move(one->grammar));
     }
-    const bool per_tool = f.trigger.kind == StructuredMarker::Kind::kTemplate;
+
     if (per_tool != (f.body == StructuredBody::kArguments))
       return Status(StatusCode::kInvalidArgument,
                     "a trigger template goes with body \"arguments\", and only with it",
@@ -716,10 +747,13 @@ Result<std::shared_ptr<const CompiledGrammar>> CompileStructured(const GrammarCo
         m.kind = StructuredMarker::Kind::kText;
         m.text = words[i];
         LOCKSTEP_ASSIGN_OR_RETURN(ExprId t, b.Marker(m, "trigger"));
-        const RuleId body_root = b.Splice(alone[i].grammar, "t" + std::to_string(i) + "_");
+        const RuleId body_root = b.Splice(alone[i], "t" + std::to_string(i) + "_");
         choice.children.push_back(b.Seq({t, b.Ref(body_root), end}));
       }
       call = b.Add(std::move(choice));
+    } else if (sole_grammar) {
+      const RuleId body_root = b.Splice(alone[0], "t0_");
+      call = b.Seq({trig, b.Ref(body_root), end});
     } else {
       LOCKSTEP_ASSIGN_OR_RETURN(std::string body_text, BodySchema(f, used));
       LOCKSTEP_ASSIGN_OR_RETURN(schema::SchemaGrammar body, CompileBody(body_text, options));
@@ -959,6 +993,23 @@ class CallParser {
         if (t != pos) return Error(pos, "expected the trigger");
       }
       if (++sections > max_sections) return Error(t, "more calls than the format allows");
+      if (f_.trigger.kind != StructuredMarker::Kind::kTemplate && sole_grammar_tool_) {
+        tool = *grammar_tools_.begin();
+      }
+      if ((f_.body == StructuredBody::kArguments || sole_grammar_tool_) &&
+          grammar_tools_.count(tool) != 0) {
+        // A grammar body: its text, up to the first end marker.
+        const std::size_t b = t + tlen;
+        const std::size_t e = Find(end, b);
+        if (end.empty() || e == s_.size()) return Error(b, "a call body without its end marker");
+        LOCKSTEP_RETURN_IF_ERROR(NoSpecials(b, e, "a call body"));
+        std::string text;
+        for (std::size_t i = b; i < e; ++i) text.push_back(static_cast<char>(s_[i]));
+        calls.push_back({tool, ojson(text).dump(-1, ' ', false,
+                                                nlohmann::json::error_handler_t::replace)});
+        pos = e + end.size();
+        continue;
+      }
       std::size_t b = SkipWs(t + tlen);
       LOCKSTEP_ASSIGN_OR_RETURN(std::size_t e, f_.body == StructuredBody::kArguments
                                                    ? ValueExtent(b)
@@ -993,6 +1044,10 @@ class CallParser {
   const StructuredFormat& f_;
   std::vector<std::int32_t> s_;
   std::vector<std::string> names_;  // per-tool triggers: the tools' names (may be empty)
+
+ public:
+  std::set<std::string> grammar_tools_;  // tools whose body is a grammar (read as text)
+  bool sole_grammar_tool_ = false;       // one trigger, and one tool: a grammar one
 };
 
 }  // namespace
@@ -1019,6 +1074,11 @@ Result<std::vector<ParsedCall>> ParseToolCalls(const StructuredFormat& format,
     if (names.empty())
       for (const ToolSpec& t : tools) names.push_back(t.name);
     CallParser p(format, std::move(syms), std::move(names));
+    for (const ToolSpec& t : tools) {
+      if (!t.grammar.empty()) p.grammar_tools_.insert(t.name);
+    }
+    p.sole_grammar_tool_ = format.trigger.kind != StructuredMarker::Kind::kTemplate &&
+                           tools.size() == 1 && !tools[0].grammar.empty();
     return p.Run(vocab);
   } catch (const std::exception& e) {
     return Status(StatusCode::kInvalidArgument, std::string("tool calls: ") + e.what());

@@ -70,6 +70,10 @@ struct StructuredFormat {
 struct ToolSpec {
   std::string name;
   std::string schema_json;  // JSON Schema of the arguments
+  // Instead of a schema: the body as a grammar (GBNF or Lark-style EBNF), e.g. code after a
+  // python tag. Only with per-tool triggers (body "arguments") and an end marker; the call's
+  // arguments read back are the body's text (ParsedCall::arguments_json holds it as a JSON string).
+  std::string grammar;
 };
 
 struct ParsedCall {

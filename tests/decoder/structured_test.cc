@@ -64,7 +64,7 @@ std::vector<ToolSpec> Tools() {
   for (const char* name : {"get_weather", "book_flight"}) {
     ojson j = ojson::parse(
         testing::ReadFile(testing::SourceDataDir() + "/tools/" + name + ".json"));
-    out.push_back({name, j["properties"]["arguments"].dump()});
+    out.push_back({name, j["properties"]["arguments"].dump(), ""});
   }
   return out;
 }
@@ -574,15 +574,15 @@ TEST(StructuredErrors, BadTools) {
   auto f = LoadFormat("qwen");
   ASSERT_TRUE(f.ok());
   GrammarCompiler compiler(Vocab("qwen2.5"));
-  std::vector<ToolSpec> dup = {{"a", "{}"}, {"a", "{}"}};
+  std::vector<ToolSpec> dup = {{"a", "{}", ""}, {"a", "{}", ""}};
   auto g1 = CompileStructured(compiler, *f, dup);
   ASSERT_FALSE(g1.ok());
   EXPECT_NE(g1.status().message().find("duplicate tool name 'a'"), std::string::npos);
-  std::vector<ToolSpec> empty = {{"", "{}"}};
+  std::vector<ToolSpec> empty = {{"", "{}", ""}};
   EXPECT_FALSE(CompileStructured(compiler, *f, empty).ok());
   EXPECT_FALSE(CompileStructured(compiler, *f, std::span<const ToolSpec>{}).ok());
   std::vector<ToolSpec> bad = {
-      {"weather", R"({"type": "object", "properties": {"x": {"type": "strin"}}})"}};
+      {"weather", R"({"type": "object", "properties": {"x": {"type": "strin"}}})", ""}};
   auto g2 = CompileStructured(compiler, *f, bad);
   ASSERT_FALSE(g2.ok());
   EXPECT_NE(g2.status().message().find("tool 'weather'"), std::string::npos)
@@ -769,11 +769,185 @@ TEST(StructuredErrors, PerToolAndFreeTextErrors) {
   auto nested = ParseFormat(R"({"name": "x", "trigger": {"text_template": "{name}:"},
       "end": {"text": ";"}})", "n.json");
   ASSERT_TRUE(nested.ok());
-  std::vector<ToolSpec> nt = {{"f", "{}"}, {"ff", "{}"}};
+  std::vector<ToolSpec> nt = {{"f", "{}", ""}, {"ff", "{}", ""}};
   auto gn = CompileStructured(compiler, *nested, nt);
   ASSERT_FALSE(gn.ok());
   EXPECT_NE(gn.status().message().find("contains trigger 'f:'"), std::string::npos)
       << gn.status().ToString();
+}
+
+}  // namespace
+}  // namespace lockstep
+
+namespace lockstep {
+namespace {
+
+// A tool whose body is a grammar (arithmetic after <function=calc>) beside a schema tool, under
+// per-tool triggers: outputs followed with random tokenisations give the brute-force mask at
+// every step, are accepted to EOS, and read back with the body's text as the arguments.
+TEST(StructuredGrammarTool, MasksEqualBruteForceAndCallsReadBack) {
+  auto vocab = Vocab("llama3");
+  GrammarCompiler compiler(vocab);
+  auto format = LoadFormat("llama3-function");
+  ASSERT_TRUE(format.ok()) << format.status().ToString();
+  auto tools = ParseTools(R"([{"name": "calc", "grammar": "root ::= num (\"+\" num)*\nnum ::= [0-9]{1,4}"},
+      {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 12}}, "required": ["city"]}}])");
+  ASSERT_TRUE(tools.ok()) << tools.status().ToString();
+  ASSERT_TRUE((*tools)[0].schema_json.empty());
+  auto g = CompileStructured(compiler, *format, *tools);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  const std::vector<std::string> outputs = {
+      "Adding them: <function=calc>12+7+300</function>",
+      "<function=calc>5</function>",
+      "First the sum <function=calc>1+22</function>",
+      "Weather: <function=get_weather>{\"city\": \"Oslo\"}</function>",
+  };
+  std::mt19937_64 rng(5);
+  long steps = 0;
+  testing::Mask fast(BitmaskWords(vocab->logits_width())), slow;
+  const int rounds = std::max(1, static_cast<int>(3 * testing::TestScale()));
+  for (int round = 0; round < rounds; ++round) {
+    for (const std::string& out : outputs) {
+      Matcher m(*g);
+      std::vector<TokenId> ids;
+      std::size_t off = 0;
+      while (off < out.size()) {
+        m.FillNextTokenBitmask(fast);
+        slow = testing::BruteForceMask(m);
+        ++steps;
+        ASSERT_EQ(fast, slow) << "after '" << out.substr(0, off) << "'";
+        std::vector<TokenId> cands;
+        for (TokenId id : testing::AllowedIds(slow)) {
+          if (id >= vocab->size() || vocab->IsSpecial(id)) continue;
+          std::string_view b = vocab->TokenBytes(id);
+          if (!b.empty() && std::string_view(out).substr(off, b.size()) == b) cands.push_back(id);
+        }
+        ASSERT_FALSE(cands.empty()) << "rejected after '" << out.substr(0, off) << "'";
+        const TokenId pick = cands[rng() % cands.size()];
+        ASSERT_TRUE(m.AcceptToken(pick));
+        ids.push_back(pick);
+        off += vocab->TokenBytes(pick).size();
+      }
+      m.FillNextTokenBitmask(fast);
+      slow = testing::BruteForceMask(m);
+      ASSERT_EQ(fast, slow) << "at the end of '" << out << "'";
+      ASSERT_TRUE(m.AcceptToken(vocab->eos())) << out;
+      auto calls = ParseToolCalls(*format, *vocab, ids, *tools);
+      ASSERT_TRUE(calls.ok()) << calls.status().ToString();
+      ASSERT_EQ(calls->size(), 1u) << out;
+      const std::size_t open = out.find("<function=") + 10;
+      const std::size_t close = out.find('>', open);
+      EXPECT_EQ((*calls)[0].name, out.substr(open, close - open));
+      const std::string body = out.substr(close + 1, out.find("</function>") - close - 1);
+      if ((*calls)[0].name == "calc") {
+        EXPECT_EQ(nlohmann::json::parse((*calls)[0].arguments_json).get<std::string>(), body);
+      } else {
+        EXPECT_EQ(nlohmann::json::parse((*calls)[0].arguments_json), nlohmann::json::parse(body));
+      }
+    }
+  }
+  EXPECT_GT(steps, 20);
+  // Not in the grammar: a letter inside the calc body, a call without its end marker.
+  Matcher m(*g);
+  EXPECT_TRUE(m.AcceptString("<function=calc>1"));
+  EXPECT_FALSE(m.AcceptString("a"));
+  EXPECT_FALSE(m.AcceptToken(vocab->eos()));
+}
+
+// One trigger (a special token) and one tool whose body is a grammar: Llama-3.1's
+// <|python_tag|> code <|eom_id|>. Masks equal brute force along random tokenisations of text and
+// body; the call reads back as the tool with the body's text.
+TEST(StructuredGrammarTool, SoleGrammarToolBehindASpecialTrigger) {
+  auto vocab = Vocab("llama3");
+  GrammarCompiler compiler(vocab);
+  auto format = LoadFormat("llama3");
+  ASSERT_TRUE(format.ok()) << format.status().ToString();
+  auto tools = ParseTools(
+      R"([{"name": "python", "grammar": "root ::= \"print(\" num (\"+\" num)* \")\"\nnum ::= [0-9]{1,3}"}])");
+  ASSERT_TRUE(tools.ok()) << tools.status().ToString();
+  auto g = CompileStructured(compiler, *format, *tools);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  const TokenId tag = SpecialId(format->trigger, *vocab);
+  const TokenId eom = SpecialId(format->end, *vocab);
+  ASSERT_NE(tag, kNoToken);
+  ASSERT_NE(eom, kNoToken);
+  std::mt19937_64 rng(9);
+  testing::Mask fast(BitmaskWords(vocab->logits_width())), slow;
+  for (const std::string body : {"print(1+22)", "print(7)", "print(100+2+35)"}) {
+    Matcher m(*g);
+    std::vector<TokenId> ids;
+    auto follow = [&](const std::string& text) {
+      std::size_t off = 0;
+      while (off < text.size()) {
+        m.FillNextTokenBitmask(fast);
+        slow = testing::BruteForceMask(m);
+        ASSERT_EQ(fast, slow) << "after '" << text.substr(0, off) << "'";
+        std::vector<TokenId> cands;
+        for (TokenId id : testing::AllowedIds(slow)) {
+          if (id >= vocab->size() || vocab->IsSpecial(id)) continue;
+          std::string_view b = vocab->TokenBytes(id);
+          if (!b.empty() && std::string_view(text).substr(off, b.size()) == b) cands.push_back(id);
+        }
+        ASSERT_FALSE(cands.empty()) << "rejected after '" << text.substr(0, off) << "'";
+        const TokenId pick = cands[rng() % cands.size()];
+        ASSERT_TRUE(m.AcceptToken(pick));
+        ids.push_back(pick);
+        off += vocab->TokenBytes(pick).size();
+      }
+    };
+    follow("Let me compute that. ");
+    m.FillNextTokenBitmask(fast);
+    EXPECT_TRUE((fast[tag >> 5] >> (tag & 31)) & 1);
+    ASSERT_TRUE(m.AcceptToken(tag));
+    ids.push_back(tag);
+    follow(body);
+    m.FillNextTokenBitmask(fast);
+    slow = testing::BruteForceMask(m);
+    ASSERT_EQ(fast, slow) << "before the end marker";
+    ASSERT_TRUE(m.AcceptToken(eom));
+    ids.push_back(eom);
+    ASSERT_TRUE(m.AcceptToken(vocab->eos()));
+    auto calls = ParseToolCalls(*format, *vocab, ids, *tools);
+    ASSERT_TRUE(calls.ok()) << calls.status().ToString();
+    ASSERT_EQ(calls->size(), 1u);
+    EXPECT_EQ((*calls)[0].name, "python");
+    EXPECT_EQ(nlohmann::json::parse((*calls)[0].arguments_json).get<std::string>(), body);
+  }
+  // Not a sentence of the body's grammar.
+  Matcher m(*g);
+  ASSERT_TRUE(m.AcceptToken(tag));
+  EXPECT_TRUE(m.AcceptString("print(1"));
+  EXPECT_FALSE(m.AcceptString("x"));
+  EXPECT_FALSE(m.AcceptToken(eom));
+}
+
+TEST(StructuredGrammarTool, Errors) {
+  auto vocab = Vocab("llama3");
+  GrammarCompiler compiler(vocab);
+  auto qwen = LoadFormat("qwen");
+  auto func = LoadFormat("llama3-function");
+  ASSERT_TRUE(qwen.ok() && func.ok());
+  auto tools = ParseTools(R"([{"name": "calc", "grammar": "root ::= [0-9]+"}])");
+  ASSERT_TRUE(tools.ok());
+  // A grammar body needs the trigger to name the tool: a template, or the only tool.
+  EXPECT_TRUE(CompileStructured(compiler, *qwen, *tools).ok());
+  auto two = ParseTools(R"([{"name": "calc", "grammar": "root ::= [0-9]+"},
+      {"name": "w", "parameters": {"type": "object"}}])");
+  ASSERT_TRUE(two.ok());
+  auto g = CompileStructured(compiler, *qwen, *two);
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("grammar body"), std::string::npos) << g.status().ToString();
+  // A grammar that does not parse names the tool and its line:column.
+  auto bad = ParseTools(R"([{"name": "calc", "grammar": "root ::= [0-9"}])");
+  ASSERT_TRUE(bad.ok());
+  g = CompileStructured(compiler, *func, *bad);
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("'calc'"), std::string::npos) << g.status().ToString();
+  EXPECT_FALSE(g.status().location().empty()) << g.status().ToString();
+  // An empty grammar string is a tools-file error at its pointer.
+  auto empty = ParseTools(R"([{"name": "calc", "grammar": ""}])");
+  ASSERT_FALSE(empty.ok());
+  EXPECT_EQ(empty.status().location(), "/0/grammar");
 }
 
 }  // namespace
