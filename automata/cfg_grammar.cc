@@ -1124,8 +1124,9 @@ void CfgGrammar::PrecomputePositions(int threads) const {
 std::int32_t CfgGrammar::Signature(const EarleyParser& parser, std::vector<std::int32_t>& sigs,
                                    std::int32_t k) const {
   if (static_cast<std::int32_t>(sigs.size()) > parser.num_sets()) sigs.resize(parser.num_sets());
-  std::vector<std::int32_t> key;
-  std::vector<std::array<std::int32_t, 4>> items;
+  if (static_cast<std::int32_t>(sigs.size()) > k) return sigs[k];  // interned before
+  thread_local std::vector<std::int32_t> key;  // scratch: no allocation per fill
+  thread_local std::vector<std::array<std::int32_t, 4>> items;
   for (std::int32_t j = static_cast<std::int32_t>(sigs.size()); j <= k; ++j) {
     items.clear();
     bool unknown = false;

@@ -5,7 +5,7 @@
 
 #include <algorithm>
 #include <map>
-#include <unordered_map>
+#include <span>
 
 #include "automata/byte_dfa.h"
 #include "automata/byte_nfa.h"
@@ -49,6 +49,47 @@ std::string Loc(const grammar::SourceLocation& loc) {
   return std::to_string(loc.line) + ":" + std::to_string(loc.column);
 }
 
+// Calls f(lo, hi, target) for the maximal byte ranges of state s of `dfa` with one live target,
+// in byte order: one table lookup per run of adjacent bytes in one class, not one per byte (a
+// format automaton has tens of thousands of states).
+class DfaRanges {
+ public:
+  explicit DfaRanges(const ByteDfa& dfa) : dfa_(dfa) {
+    for (int b = 0; b < 256; ++b) {
+      if (b > 0 && dfa.byte_class[b] == dfa.byte_class[b - 1]) {
+        runs_.back().hi = b;
+      } else {
+        runs_.push_back({b, b, dfa.byte_class[b]});
+      }
+    }
+  }
+  template <typename F>
+  void ForEach(StateId s, F&& f) const {
+    const StateId* row = dfa_.next.data() + static_cast<std::size_t>(s) * dfa_.num_classes;
+    std::int32_t lo = -1, hi = -1;
+    StateId cur = ByteDfa::kDead;
+    for (const Run& run : runs_) {
+      const StateId t = row[run.cls];
+      if (t == cur && t != ByteDfa::kDead && hi + 1 == run.lo) {
+        hi = run.hi;
+        continue;
+      }
+      if (cur != ByteDfa::kDead) f(lo, hi, cur);
+      cur = t;
+      lo = run.lo;
+      hi = run.hi;
+    }
+    if (cur != ByteDfa::kDead) f(lo, hi, cur);
+  }
+
+ private:
+  struct Run {
+    std::int32_t lo, hi, cls;
+  };
+  const ByteDfa& dfa_;
+  std::vector<Run> runs_;
+};
+
 class Lowering {
  public:
   Lowering(const grammar::Grammar& g, const Vocabulary& vocab, const CfgCompileOptions& options)
@@ -57,10 +98,17 @@ class Lowering {
   Result<CfgProgram> Run();
 
  private:
+  // NFA states are pooled across the rules of one compile (their edge lists keep their capacity).
   std::int32_t NewState() {
-    nfa_.emplace_back();
-    if (static_cast<std::int32_t>(nfa_.size()) > options_.max_states * 4) overflow_ = true;
-    return static_cast<std::int32_t>(nfa_.size() - 1);
+    if (nfa_live_ < nfa_.size()) {
+      nfa_[nfa_live_].edges.clear();
+      nfa_[nfa_live_].eps.clear();
+    } else {
+      nfa_.emplace_back();
+    }
+    ++nfa_live_;
+    if (static_cast<std::int32_t>(nfa_live_) > options_.max_states * 4) overflow_ = true;
+    return static_cast<std::int32_t>(nfa_live_ - 1);
   }
   void Edge(std::int32_t from, std::int32_t lo, std::int32_t hi, std::int32_t to) {
     nfa_[from].edges.push_back({lo, hi, to});
@@ -93,7 +141,8 @@ class Lowering {
   std::map<ExprId, std::int32_t> aux_rule_of_expr_;
   std::map<std::string, std::int32_t> special_index_;
   std::vector<TokenId> specials_;
-  std::vector<NState> nfa_;  // the NFA of the rule being lowered
+  std::vector<NState> nfa_;  // the NFA of the rule being lowered: its first nfa_live_ states
+  std::size_t nfa_live_ = 0;
   bool overflow_ = false;
 
   // Per-rule DFAs, in global numbering once appended.
@@ -313,16 +362,12 @@ Status Lowering::Build(ExprId e, std::int32_t from, std::int32_t* to, int depth)
       std::vector<std::int32_t> map(dfa->num_states, -1);
       for (StateId s = 1; s < dfa->num_states; ++s) map[s] = NewState();
       Eps(from, map[dfa->start]);
+      const DfaRanges ranges(*dfa);
       for (StateId s = 1; s < dfa->num_states; ++s) {
         if (dfa->IsAccepting(s)) Eps(map[s], end);
-        int b = 0;
-        while (b < 256) {
-          StateId t = dfa->Step(s, static_cast<std::uint8_t>(b));
-          int e2 = b;
-          while (e2 + 1 < 256 && dfa->Step(s, static_cast<std::uint8_t>(e2 + 1)) == t) ++e2;
-          if (t != ByteDfa::kDead) Edge(map[s], b, e2, map[t]);
-          b = e2 + 1;
-        }
+        ranges.ForEach(s, [&](std::int32_t lo, std::int32_t hi, StateId t) {
+          Edge(map[s], lo, hi, map[t]);
+        });
       }
       *to = end;
       return Status::Ok();
@@ -437,34 +482,85 @@ void EpsClosure(const std::vector<NState>& nfa, std::vector<std::int32_t>* set,
   std::sort(s.begin(), s.end());
 }
 
-struct VecHash {
-  std::size_t operator()(const std::vector<std::int32_t>& v) const {
-    std::uint64_t h = 1469598103934665603ull;
-    for (std::int32_t x : v) h = (h ^ static_cast<std::uint32_t>(x)) * 1099511628211ull;
-    return static_cast<std::size_t>(h);
+
+// Sorted sets of NFA states interned in one flat pool (open addressing over their indices): the
+// subset construction's kernels and closures without an allocation per set.
+class SetTable {
+ public:
+  SetTable() : off_{0} {}
+  std::int32_t size() const { return static_cast<std::int32_t>(hash_.size()); }
+  std::span<const std::int32_t> Get(std::int32_t i) const {
+    return {pool_.data() + off_[i], pool_.data() + off_[i + 1]};
   }
+  // {index of s, whether it was added now}.
+  std::pair<std::int32_t, bool> Intern(std::span<const std::int32_t> s) {
+    if (slots_.empty()) slots_.assign(64, -1);
+    const std::uint64_t h = Hash(s);
+    std::size_t mask = slots_.size() - 1, i = h & mask;
+    for (; slots_[i] >= 0; i = (i + 1) & mask) {
+      const std::int32_t id = slots_[i];
+      if (hash_[id] != h) continue;
+      std::span<const std::int32_t> t = Get(id);
+      if (t.size() == s.size() && std::equal(t.begin(), t.end(), s.begin())) return {id, false};
+    }
+    const std::int32_t id = size();
+    pool_.insert(pool_.end(), s.begin(), s.end());
+    off_.push_back(static_cast<std::uint32_t>(pool_.size()));
+    hash_.push_back(h);
+    slots_[i] = id;
+    if (static_cast<std::size_t>(size()) * 2 > slots_.size()) {
+      slots_.assign(slots_.size() * 2, -1);
+      mask = slots_.size() - 1;
+      for (std::int32_t j = 0; j < size(); ++j) {
+        std::size_t k = hash_[j] & mask;
+        while (slots_[k] >= 0) k = (k + 1) & mask;
+        slots_[k] = j;
+      }
+    }
+    return {id, true};
+  }
+
+ private:
+  static std::uint64_t Hash(std::span<const std::int32_t> s) {
+    std::uint64_t h = 1469598103934665603ull;
+    for (std::int32_t x : s) h = (h ^ static_cast<std::uint32_t>(x)) * 1099511628211ull;
+    return h ^ (h >> 29);
+  }
+  std::vector<std::int32_t> pool_;
+  std::vector<std::uint32_t> off_;
+  std::vector<std::uint64_t> hash_;
+  std::vector<std::int32_t> slots_;
 };
 
 Status Lowering::Determinise(std::int32_t rule, std::int32_t nfa_start, std::int32_t nfa_end) {
   std::vector<std::uint32_t> mark(nfa_.size(), 0);
   std::uint32_t stamp = 0;
-  std::unordered_map<std::vector<std::int32_t>, std::int32_t, VecHash> ids;
-  std::vector<std::vector<std::int32_t>> sets;
+  SetTable sets;  // closures: DFA state base + i is sets.Get(i)
   const std::int32_t base = static_cast<std::int32_t>(dstates_.size());
-  auto intern = [&](std::vector<std::int32_t> s) -> std::int32_t {
-    EpsClosure(nfa_, &s, &mark, ++stamp);
-    auto it = ids.find(s);
-    if (it != ids.end()) return it->second;
-    std::int32_t id = base + static_cast<std::int32_t>(sets.size());
-    ids.emplace(s, id);
-    sets.push_back(std::move(s));
-    DState d;
-    d.rule = rule;
-    d.accepting = false;
-    dstates_.push_back(std::move(d));
+  // Kernels (the targets before their epsilon closure) seen before skip the closure: many
+  // intervals and states step into the same kernel.
+  SetTable kernels;
+  std::vector<std::int32_t> state_of_kernel;
+  std::vector<std::int32_t> closure;
+  // `kernel`: sorted, no duplicates.
+  auto intern = [&](std::span<const std::int32_t> kernel) -> std::int32_t {
+    auto [ki, kfresh] = kernels.Intern(kernel);
+    if (!kfresh) return state_of_kernel[ki];
+    closure.assign(kernel.begin(), kernel.end());
+    EpsClosure(nfa_, &closure, &mark, ++stamp);
+    auto [si, sfresh] = sets.Intern(closure);
+    const std::int32_t id = base + si;
+    state_of_kernel.push_back(id);
+    if (sfresh) {
+      DState d;
+      d.rule = rule;
+      d.accepting = false;
+      dstates_.push_back(std::move(d));
+    }
     return id;
   };
-  std::int32_t start = intern({nfa_start});
+  const std::int32_t start_set[1] = {nfa_start};
+  std::int32_t start = intern(start_set);
   rules_[rule].info.start = start;
   // Per DFA state, the byte edges of its NFA states cut [0, 256) into intervals on which the
   // target set is constant: one intern per interval, not per byte (a UTF-8 class or an inlined
@@ -474,8 +570,10 @@ Status Lowering::Determinise(std::int32_t rule, std::int32_t nfa_start, std::int
   };
   std::vector<ByteEdge> edges;
   std::vector<std::int32_t> cuts;
-  std::map<std::int32_t, std::vector<std::int32_t>> by_sym;
-  for (std::size_t i = 0; i < sets.size(); ++i) {
+  std::vector<std::pair<std::int32_t, std::int32_t>> by_sym;  // (symbol, NFA target)
+  std::vector<std::int32_t> targets;
+  std::vector<std::int32_t> prev_key, k;
+  for (std::int32_t i = 0; i < sets.size(); ++i) {
     if (static_cast<std::int32_t>(dstates_.size()) > options_.max_states) {
       return Status(StatusCode::kResourceLimit,
                     "grammar automaton exceeds max_states (" +
@@ -486,7 +584,7 @@ Status Lowering::Determinise(std::int32_t rule, std::int32_t nfa_start, std::int
     cuts.clear();
     by_sym.clear();
     bool acc = false;
-    for (std::int32_t ns : sets[i]) {
+    for (std::int32_t ns : sets.Get(i)) {  // (a view into the pool: no intern in this loop)
       if (ns == nfa_end) acc = true;
       for (const NEdge& ed : nfa_[ns].edges) {
         if (ed.lo < 256) {
@@ -495,15 +593,15 @@ Status Lowering::Determinise(std::int32_t rule, std::int32_t nfa_start, std::int
           cuts.push_back(ed.lo);
           cuts.push_back(hi + 1);
         } else {
-          by_sym[ed.lo].push_back(ed.to);
+          by_sym.emplace_back(ed.lo, ed.to);
         }
       }
     }
     std::sort(cuts.begin(), cuts.end());
     cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
-    const std::int32_t sid = base + static_cast<std::int32_t>(i);
+    const std::int32_t sid = base + i;
     std::vector<DState::ByteRange> bytes;
-    std::vector<std::int32_t> prev_key, k;
+    prev_key.clear();
     std::int32_t prev_target = -1;
     for (std::size_t c = 0; c + 1 < cuts.size(); ++c) {
       const std::int32_t lo = cuts[c], hi = cuts[c + 1] - 1;
@@ -529,7 +627,12 @@ Status Lowering::Determinise(std::int32_t rule, std::int32_t nfa_start, std::int
       }
     }
     std::vector<std::pair<std::int32_t, std::int32_t>> nts, sps;
-    for (auto& [sym, targets] : by_sym) {
+    std::sort(by_sym.begin(), by_sym.end());
+    by_sym.erase(std::unique(by_sym.begin(), by_sym.end()), by_sym.end());
+    for (std::size_t a = 0; a < by_sym.size();) {
+      const std::int32_t sym = by_sym[a].first;
+      targets.clear();
+      for (; a < by_sym.size() && by_sym[a].first == sym; ++a) targets.push_back(by_sym[a].second);
       std::int32_t t = intern(targets);
       std::int32_t idx = (sym - kRuleSymbolBase) / 2;
       if ((sym - kRuleSymbolBase) % 2 == 0) {
@@ -549,18 +652,14 @@ Status Lowering::Determinise(std::int32_t rule, std::int32_t nfa_start, std::int
 
 void Lowering::CopyDfa(std::int32_t rule, const ByteDfa& dfa) {
   const std::int32_t base = static_cast<std::int32_t>(dstates_.size()) - 1;  // DFA state 1 -> base+1
+  const DfaRanges ranges(dfa);
   for (StateId s = 1; s < dfa.num_states; ++s) {
     DState d;
     d.rule = rule;
     d.accepting = dfa.IsAccepting(s);
-    int b = 0;
-    while (b < 256) {
-      const StateId t = dfa.Step(s, static_cast<std::uint8_t>(b));
-      int e = b;
-      while (e + 1 < 256 && dfa.Step(s, static_cast<std::uint8_t>(e + 1)) == t) ++e;
-      if (t != ByteDfa::kDead) d.bytes.push_back({b, e, base + t});
-      b = e + 1;
-    }
+    ranges.ForEach(s, [&](std::int32_t lo, std::int32_t hi, StateId t) {
+      d.bytes.push_back({lo, hi, base + t});
+    });
     dstates_.push_back(std::move(d));
   }
   rules_[rule].info.start = base + dfa.start;
@@ -598,7 +697,7 @@ Result<CfgProgram> Lowering::Run() {
       }
       continue;
     }
-    nfa_.clear();
+    nfa_live_ = 0;
     std::int32_t start = NewState();
     std::int32_t end;
     LOCKSTEP_RETURN_IF_ERROR(Build(rules_[r].body, start, &end, 0));

@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 #include <utility>
 
@@ -736,6 +737,94 @@ Result<ByteDfa> BuildStringTokenDfa(std::vector<const ByteDfa*> contents, std::i
   return BuildDfa(start, cls, step, accept, max_states, "this string constraint");
 }
 
+// The JSON string token (quotes included, canonical escaping) of every value that is not one of
+// the trie's strings: the same language as BuildStringTokenDfa({}, 0, -1, &trie, ...), built
+// directly. States: before the quote, one per trie node (its UTF-8 state implied by the key's
+// bytes), the free string body (one per state of the UTF-8 automaton), the escape states, done.
+// nullopt when an excluded value holds a byte that is escaped in a JSON string (control
+// characters, '"', '\\': an escape could then spell a key) or is not valid UTF-8.
+std::optional<ByteDfa> ExcludedStringTokenDfa(const Trie& trie) {
+  const ByteDfa& any = AnyContentDfa();
+  const StateId u0 = any.start;
+  if (any.Step(u0, 'a') != u0 || !any.IsAccepting(u0)) return std::nullopt;
+  const std::int32_t nt = static_cast<std::int32_t>(trie.children.size());
+  // UTF-8 state of each trie node, in insertion order (parents before children).
+  std::vector<StateId> u_of(nt, ByteDfa::kDead);
+  u_of[0] = u0;
+  for (std::int32_t n = 0; n < nt; ++n) {
+    if (u_of[n] == ByteDfa::kDead) return std::nullopt;
+    for (const auto& [b, child] : trie.children[n]) {
+      if (b < 0x20 || b == '"' || b == '\\') return std::nullopt;
+      u_of[child] = any.Step(u_of[n], b);
+    }
+    if (trie.terminal[n] && !any.IsAccepting(u_of[n])) return std::nullopt;
+  }
+  // Numbering: 0 dead, 1 start, 2 done, then escapes, free states, trie nodes.
+  enum : StateId { kStart = 1, kDone = 2, kEsc = 3, kEscU = 4, kEscU0 = 5, kEscU00 = 6,
+                   kEscU000 = 7, kEscU001 = 8, kFree = 9 };
+  const StateId trie_base = kFree + any.num_states;
+  // Byte classes: the bytes the construction names (quote, backslash, escape letters and hex
+  // digits, key bytes) alone, control bytes together, the rest by their UTF-8 class.
+  std::array<bool, 256> named{};
+  for (const char* p = "\"\\bfnrtu0123456789abcdef"; *p; ++p) named[static_cast<unsigned char>(*p)] = true;
+  for (const auto& node : trie.children)
+    for (const auto& [b, child] : node) named[b] = true;
+  SubsetDfa sub;
+  std::array<std::int32_t, 0x201> class_of_label;
+  class_of_label.fill(-1);
+  std::vector<std::uint8_t> rep;
+  for (int b = 0; b < 256; ++b) {
+    const int label = b < 0x20 ? 0x200 : named[b] ? b : 0x100 + any.byte_class[b];
+    if (class_of_label[label] < 0) {
+      class_of_label[label] = static_cast<std::int32_t>(rep.size());
+      rep.push_back(static_cast<std::uint8_t>(b));
+    }
+    sub.byte_class[b] = static_cast<std::uint8_t>(class_of_label[label]);
+  }
+  const std::size_t nc = rep.size();
+  sub.num_states = trie_base + nt;
+  sub.num_classes = static_cast<std::int32_t>(nc);
+  sub.next.assign(static_cast<std::size_t>(sub.num_states) * nc, ByteDfa::kDead);
+  sub.accepting.assign(sub.num_states, 0);
+  sub.accepting[kDone] = 1;
+  sub.start = kStart;
+  auto set = [&](StateId s, int b, StateId t) { sub.next[static_cast<std::size_t>(s) * nc + sub.byte_class[b]] = t; };
+  auto free_of = [&](StateId u) { return u == ByteDfa::kDead ? ByteDfa::kDead : kFree + u; };
+  set(kStart, '"', trie_base);
+  for (const char* p = "\"\\bfnrt"; *p; ++p) set(kEsc, static_cast<unsigned char>(*p), free_of(u0));
+  set(kEsc, 'u', kEscU);
+  set(kEscU, '0', kEscU0);
+  set(kEscU0, '0', kEscU00);
+  set(kEscU00, '0', kEscU000);
+  set(kEscU00, '1', kEscU001);
+  for (const char* p = "01234567bef"; *p; ++p) set(kEscU000, static_cast<unsigned char>(*p), free_of(u0));
+  for (const char* p = "0123456789abcdef"; *p; ++p) set(kEscU001, static_cast<unsigned char>(*p), free_of(u0));
+  // Body bytes from UTF-8 state u (in a trie node or free): '"' closes where a character ends,
+  // '\\' starts an escape there, control bytes are never raw.
+  auto body = [&](StateId s, StateId u, bool closes) {
+    const bool boundary = any.Step(u, 'a') != ByteDfa::kDead;
+    StateId* row = sub.next.data() + static_cast<std::size_t>(s) * nc;
+    for (std::size_t c = 0; c < nc; ++c) {
+      const std::uint8_t b = rep[c];
+      if (b < 0x20) continue;
+      if (b == '"') {
+        if (boundary && closes) row[c] = kDone;
+      } else if (b == '\\') {
+        if (boundary) row[c] = kEsc;
+      } else {
+        row[c] = free_of(any.Step(u, b));
+      }
+    }
+  };
+  for (StateId u = 1; u < any.num_states; ++u) body(kFree + u, u, any.IsAccepting(u));
+  for (std::int32_t n = 0; n < nt; ++n) {
+    const StateId s = trie_base + n;
+    body(s, u_of[n], any.IsAccepting(u_of[n]) && !trie.terminal[n]);
+    for (const auto& [b, child] : trie.children[n]) set(s, b, trie_base + child);
+  }
+  return MinimizeDfa(sub);
+}
+
 // Pattern (unanchored search semantics) -> DFA over the decoded value's UTF-8 bytes.
 Result<ByteDfa> PatternContentDfa(const std::string& pattern, std::int32_t max_states) {
   // Validate first so that errors point into the pattern as written.
@@ -1286,6 +1375,12 @@ Result<grammar::ExprId> AddStringExpr(grammar::Grammar* g, const StringConstrain
   }
   Trie trie;
   for (const std::string& s : c.excluded) trie.Insert(s);
+  if (options.direct_exclusion && contents.empty() && c.not_patterns.empty() && min_len == 0 &&
+      !has_max) {
+    if (std::optional<ByteDfa> direct = ExcludedStringTokenDfa(trie)) {
+      return AddDfaExpr(g, std::move(*direct));
+    }
+  }
   LOCKSTEP_ASSIGN_OR_RETURN(
       ByteDfa tok, BuildStringTokenDfa(contents, min_len, has_max ? max_len : -1,
                                        c.excluded.empty() ? nullptr : &trie, options.max_dfa_states,

@@ -27,6 +27,10 @@ namespace lockstep::schema {
 struct LexicalOptions {
   // Budget on the states of one automaton (product constructions included): kResourceLimit past it.
   std::int32_t max_dfa_states = 100000;
+  // Strings whose only constraint is `excluded` (the keys left to additionalProperties, `not:
+  // {enum}`) are built directly from a trie of the excluded values (linear in their bytes) rather
+  // than by the general product construction; false forces the general one (tests compare them).
+  bool direct_exclusion = true;
 };
 
 // A bound as written in the schema: the JSON number text of `minimum` etc. (exact decimal).

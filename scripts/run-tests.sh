@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 SAN_BUILD=${SAN_BUILD:-build-san}
 JOBS=${JOBS:-$(nproc)}
-FUZZ_SECONDS=${FUZZ_SECONDS:-30}
+FUZZ_SECONDS=${FUZZ_SECONDS:-15}
 passed=0
 failed=0
 step() { echo; echo "==== $*"; }
