@@ -3,6 +3,7 @@
 // orphaned nodes in the input arena cannot confuse it, and it repeats its passes until nothing
 // changes, which makes it idempotent.
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <string>
 #include <vector>
@@ -158,8 +159,11 @@ void CollectRefs(const Grammar& g, ExprId id, std::vector<RuleId>* out) {
 // Canonical text of an expression tree, the key for deduplicating rules.
 void Key(const Grammar& g, ExprId id, std::string* out) {
   const Expr& e = g.expr(id);
+  // Fixed-width binary numbers (a tag after each keeps the text unambiguous): no formatting.
   const auto num = [out](std::int64_t v, char tag) {
-    *out += std::to_string(v);
+    char bytes[sizeof v];
+    std::memcpy(bytes, &v, sizeof v);
+    out->append(bytes, sizeof v);
     out->push_back(tag);
   };
   num(static_cast<int>(e.kind), '(');
@@ -385,6 +389,47 @@ class Pass {
   std::vector<ExprId> new_body_;
 };
 
+// Whether another Pass over `g` (a Pass's output) could change it. A Pass's trees come out
+// flattened, so the next one changes something only through its rule-level steps: a rule left
+// unreachable, a rule that became single-use (its users were merged), or rules whose bodies
+// became identical (their references were merged). Saves the confirming round.
+bool MayChangeAgain(const Grammar& g, const NormalizeOptions& options) {
+  const std::size_t n = g.rules.size();
+  std::vector<std::vector<RuleId>> edges(n);
+  for (std::size_t r = 0; r < n; ++r) CollectRefs(g, g.rules[r].body, &edges[r]);
+  std::vector<bool> reachable(n, false);
+  std::vector<RuleId> work = {g.root};
+  reachable[g.root] = true;
+  while (!work.empty()) {
+    const RuleId r = work.back();
+    work.pop_back();
+    for (RuleId t : edges[r]) {
+      if (!reachable[t]) {
+        reachable[t] = true;
+        work.push_back(t);
+      }
+    }
+  }
+  std::vector<std::int32_t> uses(n, 0);
+  for (std::size_t r = 0; r < n; ++r) {
+    if (!reachable[r]) return true;
+    for (RuleId t : edges[r]) ++uses[t];
+  }
+  if (options.inline_single_use) {
+    const std::vector<bool> cyclic = CyclicRules(edges);
+    for (std::size_t r = 0; r < n; ++r) {
+      if (static_cast<RuleId>(r) != g.root && uses[r] == 1 && !cyclic[r]) return true;
+    }
+  }
+  if (options.dedupe_rules) {
+    std::vector<std::string> keys(n);
+    for (std::size_t r = 0; r < n; ++r) Key(g, g.rules[r].body, &keys[r]);
+    std::sort(keys.begin(), keys.end());
+    if (std::adjacent_find(keys.begin(), keys.end()) != keys.end()) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 std::vector<bool> NullableRules(const Grammar& g) {
@@ -411,7 +456,7 @@ Status Normalize(Grammar& g, const NormalizeOptions& options) {
     Grammar next = Pass(g, options).Run();
     const bool same = StructurallyEqual(next, g);
     g = std::move(next);
-    if (same) return Status::Ok();
+    if (same || !MayChangeAgain(g, options)) return Status::Ok();
   }
   return Status::Ok();
 }

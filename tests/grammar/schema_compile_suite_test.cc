@@ -78,7 +78,7 @@ std::string Reason(const Status& st) {
 }
 
 struct Figures {
-  int schemas = 0, compiled = 0, instances = 0, over = 0, under = 0;
+  int schemas = 0, compiled = 0, instances = 0, over = 0, under = 0, not_idempotent = 0;
   std::map<std::string, int> not_compiled;
   std::vector<std::string> failures;
 };
@@ -111,6 +111,13 @@ void RunDraft(const std::string& draft_name, Draft draft, const GrammarCompiler&
           std::cout << "  not compiled: " << where << ": " << ir.status().ToString() << "\n";
         }
         continue;
+      }
+      {
+        // The schema compiler's grammar is normalised (Normalize stops as soon as another round
+        // could change nothing): normalising it again must leave it as it is.
+        lockstep::grammar::Grammar again = ir->grammar;
+        ASSERT_TRUE(lockstep::grammar::Normalize(again).ok()) << where;
+        if (!lockstep::grammar::StructurallyEqual(again, ir->grammar)) ++fig->not_idempotent;
       }
       auto g = compiler.CompileGrammarIr(ir->grammar);
       if (!g.ok()) {
@@ -168,6 +175,7 @@ TEST(SchemaCompileSuite, NoOverOrUnderConstraint) {
     }
     EXPECT_EQ(fig.over, 0);
     EXPECT_EQ(fig.under, 0);
+    EXPECT_EQ(fig.not_idempotent, 0) << "grammars that a second Normalize changed";
   }
   std::cout << "[ schemas  ] total "
             << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()
