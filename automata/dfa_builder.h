@@ -37,6 +37,9 @@ Result<SubsetDfa> BuildSubsetDfa(const ByteNfa& nfa, const RegexCompileOptions& 
 // Trims states that cannot reach acceptance into the dead state, merges equivalent states
 // (Hopcroft), numbers states 0 dead, then non-accepting, then accepting ones in breadth-first
 // order over bytes, and merges byte classes whose columns are identical.
-ByteDfa MinimizeDfa(const SubsetDfa& dfa);
+// `distinct_states`: the caller knows no two live states are equivalent (a construction that
+// is minimal by design); the partition refinement is skipped, the rest (trimming, numbering,
+// classes) is the same.
+ByteDfa MinimizeDfa(const SubsetDfa& dfa, bool distinct_states = false);
 
 }  // namespace lockstep

@@ -118,9 +118,70 @@ std::vector<std::int32_t> HopcroftBlocks(std::int32_t n, std::int32_t k,
   return block;
 }
 
+// Moore's refinement for small DFAs (states x classes up to kMooreCells): each round renames
+// every state by (its block, the blocks of its successors) until the count stops growing. The
+// coarsest partition is unique, so it is Hopcroft's, at a fraction of the bookkeeping.
+constexpr std::int64_t kMooreCells = 1 << 14;
+
+std::vector<std::int32_t> MooreBlocks(std::int32_t n, std::int32_t k,
+                                      const std::vector<StateId>& next,
+                                      const std::vector<std::uint8_t>& accepting) {
+  std::vector<std::int32_t> block(n), fresh(n);
+  std::int32_t count = 0;
+  {
+    std::int32_t ids[3] = {-1, -1, -1};
+    for (std::int32_t s = 0; s < n; ++s) {
+      const int g = s == 0 ? 0 : (accepting[s] ? 2 : 1);
+      if (ids[g] < 0) ids[g] = count++;
+      block[s] = ids[g];
+    }
+  }
+  const std::size_t w = static_cast<std::size_t>(k) + 1;
+  std::vector<std::int32_t> sig(static_cast<std::size_t>(n) * w);
+  std::vector<std::uint64_t> hash(n);
+  std::vector<std::int32_t> slots;
+  for (;;) {
+    for (std::int32_t s = 0; s < n; ++s) {
+      std::int32_t* row = &sig[static_cast<std::size_t>(s) * w];
+      row[0] = block[s];
+      std::uint64_t h = 1469598103934665603ull ^ static_cast<std::uint32_t>(block[s]);
+      for (std::int32_t c = 0; c < k; ++c) {
+        row[c + 1] = block[next[static_cast<std::size_t>(s) * k + c]];
+        h = (h ^ static_cast<std::uint32_t>(row[c + 1])) * 1099511628211ull;
+      }
+      hash[s] = h ^ (h >> 31);
+    }
+    std::size_t cap = 16;
+    while (cap < static_cast<std::size_t>(n) * 2) cap *= 2;
+    slots.assign(cap, -1);  // representative state of each new block
+    std::int32_t fresh_count = 0;
+    for (std::int32_t s = 0; s < n; ++s) {
+      const std::int32_t* row = &sig[static_cast<std::size_t>(s) * w];
+      std::size_t i = hash[s] & (cap - 1);
+      for (;; i = (i + 1) & (cap - 1)) {
+        const std::int32_t r = slots[i];
+        if (r < 0) {
+          slots[i] = s;
+          fresh[s] = fresh_count++;
+          break;
+        }
+        if (hash[r] == hash[s] &&
+            std::equal(row, row + w, &sig[static_cast<std::size_t>(r) * w])) {
+          fresh[s] = fresh[r];
+          break;
+        }
+      }
+    }
+    const bool stable = fresh_count == count;
+    block.swap(fresh);
+    count = fresh_count;
+    if (stable) return block;
+  }
+}
+
 }  // namespace
 
-ByteDfa MinimizeDfa(const SubsetDfa& in) {
+ByteDfa MinimizeDfa(const SubsetDfa& in, bool distinct_states) {
   const std::int32_t k = in.num_classes;
   const std::int32_t n0 = in.num_states;
   ByteDfa out;
@@ -188,7 +249,15 @@ ByteDfa MinimizeDfa(const SubsetDfa& in) {
   }
 
   // 3. Merge equivalent states.
-  const std::vector<std::int32_t> block = HopcroftBlocks(n, k, next, accepting);
+  std::vector<std::int32_t> block;
+  if (distinct_states) {
+    block.resize(n);
+    for (std::int32_t s = 0; s < n; ++s) block[s] = s;
+  } else if (static_cast<std::int64_t>(n) * k <= kMooreCells) {
+    block = MooreBlocks(n, k, next, accepting);
+  } else {
+    block = HopcroftBlocks(n, k, next, accepting);
+  }
   std::int32_t num_blocks = 0;
   for (std::int32_t b : block) num_blocks = std::max(num_blocks, b + 1);
   std::vector<std::int32_t> rep(num_blocks, -1);

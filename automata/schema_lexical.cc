@@ -759,7 +759,27 @@ std::optional<ByteDfa> ExcludedStringTokenDfa(const Trie& trie) {
     }
     if (trie.terminal[n] && !any.IsAccepting(u_of[n])) return std::nullopt;
   }
-  // Numbering: 0 dead, 1 start, 2 done, then escapes, free states, trie nodes.
+  // Trie nodes with the same future (terminal or not, UTF-8 state, equivalent children by byte)
+  // are one state: the suffix-sharing merge that makes the automaton minimal, so no partition
+  // refinement is needed (the rest is distinct by construction: see the test comparing with the
+  // product construction's minimal automaton).
+  std::vector<std::int32_t> merged(nt, -1);
+  std::int32_t nm = 0;
+  {
+    std::map<std::vector<std::int32_t>, std::int32_t> by_future;
+    std::vector<std::int32_t> key;
+    for (std::int32_t n = nt - 1; n >= 0; --n) {  // children come after their parent
+      key.assign({trie.terminal[n] ? 1 : 0, u_of[n]});
+      for (const auto& [b, child] : trie.children[n]) {
+        key.push_back(b);
+        key.push_back(merged[child]);
+      }
+      auto [it, fresh] = by_future.emplace(key, nm);
+      if (fresh) ++nm;
+      merged[n] = it->second;
+    }
+  }
+  // Numbering: 0 dead, 1 start, 2 done, then escapes, free states, merged trie nodes.
   enum : StateId { kStart = 1, kDone = 2, kEsc = 3, kEscU = 4, kEscU0 = 5, kEscU00 = 6,
                    kEscU000 = 7, kEscU001 = 8, kFree = 9 };
   const StateId trie_base = kFree + any.num_states;
@@ -782,7 +802,7 @@ std::optional<ByteDfa> ExcludedStringTokenDfa(const Trie& trie) {
     sub.byte_class[b] = static_cast<std::uint8_t>(class_of_label[label]);
   }
   const std::size_t nc = rep.size();
-  sub.num_states = trie_base + nt;
+  sub.num_states = trie_base + nm;
   sub.num_classes = static_cast<std::int32_t>(nc);
   sub.next.assign(static_cast<std::size_t>(sub.num_states) * nc, ByteDfa::kDead);
   sub.accepting.assign(sub.num_states, 0);
@@ -790,7 +810,7 @@ std::optional<ByteDfa> ExcludedStringTokenDfa(const Trie& trie) {
   sub.start = kStart;
   auto set = [&](StateId s, int b, StateId t) { sub.next[static_cast<std::size_t>(s) * nc + sub.byte_class[b]] = t; };
   auto free_of = [&](StateId u) { return u == ByteDfa::kDead ? ByteDfa::kDead : kFree + u; };
-  set(kStart, '"', trie_base);
+  set(kStart, '"', trie_base + merged[0]);
   for (const char* p = "\"\\bfnrt"; *p; ++p) set(kEsc, static_cast<unsigned char>(*p), free_of(u0));
   set(kEsc, 'u', kEscU);
   set(kEscU, '0', kEscU0);
@@ -817,12 +837,15 @@ std::optional<ByteDfa> ExcludedStringTokenDfa(const Trie& trie) {
     }
   };
   for (StateId u = 1; u < any.num_states; ++u) body(kFree + u, u, any.IsAccepting(u));
+  std::vector<bool> done(nm, false);
   for (std::int32_t n = 0; n < nt; ++n) {
-    const StateId s = trie_base + n;
+    if (done[merged[n]]) continue;
+    done[merged[n]] = true;
+    const StateId s = trie_base + merged[n];
     body(s, u_of[n], any.IsAccepting(u_of[n]) && !trie.terminal[n]);
-    for (const auto& [b, child] : trie.children[n]) set(s, b, trie_base + child);
+    for (const auto& [b, child] : trie.children[n]) set(s, b, trie_base + merged[child]);
   }
-  return MinimizeDfa(sub);
+  return MinimizeDfa(sub, /*distinct_states=*/true);
 }
 
 // Pattern (unanchored search semantics) -> DFA over the decoded value's UTF-8 bytes.
