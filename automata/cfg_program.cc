@@ -5,6 +5,9 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
 #include <span>
 
 #include "automata/byte_dfa.h"
@@ -36,6 +39,7 @@ struct PendingRule {
   CfgProgram::RuleInfo info;
   ExprId body = -1;                // kDfa rules
   const ByteDfa* direct = nullptr;  // a kDfa rule that is exactly this automaton (no NFA pass)
+  std::shared_ptr<const ByteDfa> direct_owner;  // keeps it alive (the lowered-form cache key)
 };
 
 // A kByteDfa terminal with more states than this gets a rule of its own whose states are the
@@ -130,7 +134,7 @@ class Lowering {
     return static_cast<std::int32_t>(rules_.size() - 1);
   }
   Status Determinise(std::int32_t rule, std::int32_t nfa_start, std::int32_t nfa_end);
-  void CopyDfa(std::int32_t rule, const ByteDfa& dfa);
+  void CopyDfa(std::int32_t rule, const ByteDfa& dfa, const std::shared_ptr<const ByteDfa>& owner);
   std::map<const ByteDfa*, std::int32_t> direct_rule_of_;
 
   const grammar::Grammar& g_;
@@ -346,6 +350,7 @@ Status Lowering::Build(ExprId e, std::int32_t from, std::int32_t* to, int depth)
           pr.info.kind = CfgProgram::RuleKind::kDfa;
           pr.info.name = "(dfa " + std::to_string(dfa->num_states) + " states)";
           pr.direct = dfa;
+          pr.direct_owner = x.dfa;
           r = AddRule(std::move(pr));
           direct_rule_of_[dfa] = r;
         }
@@ -650,8 +655,68 @@ Status Lowering::Determinise(std::int32_t rule, std::int32_t nfa_start, std::int
   return Status::Ok();
 }
 
-void Lowering::CopyDfa(std::int32_t rule, const ByteDfa& dfa) {
+// The byte ranges of every state of a big DFA terminal (a format automaton: email has 25,099
+// states), computed once per process and shared by every grammar that uses the same automaton
+// (the cache holds the automaton too, so its address cannot be reused while the entry lives).
+struct LoweredRanges {
+  std::shared_ptr<const ByteDfa> dfa;
+  std::vector<std::uint32_t> begin;  // state s >= 1: ranges [begin[s - 1], begin[s])
+  struct Range {
+    std::int32_t lo, hi;
+    StateId to;
+  };
+  std::vector<Range> ranges;
+};
+constexpr std::int32_t kSharedLoweringStates = 4096;
+constexpr std::size_t kSharedLoweringBytes = std::size_t{64} << 20;  // bound on the cache
+
+std::shared_ptr<const LoweredRanges> SharedRanges(const std::shared_ptr<const ByteDfa>& dfa) {
+  static std::mutex mu;
+  static auto* cache = new std::unordered_map<const ByteDfa*, std::shared_ptr<const LoweredRanges>>;
+  static std::size_t cached_bytes = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto it = cache->find(dfa.get()); it != cache->end()) return it->second;
+  }
+  auto lowered = std::make_shared<LoweredRanges>();
+  lowered->dfa = dfa;
+  const DfaRanges ranges(*dfa);
+  lowered->begin.push_back(0);
+  for (StateId s = 1; s < dfa->num_states; ++s) {
+    ranges.ForEach(s, [&](std::int32_t lo, std::int32_t hi, StateId t) {
+      lowered->ranges.push_back({lo, hi, t});
+    });
+    lowered->begin.push_back(static_cast<std::uint32_t>(lowered->ranges.size()));
+  }
+  const std::size_t bytes = lowered->ranges.size() * sizeof(LoweredRanges::Range) +
+                            lowered->begin.size() * 4 + dfa->next.size() * sizeof(StateId);
+  std::lock_guard<std::mutex> lock(mu);
+  if (cached_bytes + bytes <= kSharedLoweringBytes && cache->emplace(dfa.get(), lowered).second) {
+    cached_bytes += bytes;
+  }
+  return lowered;
+}
+
+void Lowering::CopyDfa(std::int32_t rule, const ByteDfa& dfa,
+                       const std::shared_ptr<const ByteDfa>& owner) {
   const std::int32_t base = static_cast<std::int32_t>(dstates_.size()) - 1;  // DFA state 1 -> base+1
+  if (owner != nullptr && owner.get() == &dfa && dfa.num_states >= kSharedLoweringStates) {
+    const std::shared_ptr<const LoweredRanges> lowered = SharedRanges(owner);
+    for (StateId s = 1; s < dfa.num_states; ++s) {
+      DState d;
+      d.rule = rule;
+      d.accepting = dfa.IsAccepting(s);
+      const std::uint32_t b = lowered->begin[s - 1], e = lowered->begin[s];
+      d.bytes.reserve(e - b);
+      for (std::uint32_t i = b; i < e; ++i) {
+        const LoweredRanges::Range& r = lowered->ranges[i];
+        d.bytes.push_back({r.lo, r.hi, base + r.to});
+      }
+      dstates_.push_back(std::move(d));
+    }
+    rules_[rule].info.start = base + dfa.start;
+    return;
+  }
   const DfaRanges ranges(dfa);
   for (StateId s = 1; s < dfa.num_states; ++s) {
     DState d;
@@ -688,7 +753,7 @@ Result<CfgProgram> Lowering::Run() {
         rules_[r].info.start = static_cast<std::int32_t>(dstates_.size());
         dstates_.push_back(std::move(d));
       } else {
-        CopyDfa(static_cast<std::int32_t>(r), *direct);
+        CopyDfa(static_cast<std::int32_t>(r), *direct, rules_[r].direct_owner);
       }
       if (static_cast<std::int32_t>(dstates_.size()) > options_.max_states) {
         return Status(StatusCode::kResourceLimit,

@@ -181,6 +181,40 @@ void Key(const Grammar& g, ExprId id, std::string* out) {
   out->push_back(')');
 }
 
+// References between rules: who refers to whom, what the root reaches, and how many references
+// from reachable rules each rule has.
+struct RuleGraph {
+  std::vector<std::vector<RuleId>> edges;
+  std::vector<bool> reachable;
+  std::vector<std::int32_t> uses;
+};
+
+RuleGraph AnalyzeRules(const Grammar& g) {
+  const std::size_t n = g.rules.size();
+  RuleGraph out;
+  out.edges.resize(n);
+  for (std::size_t r = 0; r < n; ++r) CollectRefs(g, g.rules[r].body, &out.edges[r]);
+  out.reachable.assign(n, false);
+  std::vector<RuleId> work = {g.root};
+  out.reachable[g.root] = true;
+  while (!work.empty()) {
+    const RuleId r = work.back();
+    work.pop_back();
+    for (RuleId t : out.edges[r]) {
+      if (!out.reachable[t]) {
+        out.reachable[t] = true;
+        work.push_back(t);
+      }
+    }
+  }
+  out.uses.assign(n, 0);
+  for (std::size_t r = 0; r < n; ++r) {
+    if (!out.reachable[r]) continue;
+    for (RuleId t : out.edges[r]) ++out.uses[t];
+  }
+  return out;
+}
+
 // One round of the passes: old grammar in, new grammar out.
 class Pass {
  public:
@@ -189,27 +223,10 @@ class Pass {
   Grammar Run() {
     const std::size_t n = g_.rules.size();
     // Reachable rules, reference counts and cycles.
-    std::vector<std::vector<RuleId>> edges(n);
-    for (std::size_t r = 0; r < n; ++r) CollectRefs(g_, g_.rules[r].body, &edges[r]);
-    std::vector<bool> reachable(n, false);
-    std::vector<RuleId> work = {g_.root};
-    reachable[g_.root] = true;
-    while (!work.empty()) {
-      const RuleId r = work.back();
-      work.pop_back();
-      for (RuleId s : edges[r]) {
-        if (!reachable[s]) {
-          reachable[s] = true;
-          work.push_back(s);
-        }
-      }
-    }
-    std::vector<std::int32_t> uses(n, 0);
-    for (std::size_t r = 0; r < n; ++r) {
-      if (!reachable[r]) continue;
-      for (RuleId s : edges[r]) ++uses[s];
-    }
-    const std::vector<bool> cyclic = CyclicRules(edges);
+    const RuleGraph graph = AnalyzeRules(g_);
+    const std::vector<bool>& reachable = graph.reachable;
+    const std::vector<std::int32_t>& uses = graph.uses;
+    const std::vector<bool> cyclic = CyclicRules(graph.edges);
     inline_.assign(n, false);
     inlined_.assign(n, false);
     for (std::size_t r = 0; r < n; ++r) {
@@ -395,26 +412,12 @@ class Pass {
 // became identical (their references were merged). Saves the confirming round.
 bool MayChangeAgain(const Grammar& g, const NormalizeOptions& options) {
   const std::size_t n = g.rules.size();
-  std::vector<std::vector<RuleId>> edges(n);
-  for (std::size_t r = 0; r < n; ++r) CollectRefs(g, g.rules[r].body, &edges[r]);
-  std::vector<bool> reachable(n, false);
-  std::vector<RuleId> work = {g.root};
-  reachable[g.root] = true;
-  while (!work.empty()) {
-    const RuleId r = work.back();
-    work.pop_back();
-    for (RuleId t : edges[r]) {
-      if (!reachable[t]) {
-        reachable[t] = true;
-        work.push_back(t);
-      }
-    }
-  }
-  std::vector<std::int32_t> uses(n, 0);
+  const RuleGraph graph = AnalyzeRules(g);
   for (std::size_t r = 0; r < n; ++r) {
-    if (!reachable[r]) return true;
-    for (RuleId t : edges[r]) ++uses[t];
+    if (!graph.reachable[r]) return true;
   }
+  const std::vector<std::int32_t>& uses = graph.uses;
+  const std::vector<std::vector<RuleId>>& edges = graph.edges;
   if (options.inline_single_use) {
     const std::vector<bool> cyclic = CyclicRules(edges);
     for (std::size_t r = 0; r < n; ++r) {
