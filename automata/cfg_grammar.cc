@@ -47,13 +47,13 @@ CfgGrammar::CfgGrammar(std::shared_ptr<const Vocabulary> vocab,
       is_eos_(vocab_->size(), false),
       dfa_positions_(new std::atomic<const CfgPosition*>[std::max(program_.num_states, 1)]),
       counter_clamp_(trie_->max_depth() + 2),
-      final_chunks_(new std::atomic<std::atomic<std::uint32_t*>*>[kMaxSignatures / kChunk]) {
+      final_chunks_() {
   depth_margin_ = static_cast<std::int64_t>(program_.NumRules() + 1) * (trie_->max_depth() + 1);
   for (TokenId id : vocab_->eos_ids()) {
     if (id >= 0 && id < vocab_->size()) is_eos_[id] = true;
   }
   for (std::int32_t s = 0; s < program_.num_states; ++s) dfa_positions_[s].store(nullptr);
-  for (std::int32_t c = 0; c < kMaxSignatures / kChunk; ++c) final_chunks_[c].store(nullptr);
+  for (std::int32_t c = 0; c < kNumChunks; ++c) final_chunks_[c].store(nullptr);
   for (std::size_t i = 0; i < program_.special_tokens.size(); ++i) {
     special_of_token_.emplace_back(program_.special_tokens[i], static_cast<std::int32_t>(i));
   }
@@ -93,11 +93,24 @@ void CfgGrammar::ComputeFollow() {
   std::vector<Bits> class_bytes(p.num_classes, Bits{});
   for (int b = 0; b < 256; ++b) class_bytes[p.byte_class[b]][b >> 6] |= std::uint64_t{1} << (b & 63);
   std::vector<Bits> first_state(ns, Bits{}), first_rule(nr, Bits{});
-  for (StateId s = 0; s < ns; ++s) {
+  if (p.byte_first.size() == static_cast<std::size_t>(ns)) first_state = p.byte_first;
+  for (StateId s = 0; s < ns && p.byte_first.size() != static_cast<std::size_t>(ns); ++s) {
     const StateId* row = &p.next[static_cast<std::size_t>(s) * p.num_classes];
-    for (std::int32_t c = 0; c < p.num_classes; ++c) {
-      if (row[c] != CfgProgram::kDead) merge(first_state[s], class_bytes[c]);
+    Bits acc{};
+    // The live classes of the row as bit masks of 64 (a compare per class, no branch), then
+    // one OR per live class: most states have a few.
+    for (std::int32_t c0 = 0; c0 < p.num_classes; c0 += 64) {
+      const std::int32_t n = std::min<std::int32_t>(64, p.num_classes - c0);
+      std::uint64_t live = 0;
+      for (std::int32_t i = 0; i < n; ++i) {
+        live |= static_cast<std::uint64_t>(row[c0 + i] != CfgProgram::kDead) << i;
+      }
+      for (; live != 0; live &= live - 1) {
+        const Bits& cb = class_bytes[c0 + std::countr_zero(live)];
+        for (int w = 0; w < 4; ++w) acc[w] |= cb[w];
+      }
     }
+    first_state[s] = acc;
   }
   changed = true;
   while (changed) {
@@ -228,10 +241,10 @@ void CfgGrammar::ComputeRepeatEdges(const std::vector<std::array<std::uint64_t, 
 }
 
 CfgGrammar::~CfgGrammar() {
-  for (std::int32_t c = 0; c < kMaxSignatures / kChunk; ++c) {
+  for (std::int32_t c = 0; c < kNumChunks; ++c) {
     std::atomic<std::uint32_t*>* chunk = final_chunks_[c].load();
     if (chunk == nullptr) continue;
-    for (std::int32_t i = 0; i < kChunk; ++i) {
+    for (std::int32_t i = 0; i < ChunkSize(c); ++i) {
       if (std::uint32_t* p = chunk[i].load()) FreeWords(p);
     }
     delete[] chunk;
@@ -1157,9 +1170,10 @@ std::int32_t CfgGrammar::Signature(const EarleyParser& parser, std::vector<std::
 }
 
 const std::uint32_t* CfgGrammar::CachedFinal(std::int32_t sig) const {
-  std::atomic<std::uint32_t*>* chunk = final_chunks_[sig / kChunk].load(std::memory_order_acquire);
+  const std::int32_t c = ChunkOf(sig);
+  std::atomic<std::uint32_t*>* chunk = final_chunks_[c].load(std::memory_order_acquire);
   if (chunk == nullptr) return nullptr;
-  return chunk[sig % kChunk].load(std::memory_order_acquire);
+  return chunk[sig - ChunkBegin(c)].load(std::memory_order_acquire);
 }
 
 // A finished mask is kept in the smallest of three forms (JSON masks are mostly a handful of
@@ -1189,14 +1203,15 @@ std::size_t CountOnes(const std::uint32_t* w, std::size_t n) {
 }  // namespace
 
 void CfgGrammar::StoreFinal(std::int32_t sig, std::span<const std::uint32_t> mask) const {
-  std::atomic<std::atomic<std::uint32_t*>*>& cslot = final_chunks_[sig / kChunk];
+  const std::int32_t c = ChunkOf(sig);
+  std::atomic<std::atomic<std::uint32_t*>*>& cslot = final_chunks_[c];
   std::atomic<std::uint32_t*>* chunk = cslot.load(std::memory_order_acquire);
   if (chunk == nullptr) {
     std::lock_guard<std::mutex> lock(chunk_mu_);
     chunk = cslot.load(std::memory_order_acquire);
     if (chunk == nullptr) {
-      chunk = new std::atomic<std::uint32_t*>[kChunk];
-      for (std::int32_t i = 0; i < kChunk; ++i) chunk[i].store(nullptr);
+      chunk = new std::atomic<std::uint32_t*>[ChunkSize(c)];
+      for (std::int32_t i = 0; i < ChunkSize(c); ++i) chunk[i].store(nullptr);
       cslot.store(chunk, std::memory_order_release);
     }
   }
@@ -1240,7 +1255,7 @@ void CfgGrammar::StoreFinal(std::int32_t sig, std::span<const std::uint32_t> mas
     std::memcpy(p + 2, ids.data(), n * 4);
   }
   std::uint32_t* expected = nullptr;
-  if (!chunk[sig % kChunk].compare_exchange_strong(expected, p, std::memory_order_acq_rel)) {
+  if (!chunk[sig - ChunkBegin(c)].compare_exchange_strong(expected, p, std::memory_order_acq_rel)) {
     FreeWords(p);
     cache_bytes_.fetch_sub(bytes);
     return;

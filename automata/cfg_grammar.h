@@ -33,6 +33,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <bit>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -207,8 +208,18 @@ class CfgGrammar {
   mutable std::mutex sig_mu_;
   mutable std::unordered_map<std::vector<std::int32_t>, std::int32_t, KeyHash> sig_ids_;
   static constexpr std::int32_t kMaxSignatures = 1 << 22;
-  static constexpr std::int32_t kChunk = 4096;
-  mutable std::unique_ptr<std::atomic<std::atomic<std::uint32_t*>*>[]> final_chunks_;
+  // Finished masks by signature, in chunks that double in size: chunk 0 holds signatures
+  // [0, kChunk0), chunk k >= 1 holds [kChunk0 << (k - 1), kChunk0 << k). A grammar that
+  // needs a few signatures allocates and clears a few hundred bytes, not a fixed big chunk.
+  static constexpr std::int32_t kChunk0 = 64;
+  static constexpr std::int32_t kNumChunks = 17;
+  static_assert((kChunk0 << (kNumChunks - 1)) == kMaxSignatures);
+  static std::int32_t ChunkOf(std::int32_t sig) {
+    return sig < kChunk0 ? 0 : std::bit_width(static_cast<std::uint32_t>(sig)) - 6;
+  }
+  static std::int32_t ChunkBegin(std::int32_t c) { return c == 0 ? 0 : kChunk0 << (c - 1); }
+  static std::int32_t ChunkSize(std::int32_t c) { return c == 0 ? kChunk0 : kChunk0 << (c - 1); }
+  mutable std::atomic<std::atomic<std::uint32_t*>*> final_chunks_[kNumChunks];
   mutable std::mutex chunk_mu_;
 
   // Owner of every position; slots above point into it. Positions with equal content (common:

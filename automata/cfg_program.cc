@@ -134,6 +134,15 @@ class Lowering {
     return static_cast<std::int32_t>(rules_.size() - 1);
   }
   Status Determinise(std::int32_t rule, std::int32_t nfa_start, std::int32_t nfa_end);
+  // Rules marked shared (grammar::Rule::shared): the determinised automaton of an NFA seen in an
+  // earlier compile is taken from a process-wide cache keyed by the NFA (rule symbols numbered
+  // by first appearance). LowerShared appends it and returns true on a hit; otherwise it leaves
+  // the key in shared_key_ for StoreShared, called after Determinise.
+  bool LowerShared(std::int32_t rule, std::int32_t nfa_start, std::int32_t nfa_end);
+  void StoreShared(std::size_t first_state);
+  std::vector<std::int32_t> shared_key_;
+  std::vector<std::int32_t> shared_refs_;  // ordinal -> rule of the NFA just keyed
+  bool shared_keyed_ = false;
   void CopyDfa(std::int32_t rule, const ByteDfa& dfa, const std::shared_ptr<const ByteDfa>& owner);
   std::map<const ByteDfa*, std::int32_t> direct_rule_of_;
 
@@ -655,6 +664,110 @@ Status Lowering::Determinise(std::int32_t rule, std::int32_t nfa_start, std::int
   return Status::Ok();
 }
 
+// Determinised automata of shared rules, in local numbering (state 0 = start), their rule
+// edges by ordinal. Bounded: past the budget, rules are determinised as usual.
+struct SharedDfa {
+  struct State {
+    bool accepting;
+    std::vector<std::array<std::int32_t, 3>> bytes;           // lo, hi, local target
+    std::vector<std::pair<std::int32_t, std::int32_t>> nts;  // ordinal, local target
+  };
+  std::vector<State> states;
+};
+struct SharedKeyHash {
+  std::size_t operator()(const std::vector<std::int32_t>& k) const {
+    std::uint64_t h = 0x9e3779b97f4a7c15ull ^ k.size();
+    for (std::int32_t v : k) h = (h ^ static_cast<std::uint32_t>(v)) * 0x100000001b3ull;
+    return static_cast<std::size_t>(h ^ (h >> 29));
+  }
+};
+constexpr std::size_t kSharedDfaNfaStates = 4096;       // larger NFAs are not keyed
+constexpr std::size_t kSharedDfaBudgetStates = 1 << 16;  // all cached automata together
+std::mutex shared_dfa_mu;
+auto* shared_dfas =
+    new std::unordered_map<std::vector<std::int32_t>, std::shared_ptr<const SharedDfa>, SharedKeyHash>;
+std::size_t shared_dfa_states = 0;
+
+bool Lowering::LowerShared(std::int32_t rule, std::int32_t nfa_start, std::int32_t nfa_end) {
+  shared_keyed_ = false;
+  if (nfa_live_ > kSharedDfaNfaStates) return false;
+  std::vector<std::int32_t>& key = shared_key_;
+  key.clear();
+  shared_refs_.clear();
+  key.push_back(nfa_start);
+  key.push_back(nfa_end);
+  for (std::size_t i = 0; i < nfa_live_; ++i) {
+    const NState& st = nfa_[i];
+    key.push_back(static_cast<std::int32_t>(st.edges.size()));
+    for (const NEdge& e : st.edges) {
+      if (e.lo < kRuleSymbolBase) {
+        key.push_back(e.lo);
+        key.push_back(e.hi);
+      } else {
+        if ((e.lo - kRuleSymbolBase) % 2 != 0) return false;  // special tokens: not shared
+        const std::int32_t r = (e.lo - kRuleSymbolBase) / 2;
+        auto it = std::find(shared_refs_.begin(), shared_refs_.end(), r);
+        const auto ord = static_cast<std::int32_t>(it - shared_refs_.begin());
+        if (it == shared_refs_.end()) shared_refs_.push_back(r);
+        key.push_back(-1 - ord);
+        key.push_back(-1 - ord);
+      }
+      key.push_back(e.to);
+    }
+    key.push_back(static_cast<std::int32_t>(st.eps.size()));
+    key.insert(key.end(), st.eps.begin(), st.eps.end());
+  }
+  shared_keyed_ = true;
+  std::shared_ptr<const SharedDfa> hit;
+  {
+    std::lock_guard<std::mutex> lock(shared_dfa_mu);
+    if (auto it = shared_dfas->find(key); it != shared_dfas->end()) hit = it->second;
+  }
+  if (!hit) return false;
+  const auto base = static_cast<std::int32_t>(dstates_.size());
+  for (const SharedDfa::State& cs : hit->states) {
+    DState d;
+    d.rule = rule;
+    d.accepting = cs.accepting;
+    d.bytes.reserve(cs.bytes.size());
+    for (const auto& [lo, hi, to] : cs.bytes) d.bytes.push_back({lo, hi, base + to});
+    d.nts.reserve(cs.nts.size());
+    for (const auto& [ord, to] : cs.nts) d.nts.emplace_back(shared_refs_[ord], base + to);
+    std::sort(d.nts.begin(), d.nts.end());  // by rule, as Determinise leaves them
+    dstates_.push_back(std::move(d));
+  }
+  rules_[rule].info.start = base;
+  return true;
+}
+
+void Lowering::StoreShared(std::size_t first_state) {
+  if (!shared_keyed_) return;
+  const std::size_t n = dstates_.size() - first_state;
+  {
+    std::lock_guard<std::mutex> lock(shared_dfa_mu);
+    if (shared_dfa_states + n > kSharedDfaBudgetStates || shared_dfas->count(shared_key_)) return;
+  }
+  auto dfa = std::make_shared<SharedDfa>();
+  dfa->states.resize(n);
+  const auto base = static_cast<std::int32_t>(first_state);
+  for (std::size_t i = 0; i < n; ++i) {
+    const DState& d = dstates_[first_state + i];
+    SharedDfa::State& cs = dfa->states[i];
+    cs.accepting = d.accepting;
+    for (const DState::ByteRange& b : d.bytes) cs.bytes.push_back({b.lo, b.hi, b.to - base});
+    for (const auto& [r, to] : d.nts) {
+      const auto ord = static_cast<std::int32_t>(
+          std::find(shared_refs_.begin(), shared_refs_.end(), r) - shared_refs_.begin());
+      cs.nts.emplace_back(ord, to - base);  // every rule edge of the DFA comes from the NFA's
+    }
+  }
+  std::lock_guard<std::mutex> lock(shared_dfa_mu);
+  if (shared_dfa_states + n <= kSharedDfaBudgetStates &&
+      shared_dfas->emplace(shared_key_, std::move(dfa)).second) {
+    shared_dfa_states += n;
+  }
+}
+
 // The byte ranges of every state of a big DFA terminal (a format automaton: email has 25,099
 // states), computed once per process and shared by every grammar that uses the same automaton
 // (the cache holds the automaton too, so its address cannot be reused while the entry lives).
@@ -766,12 +879,24 @@ Result<CfgProgram> Lowering::Run() {
     std::int32_t start = NewState();
     std::int32_t end;
     LOCKSTEP_RETURN_IF_ERROR(Build(rules_[r].body, start, &end, 0));
+
     if (overflow_) {
       return Status(StatusCode::kResourceLimit,
                     "grammar automaton exceeds max_states (" +
                         std::to_string(options_.max_states) + ")");
     }
+    const bool shared = options_.reuse_shared_rules && r < g_.rules.size() && g_.rules[r].shared;
+    if (shared && LowerShared(static_cast<std::int32_t>(r), start, end)) {
+      if (static_cast<std::int32_t>(dstates_.size()) > options_.max_states) {
+        return Status(StatusCode::kResourceLimit,
+                      "grammar automaton exceeds max_states (" +
+                          std::to_string(options_.max_states) + ")");
+      }
+      continue;
+    }
+    const std::size_t first_state = dstates_.size();
     LOCKSTEP_RETURN_IF_ERROR(Determinise(static_cast<std::int32_t>(r), start, end));
+    if (shared) StoreShared(first_state);
   }
 
   CfgProgram p;
@@ -873,6 +998,7 @@ Result<CfgProgram> Lowering::Run() {
   p.accepting.assign(ns, 0);
   p.state_rule.assign(ns, 0);
   p.has_bytes.assign(ns, 0);
+  p.byte_first.assign(ns, {});
   p.nt_begin.assign(ns + 1, 0);
   p.sp_begin.assign(ns + 1, 0);
   for (std::int32_t s = 0; s < ns; ++s) {
@@ -885,6 +1011,11 @@ Result<CfgProgram> Lowering::Run() {
         p.next[static_cast<std::size_t>(s) * p.num_classes + c] = br.to;
       }
       p.has_bytes[s] = 1;
+      for (std::int32_t w = br.lo >> 6; w <= br.hi >> 6; ++w) {  // bits lo..hi
+        const std::int32_t a = std::max(br.lo, w * 64) - w * 64;
+        const std::int32_t b = std::min(br.hi, w * 64 + 63) - w * 64;
+        p.byte_first[s][w] |= (~std::uint64_t{0} >> (63 - b)) & (~std::uint64_t{0} << a);
+      }
     }
     for (auto& [r, t] : d.nts) {
       if (prod_rule[r] && prod_state[t]) p.nt_edges.emplace_back(r, t);

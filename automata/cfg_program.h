@@ -28,6 +28,9 @@ struct CfgCompileOptions {
   // CompileOptions::max_unrolled_states chooses it (2048 for grammars, 256 for JSON Schemas).
   std::int32_t max_unrolled_states = 2048;
   std::int32_t max_repeat = 1000000;
+  // Rules marked grammar::Rule::shared take their automaton from a process-wide cache keyed by
+  // the rule's NFA when an earlier compile determinised the same NFA (off: always determinise).
+  bool reuse_shared_rules = true;
 };
 
 struct CfgProgram {
@@ -56,6 +59,9 @@ struct CfgProgram {
   std::vector<std::uint8_t> accepting;     // per state
   std::vector<std::int32_t> state_rule;    // per state: the rule it belongs to
   std::vector<std::uint8_t> has_bytes;     // per state: some byte transition exists
+  // Per state: the bytes with a transition, as 4 words (filled by CompileCfg from its byte
+  // ranges; empty in a program read back from an artifact, where users derive them from next).
+  std::vector<std::array<std::uint64_t, 4>> byte_first;
   // Rule-symbol edges of state s: nt_edges[nt_begin[s] .. nt_begin[s+1]) = (rule, target).
   std::vector<std::int32_t> nt_begin;
   std::vector<std::pair<std::int32_t, StateId>> nt_edges;

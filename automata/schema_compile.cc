@@ -216,6 +216,17 @@ class Emitter {
     }
     RuleId r = NewRule("s" + std::to_string(g_.rules.size()));
     memo_[key] = {r, false};
+    // The empty conjunction is "any value": its rules (and those made for its members and
+    // items) are the same in every schema, so lowering may reuse their automata.
+    struct MarkShared {
+      grammar::Grammar& g;
+      std::size_t first;
+      bool on;
+      ~MarkShared() {
+        if (!on) return;
+        for (std::size_t i = first; i < g.rules.size(); ++i) g.rules[i].shared = true;
+      }
+    } mark_shared{g_, static_cast<std::size_t>(r), c.empty()};
     auto fl = m_.Expand(c);
     if (!fl.ok()) return fl.status();
     ExprId body;
@@ -799,31 +810,78 @@ std::string Render(Model& m, const Conj& c, const json& v, int indent, int depth
   return out;
 }
 
-void CollectOrder(const nlohmann::ordered_json& j, const std::string& ptr, PropertyOrder* out,
-                  int depth) {
-  if (depth > 2000) return;
-  if (j.is_object()) {
-    for (auto it = j.begin(); it != j.end(); ++it) {
-      std::string child = ptr + Model::JsonPointerSegmentOf(it.key());
-      if (it.key() == "properties" && it->is_object()) {
-        std::vector<std::string>& keys = (*out)[child];
-        for (auto p = it->begin(); p != it->end(); ++p) keys.push_back(p.key());
-      }
-      CollectOrder(*it, child, out, depth + 1);
+// PropertyOrderOf by SAX events: no document is built (this runs with every compile).
+class OrderCollector : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  explicit OrderCollector(PropertyOrder* out) : out_(out) {}
+  bool null() override { return Scalar(); }
+  bool boolean(bool) override { return Scalar(); }
+  bool number_integer(number_integer_t) override { return Scalar(); }
+  bool number_unsigned(number_unsigned_t) override { return Scalar(); }
+  bool number_float(number_float_t, const string_t&) override { return Scalar(); }
+  bool string(string_t&) override { return Scalar(); }
+  bool binary(binary_t&) override { return Scalar(); }
+  bool start_object(std::size_t) override { return Open(true); }
+  bool end_object() override { return Close(); }
+  bool start_array(std::size_t) override { return Open(false); }
+  bool end_array() override { return Close(); }
+  bool key(string_t& k) override {
+    Frame& f = stack_.back();
+    f.key = k;
+    if (f.keys != nullptr && std::find(f.keys->begin(), f.keys->end(), k) == f.keys->end()) {
+      f.keys->push_back(k);
     }
-  } else if (j.is_array()) {
-    for (std::size_t i = 0; i < j.size(); ++i) {
-      CollectOrder(j[i], ptr + "/" + std::to_string(i), out, depth + 1);
-    }
+    return true;
   }
-}
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
+    return false;
+  }
+
+ private:
+  struct Frame {
+    std::string ptr;
+    bool object;
+    std::size_t index = 0;
+    std::string key;
+    std::vector<std::string>* keys = nullptr;  // a `properties` object: its keys, in order
+  };
+  // The pointer of the value about to start, below the top frame.
+  std::string ChildPointer() const {
+    if (stack_.empty()) return {};
+    const Frame& f = stack_.back();
+    return f.object ? f.ptr + Model::JsonPointerSegmentOf(f.key)
+                    : f.ptr + "/" + std::to_string(f.index);
+  }
+  bool Open(bool object) {
+    Frame f;
+    f.object = object;
+    if (stack_.size() <= 2000) {
+      f.ptr = ChildPointer();
+      if (object && !stack_.empty() && stack_.back().object && stack_.back().key == "properties") {
+        f.keys = &(*out_)[f.ptr];
+      }
+    }
+    stack_.push_back(std::move(f));
+    return true;
+  }
+  bool Close() {
+    stack_.pop_back();
+    return Scalar();
+  }
+  bool Scalar() {
+    if (!stack_.empty() && !stack_.back().object) ++stack_.back().index;
+    return true;
+  }
+  PropertyOrder* out_;
+  std::vector<Frame> stack_;
+};
 
 }  // namespace
 
 PropertyOrder PropertyOrderOf(std::string_view schema_json) {
   PropertyOrder out;
-  auto j = nlohmann::ordered_json::parse(schema_json.begin(), schema_json.end(), nullptr, false);
-  if (!j.is_discarded()) CollectOrder(j, "", &out, 0);
+  OrderCollector collector(&out);
+  if (!nlohmann::json::sax_parse(schema_json.begin(), schema_json.end(), &collector)) return {};
   return out;
 }
 

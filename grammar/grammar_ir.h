@@ -58,6 +58,11 @@ struct Rule {
   std::string name;
   ExprId body = -1;
   SourceLocation loc;
+  // The rule does not depend on the constraint being compiled (a JSON Schema's rules for "any
+  // value"): lowering may take its automaton from an earlier compile with the same rule NFA. A
+  // hint only: the cache is keyed by the rule's whole NFA, so a wrong hint costs memory, never
+  // exactness.
+  bool shared = false;
 };
 
 struct Grammar {

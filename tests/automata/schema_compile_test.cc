@@ -5,9 +5,13 @@
 // JSON Pointers, lenient warnings, budgets, deep recursion, whitespace policy, declared order.
 #include "automata/schema_compile.h"
 
+#include "automata/cfg_program.h"
+
 #include <gtest/gtest.h>
 
+#include <array>
 #include <chrono>
+#include <map>
 #include <random>
 #include <set>
 
@@ -470,6 +474,99 @@ TEST(SchemaCompileFormat, PropertiesInDeclaredOrder) {
             R"({"zeta":1,"alpha":2})");
   EXPECT_EQ(RenderInstance(**s, json::parse(R"({"alpha":2,"zeta":1})"), 2, so),
             "{\n  \"zeta\": 1,\n  \"alpha\": 2\n}");
+}
+
+// The program up to the numbering of its DFA states: rules in order, each rule's states
+// breadth-first from its start (byte classes in order, then rule and special edges as stored).
+std::vector<std::int64_t> CanonicalProgram(const CfgProgram& p) {
+  std::vector<std::int64_t> out(p.byte_class.begin(), p.byte_class.end());
+  out.push_back(p.num_classes);
+  out.push_back(p.root);
+  for (const auto& ri : p.rules) {
+    out.push_back(static_cast<std::int64_t>(ri.kind));
+    out.push_back(ri.child);
+    out.push_back(ri.min);
+    out.push_back(ri.max);
+    out.push_back(ri.nullable);
+    if (ri.kind != CfgProgram::RuleKind::kDfa || ri.start == CfgProgram::kDead) continue;
+    std::map<StateId, std::int64_t> number;
+    std::vector<StateId> queue = {ri.start};
+    number[ri.start] = 0;
+    auto id = [&](StateId t) -> std::int64_t {
+      if (t == CfgProgram::kDead) return -1;
+      auto [it, fresh] = number.emplace(t, static_cast<std::int64_t>(number.size()));
+      if (fresh) queue.push_back(t);
+      return it->second;
+    };
+    for (std::size_t q = 0; q < queue.size(); ++q) {
+      const StateId s = queue[q];
+      out.push_back(-2);
+      out.push_back(p.accepting[s]);
+      out.push_back(p.state_rule[s]);
+      for (std::int32_t c = 0; c < p.num_classes; ++c) {
+        out.push_back(id(p.next[static_cast<std::size_t>(s) * p.num_classes + c]));
+      }
+      for (std::int32_t e = p.nt_begin[s]; e < p.nt_begin[s + 1]; ++e) {
+        out.push_back(p.nt_edges[e].first);
+        out.push_back(id(p.nt_edges[e].second));
+      }
+      for (std::int32_t e = p.sp_begin[s]; e < p.sp_begin[s + 1]; ++e) {
+        out.push_back(p.sp_edges[e].first);
+        out.push_back(id(p.sp_edges[e].second));
+      }
+    }
+  }
+  return out;
+}
+
+// Rules that do not depend on the schema (the "any value" rules of open objects and untyped
+// subschemas) are lowered once per process and reused: the program must be the one a fresh
+// determinisation gives, whatever the rule numbering of the schema that reuses it.
+TEST(SchemaLowering, SharedRuleCacheGivesTheSameAutomata) {
+  const char* texts[] = {
+      R"({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]})",
+      R"({"type": "array", "items": {"type": "object", "properties": {"x": {}, "y": {"enum": [1, "b"]}}}})",
+      R"({})",
+      R"({"properties": {"deep": {"properties": {"deeper": {"type": "object"}}}}, "required": ["deep"]})",
+      R"({"anyOf": [{"type": "string", "format": "date"}, {"type": "object", "minProperties": 1}]})",
+  };
+  const Vocabulary& vocab = Compiler().vocabulary();
+  int shared_rules = 0;
+  for (const char* text : texts) {
+    SCOPED_TRACE(text);
+    auto s = Schema::Load(text);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    auto g = CompileSchemaToGrammar(**s);
+    ASSERT_TRUE(g.ok()) << g.status().ToString();
+    for (const auto& r : g->grammar.rules) shared_rules += r.shared ? 1 : 0;
+    CfgCompileOptions fresh;
+    fresh.max_unrolled_states = 256;
+    fresh.reuse_shared_rules = false;
+    CfgCompileOptions reuse = fresh;
+    reuse.reuse_shared_rules = true;
+    auto a = CompileCfg(g->grammar, vocab, fresh);
+    auto b1 = CompileCfg(g->grammar, vocab, reuse);  // stores (or reuses an earlier schema's)
+    auto b2 = CompileCfg(g->grammar, vocab, reuse);  // reuses
+    ASSERT_TRUE(a.ok() && b1.ok() && b2.ok());
+    EXPECT_EQ(a->num_states, b2->num_states);
+    EXPECT_EQ(CanonicalProgram(*a), CanonicalProgram(*b1));
+    EXPECT_EQ(CanonicalProgram(*a), CanonicalProgram(*b2));
+    // byte_first (the bytes with a transition, from the lowering's ranges) matches the table.
+    ASSERT_EQ(b2->byte_first.size(), static_cast<std::size_t>(b2->num_states));
+    for (StateId st = 0; st < b2->num_states; ++st) {
+      std::array<std::uint64_t, 4> bits{};
+      for (int b = 0; b < 256; ++b) {
+        if (b2->Step(st, static_cast<std::uint8_t>(b)) != CfgProgram::kDead) bits[b >> 6] |= 1ull << (b & 63);
+      }
+      EXPECT_EQ(bits, b2->byte_first[st]) << "state " << st;
+    }
+  }
+  EXPECT_GT(shared_rules, 0);  // the cache was exercised
+  // And through the compiler: instances of the any-value rules still behave.
+  auto g = Compiler().CompileSchema(texts[1]);
+  ASSERT_TRUE(g.ok());
+  EXPECT_TRUE(Feed(*g, R"([{"x": {"k": [1, "s", null, {"z": true}]}, "y": "b"}])"));
+  EXPECT_FALSE(Feed(*g, R"([{"x": {"k": [1, "s", null, {"z": tru}]}}])"));
 }
 
 }  // namespace
