@@ -93,24 +93,15 @@ void CfgGrammar::ComputeFollow() {
   std::vector<Bits> class_bytes(p.num_classes, Bits{});
   for (int b = 0; b < 256; ++b) class_bytes[p.byte_class[b]][b >> 6] |= std::uint64_t{1} << (b & 63);
   std::vector<Bits> first_state(ns, Bits{}), first_rule(nr, Bits{});
-  if (p.byte_first.size() == static_cast<std::size_t>(ns)) first_state = p.byte_first;
-  for (StateId s = 0; s < ns && p.byte_first.size() != static_cast<std::size_t>(ns); ++s) {
-    const StateId* row = &p.next[static_cast<std::size_t>(s) * p.num_classes];
-    Bits acc{};
-    // The live classes of the row as bit masks of 64 (a compare per class, no branch), then
-    // one OR per live class: most states have a few.
-    for (std::int32_t c0 = 0; c0 < p.num_classes; c0 += 64) {
-      const std::int32_t n = std::min<std::int32_t>(64, p.num_classes - c0);
-      std::uint64_t live = 0;
-      for (std::int32_t i = 0; i < n; ++i) {
-        live |= static_cast<std::uint64_t>(row[c0 + i] != CfgProgram::kDead) << i;
-      }
-      for (; live != 0; live &= live - 1) {
-        const Bits& cb = class_bytes[c0 + std::countr_zero(live)];
-        for (int w = 0; w < 4; ++w) acc[w] |= cb[w];
+  if (p.byte_first.size() == static_cast<std::size_t>(ns)) {
+    first_state = p.byte_first;  // recorded by the lowering
+  } else {
+    for (StateId s = 0; s < ns; ++s) {  // a program read from an artifact: from the table
+      const StateId* row = &p.next[static_cast<std::size_t>(s) * p.num_classes];
+      for (std::int32_t c = 0; c < p.num_classes; ++c) {
+        if (row[c] != CfgProgram::kDead) merge(first_state[s], class_bytes[c]);
       }
     }
-    first_state[s] = acc;
   }
   changed = true;
   while (changed) {

@@ -94,6 +94,8 @@ class DfaRanges {
   std::vector<Run> runs_;
 };
 
+struct SharedDfa;
+
 class Lowering {
  public:
   Lowering(const grammar::Grammar& g, const Vocabulary& vocab, const CfgCompileOptions& options)
@@ -140,6 +142,9 @@ class Lowering {
   // the key in shared_key_ for StoreShared, called after Determinise.
   bool LowerShared(std::int32_t rule, std::int32_t nfa_start, std::int32_t nfa_end);
   void StoreShared(std::size_t first_state);
+  // Appends a shared automaton as rule `rule`'s states, its rule edges mapped through `refs`.
+  void AppendShared(std::int32_t rule, const SharedDfa& dfa,
+                    std::span<const std::int32_t> refs);
   std::vector<std::int32_t> shared_key_;
   std::vector<std::int32_t> shared_refs_;  // ordinal -> rule of the NFA just keyed
   bool shared_keyed_ = false;
@@ -664,16 +669,58 @@ Status Lowering::Determinise(std::int32_t rule, std::int32_t nfa_start, std::int
   return Status::Ok();
 }
 
-// Determinised automata of shared rules, in local numbering (state 0 = start), their rule
-// edges by ordinal. Bounded: past the budget, rules are determinised as usual.
+// A rule automaton lowered once and shared by every later compile that needs it, in local
+// numbering, flat: state i has byte ranges bytes[byte_begin[i] .. byte_begin[i + 1]) and rule
+// edges nts[nt_begin[i] .. nt_begin[i + 1]), the rule given by its ordinal in the compile's own
+// reference list. Two process-wide caches hold them, each bounded:
+//   - big DFA terminals (a format automaton: email has 25,099 states), keyed by the automaton,
+//     which the entry keeps alive so its address cannot be reused (SharedRanges);
+//   - shared rules (grammar::Rule::shared), keyed by the rule's whole NFA (LowerShared).
 struct SharedDfa {
-  struct State {
-    bool accepting;
-    std::vector<std::array<std::int32_t, 3>> bytes;           // lo, hi, local target
-    std::vector<std::pair<std::int32_t, std::int32_t>> nts;  // ordinal, local target
-  };
-  std::vector<State> states;
+  std::shared_ptr<const ByteDfa> owner;
+  StateId start = 0;
+  std::vector<std::uint8_t> accepting;
+  std::vector<std::uint32_t> byte_begin{0};
+  std::vector<std::array<std::int32_t, 3>> bytes;  // lo, hi, local target
+  std::vector<std::uint32_t> nt_begin{0};
+  std::vector<std::pair<std::int32_t, std::int32_t>> nts;  // ordinal, local target
+  std::size_t Bytes() const {
+    return accepting.size() + (byte_begin.size() + nt_begin.size()) * 4 + bytes.size() * 12 +
+           nts.size() * 8;
+  }
 };
+
+constexpr std::int32_t kSharedLoweringStates = 4096;
+constexpr std::size_t kSharedLoweringBytes = std::size_t{64} << 20;  // bound on the DFA cache
+
+std::shared_ptr<const SharedDfa> SharedRanges(const std::shared_ptr<const ByteDfa>& dfa) {
+  static std::mutex mu;
+  static auto* cache = new std::unordered_map<const ByteDfa*, std::shared_ptr<const SharedDfa>>;
+  static std::size_t cached_bytes = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto it = cache->find(dfa.get()); it != cache->end()) return it->second;
+  }
+  auto lowered = std::make_shared<SharedDfa>();
+  lowered->owner = dfa;
+  lowered->start = dfa->start - 1;  // the dead state 0 is not copied
+  const DfaRanges ranges(*dfa);
+  for (StateId s = 1; s < dfa->num_states; ++s) {
+    lowered->accepting.push_back(dfa->IsAccepting(s) ? 1 : 0);
+    ranges.ForEach(s, [&](std::int32_t lo, std::int32_t hi, StateId t) {
+      lowered->bytes.push_back({lo, hi, t - 1});
+    });
+    lowered->byte_begin.push_back(static_cast<std::uint32_t>(lowered->bytes.size()));
+    lowered->nt_begin.push_back(0);
+  }
+  const std::size_t bytes = lowered->Bytes() + dfa->next.size() * sizeof(StateId);
+  std::lock_guard<std::mutex> lock(mu);
+  if (cached_bytes + bytes <= kSharedLoweringBytes && cache->emplace(dfa.get(), lowered).second) {
+    cached_bytes += bytes;
+  }
+  return lowered;
+}
+
 struct SharedKeyHash {
   std::size_t operator()(const std::vector<std::int32_t>& k) const {
     std::uint64_t h = 0x9e3779b97f4a7c15ull ^ k.size();
@@ -682,11 +729,32 @@ struct SharedKeyHash {
   }
 };
 constexpr std::size_t kSharedDfaNfaStates = 4096;       // larger NFAs are not keyed
-constexpr std::size_t kSharedDfaBudgetStates = 1 << 16;  // all cached automata together
+constexpr std::size_t kSharedDfaBudgetStates = 1 << 16;  // all cached rule automata together
 std::mutex shared_dfa_mu;
 auto* shared_dfas =
     new std::unordered_map<std::vector<std::int32_t>, std::shared_ptr<const SharedDfa>, SharedKeyHash>;
 std::size_t shared_dfa_states = 0;
+
+void Lowering::AppendShared(std::int32_t rule, const SharedDfa& dfa,
+                            std::span<const std::int32_t> refs) {
+  const auto base = static_cast<std::int32_t>(dstates_.size());
+  for (std::size_t i = 0; i + 1 < dfa.byte_begin.size(); ++i) {
+    DState d;
+    d.rule = rule;
+    d.accepting = dfa.accepting[i] != 0;
+    d.bytes.reserve(dfa.byte_begin[i + 1] - dfa.byte_begin[i]);
+    for (std::uint32_t e = dfa.byte_begin[i]; e < dfa.byte_begin[i + 1]; ++e) {
+      const auto& [lo, hi, to] = dfa.bytes[e];
+      d.bytes.push_back({lo, hi, base + to});
+    }
+    for (std::uint32_t e = dfa.nt_begin[i]; e < dfa.nt_begin[i + 1]; ++e) {
+      d.nts.emplace_back(refs[dfa.nts[e].first], base + dfa.nts[e].second);
+    }
+    std::sort(d.nts.begin(), d.nts.end());  // by rule, as Determinise leaves them
+    dstates_.push_back(std::move(d));
+  }
+  rules_[rule].info.start = base + dfa.start;
+}
 
 bool Lowering::LowerShared(std::int32_t rule, std::int32_t nfa_start, std::int32_t nfa_end) {
   shared_keyed_ = false;
@@ -724,19 +792,7 @@ bool Lowering::LowerShared(std::int32_t rule, std::int32_t nfa_start, std::int32
     if (auto it = shared_dfas->find(key); it != shared_dfas->end()) hit = it->second;
   }
   if (!hit) return false;
-  const auto base = static_cast<std::int32_t>(dstates_.size());
-  for (const SharedDfa::State& cs : hit->states) {
-    DState d;
-    d.rule = rule;
-    d.accepting = cs.accepting;
-    d.bytes.reserve(cs.bytes.size());
-    for (const auto& [lo, hi, to] : cs.bytes) d.bytes.push_back({lo, hi, base + to});
-    d.nts.reserve(cs.nts.size());
-    for (const auto& [ord, to] : cs.nts) d.nts.emplace_back(shared_refs_[ord], base + to);
-    std::sort(d.nts.begin(), d.nts.end());  // by rule, as Determinise leaves them
-    dstates_.push_back(std::move(d));
-  }
-  rules_[rule].info.start = base;
+  AppendShared(rule, *hit, shared_refs_);
   return true;
 }
 
@@ -748,18 +804,18 @@ void Lowering::StoreShared(std::size_t first_state) {
     if (shared_dfa_states + n > kSharedDfaBudgetStates || shared_dfas->count(shared_key_)) return;
   }
   auto dfa = std::make_shared<SharedDfa>();
-  dfa->states.resize(n);
-  const auto base = static_cast<std::int32_t>(first_state);
+  const auto base = static_cast<std::int32_t>(first_state);  // the start (Determinise's first)
   for (std::size_t i = 0; i < n; ++i) {
     const DState& d = dstates_[first_state + i];
-    SharedDfa::State& cs = dfa->states[i];
-    cs.accepting = d.accepting;
-    for (const DState::ByteRange& b : d.bytes) cs.bytes.push_back({b.lo, b.hi, b.to - base});
-    for (const auto& [r, to] : d.nts) {
+    dfa->accepting.push_back(d.accepting ? 1 : 0);
+    for (const DState::ByteRange& b : d.bytes) dfa->bytes.push_back({b.lo, b.hi, b.to - base});
+    dfa->byte_begin.push_back(static_cast<std::uint32_t>(dfa->bytes.size()));
+    for (const auto& [r, to] : d.nts) {  // every rule edge of the DFA comes from the NFA's
       const auto ord = static_cast<std::int32_t>(
           std::find(shared_refs_.begin(), shared_refs_.end(), r) - shared_refs_.begin());
-      cs.nts.emplace_back(ord, to - base);  // every rule edge of the DFA comes from the NFA's
+      dfa->nts.emplace_back(ord, to - base);
     }
+    dfa->nt_begin.push_back(static_cast<std::uint32_t>(dfa->nts.size()));
   }
   std::lock_guard<std::mutex> lock(shared_dfa_mu);
   if (shared_dfa_states + n <= kSharedDfaBudgetStates &&
@@ -768,68 +824,13 @@ void Lowering::StoreShared(std::size_t first_state) {
   }
 }
 
-// The byte ranges of every state of a big DFA terminal (a format automaton: email has 25,099
-// states), computed once per process and shared by every grammar that uses the same automaton
-// (the cache holds the automaton too, so its address cannot be reused while the entry lives).
-struct LoweredRanges {
-  std::shared_ptr<const ByteDfa> dfa;
-  std::vector<std::uint32_t> begin;  // state s >= 1: ranges [begin[s - 1], begin[s])
-  struct Range {
-    std::int32_t lo, hi;
-    StateId to;
-  };
-  std::vector<Range> ranges;
-};
-constexpr std::int32_t kSharedLoweringStates = 4096;
-constexpr std::size_t kSharedLoweringBytes = std::size_t{64} << 20;  // bound on the cache
-
-std::shared_ptr<const LoweredRanges> SharedRanges(const std::shared_ptr<const ByteDfa>& dfa) {
-  static std::mutex mu;
-  static auto* cache = new std::unordered_map<const ByteDfa*, std::shared_ptr<const LoweredRanges>>;
-  static std::size_t cached_bytes = 0;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    if (auto it = cache->find(dfa.get()); it != cache->end()) return it->second;
-  }
-  auto lowered = std::make_shared<LoweredRanges>();
-  lowered->dfa = dfa;
-  const DfaRanges ranges(*dfa);
-  lowered->begin.push_back(0);
-  for (StateId s = 1; s < dfa->num_states; ++s) {
-    ranges.ForEach(s, [&](std::int32_t lo, std::int32_t hi, StateId t) {
-      lowered->ranges.push_back({lo, hi, t});
-    });
-    lowered->begin.push_back(static_cast<std::uint32_t>(lowered->ranges.size()));
-  }
-  const std::size_t bytes = lowered->ranges.size() * sizeof(LoweredRanges::Range) +
-                            lowered->begin.size() * 4 + dfa->next.size() * sizeof(StateId);
-  std::lock_guard<std::mutex> lock(mu);
-  if (cached_bytes + bytes <= kSharedLoweringBytes && cache->emplace(dfa.get(), lowered).second) {
-    cached_bytes += bytes;
-  }
-  return lowered;
-}
-
 void Lowering::CopyDfa(std::int32_t rule, const ByteDfa& dfa,
                        const std::shared_ptr<const ByteDfa>& owner) {
-  const std::int32_t base = static_cast<std::int32_t>(dstates_.size()) - 1;  // DFA state 1 -> base+1
   if (owner != nullptr && owner.get() == &dfa && dfa.num_states >= kSharedLoweringStates) {
-    const std::shared_ptr<const LoweredRanges> lowered = SharedRanges(owner);
-    for (StateId s = 1; s < dfa.num_states; ++s) {
-      DState d;
-      d.rule = rule;
-      d.accepting = dfa.IsAccepting(s);
-      const std::uint32_t b = lowered->begin[s - 1], e = lowered->begin[s];
-      d.bytes.reserve(e - b);
-      for (std::uint32_t i = b; i < e; ++i) {
-        const LoweredRanges::Range& r = lowered->ranges[i];
-        d.bytes.push_back({r.lo, r.hi, base + r.to});
-      }
-      dstates_.push_back(std::move(d));
-    }
-    rules_[rule].info.start = base + dfa.start;
+    AppendShared(rule, *SharedRanges(owner), {});
     return;
   }
+  const std::int32_t base = static_cast<std::int32_t>(dstates_.size()) - 1;  // DFA state 1 -> base+1
   const DfaRanges ranges(dfa);
   for (StateId s = 1; s < dfa.num_states; ++s) {
     DState d;
