@@ -9,6 +9,10 @@
 #include <string_view>
 #include <thread>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 namespace lockstep {
 namespace {
 
@@ -20,6 +24,70 @@ void FreeWords(std::uint32_t* p) { ::operator delete(p, std::align_val_t{64}); }
 
 inline void SetBit(std::span<std::uint32_t> out, TokenId id) {
   out[static_cast<std::size_t>(id) >> 5] |= 1u << (id & 31);
+}
+
+// Word kernels over whole masks (4,008 words on Llama-3), with AVX2 versions picked at run time
+// (this file compiles for baseline x86-64).
+#if defined(__x86_64__)
+#define LOCKSTEP_CFG_AVX2 __attribute__((target("avx2,popcnt")))
+
+LOCKSTEP_CFG_AVX2 std::size_t CountOnesAvx2(const std::uint32_t* w, std::size_t n) {
+  std::uint64_t c0 = 0, c1 = 0, c2 = 0, c3 = 0;
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    std::uint64_t x[4];
+    std::memcpy(x, w + i, sizeof x);
+    c0 += static_cast<std::uint64_t>(__builtin_popcountll(x[0]));
+    c1 += static_cast<std::uint64_t>(__builtin_popcountll(x[1]));
+    c2 += static_cast<std::uint64_t>(__builtin_popcountll(x[2]));
+    c3 += static_cast<std::uint64_t>(__builtin_popcountll(x[3]));
+  }
+  for (; i < n; ++i) c0 += static_cast<std::uint64_t>(__builtin_popcount(w[i]));
+  return static_cast<std::size_t>(c0 + c1 + c2 + c3);
+}
+
+LOCKSTEP_CFG_AVX2 std::size_t SkipWordsAvx2(const std::uint32_t* w, std::size_t i, std::size_t n,
+                                            std::uint32_t skip) {
+  const __m256i s = _mm256_set1_epi32(static_cast<int>(skip));
+  for (; i + 8 <= n; i += 8) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + i));
+    if (_mm256_movemask_epi8(_mm256_cmpeq_epi32(v, s)) != -1) return i;
+  }
+  return i;
+}
+
+bool HasAvx2() {
+  static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("popcnt");
+  return avx2;
+}
+#endif
+
+// (Vectorised by the compiler.)
+void OrWords(std::uint32_t* dst, const std::uint32_t* __restrict src, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) dst[i] |= src[i];
+}
+
+std::size_t CountOnes(const std::uint32_t* w, std::size_t n) {
+#if defined(__x86_64__)
+  if (HasAvx2()) return CountOnesAvx2(w, n);
+#endif
+  std::size_t c = 0;
+  for (std::size_t i = 0; i < n; ++i) c += static_cast<std::size_t>(std::popcount(w[i]));
+  return c;
+}
+
+// The first index >= i, in steps of 8 words, where a block holds a word other than `skip`
+// (or the last partial block); the caller scans from there word by word.
+std::size_t SkipWords(const std::uint32_t* w, std::size_t i, std::size_t n, std::uint32_t skip) {
+#if defined(__x86_64__)
+  if (HasAvx2()) return SkipWordsAvx2(w, i, n, skip);
+#endif
+  for (; i + 8 <= n; i += 8) {
+    for (std::size_t j = 0; j < 8; ++j) {
+      if (w[i + j] != skip) return i;
+    }
+  }
+  return i;
 }
 
 }  // namespace
@@ -925,9 +993,8 @@ std::unique_ptr<CfgPosition> CfgGrammar::ComputePosition(const EarleyItem& item)
     if (view != nullptr) {
       // Tokens inside the region: shared; tokens leaving it: walked from where they leave (no
       // split before: region states cannot finish the rule).
-      for (std::size_t w = 0; w < view->inside_bits.size() && w < words; ++w) {
-        scratch.bits[w] |= view->inside_bits[w];
-      }
+      OrWords(scratch.bits.data(), view->inside_bits.data(),
+              std::min(view->inside_bits.size(), words));
       scratch.accepted = view->inside_count;
       for (const auto& g : view->groups) {
         WalkTrie(view->nodes, g.begin, g.end, view->tokens.data(), view->offsets.data(), item,
@@ -1174,25 +1241,6 @@ const std::uint32_t* CfgGrammar::CachedFinal(std::int32_t sig) const {
 // that has left the cache, and the cache holds several times more signatures per byte.
 enum : std::uint32_t { kFinalBits = 0, kFinalList = 1, kFinalComplement = 2 };
 
-namespace {
-
-__attribute__((target("popcnt"))) std::size_t CountOnesPopcnt(const std::uint32_t* w,
-                                                             std::size_t n) {
-  std::size_t c = 0;
-  for (std::size_t i = 0; i < n; ++i) c += static_cast<std::size_t>(__builtin_popcount(w[i]));
-  return c;
-}
-
-std::size_t CountOnes(const std::uint32_t* w, std::size_t n) {
-  static const bool has_popcnt = __builtin_cpu_supports("popcnt");
-  if (has_popcnt) return CountOnesPopcnt(w, n);
-  std::size_t c = 0;
-  for (std::size_t i = 0; i < n; ++i) c += static_cast<std::size_t>(std::popcount(w[i]));
-  return c;
-}
-
-}  // namespace
-
 void CfgGrammar::StoreFinal(std::int32_t sig, std::span<const std::uint32_t> mask) const {
   const std::int32_t c = ChunkOf(sig);
   std::atomic<std::atomic<std::uint32_t*>*>& cslot = final_chunks_[c];
@@ -1221,6 +1269,13 @@ void CfgGrammar::StoreFinal(std::int32_t sig, std::span<const std::uint32_t> mas
     std::uint32_t* dst = ids.data();
     const std::uint32_t flip = complement ? ~0u : 0u;
     for (std::size_t w = 0; w < words; ++w) {
+      if ((w & 7) == 0) {
+        const std::size_t next = SkipWords(mask.data(), w, words, flip);
+        if (next != w) {
+          w = next - 1;
+          continue;
+        }
+      }
       std::uint32_t x = mask[w] ^ flip;
       if (x == 0) continue;
       if (complement && w + 1 == words && (width_ & 31) != 0) x &= (1u << (width_ & 31)) - 1;
@@ -1322,22 +1377,15 @@ void CfgGrammar::FillMask(EarleyParser& parser, std::vector<std::int32_t>& sigs,
     return;
   }
   const std::size_t words = mask_words();
-  const std::int32_t sig = Signature(parser, sigs, k);
-  if (sig >= 0) {
-    if (const std::uint32_t* m = CachedFinal(sig)) {
-      RestoreFinal(m, out);
-      return;
-    }
-  }
-  std::memset(out.data(), 0, words * 4);
-  // Kernel positions (few: usually one to three).
+  // Kernel positions (few: usually one to three). A mask known to be finished never needs a
+  // position computed here: its kernels' positions were computed when it was stored.
   EarleyItem kernels[64];
   const CfgPosition* positions[64];
   std::int32_t nk = 0;
   for (const EarleyItem& it : parser.set(k)) {
     if (!parser.IsKernel(k, it) || !parser.ItemHasFuture(it)) continue;
-    const CfgPosition* pos = PositionFor(it);
-    if (pos == nullptr || nk == 64) {
+    const CfgPosition* pos = nk == 64 ? nullptr : PositionFor(it);
+    if (pos == nullptr) {
       FullWalkMask(parser, out);  // over the cache budget (or pathological): exact, slower
       return;
     }
@@ -1345,12 +1393,38 @@ void CfgGrammar::FillMask(EarleyParser& parser, std::vector<std::int32_t>& sigs,
     positions[nk] = pos;
     ++nk;
   }
+  // One position and no tails to check (most fills): the mask is that position's accepted set
+  // plus the end and special tokens, as cheap to build as a cached copy would be to restore, so
+  // it is neither looked up nor stored.
+  const bool simple = nk == 0 || (nk == 1 && positions[0]->tails.size() <= 1);
+  std::int32_t sig = -1;
+  if (!simple) {
+    sig = Signature(parser, sigs, k);
+    if (sig >= 0) {
+      if (const std::uint32_t* m = CachedFinal(sig)) {
+        RestoreFinal(m, out);
+        return;
+      }
+    }
+  }
+  // The first bitset is copied, not OR-ed into a cleared mask.
+  std::int32_t first_bits = -1;
+  for (std::int32_t a = 0; a < nk; ++a) {
+    if (!positions[a]->accepted_bits.empty()) {
+      first_bits = a;
+      break;
+    }
+  }
+  if (first_bits >= 0) {
+    std::memcpy(out.data(), positions[first_bits]->accepted_bits.data(), words * 4);
+  } else {
+    std::memset(out.data(), 0, words * 4);
+  }
   for (std::int32_t a = 0; a < nk; ++a) {
     const CfgPosition* pos = positions[a];
+    if (a == first_bits) continue;
     if (!pos->accepted_bits.empty()) {
-      const std::uint32_t* src = pos->accepted_bits.data();
-      std::uint32_t* dst = out.data();
-      for (std::size_t w = 0; w < words; ++w) dst[w] |= src[w];
+      OrWords(out.data(), pos->accepted_bits.data(), words);
     } else {
       for (TokenId tok : pos->accepted_list) SetBit(out, tok);
     }
@@ -1378,7 +1452,7 @@ void CfgGrammar::FillMask(EarleyParser& parser, std::vector<std::int32_t>& sigs,
     parser.PopTo(base);
   }
   AddEndAndSpecials(parser, out);
-  if (sig >= 0) StoreFinal(sig, out.first(words));
+  if (!simple && sig >= 0) StoreFinal(sig, out.first(words));
 }
 
 CfgStats CfgGrammar::Stats() const {

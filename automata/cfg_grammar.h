@@ -23,7 +23,10 @@
 // accepted by the parse right after the rule completes (EarleyParser::PushCompletion), plus EOS
 // and grammar special tokens. Finished masks are cached by the parser state's signature: an
 // interned, structural id of (kernel items, signature of their origin sets) that determines
-// every future of the parse, so equal signatures have equal masks. A finished mask is kept as
+// every future of the parse, so equal signatures have equal masks. A state with one kernel
+// position and no tails to check (most fills) is neither looked up nor stored: its mask is that
+// position's accepted set plus the end and special tokens, one copy, as cheap as restoring a
+// cached copy would be. A finished mask is kept as
 // an id list, a list of the blocked ids, or the bitset, whichever is smallest (lists up to an
 // eighth of the bitset: JSON masks are mostly a few tokens or nearly all of them). All caches
 // are shared, immutable once published (lock-free reads) and bounded by

@@ -17,7 +17,14 @@ struct Matcher::CfgState {
     parser.InitRoot();
   }
   mutable EarleyParser parser;  // FillNextTokenBitmask pushes and pops scratch sets
+  // sigs[j]: the interned signature of set j, for a prefix of the sets (FillMask extends it).
+  // Sets popped by a rollback lose theirs at once: a later token may rebuild a set j with other
+  // items while sigs still covers j.
   mutable std::vector<std::int32_t> sigs;
+  void PopTo(std::int32_t n) {
+    parser.PopTo(n);
+    if (static_cast<std::int32_t>(sigs.size()) > n) sigs.resize(static_cast<std::size_t>(n));
+  }
 };
 
 Matcher::Matcher(std::shared_ptr<const CompiledGrammar> grammar) : grammar_(std::move(grammar)) {
@@ -88,7 +95,7 @@ bool Matcher::CfgAcceptBytes(std::string_view bytes) {
                                  std::to_string(p.max_depth()) + ")",
                              "byte " + std::to_string(p.num_sets() - 1));
       }
-      p.PopTo(before);
+      cfg_->PopTo(before);
       return false;
     }
   }
@@ -148,7 +155,7 @@ bool Matcher::Rollback(std::int32_t n) {
     terminated_ = false;
     terminated_at_ = -1;
   }
-  if (cfg_) cfg_->parser.PopTo(history_.back());
+  if (cfg_) cfg_->PopTo(history_.back());
   return true;
 }
 
@@ -157,7 +164,7 @@ void Matcher::Reset() {
   terminated_ = false;
   terminated_at_ = -1;
   last_error_ = Status();
-  if (cfg_) cfg_->parser.PopTo(history_.back());
+  if (cfg_) cfg_->PopTo(history_.back());
 }
 
 bool Matcher::CanEnd() const {

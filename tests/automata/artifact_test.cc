@@ -133,6 +133,7 @@ TEST(ArtifactTest, RegexRoundTripEqualsFreshCompile) {
 
 TEST(ArtifactTest, GrammarRoundTripEqualsFreshCompile) {
   const Env& env = Llama3();
+  std::int64_t cached_masks = 0;
   for (const char* name : {"json", "tool_calls", "arithmetic_leftrec", "sql_select"}) {
     const std::string text = ReadFile(SourceDataDir() + "/grammars/" + name + ".gbnf");
     ASSERT_FALSE(text.empty()) << name;
@@ -143,12 +144,15 @@ TEST(ArtifactTest, GrammarRoundTripEqualsFreshCompile) {
     ASSERT_TRUE(warm.ok());
     CompareWalks(*fresh, *warm, 3, 30, 7, name);
     ASSERT_GT((*warm)->Stats().positions, 0) << name;
-    ASSERT_GT((*warm)->Stats().cached_masks, 0) << name;
+    // Finished masks are cached only for states with several kernel positions or tails to
+    // check; the walks of some grammars reach none, but the four together must carry some.
+    cached_masks += (*warm)->Stats().cached_masks;
     auto loaded = RoundTrip(*warm, "grammar");
     ASSERT_NE(loaded, nullptr);
     const int walks = std::max(2, static_cast<int>(8 * TestScale()));
     EXPECT_GT(CompareWalks(*fresh, loaded, walks, 40, 11, name), 20) << name;
   }
+  EXPECT_GT(cached_masks, 0);
 }
 
 TEST(ArtifactTest, SchemaRoundTripEqualsFreshCompile) {
