@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <unordered_map>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -221,6 +222,7 @@ void CfgGrammar::ComputeFollow() {
   class_size_.assign(p.num_classes, 0);
   for (int b = 0; b < 256; ++b) ++class_size_[p.byte_class[b]];
   ComputeRepeatEdges(class_bytes);
+  follow_bits_.assign(follow.begin(), follow.end());
   follow_.assign(nr, std::array<bool, 256>{});
   for (std::int32_t r = 0; r < nr; ++r) {
     for (int b = 0; b < 256; ++b) follow_[r][b] = (follow[r][b >> 6] >> (b & 63)) & 1;
@@ -1096,28 +1098,78 @@ std::uint64_t CfgPosition::ContentHash() const {
   return h;
 }
 
-const CfgPosition* CfgGrammar::Publish(std::unique_ptr<CfgPosition> pos) const {
-  const std::uint64_t h = pos->ContentHash();
+const CfgPosition* CfgGrammar::Publish(std::unique_ptr<CfgPosition> pos,
+                                       std::shared_ptr<const CfgPosition>* owner) const {
+  pos->content_hash = pos->ContentHash();
+  return Adopt(std::shared_ptr<const CfgPosition>(std::move(pos)), owner);
+}
+
+const CfgPosition* CfgGrammar::Adopt(std::shared_ptr<const CfgPosition> pos,
+                                     std::shared_ptr<const CfgPosition>* owner) const {
+  // Indexed by content: a position computed twice, or found under two keys, is kept once (and a
+  // saved artifact holds each content once).
   std::lock_guard<std::mutex> lock(owned_mu_);
-  auto& bucket = by_content_[h];
-  for (const CfgPosition* p : bucket) {
-    if (p->SameContent(*pos)) return p;
+  auto& bucket = by_content_[pos->content_hash];
+  for (std::size_t i : bucket) {
+    if (owned_[i] == pos || owned_[i]->SameContent(*pos)) {
+      if (owner != nullptr) *owner = owned_[i];
+      return owned_[i].get();
+    }
   }
   if (!ReserveBytes(pos->Bytes())) return nullptr;
   num_positions_.fetch_add(1);
   sum_accepted_.fetch_add(pos->num_accepted);
   sum_uncertain_.fetch_add(pos->num_uncertain);
+  bucket.push_back(owned_.size());
   owned_.push_back(std::move(pos));
-  bucket.push_back(owned_.back().get());
+  if (owner != nullptr) *owner = owned_.back();
   return owned_.back().get();
 }
 
+std::optional<PositionKey> CfgGrammar::KeyOf(StateId s) const {
+  std::lock_guard<std::mutex> lock(key_mu_);
+  if (!keyer_) keyer_ = std::make_unique<PositionKeyer>(&program_);
+  return keyer_->Key(s, follow_bits_[program_.state_rule[s]]);
+}
 const CfgPosition* CfgGrammar::PositionFor(const EarleyItem& it) const {
   if (!program_.IsCounter(it.rule)) {
     std::atomic<const CfgPosition*>& slot = dfa_positions_[it.state];
     if (const CfgPosition* p = slot.load(std::memory_order_acquire)) return p;
-    const CfgPosition* p = Publish(ComputePosition(it));
-    if (p != nullptr) slot.store(p, std::memory_order_release);
+    // From the vocabulary's shared positions when another grammar computed the same one.
+    std::optional<PositionKey> key;
+    SharedPositions* shared = nullptr;
+    if (options_.share_positions) {
+      key = KeyOf(it.state);
+      if (key) {
+        shared = &trie_->Attached<SharedPositions>();
+        std::shared_ptr<const CfgPosition> found;
+        {
+          std::lock_guard<std::mutex> lock(shared->mu);
+          auto f = shared->map.find(*key);
+          if (f != shared->map.end()) found = f->second;
+        }
+        if (found) {
+          const CfgPosition* p = Adopt(std::move(found));
+          if (p != nullptr) {
+            shared_positions_.fetch_add(1);
+            slot.store(p, std::memory_order_release);
+          }
+          return p;
+        }
+      }
+    }
+    std::shared_ptr<const CfgPosition> owner;
+    const CfgPosition* p = Publish(ComputePosition(it), &owner);
+    if (p == nullptr) return p;
+    slot.store(p, std::memory_order_release);
+    if (shared != nullptr) {
+      const std::int64_t bytes = p->Bytes();
+      std::lock_guard<std::mutex> lock(shared->mu);
+      if (shared->bytes + bytes <= options_.max_shared_position_bytes &&
+          shared->map.emplace(*key, std::move(owner)).second) {
+        shared->bytes += bytes;
+      }
+    }
     return p;
   }
   const CfgProgram::RuleInfo& r = program_.rules[it.rule];
@@ -1393,10 +1445,11 @@ void CfgGrammar::FillMask(EarleyParser& parser, std::vector<std::int32_t>& sigs,
     positions[nk] = pos;
     ++nk;
   }
-  // One position and no tails to check (most fills): the mask is that position's accepted set
-  // plus the end and special tokens, as cheap to build as a cached copy would be to restore, so
-  // it is neither looked up nor stored.
-  const bool simple = nk == 0 || (nk == 1 && positions[0]->tails.size() <= 1);
+  // A few positions and no tails to check (most fills): the mask is their accepted sets' union
+  // plus the end and special tokens, a copy and an OR or two, about what restoring a cached copy
+  // would cost, so it is neither looked up nor stored (storing counts, lists and copies the mask).
+  bool simple = nk <= kMaxUncachedKernels;
+  for (std::int32_t a = 0; a < nk && simple; ++a) simple = positions[a]->tails.size() <= 1;
   std::int32_t sig = -1;
   if (!simple) {
     sig = Signature(parser, sigs, k);
@@ -1462,6 +1515,7 @@ CfgStats CfgGrammar::Stats() const {
   s.states = program_.num_states;
   s.byte_classes = program_.num_classes;
   s.positions = num_positions_.load();
+  s.shared_positions = shared_positions_.load();
   s.accepted_tokens = sum_accepted_.load();
   s.uncertain_tokens = sum_uncertain_.load();
   s.cached_masks = cached_masks_.load();

@@ -17,16 +17,18 @@
 // the tokens that stay inside are one precomputed bit set, and only the tokens that leave the
 // region (those with a quote, a backslash, a control byte) are walked on from where they leave.
 // Equal regions of different grammars have equal canonical tables, so every JSON schema
-// compiled for a vocabulary reuses the same string-body views.
+// compiled for a vocabulary reuses the same string-body views. Whole positions are shared the
+// same way: a position computed by one grammar is stored under a structural key of the
+// automaton it walks (automata/position_key.h) and reused by any later grammar of the
+// vocabulary with the same key (CompileOptions::share_positions).
 //
 // Run time. mask = union of the accepted sets of the kernel positions, plus the uncertain tails
 // accepted by the parse right after the rule completes (EarleyParser::PushCompletion), plus EOS
 // and grammar special tokens. Finished masks are cached by the parser state's signature: an
 // interned, structural id of (kernel items, signature of their origin sets) that determines
-// every future of the parse, so equal signatures have equal masks. A state with one kernel
-// position and no tails to check (most fills) is neither looked up nor stored: its mask is that
-// position's accepted set plus the end and special tokens, one copy, as cheap as restoring a
-// cached copy would be. A finished mask is kept as
+// every future of the parse, so equal signatures have equal masks. A state with a few kernel
+// positions and no tails to check (most fills) is neither looked up nor stored: its mask is a
+// copy and an OR or two, about what restoring a cached copy would cost. A finished mask is kept as
 // an id list, a list of the blocked ids, or the bitset, whichever is smallest (lists up to an
 // eighth of the bitset: JSON masks are mostly a few tokens or nearly all of them). All caches
 // are shared, immutable once published (lock-free reads) and bounded by
@@ -41,6 +43,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <tuple>
@@ -49,6 +52,7 @@
 
 #include "automata/cfg_program.h"
 #include "automata/earley.h"
+#include "automata/position_key.h"
 #include "automata/token_trie.h"
 #include "lockstep/compiler.h"
 #include "lockstep/vocabulary.h"
@@ -80,11 +84,20 @@ struct CfgPosition {
   }
   std::int32_t num_accepted = 0;
   std::int32_t num_uncertain = 0;  // (token, split) pairs
+  std::uint64_t content_hash = 0;  // ContentHash(), set when a grammar publishes it
   std::int64_t Bytes() const {
     return static_cast<std::int64_t>(accepted_bits.capacity() * 4 + accepted_list.capacity() * 4 +
                                      tails.capacity() * sizeof(TailNode) +
                                      tail_tokens.capacity() * 4 + sizeof(CfgPosition));
   }
+};
+
+// The positions of every grammar compiled for one vocabulary, by key (automata/position_key.h),
+// attached to the vocabulary's token trie; bounded by CompileOptions::max_shared_position_bytes.
+struct SharedPositions {
+  std::mutex mu;
+  std::unordered_map<PositionKey, std::shared_ptr<const CfgPosition>, PositionKey::Hash> map;
+  std::int64_t bytes = 0;
 };
 
 struct CfgStats {
@@ -93,6 +106,7 @@ struct CfgStats {
   std::int32_t states = 0;
   std::int32_t byte_classes = 0;
   std::int32_t positions = 0;           // positions (kernel rule states) computed so far
+  std::int32_t shared_positions = 0;    // of which taken from other grammars of the vocabulary
   std::int64_t accepted_tokens = 0;     // summed over computed positions
   std::int64_t uncertain_tokens = 0;    // (token, split) pairs over computed positions
   std::int32_t cached_masks = 0;        // finished masks cached by state signature
@@ -116,6 +130,8 @@ class CfgGrammar {
   // The mask of the parser's current state into `out` (mask_words() words). `sigs` holds the
   // signature of each set of `parser` (extended here as needed; -1 = not interned). `parser` is
   // used as scratch (sets pushed and popped) and left as it was.
+  // Fills with at most this many kernel positions and no tails to check are not cached.
+  static constexpr std::int32_t kMaxUncachedKernels = 4;
   void FillMask(EarleyParser& parser, std::vector<std::int32_t>& sigs,
                 std::span<std::uint32_t> out) const;
   // The same mask by one walk of the whole token trie over the full parser: no position cache,
@@ -131,6 +147,15 @@ class CfgGrammar {
     if (id < 0 || id >= vocab_->size()) return false;
     TokenKind k = vocab_->Kind(id);
     return (k == TokenKind::kNormal || k == TokenKind::kByte) && !vocab_->TokenBytes(id).empty();
+  }
+
+  // The position of DFA state s through the caches (shared positions included), and the same
+  // computed afresh by a walk of the token trie (tests compare the two).
+  const CfgPosition* PositionOfState(StateId s) const {
+    return PositionFor({program_.state_rule[s], s, 0, 0});
+  }
+  std::unique_ptr<CfgPosition> FreshPositionOfState(StateId s) const {
+    return ComputePosition({program_.state_rule[s], s, 0, 0});
   }
 
   // Computes every DFA-state position now, on `threads` threads (0 = hardware concurrency).
@@ -175,6 +200,11 @@ class CfgGrammar {
   // tail must start with one of them (prunes most of them at compile time; the root, which
   // nothing references, has none).
   std::vector<std::array<bool, 256>> follow_;
+  std::vector<std::array<std::uint64_t, 4>> follow_bits_;
+  // Keys of positions shared by the grammars of one vocabulary (automata/position_key.h).
+  mutable std::mutex key_mu_;
+  mutable std::unique_ptr<PositionKeyer> keyer_;
+  std::optional<PositionKey> KeyOf(StateId s) const;
   // null_state_[s]: the rule can finish from DFA state s without a byte; first_bytes_[s]: the
   // bytes that can come first from s (through rule edges too).
   std::vector<std::uint8_t> null_state_;
@@ -227,13 +257,19 @@ class CfgGrammar {
 
   // Owner of every position; slots above point into it. Positions with equal content (common:
   // the states of a bounded repetition like [ \t\n]{0,64}) are stored once.
-  const CfgPosition* Publish(std::unique_ptr<CfgPosition> pos) const;
+  // `owner`, if given, receives the owning pointer of the result.
+  const CfgPosition* Publish(std::unique_ptr<CfgPosition> pos,
+                             std::shared_ptr<const CfgPosition>* owner = nullptr) const;
+  // A position from the vocabulary's shared ones (content_hash set), owned by this grammar too.
+  const CfgPosition* Adopt(std::shared_ptr<const CfgPosition> pos,
+                           std::shared_ptr<const CfgPosition>* owner = nullptr) const;
   mutable std::mutex owned_mu_;
-  mutable std::vector<std::unique_ptr<CfgPosition>> owned_;
-  mutable std::unordered_map<std::uint64_t, std::vector<const CfgPosition*>> by_content_;
+  mutable std::vector<std::shared_ptr<const CfgPosition>> owned_;
+  mutable std::unordered_map<std::uint64_t, std::vector<std::size_t>> by_content_;  // into owned_
 
   mutable std::atomic<std::int64_t> cache_bytes_{0};
   mutable std::atomic<std::int32_t> num_positions_{0};
+  mutable std::atomic<std::int32_t> shared_positions_{0};
   mutable std::atomic<std::int64_t> sum_accepted_{0};
   mutable std::atomic<std::int64_t> sum_uncertain_{0};
   mutable std::atomic<std::int32_t> cached_masks_{0};

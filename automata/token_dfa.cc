@@ -71,6 +71,7 @@ CompiledGrammarStats CompiledGrammar::Stats() const {
   s.rules = c.rules;
   s.counter_rules = c.counter_rules;
   s.positions = c.positions;
+  s.shared_positions = c.shared_positions;
   s.accepted_tokens = c.accepted_tokens;
   s.uncertain_tokens = c.uncertain_tokens;
   s.signatures = c.signatures;

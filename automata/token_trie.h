@@ -78,6 +78,15 @@ class TokenTrie {
   const RegionView* Region(const std::vector<std::int16_t>& table,
                            const Vocabulary& vocab) const;
   std::size_t num_tokens() const { return tokens_.size(); }
+  // One object of type T attached to this trie, made on first use and living as long as it
+  // (the CFG runtime keeps the positions shared by the grammars of the vocabulary there).
+  // Thread-safe; a trie holds one attached type.
+  template <class T>
+  T& Attached() const {
+    std::lock_guard<std::mutex> lock(attached_mu_);
+    if (!attached_) attached_ = std::make_shared<T>();
+    return *static_cast<T*>(attached_.get());
+  }
   std::size_t MemoryBytes() const {
     return nodes_.capacity() * sizeof(Node) + tokens_.capacity() * sizeof(TokenId) +
            (kids_begin_.capacity() + kids_.capacity()) * sizeof(std::uint32_t) +
@@ -95,6 +104,8 @@ class TokenTrie {
   struct TableHash {
     std::size_t operator()(const std::vector<std::int16_t>& v) const;
   };
+  mutable std::mutex attached_mu_;
+  mutable std::shared_ptr<void> attached_;
   mutable std::mutex region_mu_;
   mutable std::unordered_map<std::vector<std::int16_t>, std::unique_ptr<RegionView>, TableHash>
       regions_;

@@ -4,11 +4,15 @@
 //   - BM_SchemaValidate: validator throughput (simdjson parse + validate) over every test instance
 //     of the dev set, in MB/s of instance text; counters check the verdicts against the labels;
 //   - BM_SchemaFirstMask: time to first mask = compile the schema from its text + fill the first
-//     mask (lazy positions), p50/p99/max over the dev-set schemas;
+//     mask (lazy positions), p50/p99/max over the dev-set schemas. /0: positions not shared
+//     between grammars (every schema walks its own: a cold process; three passes give the same
+//     work); /1: shared through the vocabulary's store, one pass, so each schema finds only what
+//     the schemas compiled before it left there (a server that has seen other tool schemas);
 //   - BM_SchemaTraceMask: time per mask while replaying every valid instance's trace through its
 //     own schema's grammar (compiled once per schema, lazy: first visits of a grammar position
 //     compute it), p50/p99/max, plus fills over 20 and 250 µs and traces rejected (traces whose key
 //     order differs from the schema's declared order are rejected by the formatting policy);
+//     /0 without, /1 with positions shared between grammars (one pass over the schemas in order);
 //   - BM_SchemaTraceMaskPrecomputed: the same with every position computed at compile time
 //     (precompute_masks, one thread), the serving configuration for a schema used many times.
 // Skips (with a message) when ../shared/data is not there.
@@ -137,12 +141,14 @@ void BM_SchemaFirstMask(benchmark::State& state) {
   const DevSet& d = Data();
   if (!d.error.empty()) return state.SkipWithError(d.error.c_str());
   std::vector<std::uint32_t> mask(PaddedBitmaskWords(d.vocab->logits_width()));
+  CompileOptions options;
+  options.share_positions = state.range(0) != 0;
   Latencies lat;
   long failed = 0;
   for (auto _ : state) {
     for (const auto& e : d.entries) {
       auto t0 = Clock::now();
-      auto g = d.compiler->CompileSchema(e.schema_text);
+      auto g = d.compiler->CompileSchema(e.schema_text, options);
       if (!g.ok()) {
         ++failed;
         continue;
@@ -157,12 +163,14 @@ void BM_SchemaFirstMask(benchmark::State& state) {
   state.counters["schemas"] = static_cast<double>(lat.size()) / state.iterations();
   state.counters["failed"] = static_cast<double>(failed) / state.iterations();
 }
-BENCHMARK(BM_SchemaFirstMask)->Iterations(3)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_SchemaFirstMask)->Arg(0)->Iterations(3)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_SchemaFirstMask)->Arg(1)->Iterations(1)->Unit(benchmark::kMillisecond);
 
-void TraceMask(benchmark::State& state, bool precompute) {
+void TraceMask(benchmark::State& state, bool precompute, bool share) {
   const DevSet& d = Data();
   if (!d.error.empty()) return state.SkipWithError(d.error.c_str());
   CompileOptions options;
+  options.share_positions = share;
   options.precompute_masks = precompute;
   options.precompute_threads = 1;
   std::vector<std::shared_ptr<const CompiledGrammar>> grammars;
@@ -205,9 +213,9 @@ void TraceMask(benchmark::State& state, bool precompute) {
   state.counters["skipped_no_grammar"] = static_cast<double>(skipped) / state.iterations();
 }
 
-void BM_SchemaTraceMask(benchmark::State& state) { TraceMask(state, false); }
-BENCHMARK(BM_SchemaTraceMask)->Iterations(1)->Unit(benchmark::kMillisecond);
-void BM_SchemaTraceMaskPrecomputed(benchmark::State& state) { TraceMask(state, true); }
+void BM_SchemaTraceMask(benchmark::State& state) { TraceMask(state, false, state.range(0) != 0); }
+BENCHMARK(BM_SchemaTraceMask)->Arg(0)->Arg(1)->Iterations(1)->Unit(benchmark::kMillisecond);
+void BM_SchemaTraceMaskPrecomputed(benchmark::State& state) { TraceMask(state, true, true); }
 BENCHMARK(BM_SchemaTraceMaskPrecomputed)->Iterations(3)->Unit(benchmark::kMillisecond);
 
 

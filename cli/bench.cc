@@ -43,6 +43,7 @@ using Clock = std::chrono::steady_clock;
 constexpr const char* kBenchHelp =
     R"(usage: lockstep bench --maskbench DIR|FILE... [--traces FILE] [--tokenizer NAME|PATH] [--json]
                       [--interleave] [--threads N] [--batch N] [--check] [--lenient] [--compact]
+                      [--no-share]
 
 Replays MaskBench-style files ({"schema": ..., "tests": [{"valid": bool, "data": ...}]}) through
 the JSON Schema compiler and the matcher, on one thread, and times every token mask.
@@ -62,6 +63,11 @@ procedure of bench/schema_bench.cc (BM_SchemaFirstMask, then BM_SchemaTraceMask)
   --tokenizer NAME|PATH  vocabulary (default llama3)
   --logits-width V       the model's logits width when it exceeds the vocabulary
   --lenient, --compact   schema compile options, as for `lockstep compile`
+  --no-share             every grammar computes its own positions (CompileOptions::
+                         share_positions = false). By default positions are shared through the
+                         vocabulary's store (docs/grammars.md): a schema finds there what the
+                         schemas before it (and its own first-mask compile) computed, as in a
+                         server that has seen other tool schemas
   --interleave           compile each schema once and replay its instances right after its first
                          mask, then free it: one grammar alive at a time (lower peak memory, about
                          half the compile work), but the grammar is still in the CPU caches, so
@@ -479,7 +485,8 @@ void PrintRow(const char* label, const Samples& s) {
 
 int Bench(int argc, char** argv) {
   Args args({"maskbench", "traces", "tokenizer", "logits-width", "threads", "batch"},
-            {"json", "check", "help", "lenient", "compact", "interleave"}, {{"-h", "help"}});
+            {"json", "check", "help", "lenient", "compact", "interleave", "no-share"},
+            {{"-h", "help"}});
   if (Status st = args.Parse(argc, argv, 2); !st.ok()) return Fail(st);
   if (args.Has("help")) return std::cout << kBenchHelp, 0;
   auto threads = args.GetInt("threads", 1, 1, 1024);
@@ -506,6 +513,7 @@ int Bench(int argc, char** argv) {
   }
   CompileOptions options;
   ApplySchemaFlags(args, &options);
+  options.share_positions = !args.Has("no-share");
 
   std::optional<std::map<std::pair<std::string, std::size_t>, Trace>> traces;
   if (args.Has("traces")) {
@@ -651,6 +659,7 @@ int Bench(int argc, char** argv) {
     if (traces) out["trace_lines"] = {{"used", traces_used}, {"unused", traces_unmatched}};
     out["threads"] = *threads;
     out["interleave"] = !compile_first && !batched;
+    out["share_positions"] = options.share_positions;
     out["schemas"] = {{"total", c.schemas_total},
                       {"compiled", c.schemas_compiled},
                       {"failed", c.schemas_total - c.schemas_compiled},

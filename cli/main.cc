@@ -258,6 +258,7 @@ int CompileGrammarFile(const Args& args, const CompileOptions& options) {
       {"first_mask_ms", first_mask_ms},
       {"first_mask_allowed", first_allowed},
       {"positions", stats.positions},
+      {"shared_positions", stats.shared_positions},
       {"accepted_tokens", stats.accepted_tokens},
       {"uncertain_tokens", stats.uncertain_tokens},
       {"mask_cache_bytes", stats.mask_cache_bytes},

@@ -601,6 +601,7 @@ void Bind(py::module_& m) {
         d["rules"] = s.rules;
         d["counter_rules"] = s.counter_rules;
         d["positions"] = s.positions;
+        d["shared_positions"] = s.shared_positions;
         d["signatures"] = s.signatures;
         return d;
       })

@@ -37,6 +37,13 @@ struct CompileOptions {
   std::int32_t max_unrolled_states = 0;
   // Grammars with precompute_masks: threads for the per-position precomputation (0 = all cores).
   std::int32_t precompute_threads = 0;
+  // Grammars: a position (the tokens a rule state accepts, docs/grammars.md) computed by one
+  // grammar is reused by every later grammar of the same compiler's vocabulary whose automaton
+  // from that state is the same (the start of a string value followed by `, "`, a shared
+  // `any value` rule), found by a structural key. Up to max_shared_position_bytes per
+  // vocabulary; false keeps a grammar's positions to itself.
+  bool share_positions = true;
+  std::int64_t max_shared_position_bytes = std::int64_t{256} << 20;
   // JSON Schemas (CompileSchema; docs/json-schema-compiler.md).
   // Relax what cannot be enforced exactly (reported as warnings) instead of failing.
   bool schema_lenient = false;
@@ -62,6 +69,7 @@ struct CompiledGrammarStats {
   std::int32_t rules = 0;             // after lowering (counter rules included)
   std::int32_t counter_rules = 0;     // native {m,n} counters
   std::int32_t positions = 0;         // rule positions whose token classes are computed
+  std::int32_t shared_positions = 0;  // of which taken from other grammars (share_positions)
   std::int64_t accepted_tokens = 0;   // context-independent accepted, summed over positions
   std::int64_t uncertain_tokens = 0;  // (token, split) pairs checked against the stack
   std::int32_t signatures = 0;        // distinct parser states interned

@@ -5,11 +5,14 @@
 // JSON Pointers, lenient warnings, budgets, deep recursion, whitespace policy, declared order.
 #include "automata/schema_compile.h"
 
+#include "automata/cfg_grammar.h"
 #include "automata/cfg_program.h"
 
 #include <gtest/gtest.h>
 
 #include <array>
+#include <fstream>
+#include <filesystem>
 #include <chrono>
 #include <map>
 #include <random>
@@ -522,6 +525,60 @@ std::vector<std::int64_t> CanonicalProgram(const CfgProgram& p) {
 // Rules that do not depend on the schema (the "any value" rules of open objects and untyped
 // subschemas) are lowered once per process and reused: the program must be the one a fresh
 // determinisation gives, whatever the rule numbering of the schema that reuses it.
+// Positions shared between the grammars of one vocabulary (CompileOptions::share_positions,
+// automata/position_key.h): every position a grammar takes from another grammar must equal the
+// one its own trie walk computes. Tool schemas that share structure under other names and
+// orders, then dev-set schemas (when ../shared/data is there), each compiled by the same
+// compiler; states sampled across each grammar.
+TEST(SharedPositions, EqualThePositionsWalkedAfresh) {
+  std::vector<std::string> texts;
+  for (const char* names : {"city,days", "town,count", "city,unit", "q,limit", "days,city"}) {
+    const std::string n(names);
+    const std::string a = n.substr(0, n.find(',')), b = n.substr(n.find(',') + 1);
+    texts.push_back(R"({"type": "object", "properties": {")" + a + R"(": {"type": "string"}, ")" +
+                    b + R"(": {"type": "integer", "minimum": 1}}, "required": [")" + a + R"("]})");
+    texts.push_back(R"({"type": "object", "properties": {")" + a +
+                    R"(": {"type": "string", "enum": ["x", "y"]}, "tags": {"type": "array", "items": {"type": "string"}}, ")" +
+                    b + R"(": {"type": "object"}}, "required": [")" + b + R"("]})");
+  }
+  const std::filesystem::path dev = testing::SharedDataDir() + "/jsonschemabench-dev/maskbench";
+  if (std::filesystem::is_directory(dev)) {
+    std::vector<std::filesystem::path> files;
+    for (const auto& e : std::filesystem::directory_iterator(dev)) files.push_back(e.path());
+    std::sort(files.begin(), files.end());
+    const std::size_t want = std::max<std::size_t>(4, static_cast<std::size_t>(40 * testing::TestScale()));
+    for (std::size_t i = 0, taken = 0; i < files.size() && taken < want; i += 11) {
+      std::ifstream in(files[i]);
+      json j = json::parse(in, nullptr, false);
+      if (j.is_discarded() || !j.contains("schema")) continue;
+      texts.push_back(j["schema"].dump());
+      ++taken;
+    }
+  } else {
+    std::printf("note: %s absent; only the inline schemas are checked\n", dev.string().c_str());
+  }
+  std::int64_t checked = 0, shared = 0;
+  for (const std::string& text : texts) {
+    auto g = Compiler().CompileSchema(text);
+    if (!g.ok()) continue;  // (a dev-set schema that is refused)
+    const CfgGrammar& cfg = (*g)->cfg();
+    const std::int32_t n = cfg.program().num_states;
+    const std::int32_t stride = std::max(1, n / 40);
+    for (StateId s = 0; s < n; s += stride) {
+      const CfgPosition* p = cfg.PositionOfState(s);
+      ASSERT_NE(p, nullptr);
+      auto fresh = cfg.FreshPositionOfState(s);
+      EXPECT_TRUE(p->SameContent(*fresh)) << "state " << s << " of " << text;
+      ++checked;
+    }
+    shared += (*g)->Stats().shared_positions;
+  }
+  // The structure repeats: a good part of the positions came from other grammars.
+  EXPECT_GT(shared, checked / 4) << shared << " shared of " << checked << " checked";
+  std::printf("%lld positions checked, %lld taken from other grammars\n",
+              static_cast<long long>(checked), static_cast<long long>(shared));
+}
+
 TEST(SchemaLowering, SharedRuleCacheGivesTheSameAutomata) {
   const char* texts[] = {
       R"({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]})",

@@ -106,7 +106,7 @@ class Bench(unittest.TestCase):
             {"file": "elsewhere.json", "test": 0, "ids": [1, 2]},
         ]
         traces = self.write("t.jsonl", "".join(json.dumps(l) + "\n" for l in lines))
-        for extra in ([], ["--interleave"], ["--threads", "2", "--check"]):
+        for extra in ([], ["--interleave"], ["--threads", "2", "--check"], ["--no-share"]):
             with self.subTest(extra=extra):
                 r = self.bench_json("--maskbench", path, "--traces", traces, *extra)
                 self.assertEqual(r["trace_lines"], {"used": 2, "unused": 1})
@@ -116,6 +116,7 @@ class Bench(unittest.TestCase):
                 self.assertEqual(v["from_traces"], 2)
                 self.assertEqual(r["invalid"]["accepted"], 0)
                 self.assertEqual(r["interleave"], extra == ["--interleave"])
+                self.assertEqual(r["share_positions"], extra != ["--no-share"])
                 if "--threads" in extra:
                     self.assertEqual(r["batch"]["mismatched_masks"], 0)
                     self.assertGreater(r["batch"]["fill_us"]["n"], 0)

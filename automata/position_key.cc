@@ -1,0 +1,402 @@
+#include "automata/position_key.h"
+
+#include <algorithm>
+
+namespace lockstep {
+namespace {
+
+std::uint64_t Fmix(std::uint64_t x) {
+  x ^= x >> 30;
+  x *= 0xBF58476D1CE4E5B9ull;
+  x ^= x >> 27;
+  x *= 0x94D049BB133111EBull;
+  x ^= x >> 31;
+  return x;
+}
+
+// Two independent 64-bit lanes over a stream of words. Every list in a stream is preceded by its
+// length and every reference by a tag, so a stream reads back one way only.
+struct Acc {
+  std::uint64_t a = 0x243F6A8885A308D3ull, b = 0x13198A2E03707344ull;
+  void Add(std::uint64_t x) {
+    a = Fmix(a ^ (x + 0x9E3779B97F4A7C15ull));
+    b = Fmix(b + x * 0xC2B2AE3D27D4EB4Full + 0x165667B19E3779F9ull);
+  }
+};
+
+enum : std::uint64_t {
+  kTagAcyclic = 0xA1,
+  kTagCyclic = 0xC1,
+  kTagCounter = 0xC0,
+  kTagRecursion = 0xBA,
+  kTagKey = 0x9051,
+  kTagMember = 1,  // (a member of a cycle)
+  kTagExit = 2,
+};
+
+}  // namespace
+
+PositionKeyer::PositionKeyer(const CfgProgram* program) : p_(program) {
+  for (int b = 0; b < 256;) {
+    const std::int32_t c = p_->byte_class[b];
+    int e = b;
+    while (e + 1 < 256 && p_->byte_class[e + 1] == c) ++e;
+    class_runs_.push_back({b, e, c});
+    b = e + 1;
+  }
+  const std::int32_t nr = p_->NumRules();
+  rule_begin_.assign(nr + 1, 0);
+  for (StateId s = 0; s < p_->num_states; ++s) ++rule_begin_[p_->state_rule[s] + 1];
+  for (std::int32_t r = 0; r < nr; ++r) rule_begin_[r + 1] += rule_begin_[r];
+  rule_states_.resize(p_->num_states);
+  std::vector<std::int32_t> fill(rule_begin_.begin(), rule_begin_.end() - 1);
+  for (StateId s = 0; s < p_->num_states; ++s) rule_states_[fill[p_->state_rule[s]]++] = s;
+  hash_.assign(p_->num_states, H{});
+  rule_state_.assign(nr, 0);
+  counter_hash_.assign(nr, H{});
+  dependent_.assign(nr, Dependent{});
+  class_bytes_begin_.assign(p_->num_classes + 1, 0);
+  for (const auto& r : class_runs_) ++class_bytes_begin_[r[2] + 1];
+  for (std::int32_t c = 0; c < p_->num_classes; ++c)
+    class_bytes_begin_[c + 1] += class_bytes_begin_[c];
+  class_bytes_.resize(class_runs_.size());
+  std::vector<std::int32_t> at(class_bytes_begin_.begin(), class_bytes_begin_.end() - 1);
+  for (const auto& r : class_runs_) {
+    class_bytes_[at[r[2]]++] = {static_cast<std::uint8_t>(r[0]), static_cast<std::uint8_t>(r[1])};
+  }
+}
+
+void PositionKeyer::RunsOf(StateId s, std::vector<Run>& runs) const {
+  runs.clear();
+  const StateId* row = p_->next.data() + static_cast<std::size_t>(s) * p_->num_classes;
+  // Most states have a few live classes: their byte runs, sorted and merged. Otherwise every
+  // class run in byte order.
+  constexpr std::int32_t kSparse = 24;
+  std::int32_t live[kSparse];
+  std::int32_t nlive = 0;
+  for (std::int32_t c = 0; c < p_->num_classes && nlive <= kSparse; ++c) {
+    if (row[c] == CfgProgram::kDead) continue;
+    if (nlive < kSparse) live[nlive] = c;
+    ++nlive;
+  }
+  if (nlive <= kSparse) {
+    for (std::int32_t i = 0; i < nlive; ++i) {
+      const std::int32_t c = live[i];
+      for (std::int32_t k = class_bytes_begin_[c]; k < class_bytes_begin_[c + 1]; ++k) {
+        runs.push_back({class_bytes_[k][0], class_bytes_[k][1], row[c]});
+      }
+    }
+    std::sort(runs.begin(), runs.end(), [](const Run& x, const Run& y) { return x.lo < y.lo; });
+    std::size_t out = 0;
+    for (std::size_t i = 0; i < runs.size(); ++i) {
+      if (out > 0 && runs[out - 1].hi + 1 == runs[i].lo && runs[out - 1].target == runs[i].target) {
+        runs[out - 1].hi = runs[i].hi;
+      } else {
+        runs[out++] = runs[i];
+      }
+    }
+    runs.resize(out);
+    return;
+  }
+  for (const auto& r : class_runs_) {
+    const StateId t = row[r[2]];
+    if (t == CfgProgram::kDead) continue;
+    if (!runs.empty() && runs.back().hi + 1 == r[0] && runs.back().target == t) {
+      runs.back().hi = static_cast<std::uint8_t>(r[1]);
+    } else {
+      runs.push_back({static_cast<std::uint8_t>(r[0]), static_cast<std::uint8_t>(r[1]), t});
+    }
+  }
+}
+
+PositionKeyer::H PositionKeyer::RuleHash(std::int32_t rule) {
+  const CfgProgram::RuleInfo& r = p_->rules[rule];
+  if (rule_state_[rule] == 2)
+    return r.kind == CfgProgram::RuleKind::kCounter ? counter_hash_[rule] : hash_[r.start];
+  if (rule_state_[rule] == 1) {
+    const auto at = std::find(rule_stack_.rbegin(), rule_stack_.rend(), rule);
+    const std::int32_t up = static_cast<std::int32_t>(at - rule_stack_.rbegin());
+    Acc acc;
+    acc.Add(kTagRecursion);
+    acc.Add(static_cast<std::uint64_t>(up));
+    return {acc.a, acc.b, false, static_cast<std::int32_t>(rule_stack_.size()) - 1 - up};
+  }
+  const std::uint64_t below = stack_ids_.empty() ? 0 : stack_ids_.back();
+  if (dependent_[rule].stack_id != 0 && dependent_[rule].stack_id == below)
+    return dependent_[rule].h;
+  rule_state_[rule] = 1;
+  rule_stack_.push_back(rule);
+  stack_ids_.push_back(next_stack_id_++);
+  const std::int32_t level = static_cast<std::int32_t>(rule_stack_.size()) - 1;
+  H h;
+  if (r.kind == CfgProgram::RuleKind::kCounter) {
+    const H c = RuleHash(r.child);
+    h = c;
+    if (!c.none) {
+      Acc acc;
+      acc.Add(kTagCounter);
+      acc.Add(static_cast<std::uint32_t>(r.min));
+      acc.Add(static_cast<std::uint32_t>(r.max));
+      acc.Add(c.a);
+      acc.Add(c.b);
+      h = {acc.a, acc.b, false, c.lowest};
+    }
+  } else {
+    Pass(rule);
+    h = hash_[r.start];
+    // Kept only if no state of the rule depends on its callers.
+    for (std::int32_t i = rule_begin_[rule]; i < rule_begin_[rule + 1]; ++i) {
+      const H& x = hash_[rule_states_[i]];
+      h.lowest = std::min(h.lowest, x.none ? INT32_MAX : x.lowest);
+    }
+  }
+  rule_stack_.pop_back();
+  stack_ids_.pop_back();
+  if (h.none || h.lowest >= level) {
+    h.lowest = INT32_MAX;
+    rule_state_[rule] = 2;
+    if (r.kind == CfgProgram::RuleKind::kCounter) counter_hash_[rule] = h;
+  } else {
+    rule_state_[rule] = 0;
+    dependent_[rule] = {below, h};
+  }
+  return h;
+}
+
+void PositionKeyer::Pass(std::int32_t rule) {
+  const std::int32_t b = rule_begin_[rule], e = rule_begin_[rule + 1];
+  const std::int32_t n = e - b;
+  if (n > kMaxRuleStates) {
+    for (std::int32_t i = b; i < e; ++i) hash_[rule_states_[i]] = H{0, 0, true};
+    return;
+  }
+  if (static_cast<std::size_t>(pass_depth_) == pass_scratch_.size()) {
+    pass_scratch_.push_back(std::make_unique<PassScratch>());
+  }
+  PassScratch& sc = *pass_scratch_[pass_depth_];
+  struct Depth {
+    std::int32_t& d;
+    explicit Depth(std::int32_t& x) : d(x) { ++d; }
+    ~Depth() { --d; }
+  } depth(pass_depth_);
+  // Each state's byte runs and successors once, as local indices.
+  auto local = [&](StateId t) {
+    return static_cast<std::int32_t>(
+        std::lower_bound(rule_states_.begin() + b, rule_states_.begin() + e, t) -
+        (rule_states_.begin() + b));
+  };
+  PassData& d = sc.d;
+  d.states = rule_states_.data() + b;
+  d.n = n;
+  d.runs.clear();
+  d.succ.clear();
+  d.runs_begin.assign(1, 0);
+  d.succ_begin.assign(1, 0);
+  std::vector<Run>& runs = sc.runs;
+  for (std::int32_t i = 0; i < n; ++i) {
+    const StateId u = rule_states_[b + i];
+    RunsOf(u, runs);
+    d.runs.insert(d.runs.end(), runs.begin(), runs.end());
+    d.runs_begin.push_back(static_cast<std::int32_t>(d.runs.size()));
+    for (const Run& r : runs) d.succ.push_back(local(r.target));
+    for (std::int32_t k = p_->nt_begin[u]; k < p_->nt_begin[u + 1]; ++k)
+      d.succ.push_back(local(p_->nt_edges[k].second));
+    for (std::int32_t k = p_->sp_begin[u]; k < p_->sp_begin[u + 1]; ++k)
+      d.succ.push_back(local(p_->sp_edges[k].second));
+    d.succ_begin.push_back(static_cast<std::int32_t>(d.succ.size()));
+  }
+  // Tarjan's strongly connected components, iteratively; a component is finished only after
+  // every component it reaches, so its exits are hashed when it is.
+  std::vector<std::int32_t>& index = sc.index;
+  std::vector<std::int32_t>& low = sc.low;
+  std::vector<std::uint8_t>& on_stack = sc.on_stack;
+  std::vector<std::int32_t>& stack = sc.stack;
+  auto& call = sc.call;
+  std::vector<StateId>& members = sc.members;
+  index.assign(n, -1);
+  low.assign(n, 0);
+  on_stack.assign(n, 0);
+  stack.clear();
+  call.clear();
+  std::int32_t counter = 0;
+  for (std::int32_t root = 0; root < n; ++root) {
+    if (index[root] >= 0) continue;
+    auto enter = [&](std::int32_t v) {
+      index[v] = low[v] = counter++;
+      stack.push_back(v);
+      on_stack[v] = 1;
+      call.push_back({v, d.succ_begin[v]});
+    };
+    enter(root);
+    while (!call.empty()) {
+      auto& [v, next] = call.back();
+      if (next < d.succ_begin[v + 1]) {
+        const std::int32_t w = d.succ[next++];
+        if (index[w] < 0) {
+          enter(w);
+        } else if (on_stack[w]) {
+          low[v] = std::min(low[v], index[w]);
+        }
+        continue;
+      }
+      const std::int32_t fv = v;
+      call.pop_back();
+      if (!call.empty()) low[call.back().first] = std::min(low[call.back().first], low[fv]);
+      if (low[fv] != index[fv]) continue;
+      members.clear();
+      std::int32_t w;
+      do {
+        w = stack.back();
+        stack.pop_back();
+        on_stack[w] = 0;
+        members.push_back(rule_states_[b + w]);
+      } while (w != fv);
+      const bool self_loop =
+          members.size() == 1 &&
+          std::find(d.succ.begin() + d.succ_begin[fv], d.succ.begin() + d.succ_begin[fv + 1], fv) !=
+              d.succ.begin() + d.succ_begin[fv + 1];
+      if (members.size() == 1 && !self_loop) {
+        hash_[members[0]] = Acyclic(members[0], d);
+      } else if (members.size() > kMaxCycle) {
+        for (StateId m : members) hash_[m] = H{0, 0, true};
+      } else {
+        std::sort(members.begin(), members.end());
+        Cyclic(members, d);
+      }
+    }
+  }
+}
+
+std::span<const PositionKeyer::Run> PositionKeyer::PassData::RunsOf(StateId s) const {
+  const std::int32_t i =
+      static_cast<std::int32_t>(std::lower_bound(states, states + n, s) - states);
+  return {runs.data() + runs_begin[i], runs.data() + runs_begin[i + 1]};
+}
+
+PositionKeyer::H PositionKeyer::Acyclic(StateId s, const PassData& d) {
+  if (p_->sp_begin[s] != p_->sp_begin[s + 1]) return {0, 0, true};
+  H out;
+  Acc acc;
+  const std::span<const Run> runs = d.RunsOf(s);
+  acc.Add(kTagAcyclic);
+  acc.Add(std::uint64_t{p_->accepting[s]} << 32 | runs.size());
+  for (const Run& r : runs) {
+    const H& t = hash_[r.target];
+    if (t.none) return t;
+    out.lowest = std::min(out.lowest, t.lowest);
+    acc.Add(std::uint64_t{r.lo} << 8 | r.hi);
+    acc.Add(t.a);
+    acc.Add(t.b);
+  }
+  const std::int32_t ne = p_->nt_begin[s + 1] - p_->nt_begin[s];
+  acc.Add(static_cast<std::uint64_t>(ne));
+  if (ne > 0) {
+    std::vector<std::array<std::uint64_t, 4>> edges;
+    for (std::int32_t k = p_->nt_begin[s]; k < p_->nt_begin[s + 1]; ++k) {
+      const H hr = RuleHash(p_->nt_edges[k].first);
+      const H& ht = hash_[p_->nt_edges[k].second];
+      if (hr.none) return hr;
+      if (ht.none) return ht;
+      out.lowest = std::min({out.lowest, hr.lowest, ht.lowest});
+      edges.push_back({hr.a, hr.b, ht.a, ht.b});
+    }
+    std::sort(edges.begin(), edges.end());
+    for (const auto& x : edges) {
+      for (std::uint64_t w : x) acc.Add(w);
+    }
+  }
+  out.a = acc.a;
+  out.b = acc.b;
+  return out;
+}
+
+void PositionKeyer::Cyclic(const std::vector<StateId>& members, const PassData& d) {
+  // Members (sorted by state number) are referred to by their rank; exits by their hashes. The
+  // rank order is the lowering's, which is the same for the same automaton in two grammars.
+  H out;
+  auto rank = [&](StateId t) {
+    const auto it = std::lower_bound(members.begin(), members.end(), t);
+    return it != members.end() && *it == t ? static_cast<std::int64_t>(it - members.begin()) : -1;
+  };
+  Acc acc;
+  acc.Add(kTagCyclic);
+  acc.Add(members.size());
+  auto ref = [&](StateId t) -> bool {
+    const std::int64_t r = rank(t);
+    if (r >= 0) {
+      acc.Add(kTagMember);
+      acc.Add(static_cast<std::uint64_t>(r));
+      return true;
+    }
+    const H& h = hash_[t];
+    if (h.none) return false;
+    out.lowest = std::min(out.lowest, h.lowest);
+    acc.Add(kTagExit);
+    acc.Add(h.a);
+    acc.Add(h.b);
+    return true;
+  };
+  struct Edge {
+    H rule;
+    StateId target;
+  };
+  std::vector<Edge> edges;
+  bool none = false;
+  for (StateId u : members) {
+    if (p_->sp_begin[u] != p_->sp_begin[u + 1]) {
+      none = true;
+      break;
+    }
+    const std::span<const Run> runs = d.RunsOf(u);
+    acc.Add(std::uint64_t{p_->accepting[u]} << 32 | runs.size());
+    for (const Run& r : runs) {
+      acc.Add(std::uint64_t{r.lo} << 8 | r.hi);
+      if (!ref(r.target)) none = true;
+    }
+    edges.clear();
+    for (std::int32_t k = p_->nt_begin[u]; k < p_->nt_begin[u + 1]; ++k) {
+      const H hr = RuleHash(p_->nt_edges[k].first);
+      if (hr.none) none = true;
+      out.lowest = std::min(out.lowest, hr.lowest);
+      edges.push_back({hr, p_->nt_edges[k].second});
+    }
+    if (none) break;
+    // Sorted by the called rule's hash; equal rules keep their order (another order in another
+    // grammar only misses a match).
+    std::stable_sort(edges.begin(), edges.end(), [](const Edge& x, const Edge& y) {
+      return std::tie(x.rule.a, x.rule.b) < std::tie(y.rule.a, y.rule.b);
+    });
+    acc.Add(edges.size());
+    for (const Edge& x : edges) {
+      acc.Add(x.rule.a);
+      acc.Add(x.rule.b);
+      if (!ref(x.target)) none = true;
+    }
+    if (none) break;
+  }
+  for (std::size_t i = 0; i < members.size(); ++i) {
+    if (none) {
+      hash_[members[i]] = H{0, 0, true};
+      continue;
+    }
+    Acc m = acc;
+    m.Add(i);
+    hash_[members[i]] = {m.a, m.b, false, out.lowest};
+  }
+}
+
+std::optional<PositionKey> PositionKeyer::Key(StateId s,
+                                              const std::array<std::uint64_t, 4>& follow) {
+  const std::int32_t rule = p_->state_rule[s];
+  if (rule_state_[rule] != 2) RuleHash(rule);  // at the bottom of the stack: independent
+  const H& h = hash_[s];
+  if (h.none) return std::nullopt;
+  Acc acc;
+  acc.Add(kTagKey);
+  acc.Add(h.a);
+  acc.Add(h.b);
+  for (std::uint64_t w : follow) acc.Add(w);
+  return PositionKey{acc.a, acc.b};
+}
+
+}  // namespace lockstep
