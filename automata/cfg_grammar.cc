@@ -890,12 +890,40 @@ void CfgGrammar::WalkTrie(std::span<const TokenTrie::Node> nodes, std::uint32_t 
   }
 }
 
+namespace {
+// Up to 2^(Bits-1) DFA states numbered in insertion order, found by open addressing.
+template <int Bits>
+struct StateIndex {
+  static constexpr std::size_t kSlots = std::size_t{1} << Bits;
+  std::array<StateId, kSlots> key;
+  std::array<std::int16_t, kSlots> idx;
+  StateIndex() { key.fill(CfgProgram::kDead); }
+  static std::size_t Slot(StateId t) {
+    return (static_cast<std::uint32_t>(t) * 0x9E3779B9u) >> (32 - Bits);
+  }
+  std::int32_t Find(StateId t) const {
+    for (std::size_t h = Slot(t); key[h] != CfgProgram::kDead; h = (h + 1) & (kSlots - 1)) {
+      if (key[h] == t) return idx[h];
+    }
+    return -1;
+  }
+  void Insert(StateId t, std::int16_t i) {
+    std::size_t h = Slot(t);
+    while (key[h] != CfgProgram::kDead) h = (h + 1) & (kSlots - 1);
+    key[h] = t;
+    idx[h] = i;
+  }
+};
+}  // namespace
+
 // The region of DFA state s that tokens can share across grammars: the states reachable from s
 // by bytes through states without rule edges that cannot finish the rule (a string body with
 // its escapes and UTF-8 continuations, say), numbered breadth-first from s so that equal
 // regions of different grammars have equal tables. Empty when it would not pay: no wide loop
-// inside (a literal), or too many states.
-std::vector<std::int16_t> CfgGrammar::RegionTable(StateId s, std::vector<StateId>& states) const {
+// at s or one byte after it (a literal), or too many states.
+std::vector<std::int16_t> CfgGrammar::RegionTable(StateId s, std::vector<StateId>& states,
+                                                  std::array<std::uint64_t, 4>& first_exits,
+                                                  std::array<std::uint64_t, 4>& removed) const {
   const CfgProgram& p = program_;
   auto plain = [&](StateId t) { return p.nt_begin[t] == p.nt_begin[t + 1] && !null_state_[t]; };
   states.clear();
@@ -909,87 +937,162 @@ std::vector<std::int16_t> CfgGrammar::RegionTable(StateId s, std::vector<StateId
     for (std::int32_t c = 0; c < p.num_classes; ++c) loop += row[c] == t ? class_size_[c] : 0;
     return loop >= kWideLoop;
   };
+  StateId anchor = s;  // a state on the wide loop: s, or one byte after s
   if (!wide_loop(s)) {
-    bool near = false;
+    anchor = CfgProgram::kDead;
     StateId seen[8];
     int nseen = 0;
     const StateId* row = &p.next[static_cast<std::size_t>(s) * p.num_classes];
-    for (std::int32_t c = 0; c < p.num_classes && !near; ++c) {
+    for (std::int32_t c = 0; c < p.num_classes && anchor == CfgProgram::kDead; ++c) {
       const StateId t = row[c];
       if (t == CfgProgram::kDead || t == s || !plain(t)) continue;
       if (std::find(seen, seen + nseen, t) != seen + nseen) continue;
       if (nseen == 8) return {};
       seen[nseen++] = t;
-      near = wide_loop(t);
+      if (wide_loop(t)) anchor = t;
     }
-    if (!near) return {};
+    if (anchor == CfgProgram::kDead) return {};
   }
-  constexpr std::size_t kMaxRegion = 64;
-  // State -> region index: open addressing over 128 slots (at most 64 states).
-  std::array<StateId, 128> key;
-  std::array<std::int16_t, 128> idx;
-  key.fill(CfgProgram::kDead);
-  auto find = [&](StateId t) -> std::int32_t {
-    std::size_t h = (static_cast<std::uint32_t>(t) * 0x9E3779B9u) >> 25;
-    while (key[h] != CfgProgram::kDead) {
-      if (key[h] == t) return idx[h];
-      h = (h + 1) & 127;
-    }
-    return -1;
-  };
+  // The region is s and the anchor's loop: the plain states reachable from the anchor that lead
+  // back to it (a string body with its escapes and UTF-8 continuations). What follows the loop
+  // (the closing quote, the next key's literal) is left out, so that every grammar's string body
+  // has the same table; tokens that leave are walked on from where they leave.
+  constexpr std::size_t kMaxExplored = 256, kMaxRegion = 64;
+  StateIndex<9> explored_index;
+  std::vector<StateId> explored;
+  auto find = [&](StateId t) { return explored_index.Find(t); };
   auto insert = [&](StateId t) {
-    std::size_t h = (static_cast<std::uint32_t>(t) * 0x9E3779B9u) >> 25;
-    while (key[h] != CfgProgram::kDead) h = (h + 1) & 127;
-    key[h] = t;
-    idx[h] = static_cast<std::int16_t>(states.size());
+    explored_index.Insert(t, static_cast<std::int16_t>(explored.size()));
+    explored.push_back(t);
+  };
+  const std::int32_t nc = p.num_classes;
+  // Forward from the anchor through plain states (bounded), keeping the edges.
+  std::vector<std::pair<std::int16_t, std::int16_t>> edges;  // (to, from), distinct
+  std::array<std::int16_t, kMaxExplored> last_from;
+  last_from.fill(-1);
+  insert(anchor);
+  for (std::size_t k = 0; k < explored.size(); ++k) {
+    const StateId* row = &p.next[static_cast<std::size_t>(explored[k]) * nc];
+    for (std::int32_t c = 0; c < nc; ++c) {
+      const StateId t = row[c];
+      if (t == CfgProgram::kDead || !plain(t)) continue;
+      std::int32_t f = find(t);
+      if (f < 0) {
+        if (explored.size() == kMaxExplored) continue;
+        insert(t);
+        f = static_cast<std::int32_t>(explored.size()) - 1;
+      }
+      if (last_from[f] == static_cast<std::int16_t>(k)) continue;
+      last_from[f] = static_cast<std::int16_t>(k);
+      edges.push_back({static_cast<std::int16_t>(f), static_cast<std::int16_t>(k)});
+    }
+  }
+  // Those that lead back to the anchor: a backward search over the kept edges.
+  std::sort(edges.begin(), edges.end());
+  std::vector<std::uint8_t> back(explored.size(), 0);
+  std::vector<std::int16_t> todo = {0};
+  back[0] = 1;
+  while (!todo.empty()) {
+    const std::int16_t v = todo.back();
+    todo.pop_back();
+    auto e = std::lower_bound(edges.begin(), edges.end(), std::make_pair(v, std::int16_t{-1}));
+    for (; e != edges.end() && e->first == v; ++e) {
+      if (!back[e->second]) {
+        back[e->second] = 1;
+        todo.push_back(e->second);
+      }
+    }
+  }
+  auto in_region = [&](StateId t) {
+    const std::int32_t f = find(t);
+    return f >= 0 && back[f];
+  };
+  // Region state 0 is s at the token's first byte, with only its transitions into the loop: a
+  // first byte that leaves the region (a digit where a value may also be a number) is walked by
+  // the caller in the trie directly (first_exits), so the table does not depend on what else s
+  // allows. A state before the loop that goes where the anchor goes on every byte it sends into
+  // the loop (a key that is not one of the declared names, some letters into: any other string
+  // byte goes on as in the string body) takes the anchor's row: its first bytes that differ
+  // (`removed`: the letters that continue a declared name) are taken out of the view's results
+  // and walked directly, and the view is the string body's own. The loop's states follow,
+  // numbered breadth-first in byte order (each class at its first byte): canonical. (s is
+  // among them too when it is on the loop.)
+  states.clear();
+  first_exits.fill(0);
+  removed.fill(0);
+  const StateId* srow = &p.next[static_cast<std::size_t>(s) * nc];
+  const StateId* arow = &p.next[static_cast<std::size_t>(anchor) * nc];
+  bool as_anchor = s != anchor && !in_region(s);
+  for (std::int32_t c = 0; c < nc && as_anchor; ++c) {
+    const StateId t = srow[c];
+    if (t != CfgProgram::kDead && plain(t) && in_region(t) && t != arow[c]) as_anchor = false;
+  }
+  const StateId* entry_row = as_anchor ? arow : srow;
+  StateIndex<7> region_index;
+  auto rfind = [&](StateId t) { return region_index.Find(t); };
+  auto rinsert = [&](StateId t) {
+    region_index.Insert(t, static_cast<std::int16_t>(states.size()));
     states.push_back(t);
   };
-  insert(s);
-  bool wide = false;
-  const std::int32_t nc = p.num_classes;
+  states.push_back(s);
   std::array<std::uint8_t, 256> seen;  // per byte class (at most 256)
   for (std::size_t k = 0; k < states.size(); ++k) {
-    // Byte order (each class at its first byte), so that numbering is canonical.
-    const StateId* row = &p.next[static_cast<std::size_t>(states[k]) * nc];
+    const StateId* row = k == 0 ? entry_row : &p.next[static_cast<std::size_t>(states[k]) * nc];
     seen.fill(0);
-    int loop = 0;
     for (int b = 0; b < 256; ++b) {
       const std::int32_t c = p.byte_class[b];
       if (seen[c]) continue;
       seen[c] = 1;
       const StateId t = row[c];
-      if (t == states[k]) loop += class_size_[c];
-      if (t == CfgProgram::kDead || !plain(t) || find(t) >= 0) continue;
+      if (t == CfgProgram::kDead || !plain(t) || !in_region(t) || rfind(t) >= 0) continue;
       if (states.size() == kMaxRegion) return {};
-      insert(t);
+      rinsert(t);
     }
-    wide |= loop >= kWideLoop;
   }
-  if (!wide) return {};
+  auto find_region = rfind;
   std::vector<std::int16_t> table(states.size() * 256);
   std::array<std::int16_t, 256> by_class;
+  auto region_target = [&](StateId t) {
+    return t != CfgProgram::kDead && plain(t) && find_region(t) >= 0;
+  };
   for (std::size_t k = 0; k < states.size(); ++k) {
-    const StateId* row = &p.next[static_cast<std::size_t>(states[k]) * nc];
+    const StateId* row = k == 0 ? entry_row : &p.next[static_cast<std::size_t>(states[k]) * nc];
     for (std::int32_t c = 0; c < nc; ++c) {
       const StateId t = row[c];
-      const std::int32_t f = t == CfgProgram::kDead ? -1 : find(t);
+      const std::int32_t f = t == CfgProgram::kDead ? -1 : find_region(t);
       by_class[c] = t == CfgProgram::kDead ? TokenTrie::kRegionDead
                     : f >= 0               ? static_cast<std::int16_t>(f)
+                    : k == 0               ? TokenTrie::kRegionDead  // walked by the caller
                                            : TokenTrie::kRegionExit;
     }
     for (int b = 0; b < 256; ++b) table[k * 256 + b] = by_class[p.byte_class[b]];
   }
+  for (int b = 0; b < 256; ++b) {
+    const std::int32_t c = p.byte_class[b];
+    const std::uint64_t bit = std::uint64_t{1} << (b & 63);
+    if (srow[c] != CfgProgram::kDead && !region_target(srow[c])) first_exits[b >> 6] |= bit;
+    if (as_anchor && region_target(arow[c]) && srow[c] != arow[c]) removed[b >> 6] |= bit;
+  }
   return table;
 }
 
-std::unique_ptr<CfgPosition> CfgGrammar::ComputePosition(const EarleyItem& item) const {
+int CfgGrammar::RegionUseOfState(StateId s) const {
+  std::vector<StateId> states;
+  std::array<std::uint64_t, 4> first_exits, removed;
+  const std::vector<std::int16_t> table = RegionTable(s, states, first_exits, removed);
+  if (table.empty() || trie_->Region(table, *vocab_) == nullptr) return 0;
+  return (removed[0] | removed[1] | removed[2] | removed[3]) != 0 ? 2 : 1;
+}
+
+std::unique_ptr<CfgPosition> CfgGrammar::ComputePosition(const EarleyItem& item, bool regions) const {
   thread_local WalkScratch scratch;
   const std::size_t words = PaddedBitmaskWords(width_);
   scratch.Begin(&program_, words, kMaxListedIds);
   const bool counter = program_.IsCounter(item.rule);
   std::vector<StateId> region_states;
   std::vector<std::int16_t> table;
-  if (!counter) table = RegionTable(item.state, region_states);
+  std::array<std::uint64_t, 4> first_exits, removed;
+  if (!counter && regions) table = RegionTable(item.state, region_states, first_exits, removed);
   const TokenTrie::RegionView* view = table.empty() ? nullptr : trie_->Region(table, *vocab_);
   for (;;) {
     if (view != nullptr) {
@@ -1002,6 +1105,39 @@ std::unique_ptr<CfgPosition> CfgGrammar::ComputePosition(const EarleyItem& item)
         WalkTrie(view->nodes, g.begin, g.end, view->tokens.data(), view->offsets.data(), item,
                  region_states[g.q], scratch);
         if (scratch.stack.failed) break;
+      }
+      const std::span<const TokenTrie::Node> nodes = trie_->nodes();
+      const std::uint32_t none = static_cast<std::uint32_t>(trie_->num_nodes());
+      // The view's results for first bytes on which the state differs from the anchor whose
+      // row the view starts with: out (their tokens are walked below).
+      if (!scratch.stack.failed && (removed[0] | removed[1] | removed[2] | removed[3]) != 0) {
+        auto gone = [&](TokenId t) {
+          const std::uint8_t b = static_cast<std::uint8_t>(vocab_->TokenBytes(t)[0]);
+          return (removed[b >> 6] >> (b & 63)) & 1;
+        };
+        const TokenId* toks = trie_->tokens().data();
+        for (std::uint32_t c = trie_->NextChild(TokenTrie::kRoot, removed.data(), -1, none);
+             c != none; c = trie_->NextChild(TokenTrie::kRoot, removed.data(), nodes[c].byte, none)) {
+          for (std::uint32_t j = nodes[c].token_begin; j < nodes[nodes[c].subtree_end].token_begin; ++j) {
+            std::uint32_t& w = scratch.bits[static_cast<std::size_t>(toks[j]) >> 5];
+            const std::uint32_t bit = 1u << (toks[j] & 31);
+            if (w & bit) {
+              w &= ~bit;
+              --scratch.accepted;
+            }
+          }
+        }
+        std::erase_if(scratch.ids, gone);
+        std::erase_if(scratch.unc, [&](const auto& u) { return gone(u.second); });
+      }
+      // First bytes that leave the region, or were taken out: their subtrees of the trie, from
+      // the state itself.
+      for (int w = 0; w < 4; ++w) first_exits[w] |= removed[w];
+      for (std::uint32_t c = trie_->NextChild(TokenTrie::kRoot, first_exits.data(), -1, none);
+           c != none && !scratch.stack.failed;
+           c = trie_->NextChild(TokenTrie::kRoot, first_exits.data(), nodes[c].byte, none)) {
+        WalkTrie(nodes, c, nodes[c].subtree_end, trie_->tokens().data(), nullptr, item, item.state,
+                 scratch);
       }
     } else {
       WalkTrie(trie_->nodes(), 0, static_cast<std::uint32_t>(trie_->num_nodes()),
@@ -1138,7 +1274,10 @@ const CfgPosition* CfgGrammar::PositionFor(const EarleyItem& it) const {
     // From the vocabulary's shared positions when another grammar computed the same one.
     std::optional<PositionKey> key;
     SharedPositions* shared = nullptr;
-    if (options_.share_positions) {
+    // Not the root's start (the first fill): its automaton is the whole grammar, found in the
+    // store only when the same grammar was compiled before, and its key would need a pass over
+    // every rule before the first mask. Later fills pay that pass.
+    if (options_.share_positions && it.state != program_.rules[program_.root].start) {
       key = KeyOf(it.state);
       if (key) {
         shared = &trie_->Attached<SharedPositions>();

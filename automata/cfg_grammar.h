@@ -157,6 +157,12 @@ class CfgGrammar {
   std::unique_ptr<CfgPosition> FreshPositionOfState(StateId s) const {
     return ComputePosition({program_.state_rule[s], s, 0, 0});
   }
+  // The same by a walk of the whole trie, no region view (tests compare the two), and how the
+  // position of s uses a view: 0 not at all, 1 a view, 2 a view with first bytes taken out.
+  std::unique_ptr<CfgPosition> TrieWalkedPositionOfState(StateId s) const {
+    return ComputePosition({program_.state_rule[s], s, 0, 0}, /*regions=*/false);
+  }
+  int RegionUseOfState(StateId s) const;
 
   // Computes every DFA-state position now, on `threads` threads (0 = hardware concurrency).
   void PrecomputePositions(int threads) const;
@@ -170,14 +176,20 @@ class CfgGrammar {
   // A position: one walk of the token trie from the item's state (WalkTrie), or, when the state
   // lies in a wide byte loop (RegionTable), the vocabulary's shared view of that region plus a
   // walk of only the tokens that leave it.
-  std::unique_ptr<CfgPosition> ComputePosition(const EarleyItem& it) const;
+  std::unique_ptr<CfgPosition> ComputePosition(const EarleyItem& it, bool regions = true) const;
   struct WalkScratch;
   void WalkTrie(std::span<const TokenTrie::Node> nodes, std::uint32_t begin, std::uint32_t end,
                 const TokenId* toks, const std::uint16_t* offsets, const EarleyItem& item,
                 StateId start, WalkScratch& out) const;
-  // The canonical table of the region of s (TokenTrie::Region), its states in `states`; empty
-  // if s is not in a wide loop (48+ bytes back to one state) of at most 64 plain states.
-  std::vector<std::int16_t> RegionTable(StateId s, std::vector<StateId>& states) const;
+  // The canonical table of the region of s (TokenTrie::Region), its states in `states`
+  // (states[0] = s at the first byte); empty if neither s nor a state one byte after it is on
+  // a wide loop (48+ bytes back to one state) of at most 64 plain states. first_exits: the
+  // first bytes from s that leave the region, which the table treats as dead and the caller
+  // walks in the trie; removed: first bytes whose results the view has wrong for s (it starts
+  // from the loop's anchor), which the caller takes out and walks.
+  std::vector<std::int16_t> RegionTable(StateId s, std::vector<StateId>& states,
+                                        std::array<std::uint64_t, 4>& first_exits,
+                                        std::array<std::uint64_t, 4>& removed) const;
   std::int32_t Signature(const EarleyParser& parser, std::vector<std::int32_t>& sigs,
                          std::int32_t k) const;
   bool ReserveBytes(std::int64_t n) const;

@@ -98,15 +98,21 @@ void PositionKeyer::RunsOf(StateId s, std::vector<Run>& runs) const {
     runs.resize(out);
     return;
   }
-  for (const auto& r : class_runs_) {
-    const StateId t = row[r[2]];
-    if (t == CfgProgram::kDead) continue;
-    if (!runs.empty() && runs.back().hi + 1 == r[0] && runs.back().target == t) {
-      runs.back().hi = static_cast<std::uint8_t>(r[1]);
-    } else {
-      runs.push_back({static_cast<std::uint8_t>(r[0]), static_cast<std::uint8_t>(r[1]), t});
+  // The class runs tile 0..255 in byte order: a run of bytes ends where the target changes.
+  StateId prev = CfgProgram::kDead;
+  int lo = 0;
+  const std::size_t nr = class_runs_.size();
+  for (std::size_t k = 0; k < nr; ++k) {
+    const StateId t = row[class_runs_[k][2]];
+    if (t == prev) continue;
+    const int at = class_runs_[k][0];
+    if (prev != CfgProgram::kDead) {
+      runs.push_back({static_cast<std::uint8_t>(lo), static_cast<std::uint8_t>(at - 1), prev});
     }
+    prev = t;
+    lo = at;
   }
+  if (prev != CfgProgram::kDead) runs.push_back({static_cast<std::uint8_t>(lo), 255, prev});
 }
 
 PositionKeyer::H PositionKeyer::RuleHash(std::int32_t rule) {

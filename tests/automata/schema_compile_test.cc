@@ -530,6 +530,28 @@ std::vector<std::int64_t> CanonicalProgram(const CfgProgram& p) {
 // one its own trie walk computes. Tool schemas that share structure under other names and
 // orders, then dev-set schemas (when ../shared/data is there), each compiled by the same
 // compiler; states sampled across each grammar.
+// Appends the schemas of every `step`-th dev-set file from `first`, up to `count` (scaled by
+// LOCKSTEP_TEST_SCALE, at least 4); says so when ../shared/data is absent.
+void AddDevSetSchemas(std::vector<std::string>& texts, std::size_t first, std::size_t step,
+                      int count) {
+  const std::filesystem::path dev = testing::SharedDataDir() + "/jsonschemabench-dev/maskbench";
+  if (!std::filesystem::is_directory(dev)) {
+    std::printf("note: %s absent; only the inline schemas are checked\n", dev.string().c_str());
+    return;
+  }
+  std::vector<std::filesystem::path> files;
+  for (const auto& e : std::filesystem::directory_iterator(dev)) files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  const std::size_t want = std::max<std::size_t>(4, static_cast<std::size_t>(count * testing::TestScale()));
+  for (std::size_t i = first, taken = 0; i < files.size() && taken < want; i += step) {
+    std::ifstream in(files[i]);
+    json j = json::parse(in, nullptr, false);
+    if (j.is_discarded() || !j.contains("schema")) continue;
+    texts.push_back(j["schema"].dump());
+    ++taken;
+  }
+}
+
 TEST(SharedPositions, EqualThePositionsWalkedAfresh) {
   std::vector<std::string> texts;
   for (const char* names : {"city,days", "town,count", "city,unit", "q,limit", "days,city"}) {
@@ -541,22 +563,7 @@ TEST(SharedPositions, EqualThePositionsWalkedAfresh) {
                     R"(": {"type": "string", "enum": ["x", "y"]}, "tags": {"type": "array", "items": {"type": "string"}}, ")" +
                     b + R"(": {"type": "object"}}, "required": [")" + b + R"("]})");
   }
-  const std::filesystem::path dev = testing::SharedDataDir() + "/jsonschemabench-dev/maskbench";
-  if (std::filesystem::is_directory(dev)) {
-    std::vector<std::filesystem::path> files;
-    for (const auto& e : std::filesystem::directory_iterator(dev)) files.push_back(e.path());
-    std::sort(files.begin(), files.end());
-    const std::size_t want = std::max<std::size_t>(4, static_cast<std::size_t>(40 * testing::TestScale()));
-    for (std::size_t i = 0, taken = 0; i < files.size() && taken < want; i += 11) {
-      std::ifstream in(files[i]);
-      json j = json::parse(in, nullptr, false);
-      if (j.is_discarded() || !j.contains("schema")) continue;
-      texts.push_back(j["schema"].dump());
-      ++taken;
-    }
-  } else {
-    std::printf("note: %s absent; only the inline schemas are checked\n", dev.string().c_str());
-  }
+  AddDevSetSchemas(texts, 0, 11, 40);
   std::int64_t checked = 0, shared = 0;
   for (const std::string& text : texts) {
     auto g = Compiler().CompileSchema(text);
@@ -577,6 +584,53 @@ TEST(SharedPositions, EqualThePositionsWalkedAfresh) {
   EXPECT_GT(shared, checked / 4) << shared << " shared of " << checked << " checked";
   std::printf("%lld positions checked, %lld taken from other grammars\n",
               static_cast<long long>(checked), static_cast<long long>(shared));
+}
+
+// Positions of string bodies and of the states just before them come from the vocabulary's
+// region views (docs/grammars.md): the view of the body, with the state's own first bytes walked
+// directly and, for a state that continues a declared key name, the view's results for those
+// first bytes taken out. Every such position must equal a walk of the whole trie.
+TEST(RegionViews, PositionsEqualTheWholeTrieWalk) {
+  std::vector<std::string> texts = {
+      // Open objects: keys are any string but the declared names, which share prefixes.
+      R"({"type": "object", "properties": {"name": {"type": "string"}, "nation": {"type": "string"},
+          "nav": {"type": "integer"}, "id": {"type": "string", "maxLength": 5}, "ids": {"type": "array",
+          "items": {"type": "string"}}, "x\"y": {"type": "string"}}})",
+      R"({"type": "object", "properties": {"a": {"type": "string", "pattern": "^[a-z]+$"},
+          "ab": {"type": ["string", "number", "null"]}, "abc": {"enum": ["abc", "abd", 3]}},
+          "additionalProperties": {"type": "string"}})",
+      R"({"type": "object", "properties": {"q": {"type": "string", "format": "email"},
+          "\u00e9t\u00e9": {"type": "string"}}, "additionalProperties": {"type": "object",
+          "properties": {"k": {}}}})",
+  };
+  AddDevSetSchemas(texts, 3, 13, 30);
+  std::int64_t viewed = 0, taken_out = 0;
+  for (const std::string& text : texts) {
+    auto g = Compiler().CompileSchema(text);
+    if (!g.ok()) continue;  // (a dev-set schema that is refused)
+    const CfgGrammar& cfg = (*g)->cfg();
+    std::vector<std::pair<StateId, int>> states;
+    for (StateId s = 0; s < cfg.program().num_states; ++s) {
+      const int use = cfg.RegionUseOfState(s);
+      if (use != 0) states.push_back({s, use});
+    }
+    // Up to 40 per grammar, the taken-out kind first (a whole-trie walk is a few ms).
+    std::stable_sort(states.begin(), states.end(),
+                     [](const auto& a, const auto& b) { return a.second > b.second; });
+    states.resize(std::min<std::size_t>(states.size(), 40));
+    for (const auto& [s, use] : states) {
+      auto fast = cfg.FreshPositionOfState(s);
+      auto walked = cfg.TrieWalkedPositionOfState(s);
+      ASSERT_TRUE(fast->SameContent(*walked)) << "state " << s << " (view use " << use << ") of " << text;
+      ++viewed;
+      taken_out += use == 2;
+    }
+  }
+  // Both kinds ran: string bodies, and key states whose continuations were taken out.
+  EXPECT_GT(viewed, 20);
+  EXPECT_GT(taken_out, 5);
+  std::printf("%lld positions from region views checked, %lld with first bytes taken out\n",
+              static_cast<long long>(viewed), static_cast<long long>(taken_out));
 }
 
 TEST(SchemaLowering, SharedRuleCacheGivesTheSameAutomata) {
