@@ -678,6 +678,7 @@ Status Lowering::Determinise(std::int32_t rule, std::int32_t nfa_start, std::int
 //   - shared rules (grammar::Rule::shared), keyed by the rule's whole NFA (LowerShared).
 struct SharedDfa {
   std::shared_ptr<const ByteDfa> owner;
+  std::uint64_t serial = 0;  // nonzero once in the big-terminal cache (RuleInfo::shared_source)
   StateId start = 0;
   std::vector<std::uint8_t> accepting;
   std::vector<std::uint32_t> byte_begin{0};
@@ -714,8 +715,12 @@ std::shared_ptr<const SharedDfa> SharedRanges(const std::shared_ptr<const ByteDf
     lowered->nt_begin.push_back(0);
   }
   const std::size_t bytes = lowered->Bytes() + dfa->next.size() * sizeof(StateId);
+  static std::uint64_t serials = 0;
   std::lock_guard<std::mutex> lock(mu);
-  if (cached_bytes + bytes <= kSharedLoweringBytes && cache->emplace(dfa.get(), lowered).second) {
+  if (auto it = cache->find(dfa.get()); it != cache->end()) return it->second;
+  if (cached_bytes + bytes <= kSharedLoweringBytes) {
+    lowered->serial = ++serials;
+    cache->emplace(dfa.get(), lowered);
     cached_bytes += bytes;
   }
   return lowered;
@@ -827,7 +832,9 @@ void Lowering::StoreShared(std::size_t first_state) {
 void Lowering::CopyDfa(std::int32_t rule, const ByteDfa& dfa,
                        const std::shared_ptr<const ByteDfa>& owner) {
   if (owner != nullptr && owner.get() == &dfa && dfa.num_states >= kSharedLoweringStates) {
-    AppendShared(rule, *SharedRanges(owner), {});
+    const std::shared_ptr<const SharedDfa> shared = SharedRanges(owner);
+    AppendShared(rule, *shared, {});
+    rules_[rule].info.shared_source = shared->serial;
     return;
   }
   const std::int32_t base = static_cast<std::int32_t>(dstates_.size()) - 1;  // DFA state 1 -> base+1

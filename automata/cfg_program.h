@@ -46,6 +46,9 @@ struct CfgProgram {
     std::int32_t min = 0;     // kCounter
     std::int32_t max = 0;     // kCounter; kUnbounded: no limit
     bool nullable = false;
+    // kDfa copied unchanged from a process-wide cached automaton (a big format automaton): that
+    // entry's serial number, the same in every grammar of the process; 0 otherwise.
+    std::uint64_t shared_source = 0;
   };
 
   std::vector<RuleInfo> rules;

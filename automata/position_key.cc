@@ -30,6 +30,7 @@ enum : std::uint64_t {
   kTagCounter = 0xC0,
   kTagRecursion = 0xBA,
   kTagKey = 0x9051,
+  kTagSource = 0x5C,
   kTagMember = 1,  // (a member of a cycle)
   kTagExit = 2,
 };
@@ -173,7 +174,21 @@ void PositionKeyer::Pass(std::int32_t rule) {
   const std::int32_t b = rule_begin_[rule], e = rule_begin_[rule + 1];
   const std::int32_t n = e - b;
   if (n > kMaxRuleStates) {
-    for (std::int32_t i = b; i < e; ++i) hash_[rule_states_[i]] = H{0, 0, true};
+    // Too big to hash. A big format automaton, though, is copied unchanged from the process's
+    // cache into every grammar, its states in the same order: named by the cache entry and the
+    // state's rank (it has only byte edges).
+    const std::uint64_t source = p_->rules[rule].shared_source;
+    for (std::int32_t i = b; i < e; ++i) {
+      if (source == 0) {
+        hash_[rule_states_[i]] = H{0, 0, true};
+        continue;
+      }
+      Acc acc;
+      acc.Add(kTagSource);
+      acc.Add(source);
+      acc.Add(static_cast<std::uint64_t>(i - b));
+      hash_[rule_states_[i]] = H{acc.a, acc.b, false};
+    }
     return;
   }
   if (static_cast<std::size_t>(pass_depth_) == pass_scratch_.size()) {

@@ -23,7 +23,9 @@
 // keys up to a 128-bit hash collision.
 //
 // No key (the position is always computed) for a state that reaches a special-token edge or a
-// rule of more than kMaxRuleStates states (a big format automaton).
+// rule of more than kMaxRuleStates states, except a big format automaton copied unchanged from
+// the process's cache (CfgProgram::RuleInfo::shared_source): its states are named by that
+// cache entry and their rank in the rule.
 #pragma once
 
 #include <array>

@@ -586,6 +586,37 @@ TEST(SharedPositions, EqualThePositionsWalkedAfresh) {
               static_cast<long long>(checked), static_cast<long long>(shared));
 }
 
+// A big format automaton (email: 25k states) is too big for the structural key but is copied
+// unchanged into every grammar that uses it: its positions are shared by cache entry and rank.
+TEST(SharedPositions, BigFormatAutomataAreSharedToo) {
+  const std::string a = R"({"type": "object", "properties": {"to": {"type": "string", "format": "email"}}})";
+  // Other keys and values around it, the same bytes after it (the follow set is in the key).
+  const std::string b = R"({"type": "object", "properties": {"n": {"type": "integer"},
+      "sender": {"type": "string", "format": "email"}}, "required": ["n"]})";
+  std::int64_t checked = 0;
+  std::int32_t shared_in_b = 0;
+  for (const std::string& text : {a, b}) {
+    auto g = Compiler().CompileSchema(text);
+    ASSERT_TRUE(g.ok()) << g.status().ToString();
+    const CfgGrammar& cfg = (*g)->cfg();
+    const CfgProgram& p = cfg.program();
+    std::vector<StateId> big;
+    for (StateId s = 0; s < p.num_states; ++s) {
+      if (p.rules[p.state_rule[s]].shared_source != 0) big.push_back(s);
+    }
+    ASSERT_GT(big.size(), 4096u);
+    for (std::size_t i = 0; i < big.size(); i += big.size() / 25) {
+      const CfgPosition* pos = cfg.PositionOfState(big[i]);
+      ASSERT_NE(pos, nullptr);
+      EXPECT_TRUE(pos->SameContent(*cfg.FreshPositionOfState(big[i]))) << "state " << big[i];
+      ++checked;
+    }
+    if (text == b) shared_in_b = (*g)->Stats().shared_positions;
+  }
+  // The second grammar took its format positions from the first.
+  EXPECT_GE(shared_in_b, 20) << checked << " checked";
+}
+
 // Positions of string bodies and of the states just before them come from the vocabulary's
 // region views (docs/grammars.md): the view of the body, with the state's own first bytes walked
 // directly and, for a state that continues a declared key name, the view's results for those
