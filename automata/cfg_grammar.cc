@@ -1302,10 +1302,14 @@ const CfgPosition* CfgGrammar::PositionFor(const EarleyItem& it) const {
     if (p == nullptr) return p;
     slot.store(p, std::memory_order_release);
     if (shared != nullptr) {
-      const std::int64_t bytes = p->Bytes();
+      // A position already held under another key costs nothing more (a 25k-state format
+      // automaton folds into a few hundred distinct positions).
       std::lock_guard<std::mutex> lock(shared->mu);
-      if (shared->bytes + bytes <= options_.max_shared_position_bytes &&
-          shared->map.emplace(*key, std::move(owner)).second) {
+      const bool held = shared->held.count(p) != 0;
+      const std::int64_t bytes = held ? 0 : p->Bytes();
+      if (!shared->map.contains(*key) && shared->bytes + bytes <= options_.max_shared_position_bytes) {
+        shared->map.emplace(*key, std::move(owner));
+        if (!held) shared->held.insert(p);
         shared->bytes += bytes;
       }
     }

@@ -48,6 +48,7 @@
 #include <string>
 #include <tuple>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "automata/cfg_program.h"
@@ -97,6 +98,9 @@ struct CfgPosition {
 struct SharedPositions {
   std::mutex mu;
   std::unordered_map<PositionKey, std::shared_ptr<const CfgPosition>, PositionKey::Hash> map;
+  // The positions held (many keys can map to one: equal contents are stored once), whose sizes
+  // add up to `bytes`.
+  std::unordered_set<const CfgPosition*> held;
   std::int64_t bytes = 0;
 };
 
