@@ -1390,10 +1390,30 @@ void CfgGrammar::PrecomputePositions(int threads) const {
 std::int32_t CfgGrammar::Signature(const EarleyParser& parser, std::vector<std::int32_t>& sigs,
                                    std::int32_t k) const {
   if (static_cast<std::int32_t>(sigs.size()) > parser.num_sets()) sigs.resize(parser.num_sets());
-  if (static_cast<std::int32_t>(sigs.size()) > k) return sigs[k];  // interned before
+  if (static_cast<std::int32_t>(sigs.size()) <= k) sigs.resize(k + 1, kUnsigned);
+  if (sigs[k] != kUnsigned) return sigs[k];
+  // A set's signature names its kernel items with their origins' signatures, so only the sets
+  // on k's origin chains are signed (after a long string, its opening set and those below it,
+  // not every byte's set).
   thread_local std::vector<std::int32_t> key;  // scratch: no allocation per fill
   thread_local std::vector<std::array<std::int32_t, 4>> items;
-  for (std::int32_t j = static_cast<std::int32_t>(sigs.size()); j <= k; ++j) {
+  thread_local std::vector<std::int32_t> todo;
+  todo.clear();
+  todo.push_back(k);
+  while (!todo.empty()) {
+    const std::int32_t j = todo.back();
+    if (sigs[j] != kUnsigned) {
+      todo.pop_back();
+      continue;
+    }
+    bool pending = false;
+    for (const EarleyItem& it : parser.set(j)) {
+      if (!parser.IsKernel(j, it) || it.origin == j || sigs[it.origin] != kUnsigned) continue;
+      todo.push_back(it.origin);
+      pending = true;
+    }
+    if (pending) continue;
+    todo.pop_back();
     items.clear();
     bool unknown = false;
     for (const EarleyItem& it : parser.set(j)) {
@@ -1417,7 +1437,7 @@ std::int32_t CfgGrammar::Signature(const EarleyParser& parser, std::vector<std::
         sig_ids_.emplace(key, id);
       }
     }
-    sigs.push_back(id);
+    sigs[j] = id;
   }
   return sigs[k];
 }
@@ -1429,14 +1449,22 @@ const std::uint32_t* CfgGrammar::CachedFinal(std::int32_t sig) const {
   return chunk[sig - ChunkBegin(c)].load(std::memory_order_acquire);
 }
 
-// A finished mask is kept in the smallest of three forms (JSON masks are mostly a handful of
-// tokens, or nearly the whole vocabulary): blob[0] = form, blob[1] = n, then
-//   kFinalBits: the mask words;   kFinalList: n allowed ids;   kFinalComplement: n blocked ids.
+// A finished mask is kept in the smallest of four forms (JSON masks are mostly a handful of
+// tokens, nearly the whole vocabulary, or the union of a few positions' sets and some tails):
+// blob[0] = form, blob[1] = n, then
+//   kFinalBits: the mask words;   kFinalList: n allowed ids;   kFinalComplement: n blocked ids;
+//   kFinalUnion: blob[2] = m, then m position addresses (two words each), then n more ids.
 // Restoring a list form is a memset and n bit writes, cheaper than copying 16 KB from memory
-// that has left the cache, and the cache holds several times more signatures per byte.
-enum : std::uint32_t { kFinalBits = 0, kFinalList = 1, kFinalComplement = 2 };
+// that has left the cache, and the cache holds several times more signatures per byte. The
+// union form restores as the fill itself would without its tail checks, and spares a first
+// visit the copy into 16 KB of fresh memory (whose page faults cost more than the rest of the
+// fill on a virtual machine). Positions live as long as the grammar, so their addresses hold.
+enum : std::uint32_t { kFinalBits = 0, kFinalList = 1, kFinalComplement = 2, kFinalUnion = 3 };
+constexpr std::size_t kMaxUnionPositions = 8;
 
-void CfgGrammar::StoreFinal(std::int32_t sig, std::span<const std::uint32_t> mask) const {
+void CfgGrammar::StoreFinal(std::int32_t sig, std::span<const std::uint32_t> mask,
+                            std::span<const CfgPosition* const> positions,
+                            std::span<const TokenId> added) const {
   const std::int32_t c = ChunkOf(sig);
   std::atomic<std::atomic<std::uint32_t*>*>& cslot = final_chunks_[c];
   std::atomic<std::uint32_t*>* chunk = cslot.load(std::memory_order_acquire);
@@ -1453,10 +1481,10 @@ void CfgGrammar::StoreFinal(std::int32_t sig, std::span<const std::uint32_t> mas
   // Lists up to words / 8 ids (an eighth of the bitset's bytes): restoring them stays cheaper
   // than a copy.
   const std::size_t limit = words / 8;
-  const std::size_t ones = CountOnes(mask.data(), words);
   thread_local std::vector<std::uint32_t> ids;
   ids.clear();
   std::uint32_t form = kFinalBits;
+  const std::size_t ones = CountOnes(mask.data(), words);
   if (ones <= limit || static_cast<std::size_t>(width_) - ones <= limit) {
     const bool complement = ones > limit;
     form = complement ? kFinalComplement : kFinalList;
@@ -1479,11 +1507,17 @@ void CfgGrammar::StoreFinal(std::int32_t sig, std::span<const std::uint32_t> mas
         x &= x - 1;
       }
     }
+  } else if (!positions.empty() && positions.size() <= kMaxUnionPositions &&
+             added.size() <= words / 2) {
+    form = kFinalUnion;
   }
-  const std::size_t n = form == kFinalBits ? words : ids.size();
-  const std::int64_t bytes = static_cast<std::int64_t>((n + 2) * 4);
+  const std::size_t head = form == kFinalUnion ? 3 + 2 * positions.size() : 2;
+  const std::size_t n = form == kFinalBits    ? words
+                        : form == kFinalUnion ? added.size()
+                                              : ids.size();
+  const std::int64_t bytes = static_cast<std::int64_t>((n + head) * 4);
   if (!ReserveBytes(bytes)) return;
-  std::uint32_t* p = AllocWords(n + 2);
+  std::uint32_t* p = AllocWords(n + head);
   if (p == nullptr) {
     cache_bytes_.fetch_sub(bytes);
     return;
@@ -1491,9 +1525,13 @@ void CfgGrammar::StoreFinal(std::int32_t sig, std::span<const std::uint32_t> mas
   p[0] = form;
   p[1] = static_cast<std::uint32_t>(n);
   if (form == kFinalBits) {
-    std::memcpy(p + 2, mask.data(), words * 4);
+    std::memcpy(p + head, mask.data(), words * 4);
+  } else if (form == kFinalUnion) {
+    p[2] = static_cast<std::uint32_t>(positions.size());
+    std::memcpy(p + 3, positions.data(), positions.size() * sizeof(const CfgPosition*));
+    if (n != 0) std::memcpy(p + head, added.data(), n * 4);
   } else if (n != 0) {
-    std::memcpy(p + 2, ids.data(), n * 4);
+    std::memcpy(p + head, ids.data(), n * 4);
   }
   std::uint32_t* expected = nullptr;
   if (!chunk[sig - ChunkBegin(c)].compare_exchange_strong(expected, p, std::memory_order_acq_rel)) {
@@ -1516,6 +1554,15 @@ void CfgGrammar::RestoreFinal(const std::uint32_t* blob, std::span<std::uint32_t
       std::memset(out.data(), 0, words * 4);
       for (std::uint32_t i = 0; i < n; ++i) out[ids[i] >> 5] |= 1u << (ids[i] & 31);
       return;
+    case kFinalUnion: {
+      const CfgPosition* positions[kMaxUnionPositions];
+      const std::uint32_t m = blob[2];
+      std::memcpy(positions, blob + 3, m * sizeof(const CfgPosition*));
+      UnionOf(positions, static_cast<std::int32_t>(m), out.data());
+      ids = blob + 3 + 2 * m;
+      for (std::uint32_t i = 0; i < n; ++i) out[ids[i] >> 5] |= 1u << (ids[i] & 31);
+      return;
+    }
     default:
       std::memset(out.data(), 0xFF, words * 4);
       if ((width_ & 31) != 0) out[words - 1] = (1u << (width_ & 31)) - 1;
@@ -1546,20 +1593,54 @@ void CfgGrammar::FullWalkMask(EarleyParser& parser, std::span<std::uint32_t> out
   AddEndAndSpecials(parser, out);
 }
 
-void CfgGrammar::AddEndAndSpecials(EarleyParser& parser, std::span<std::uint32_t> out) const {
+void CfgGrammar::AddEndAndSpecials(EarleyParser& parser, std::span<std::uint32_t> out,
+                                   std::vector<TokenId>* added) const {
+  auto set = [&](TokenId id) {
+    std::uint32_t& w = out[static_cast<std::size_t>(id) >> 5];
+    const std::uint32_t bit = 1u << (id & 31);
+    if (added != nullptr && (w & bit) == 0) added->push_back(id);
+    w |= bit;
+  };
   const std::int32_t base = parser.num_sets();
   if (parser.CanEnd()) {
     for (TokenId id : vocab_->eos_ids()) {
-      if (id >= 0 && id < width_) SetBit(out, id);
+      if (id >= 0 && id < width_) set(id);
     }
   }
   for (const auto& [tok, idx] : special_of_token_) {
     if (parser.StepSpecial(idx)) {
-      if (tok < width_) SetBit(out, tok);
+      if (tok < width_) set(tok);
       parser.PopTo(base);
     }
   }
   parser.ClearDepthFlag();
+}
+
+void CfgGrammar::UnionOf(const CfgPosition* const* positions, std::int32_t n,
+                         std::uint32_t* out) const {
+  const std::size_t words = mask_words();
+  // The first bitset is copied, not OR-ed into a cleared mask.
+  std::int32_t first_bits = -1;
+  for (std::int32_t a = 0; a < n; ++a) {
+    if (!positions[a]->accepted_bits.empty()) {
+      first_bits = a;
+      break;
+    }
+  }
+  if (first_bits >= 0) {
+    std::memcpy(out, positions[first_bits]->accepted_bits.data(), words * 4);
+  } else {
+    std::memset(out, 0, words * 4);
+  }
+  for (std::int32_t a = 0; a < n; ++a) {
+    const CfgPosition* pos = positions[a];
+    if (a == first_bits) continue;
+    if (!pos->accepted_bits.empty()) {
+      OrWords(out, pos->accepted_bits.data(), words);
+    } else {
+      for (TokenId tok : pos->accepted_list) out[static_cast<std::size_t>(tok) >> 5] |= 1u << (tok & 31);
+    }
+  }
 }
 
 void CfgGrammar::FillMask(EarleyParser& parser, std::vector<std::int32_t>& sigs,
@@ -1603,28 +1684,11 @@ void CfgGrammar::FillMask(EarleyParser& parser, std::vector<std::int32_t>& sigs,
       }
     }
   }
-  // The first bitset is copied, not OR-ed into a cleared mask.
-  std::int32_t first_bits = -1;
-  for (std::int32_t a = 0; a < nk; ++a) {
-    if (!positions[a]->accepted_bits.empty()) {
-      first_bits = a;
-      break;
-    }
-  }
-  if (first_bits >= 0) {
-    std::memcpy(out.data(), positions[first_bits]->accepted_bits.data(), words * 4);
-  } else {
-    std::memset(out.data(), 0, words * 4);
-  }
-  for (std::int32_t a = 0; a < nk; ++a) {
-    const CfgPosition* pos = positions[a];
-    if (a == first_bits) continue;
-    if (!pos->accepted_bits.empty()) {
-      OrWords(out.data(), pos->accepted_bits.data(), words);
-    } else {
-      for (TokenId tok : pos->accepted_list) SetBit(out, tok);
-    }
-  }
+  UnionOf(positions, nk, out.data());
+  // The ids the tails and the end add to the union, for the finished mask's union form.
+  thread_local std::vector<TokenId> added;
+  added.clear();
+  const bool record = !simple && sig >= 0;
   const std::int32_t base = parser.num_sets();
   for (std::int32_t a = 0; a < nk; ++a) {
     const CfgPosition* pos = positions[a];
@@ -1641,14 +1705,18 @@ void CfgGrammar::FillMask(EarleyParser& parser, std::vector<std::int32_t>& sigs,
         continue;
       }
       for (std::uint32_t t = node.token_begin; t < pos->tails[i + 1].token_begin; ++t) {
-        SetBit(out, pos->tail_tokens[t]);
+        const TokenId tok = pos->tail_tokens[t];
+        std::uint32_t& w = out[static_cast<std::size_t>(tok) >> 5];
+        const std::uint32_t bit = 1u << (tok & 31);
+        if (record && (w & bit) == 0) added.push_back(tok);
+        w |= bit;
       }
       ++i;
     }
     parser.PopTo(base);
   }
-  AddEndAndSpecials(parser, out);
-  if (!simple && sig >= 0) StoreFinal(sig, out.first(words));
+  AddEndAndSpecials(parser, out, record ? &added : nullptr);
+  if (record) StoreFinal(sig, out.first(words), {positions, static_cast<std::size_t>(nk)}, added);
 }
 
 CfgStats CfgGrammar::Stats() const {

@@ -176,7 +176,12 @@ class CfgGrammar {
   friend class ArtifactCodec;  // automata/artifact.cc reads and restores the caches
   const CfgPosition* PositionFor(const EarleyItem& it) const;
   // EOS where the root may end, grammar special tokens where the parse takes them.
-  void AddEndAndSpecials(EarleyParser& parser, std::span<std::uint32_t> out) const;
+  // Sets the end-of-sequence and special tokens the parser allows; appends the ids it newly
+  // sets to `added` if given.
+  void AddEndAndSpecials(EarleyParser& parser, std::span<std::uint32_t> out,
+                         std::vector<TokenId>* added = nullptr) const;
+  // The union of the positions' accepted sets into out (its first mask_words() words).
+  void UnionOf(const CfgPosition* const* positions, std::int32_t n, std::uint32_t* out) const;
   // A position: one walk of the token trie from the item's state (WalkTrie), or, when the state
   // lies in a wide byte loop (RegionTable), the vocabulary's shared view of that region plus a
   // walk of only the tokens that leave it.
@@ -194,11 +199,18 @@ class CfgGrammar {
   std::vector<std::int16_t> RegionTable(StateId s, std::vector<StateId>& states,
                                         std::array<std::uint64_t, 4>& first_exits,
                                         std::array<std::uint64_t, 4>& removed) const;
+  // The interned signature of set k (-1: none, over the budget). sigs[j] caches set j's
+  // (kUnsigned: not computed yet); only the sets on k's origin chains are computed.
+  static constexpr std::int32_t kUnsigned = -2;
   std::int32_t Signature(const EarleyParser& parser, std::vector<std::int32_t>& sigs,
                          std::int32_t k) const;
   bool ReserveBytes(std::int64_t n) const;
   const std::uint32_t* CachedFinal(std::int32_t sig) const;
-  void StoreFinal(std::int32_t sig, std::span<const std::uint32_t> mask) const;
+  // Keeps `mask` as signature sig's finished mask. When `positions` are given (the grammar's
+  // own), mask is the union of their accepted sets plus the ids in `added`, and may be kept so.
+  void StoreFinal(std::int32_t sig, std::span<const std::uint32_t> mask,
+                  std::span<const CfgPosition* const> positions = {},
+                  std::span<const TokenId> added = {}) const;
   void RestoreFinal(const std::uint32_t* blob, std::span<std::uint32_t> out) const;
 
   std::shared_ptr<const Vocabulary> vocab_;
