@@ -127,6 +127,7 @@ CfgGrammar::CfgGrammar(std::shared_ptr<const Vocabulary> vocab,
     special_of_token_.emplace_back(program_.special_tokens[i], static_cast<std::int32_t>(i));
   }
   ComputeFollow();
+  if (options_.share_positions) fingerprint_ = ProgramFingerprint(program_);
 }
 
 void CfgGrammar::ComputeFollow() {
@@ -1264,8 +1265,36 @@ const CfgPosition* CfgGrammar::Adopt(std::shared_ptr<const CfgPosition> pos,
 
 std::optional<PositionKey> CfgGrammar::KeyOf(StateId s) const {
   std::lock_guard<std::mutex> lock(key_mu_);
-  if (!keyer_) keyer_ = std::make_unique<PositionKeyer>(&program_);
-  return keyer_->Key(s, follow_bits_[program_.state_rule[s]]);
+  const std::array<std::uint64_t, 4>& follow = follow_bits_[program_.state_rule[s]];
+  if (keyer_) return keyer_->Key(s, follow);
+  // The first key hashes most of the grammar's automata (0.1 ms for a tool schema). The same
+  // program compiled before left its keyer in the store: read from it while it knows the
+  // state, copy it when it does not.
+  SharedPositions& shared = trie_->Attached<SharedPositions>();
+  if (!snapshot_looked_up_) {
+    snapshot_looked_up_ = true;
+    std::lock_guard<std::mutex> lock2(shared.mu);
+    auto f = shared.keyers.find(fingerprint_);
+    if (f != shared.keyers.end()) key_snapshot_ = f->second;
+  }
+  if (key_snapshot_) {
+    keys_from_store_ = true;
+    if (key_snapshot_->Known(s, program_)) return key_snapshot_->KnownKey(s, follow);
+    keyer_ = std::make_unique<PositionKeyer>(*key_snapshot_, &program_);
+    key_snapshot_.reset();
+    return keyer_->Key(s, follow);
+  }
+  keyer_ = std::make_unique<PositionKeyer>(&program_);
+  std::optional<PositionKey> key = keyer_->Key(s, follow);
+  auto snapshot = std::make_shared<const PositionKeyer>(*keyer_, nullptr);
+  const std::int64_t bytes = snapshot->Bytes();
+  std::lock_guard<std::mutex> lock2(shared.mu);
+  if (!shared.keyers.contains(fingerprint_) &&
+      shared.bytes + bytes <= options_.max_shared_position_bytes) {
+    shared.keyers.emplace(fingerprint_, std::move(snapshot));
+    shared.bytes += bytes;
+  }
+  return key;
 }
 const CfgPosition* CfgGrammar::PositionFor(const EarleyItem& it) const {
   if (!program_.IsCounter(it.rule)) {

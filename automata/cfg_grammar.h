@@ -101,6 +101,10 @@ struct SharedPositions {
   // The positions held (many keys can map to one: equal contents are stored once), whose sizes
   // add up to `bytes`.
   std::unordered_set<const CfgPosition*> held;
+  // Key hashes by program fingerprint (ProgramFingerprint): a grammar whose program was
+  // compiled before (the same schema again) reads its keys from the first one's keyer instead
+  // of hashing its automata again. Counted in `bytes` too.
+  std::unordered_map<PositionKey, std::shared_ptr<const PositionKeyer>, PositionKey::Hash> keyers;
   std::int64_t bytes = 0;
 };
 
@@ -167,6 +171,21 @@ class CfgGrammar {
     return ComputePosition({program_.state_rule[s], s, 0, 0}, /*regions=*/false);
   }
   int RegionUseOfState(StateId s) const;
+  // The position key of DFA state s through the keyer (and the store's keyers), and the keys of
+  // `order`'s states asked in that order of a fresh keyer of this grammar's program (a key's
+  // hash can depend on the keys asked before it: a recursive rule is described from the rule
+  // first asked); whether this grammar's keys came from another grammar's keyer.
+  std::optional<PositionKey> KeyOfState(StateId s) const { return KeyOf(s); }
+  std::vector<std::optional<PositionKey>> FreshKeysInOrder(std::span<const StateId> order) const {
+    PositionKeyer fresh(&program_);
+    std::vector<std::optional<PositionKey>> out;
+    for (StateId s : order) out.push_back(fresh.Key(s, follow_bits_[program_.state_rule[s]]));
+    return out;
+  }
+  bool KeysTakenFromStore() const {
+    std::lock_guard<std::mutex> lock(key_mu_);
+    return keys_from_store_;
+  }
 
   // Computes every DFA-state position now, on `threads` threads (0 = hardware concurrency).
   void PrecomputePositions(int threads) const;
@@ -232,6 +251,10 @@ class CfgGrammar {
   // Keys of positions shared by the grammars of one vocabulary (automata/position_key.h).
   mutable std::mutex key_mu_;
   mutable std::unique_ptr<PositionKeyer> keyer_;
+  PositionKey fingerprint_;  // ProgramFingerprint(program_), when positions are shared
+  mutable std::shared_ptr<const PositionKeyer> key_snapshot_;  // from the store, read-only
+  mutable bool snapshot_looked_up_ = false;
+  mutable bool keys_from_store_ = false;
   std::optional<PositionKey> KeyOf(StateId s) const;
   // null_state_[s]: the rule can finish from DFA state s without a byte; first_bytes_[s]: the
   // bytes that can come first from s (through rule edges too).

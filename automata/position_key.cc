@@ -1,6 +1,7 @@
 #include "automata/position_key.h"
 
 #include <algorithm>
+#include <cstring>
 
 namespace lockstep {
 namespace {
@@ -33,6 +34,43 @@ enum : std::uint64_t {
   kTagSource = 0x5C,
   kTagMember = 1,  // (a member of a cycle)
   kTagExit = 2,
+};
+
+// Two lanes of 64x64->128 multiply-folds over the program's arrays, each array preceded by
+// its length in bytes.
+struct Fingerprinter {
+  std::uint64_t a = 0xA0761D6478BD642Full, b = 0xE7037ED1A0B428DBull;
+  static std::uint64_t Mum(std::uint64_t x, std::uint64_t y) {
+    const unsigned __int128 r = static_cast<unsigned __int128>(x) * y;
+    return static_cast<std::uint64_t>(r) ^ static_cast<std::uint64_t>(r >> 64);
+  }
+  void Block(std::uint64_t x, std::uint64_t y) {
+    a = Mum(x ^ 0x8EBC6AF09C88C6E3ull, y ^ a);
+    b = Mum(y ^ 0x589965CC75374CC3ull, x ^ b ^ 0x1D8E4E27C47D124Full);
+  }
+  void Bytes(const void* data, std::size_t n) {
+    Block(n, 0x9E3779B97F4A7C15ull);
+    const unsigned char* c = static_cast<const unsigned char*>(data);
+    std::size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+      std::uint64_t x, y;
+      std::memcpy(&x, c + i, 8);
+      std::memcpy(&y, c + i + 8, 8);
+      Block(x, y);
+    }
+    if (i < n) {
+      unsigned char tail[16] = {};
+      std::memcpy(tail, c + i, n - i);
+      std::uint64_t x, y;
+      std::memcpy(&x, tail, 8);
+      std::memcpy(&y, tail + 8, 8);
+      Block(x, y);
+    }
+  }
+  template <typename T>
+  void Vec(const std::vector<T>& v) {
+    Bytes(v.data(), v.size() * sizeof(T));
+  }
 };
 
 }  // namespace
@@ -406,10 +444,60 @@ void PositionKeyer::Cyclic(const std::vector<StateId>& members, const PassData& 
   }
 }
 
-std::optional<PositionKey> PositionKeyer::Key(StateId s,
-                                              const std::array<std::uint64_t, 4>& follow) {
-  const std::int32_t rule = p_->state_rule[s];
-  if (rule_state_[rule] != 2) RuleHash(rule);  // at the bottom of the stack: independent
+PositionKeyer::PositionKeyer(const PositionKeyer& o, const CfgProgram* program)
+    : p_(program),
+      class_runs_(o.class_runs_),
+      rule_begin_(o.rule_begin_),
+      rule_states_(o.rule_states_),
+      hash_(o.hash_),
+      rule_state_(o.rule_state_),
+      counter_hash_(o.counter_hash_),
+      dependent_(o.dependent_),
+      next_stack_id_(o.next_stack_id_),
+      class_bytes_begin_(o.class_bytes_begin_),
+      class_bytes_(o.class_bytes_) {}
+
+std::int64_t PositionKeyer::Bytes() const {
+  return static_cast<std::int64_t>(
+      sizeof(*this) + class_runs_.capacity() * sizeof(class_runs_[0]) +
+      (rule_begin_.capacity() + rule_states_.capacity() + class_bytes_begin_.capacity()) * 4 +
+      (hash_.capacity() + counter_hash_.capacity()) * sizeof(H) + rule_state_.capacity() +
+      dependent_.capacity() * sizeof(Dependent) + class_bytes_.capacity() * 2);
+}
+
+PositionKey ProgramFingerprint(const CfgProgram& p) {
+  Fingerprinter fp;
+  const std::int64_t head[4] = {p.num_states, p.num_classes, p.root, p.NumRules()};
+  fp.Bytes(head, sizeof head);
+  fp.Bytes(p.byte_class.data(), p.byte_class.size());
+  fp.Vec(p.next);
+  fp.Vec(p.accepting);
+  fp.Vec(p.state_rule);
+  fp.Vec(p.nt_begin);
+  std::vector<std::int32_t> flat;
+  flat.reserve(2 * std::max(p.nt_edges.size(), p.sp_edges.size()));
+  for (const auto& [r, t] : p.nt_edges) flat.insert(flat.end(), {r, t});
+  fp.Vec(flat);
+  fp.Vec(p.sp_begin);
+  flat.clear();
+  for (const auto& [i, t] : p.sp_edges) flat.insert(flat.end(), {i, t});
+  fp.Vec(flat);
+  std::vector<std::uint64_t> rules;
+  rules.reserve(p.rules.size() * 4);
+  for (const CfgProgram::RuleInfo& r : p.rules) {
+    rules.push_back(static_cast<std::uint64_t>(r.kind) << 32 | static_cast<std::uint32_t>(r.start));
+    rules.push_back(static_cast<std::uint64_t>(static_cast<std::uint32_t>(r.child)) << 32 |
+                    static_cast<std::uint32_t>(r.min));
+    rules.push_back(static_cast<std::uint64_t>(static_cast<std::uint32_t>(r.max)) << 1 |
+                    (r.nullable ? 1 : 0));
+    rules.push_back(r.shared_source);
+  }
+  fp.Vec(rules);
+  return {Fmix(fp.a), Fmix(fp.b ^ 0x243F6A8885A308D3ull)};
+}
+
+std::optional<PositionKey> PositionKeyer::KnownKey(StateId s,
+                                                   const std::array<std::uint64_t, 4>& follow) const {
   const H& h = hash_[s];
   if (h.none) return std::nullopt;
   Acc acc;
@@ -418,6 +506,13 @@ std::optional<PositionKey> PositionKeyer::Key(StateId s,
   acc.Add(h.b);
   for (std::uint64_t w : follow) acc.Add(w);
   return PositionKey{acc.a, acc.b};
+}
+
+std::optional<PositionKey> PositionKeyer::Key(StateId s,
+                                              const std::array<std::uint64_t, 4>& follow) {
+  const std::int32_t rule = p_->state_rule[s];
+  if (rule_state_[rule] != 2) RuleHash(rule);  // at the bottom of the stack: independent
+  return KnownKey(s, follow);
 }
 
 }  // namespace lockstep

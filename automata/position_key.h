@@ -48,10 +48,28 @@ struct PositionKey {
   };
 };
 
-// Not thread-safe: one per grammar, used under the grammar's lock.
+// A 128-bit fingerprint of everything of `program` that a PositionKeyer reads (states,
+// classes, transitions, acceptance, rule and special edges, rule kinds and bounds): programs
+// with equal fingerprints get equal keys state for state (up to a collision), so the hashes a
+// keyer computed for one serve the other (a schema compiled again in the same process).
+PositionKey ProgramFingerprint(const CfgProgram& program);
+
+// Not thread-safe: one per grammar, used under the grammar's lock. A const keyer (a snapshot
+// kept in the vocabulary's store) may be read by any number of threads.
 class PositionKeyer {
  public:
   explicit PositionKeyer(const CfgProgram* program);
+  // The hashes o has computed so far, for `program` (null for a snapshot that only answers
+  // KnownKey), which must have o's program's fingerprint.
+  PositionKeyer(const PositionKeyer& o, const CfgProgram* program);
+  // Whether the key of state s of `program` is known without hashing any more: its rule has
+  // been hashed and does not depend on its callers.
+  bool Known(StateId s, const CfgProgram& program) const {
+    return rule_state_[program.state_rule[s]] == 2;
+  }
+  // The key of a Known state.
+  std::optional<PositionKey> KnownKey(StateId s, const std::array<std::uint64_t, 4>& follow) const;
+  std::int64_t Bytes() const;
 
   // The key of DFA state s's position, given its rule's follow set (4 words of 64 bytes each);
   // nullopt when it has none (see above).

@@ -13,6 +13,7 @@
 #include <array>
 #include <fstream>
 #include <filesystem>
+#include <functional>
 #include <chrono>
 #include <map>
 #include <random>
@@ -615,6 +616,93 @@ TEST(SharedPositions, BigFormatAutomataAreSharedToo) {
   }
   // The second grammar took its format positions from the first.
   EXPECT_GE(shared_in_b, 20) << checked << " checked";
+}
+
+// A schema compiled again (a new grammar, the same program) reads its position keys from the
+// keyer the first compile left in the vocabulary's store instead of hashing its automata again:
+// while the stored keyer knows a state, and from a copy of it when it does not. Every key must
+// equal the first grammar's, and those of a fresh keyer of the new program asked in the first
+// grammar's order (a recursive rule's description depends on the rule first asked).
+TEST(SharedPositions, KeysOfAProgramCompiledAgainComeFromTheStore) {
+  std::vector<std::string> texts = {
+      R"({"type": "object", "properties": {"id": {"type": "integer"}, "tags": {"type": "array",
+          "items": {"type": "string", "maxLength": 8}}, "meta": {"type": "object"}}, "required": ["id"]})",
+      R"({"anyOf": [{"type": "string", "format": "date"}, {"type": "array", "items": {"$ref": "#"}}]})",
+  };
+  AddDevSetSchemas(texts, 5, 29, 12);
+  std::int64_t compared = 0;
+  for (const std::string& text : texts) {
+    auto first = Compiler().CompileSchema(text);
+    if (!first.ok()) continue;  // (a dev-set schema that is refused)
+    const CfgGrammar& a = (*first)->cfg();
+    const std::int32_t n = a.program().num_states;
+    // The first grammar's first key is of its last state (a rule of its own, usually not the
+    // root's): the stored keyer knows that rule early, the others only once asked.
+    std::vector<StateId> order = {n - 1};
+    for (StateId s = 0; s + 1 < n; ++s) order.push_back(s);
+    std::vector<std::optional<PositionKey>> keys(n);
+    for (StateId s : order) keys[s] = a.KeyOfState(s);
+    auto again = Compiler().CompileSchema(text);
+    ASSERT_TRUE(again.ok());
+    const CfgGrammar& b = (*again)->cfg();
+    ASSERT_EQ(b.program().num_states, n);
+    const std::vector<std::optional<PositionKey>> fresh = b.FreshKeysInOrder(order);
+    for (StateId s = 0; s < n; ++s) {
+      const std::optional<PositionKey> k = b.KeyOfState(s);
+      const std::optional<PositionKey>& f = fresh[s == n - 1 ? 0 : s + 1];
+      ASSERT_EQ(k.has_value(), f.has_value()) << "state " << s << " of " << text;
+      ASSERT_EQ(k.has_value(), keys[s].has_value()) << "state " << s << " of " << text;
+      if (k) {
+        EXPECT_TRUE(*k == *f) << "state " << s << " of " << text;
+        EXPECT_TRUE(*k == *keys[s]) << "state " << s << " of " << text;
+      }
+      ++compared;
+    }
+    EXPECT_TRUE(b.KeysTakenFromStore()) << text;
+  }
+  EXPECT_GT(compared, 100);
+  std::printf("%lld keys of recompiled grammars compared with fresh keyers\n",
+              static_cast<long long>(compared));
+}
+
+// The fingerprint that identifies a program for the keyer store changes with every field the
+// keyer reads.
+TEST(SharedPositions, ProgramFingerprintChangesWithEveryFieldTheKeysRead) {
+  auto g = Compiler().CompileSchema(R"({"type": "object", "properties": {"a": {"type": "array",
+      "items": {"type": "integer"}, "minItems": 2, "maxItems": 40}, "b": {"type": "string"}}})");
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  const CfgProgram& p = (*g)->cfg().program();
+  const PositionKey base = ProgramFingerprint(p);
+  CfgProgram copy = p;
+  EXPECT_TRUE(ProgramFingerprint(copy) == base);
+  std::int32_t counter = -1;
+  for (std::int32_t r = 0; r < p.NumRules(); ++r) {
+    if (p.IsCounter(r)) counter = r;
+  }
+  ASSERT_GE(counter, 0) << "the schema should lower its array to a counter rule";
+  ASSERT_FALSE(p.nt_edges.empty());
+  std::vector<std::pair<const char*, std::function<void(CfgProgram&)>>> changes = {
+      {"a transition", [](CfgProgram& q) { q.next[q.next.size() / 2] ^= 1; }},
+      {"acceptance", [](CfgProgram& q) { q.accepting[q.num_states / 2] ^= 1; }},
+      {"a byte class", [](CfgProgram& q) { q.byte_class['a'] = q.byte_class['{']; }},
+      {"a state's rule", [](CfgProgram& q) { q.state_rule[0] = q.state_rule[0] == 0 ? 1 : 0; }},
+      {"a rule edge's rule", [](CfgProgram& q) { q.nt_edges[0].first ^= 1; }},
+      {"a rule edge's target", [](CfgProgram& q) { q.nt_edges[0].second ^= 1; }},
+      {"where rule edges begin", [](CfgProgram& q) { ++q.nt_begin[q.num_states / 2]; }},
+      {"where special edges begin", [](CfgProgram& q) { ++q.sp_begin[q.num_states / 2]; }},
+      {"a counter's minimum", [counter](CfgProgram& q) { ++q.rules[counter].min; }},
+      {"a counter's maximum", [counter](CfgProgram& q) { ++q.rules[counter].max; }},
+      {"a counter's child", [counter](CfgProgram& q) { q.rules[counter].child ^= 1; }},
+      {"a rule's start", [](CfgProgram& q) { q.rules[q.root].start ^= 1; }},
+      {"a rule's kind", [counter](CfgProgram& q) { q.rules[counter].kind = CfgProgram::RuleKind::kDfa; }},
+      {"a rule's source", [](CfgProgram& q) { q.rules[q.root].shared_source = 7; }},
+      {"the root", [](CfgProgram& q) { q.root ^= 1; }},
+  };
+  for (const auto& [what, change] : changes) {
+    CfgProgram q = p;
+    change(q);
+    EXPECT_FALSE(ProgramFingerprint(q) == base) << what;
+  }
 }
 
 // Positions of string bodies and of the states just before them come from the vocabulary's
