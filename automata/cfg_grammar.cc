@@ -26,6 +26,13 @@ void FreeWords(std::uint32_t* p) { ::operator delete(p, std::align_val_t{64}); }
 inline void SetBit(std::span<std::uint32_t> out, TokenId id) {
   out[static_cast<std::size_t>(id) >> 5] |= 1u << (id & 31);
 }
+// SetBit, appending id to `added` (if given) when its bit was clear.
+inline void SetBitRecording(std::span<std::uint32_t> out, TokenId id, std::vector<TokenId>* added) {
+  std::uint32_t& w = out[static_cast<std::size_t>(id) >> 5];
+  const std::uint32_t bit = 1u << (id & 31);
+  if (added != nullptr && (w & bit) == 0) added->push_back(id);
+  w |= bit;
+}
 
 // Word kernels over whole masks (4,008 words on Llama-3), with AVX2 versions picked at run time
 // (this file compiles for baseline x86-64).
@@ -1286,12 +1293,12 @@ std::optional<PositionKey> CfgGrammar::KeyOf(StateId s) const {
   }
   keyer_ = std::make_unique<PositionKeyer>(&program_);
   std::optional<PositionKey> key = keyer_->Key(s, follow);
-  auto snapshot = std::make_shared<const PositionKeyer>(*keyer_, nullptr);
-  const std::int64_t bytes = snapshot->Bytes();
+  // Copied for the store only when the store takes it (the copy's size is the keyer's).
+  const std::int64_t bytes = keyer_->Bytes();
   std::lock_guard<std::mutex> lock2(shared.mu);
   if (!shared.keyers.contains(fingerprint_) &&
       shared.bytes + bytes <= options_.max_shared_position_bytes) {
-    shared.keyers.emplace(fingerprint_, std::move(snapshot));
+    shared.keyers.emplace(fingerprint_, std::make_shared<const PositionKeyer>(*keyer_, nullptr));
     shared.bytes += bytes;
   }
   return key;
@@ -1510,10 +1517,10 @@ void CfgGrammar::StoreFinal(std::int32_t sig, std::span<const std::uint32_t> mas
   // Lists up to words / 8 ids (an eighth of the bitset's bytes): restoring them stays cheaper
   // than a copy.
   const std::size_t limit = words / 8;
+  const std::size_t ones = CountOnes(mask.data(), words);
   thread_local std::vector<std::uint32_t> ids;
   ids.clear();
   std::uint32_t form = kFinalBits;
-  const std::size_t ones = CountOnes(mask.data(), words);
   if (ones <= limit || static_cast<std::size_t>(width_) - ones <= limit) {
     const bool complement = ones > limit;
     form = complement ? kFinalComplement : kFinalList;
@@ -1587,7 +1594,7 @@ void CfgGrammar::RestoreFinal(const std::uint32_t* blob, std::span<std::uint32_t
       const CfgPosition* positions[kMaxUnionPositions];
       const std::uint32_t m = blob[2];
       std::memcpy(positions, blob + 3, m * sizeof(const CfgPosition*));
-      UnionOf(positions, static_cast<std::int32_t>(m), out.data());
+      UnionOf(positions, static_cast<std::int32_t>(m), out);
       ids = blob + 3 + 2 * m;
       for (std::uint32_t i = 0; i < n; ++i) out[ids[i] >> 5] |= 1u << (ids[i] & 31);
       return;
@@ -1624,21 +1631,15 @@ void CfgGrammar::FullWalkMask(EarleyParser& parser, std::span<std::uint32_t> out
 
 void CfgGrammar::AddEndAndSpecials(EarleyParser& parser, std::span<std::uint32_t> out,
                                    std::vector<TokenId>* added) const {
-  auto set = [&](TokenId id) {
-    std::uint32_t& w = out[static_cast<std::size_t>(id) >> 5];
-    const std::uint32_t bit = 1u << (id & 31);
-    if (added != nullptr && (w & bit) == 0) added->push_back(id);
-    w |= bit;
-  };
   const std::int32_t base = parser.num_sets();
   if (parser.CanEnd()) {
     for (TokenId id : vocab_->eos_ids()) {
-      if (id >= 0 && id < width_) set(id);
+      if (id >= 0 && id < width_) SetBitRecording(out, id, added);
     }
   }
   for (const auto& [tok, idx] : special_of_token_) {
     if (parser.StepSpecial(idx)) {
-      if (tok < width_) set(tok);
+      if (tok < width_) SetBitRecording(out, tok, added);
       parser.PopTo(base);
     }
   }
@@ -1646,7 +1647,7 @@ void CfgGrammar::AddEndAndSpecials(EarleyParser& parser, std::span<std::uint32_t
 }
 
 void CfgGrammar::UnionOf(const CfgPosition* const* positions, std::int32_t n,
-                         std::uint32_t* out) const {
+                         std::span<std::uint32_t> out) const {
   const std::size_t words = mask_words();
   // The first bitset is copied, not OR-ed into a cleared mask.
   std::int32_t first_bits = -1;
@@ -1657,17 +1658,17 @@ void CfgGrammar::UnionOf(const CfgPosition* const* positions, std::int32_t n,
     }
   }
   if (first_bits >= 0) {
-    std::memcpy(out, positions[first_bits]->accepted_bits.data(), words * 4);
+    std::memcpy(out.data(), positions[first_bits]->accepted_bits.data(), words * 4);
   } else {
-    std::memset(out, 0, words * 4);
+    std::memset(out.data(), 0, words * 4);
   }
   for (std::int32_t a = 0; a < n; ++a) {
     const CfgPosition* pos = positions[a];
     if (a == first_bits) continue;
     if (!pos->accepted_bits.empty()) {
-      OrWords(out, pos->accepted_bits.data(), words);
+      OrWords(out.data(), pos->accepted_bits.data(), words);
     } else {
-      for (TokenId tok : pos->accepted_list) out[static_cast<std::size_t>(tok) >> 5] |= 1u << (tok & 31);
+      for (TokenId tok : pos->accepted_list) SetBit(out, tok);
     }
   }
 }
@@ -1713,7 +1714,7 @@ void CfgGrammar::FillMask(EarleyParser& parser, std::vector<std::int32_t>& sigs,
       }
     }
   }
-  UnionOf(positions, nk, out.data());
+  UnionOf(positions, nk, out);
   // The ids the tails and the end add to the union, for the finished mask's union form.
   thread_local std::vector<TokenId> added;
   added.clear();
@@ -1734,11 +1735,7 @@ void CfgGrammar::FillMask(EarleyParser& parser, std::vector<std::int32_t>& sigs,
         continue;
       }
       for (std::uint32_t t = node.token_begin; t < pos->tails[i + 1].token_begin; ++t) {
-        const TokenId tok = pos->tail_tokens[t];
-        std::uint32_t& w = out[static_cast<std::size_t>(tok) >> 5];
-        const std::uint32_t bit = 1u << (tok & 31);
-        if (record && (w & bit) == 0) added.push_back(tok);
-        w |= bit;
+        SetBitRecording(out, pos->tail_tokens[t], record ? &added : nullptr);
       }
       ++i;
     }

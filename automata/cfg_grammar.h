@@ -200,7 +200,8 @@ class CfgGrammar {
   void AddEndAndSpecials(EarleyParser& parser, std::span<std::uint32_t> out,
                          std::vector<TokenId>* added = nullptr) const;
   // The union of the positions' accepted sets into out (its first mask_words() words).
-  void UnionOf(const CfgPosition* const* positions, std::int32_t n, std::uint32_t* out) const;
+  void UnionOf(const CfgPosition* const* positions, std::int32_t n,
+               std::span<std::uint32_t> out) const;
   // A position: one walk of the token trie from the item's state (WalkTrie), or, when the state
   // lies in a wide byte loop (RegionTable), the vocabulary's shared view of that region plus a
   // walk of only the tokens that leave it.
