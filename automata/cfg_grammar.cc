@@ -14,6 +14,8 @@
 #include <immintrin.h>
 #endif
 
+#include "automata/state_fold.h"
+
 namespace lockstep {
 namespace {
 
@@ -135,6 +137,47 @@ CfgGrammar::CfgGrammar(std::shared_ptr<const Vocabulary> vocab,
   }
   ComputeFollow();
   if (options_.share_positions) fingerprint_ = ProgramFingerprint(program_);
+  FoldBigRules();
+}
+
+void CfgGrammar::FoldBigRules() {
+  std::vector<std::vector<StateId>> big;
+  std::vector<std::int32_t> index(program_.NumRules(), -1);
+  for (std::int32_t r = 0; r < program_.NumRules(); ++r) {
+    if (program_.rules[r].shared_source != 0 && !program_.IsCounter(r)) {
+      index[r] = static_cast<std::int32_t>(big.size());
+      big.emplace_back();
+    }
+  }
+  if (big.empty()) return;
+  for (StateId s = 0; s < program_.num_states; ++s) {
+    if (index[program_.state_rule[s]] >= 0) big[index[program_.state_rule[s]]].push_back(s);
+  }
+  SharedPositions& shared = trie_->Attached<SharedPositions>();
+  for (const std::vector<StateId>& states : big) {
+    if (static_cast<std::int32_t>(states.size()) < kMinFoldStates) continue;
+    const std::uint64_t source = program_.rules[program_.state_rule[states[0]]].shared_source;
+    std::shared_ptr<const std::vector<std::int32_t>> fold;
+    {
+      std::lock_guard<std::mutex> lock(shared.mu);
+      auto f = shared.folds.find(source);
+      if (f != shared.folds.end()) fold = f->second;
+    }
+    if (!fold) {
+      std::vector<std::uint8_t> finish(states.size());
+      for (std::size_t i = 0; i < states.size(); ++i) finish[i] = null_state_[states[i]];
+      fold = std::make_shared<const std::vector<std::int32_t>>(
+          FoldStatesForTokens(program_, states, finish, *trie_));
+      std::lock_guard<std::mutex> lock(shared.mu);
+      fold = shared.folds.try_emplace(source, fold).first->second;
+    }
+    if (fold->size() != states.size()) continue;  // (another automaton under that serial)
+    if (fold_rep_.empty()) {
+      fold_rep_.resize(program_.num_states);
+      for (StateId s = 0; s < program_.num_states; ++s) fold_rep_[s] = s;
+    }
+    for (std::size_t i = 0; i < states.size(); ++i) fold_rep_[states[i]] = states[(*fold)[i]];
+  }
 }
 
 void CfgGrammar::ComputeFollow() {
@@ -1307,6 +1350,14 @@ const CfgPosition* CfgGrammar::PositionFor(const EarleyItem& it) const {
   if (!program_.IsCounter(it.rule)) {
     std::atomic<const CfgPosition*>& slot = dfa_positions_[it.state];
     if (const CfgPosition* p = slot.load(std::memory_order_acquire)) return p;
+    if (!fold_rep_.empty() && fold_rep_[it.state] != it.state) {
+      // A state no token tells apart from an earlier one of its format automaton: its position.
+      EarleyItem rep = it;
+      rep.state = fold_rep_[it.state];
+      const CfgPosition* p = PositionFor(rep);
+      if (p != nullptr) slot.store(p, std::memory_order_release);
+      return p;
+    }
     // From the vocabulary's shared positions when another grammar computed the same one.
     std::optional<PositionKey> key;
     SharedPositions* shared = nullptr;
@@ -1368,7 +1419,72 @@ const CfgPosition* CfgGrammar::PositionFor(const EarleyItem& it) const {
   return p;
 }
 
+bool CfgGrammar::TakeProgramPositions() const {
+  SharedPositions& shared = trie_->Attached<SharedPositions>();
+  std::shared_ptr<const SharedPositions::ProgramPositions> table;
+  {
+    std::lock_guard<std::mutex> lock(shared.mu);
+    auto f = shared.programs.find(fingerprint_);
+    if (f != shared.programs.end()) table = f->second;
+  }
+  if (!table || table->of_state.size() != static_cast<std::size_t>(program_.num_states)) {
+    return false;
+  }
+  std::vector<const CfgPosition*> adopted(table->positions.size());
+  for (std::size_t i = 0; i < adopted.size(); ++i) adopted[i] = Adopt(table->positions[i]);
+  for (StateId s = 0; s < program_.num_states; ++s) {
+    const std::int32_t i = table->of_state[s];
+    if (i >= 0 && adopted[i] != nullptr) {
+      dfa_positions_[s].store(adopted[i], std::memory_order_release);
+    }
+  }
+  shared_positions_.fetch_add(static_cast<std::int32_t>(adopted.size()));
+  positions_from_program_ = true;
+  return true;
+}
+
+void CfgGrammar::LeaveProgramPositions() const {
+  SharedPositions& shared = trie_->Attached<SharedPositions>();
+  {
+    std::lock_guard<std::mutex> lock(shared.mu);
+    if (shared.programs.contains(fingerprint_)) return;
+  }
+  auto table = std::make_shared<SharedPositions::ProgramPositions>();
+  table->of_state.assign(program_.num_states, -1);
+  {
+    std::lock_guard<std::mutex> lock(owned_mu_);
+    // By address: (index into owned_, index into the table or -1).
+    std::unordered_map<const CfgPosition*, std::pair<std::size_t, std::int32_t>> index;
+    for (std::size_t i = 0; i < owned_.size(); ++i) index.try_emplace(owned_[i].get(), i, -1);
+    for (StateId s = 0; s < program_.num_states; ++s) {
+      const CfgPosition* p = dfa_positions_[s].load(std::memory_order_acquire);
+      if (p == nullptr) continue;
+      auto f = index.find(p);
+      if (f == index.end()) continue;  // (not this grammar's: cannot happen)
+      if (f->second.second < 0) {
+        f->second.second = static_cast<std::int32_t>(table->positions.size());
+        table->positions.push_back(owned_[f->second.first]);
+      }
+      table->of_state[s] = f->second.second;
+    }
+  }
+  std::lock_guard<std::mutex> lock(shared.mu);
+  std::int64_t bytes = static_cast<std::int64_t>(table->of_state.size() * sizeof(std::int32_t) +
+                                                 table->positions.size() * 16);
+  for (const auto& p : table->positions) {
+    if (!shared.held.contains(p.get())) bytes += p->Bytes();
+  }
+  if (shared.programs.contains(fingerprint_) ||
+      shared.bytes + bytes > options_.max_shared_position_bytes) {
+    return;
+  }
+  for (const auto& p : table->positions) shared.held.insert(p.get());
+  shared.bytes += bytes;
+  shared.programs.emplace(fingerprint_, std::move(table));
+}
+
 void CfgGrammar::PrecomputePositions(int threads) const {
+  if (options_.share_positions && TakeProgramPositions()) return;
   // Kernel items sit in states reached by a transition (and the root's start state).
   // Rules reachable from the root (inlined rules keep automata of their own that nothing uses).
   std::vector<std::uint8_t> reach(program_.NumRules(), 0);
@@ -1406,7 +1522,8 @@ void CfgGrammar::PrecomputePositions(int threads) const {
   EarleyParser probe(&program_, INT_MAX);
   for (std::int32_t s = 0; s < program_.num_states; ++s) {
     EarleyItem it{program_.state_rule[s], s, 0, 0};
-    if (candidate[s] && probe.ItemHasFuture(it)) todo.push_back(s);
+    // A folded state takes its fold's first state's position when first asked.
+    if (candidate[s] && FoldedState(s) == s && probe.ItemHasFuture(it)) todo.push_back(s);
   }
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   std::atomic<std::size_t> next{0};
@@ -1419,6 +1536,7 @@ void CfgGrammar::PrecomputePositions(int threads) const {
   for (int t = 1; t < threads; ++t) pool.emplace_back(work);
   work();
   for (auto& t : pool) t.join();
+  if (options_.share_positions) LeaveProgramPositions();
 }
 
 // --- signatures and the finished-mask cache ---------------------------------------------------

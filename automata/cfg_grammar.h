@@ -106,6 +106,19 @@ struct SharedPositions {
   // of hashing its automata again. Counted in `bytes` too.
   std::unordered_map<PositionKey, std::shared_ptr<const PositionKeyer>, PositionKey::Hash> keyers;
   std::int64_t bytes = 0;
+  // Folds of big format automata by cache entry (RuleInfo::shared_source): per state rank, the
+  // rank of the first state no token tells apart from it (automata/state_fold.h). They depend
+  // on the vocabulary's tokens, hence kept here; a few hundred KB each, not counted in `bytes`.
+  std::unordered_map<std::uint64_t, std::shared_ptr<const std::vector<std::int32_t>>> folds;
+  // Every DFA state's position of a precomputed program, by ProgramFingerprint: a grammar of
+  // the same program precomputed again (a schema compiled again) takes them all at once, not a
+  // key and a lookup per state. Counted in `bytes` (positions not held already, and the index).
+  struct ProgramPositions {
+    std::vector<std::int32_t> of_state;  // per state: index into `positions`, -1: none
+    std::vector<std::shared_ptr<const CfgPosition>> positions;
+  };
+  std::unordered_map<PositionKey, std::shared_ptr<const ProgramPositions>, PositionKey::Hash>
+      programs;
 };
 
 struct CfgStats {
@@ -182,6 +195,11 @@ class CfgGrammar {
     for (StateId s : order) out.push_back(fresh.Key(s, follow_bits_[program_.state_rule[s]]));
     return out;
   }
+  // The state whose position state s takes (its fold's first state; s when it folds with none).
+  StateId FoldedState(StateId s) const { return fold_rep_.empty() ? s : fold_rep_[s]; }
+  // Whether PrecomputePositions took this grammar's positions from a program table the same
+  // program left in the store.
+  bool PositionsTakenFromProgram() const { return positions_from_program_; }
   bool KeysTakenFromStore() const {
     std::lock_guard<std::mutex> lock(key_mu_);
     return keys_from_store_;
@@ -278,6 +296,17 @@ class CfgGrammar {
   std::vector<RepeatEdge> repeat_edges_;
   void ComputeRepeatEdges(const std::vector<std::array<std::uint64_t, 4>>& class_bytes);
 
+  // Per state, the state whose position it takes (empty: none folds): the states of a big format
+  // automaton that no token tells apart share one position (automata/state_fold.h), so a
+  // 25k-state `email` automaton is walked once per fold, not per state.
+  static constexpr std::int32_t kMinFoldStates = 1024;
+  std::vector<StateId> fold_rep_;
+  void FoldBigRules();
+  // PrecomputePositions with positions shared: take every state's position from the table the
+  // same program left in the store (false if there is none), or leave this grammar's table.
+  bool TakeProgramPositions() const;
+  void LeaveProgramPositions() const;
+  mutable bool positions_from_program_ = false;
   // Positions of DFA states: one slot per global state.
   mutable std::unique_ptr<std::atomic<const CfgPosition*>[]> dfa_positions_;
   // Positions of counter items, keyed by (rule, min(min - c, L), min(max - c, L)).

@@ -8,16 +8,16 @@
 
 namespace lockstep::bench {
 
-void Latencies::Report(benchmark::State& state) const {
+void Latencies::Report(benchmark::State& state, const std::string& prefix) const {
   if (ns_.empty()) return;
   std::vector<double> v = ns_;
   std::sort(v.begin(), v.end());
   auto at = [&](double q) { return v[std::min(v.size() - 1, static_cast<std::size_t>(q * v.size()))] / 1000.0; };
-  state.counters["p50_us"] = at(0.50);
-  state.counters["p90_us"] = at(0.90);
-  state.counters["p99_us"] = at(0.99);
-  state.counters["max_us"] = v.back() / 1000.0;
-  state.counters["samples"] = static_cast<double>(v.size());
+  state.counters[prefix + "p50_us"] = at(0.50);
+  state.counters[prefix + "p90_us"] = at(0.90);
+  state.counters[prefix + "p99_us"] = at(0.99);
+  state.counters[prefix + "max_us"] = v.back() / 1000.0;
+  state.counters[prefix + "samples"] = static_cast<double>(v.size());
 }
 
 void Latencies::ReportOver(benchmark::State& state, const char* name, double us) const {

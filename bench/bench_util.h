@@ -16,7 +16,8 @@ using Clock = std::chrono::steady_clock;
 class Latencies {
  public:
   void Add(Clock::duration d) { ns_.push_back(std::chrono::duration<double, std::nano>(d).count()); }
-  void Report(benchmark::State& state) const;
+  // Counters p50_us, p90_us, p99_us, max_us and samples, each name after `prefix`.
+  void Report(benchmark::State& state, const std::string& prefix = "") const;
   // Also reports how many samples exceeded `us` microseconds, as counter `name`.
   void ReportOver(benchmark::State& state, const char* name, double us) const;
   std::size_t size() const { return ns_.size(); }

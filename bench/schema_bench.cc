@@ -13,8 +13,18 @@
 //     compute it), p50/p99/max, plus fills over 20 and 250 µs and traces rejected (traces whose key
 //     order differs from the schema's declared order are rejected by the formatting policy);
 //     /0 without, /1 with positions shared between grammars (one pass over the schemas in order);
-//   - BM_SchemaTraceMaskPrecomputed: the same with every position computed at compile time
+//   - BM_SchemaFirstMaskPrecomputed: time to first mask with every position computed at compile
+//     time (precompute_masks, one thread): compile + precompute + first fill, one pass over the
+//     dev-set schemas in order, by a GrammarCompiler of its own (an empty position store, as in a
+//     fresh process; the process-wide lowered format automata are built by the benchmarks before);
+//   - BM_SchemaTraceMaskPrecomputed: the replay with every position computed at compile time
 //     (precompute_masks, one thread), the serving configuration for a schema used many times.
+//     Three passes over the same grammars: the second and third restore the finished masks the
+//     first one cached, so the first pass alone is reported too (pass1_*), the figure for a
+//     schema's first requests;
+//   - BM_SchemaPrecomputedWarm: the precomputed configuration end to end in a process that has
+//     met the same programs before: time to first mask (first_*) and time per mask of the new
+//     grammar's first replay.
 // Skips (with a message) when ../shared/data is not there.
 #include <benchmark/benchmark.h>
 
@@ -24,11 +34,11 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
+#include "automata/cfg_grammar.h"
 #include "bench/bench_util.h"
 #include "grammar/json_schema.h"
 #include "lockstep/artifact.h"
@@ -137,18 +147,21 @@ void BM_SchemaValidate(benchmark::State& state) {
 }
 BENCHMARK(BM_SchemaValidate)->Iterations(5)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-void BM_SchemaFirstMask(benchmark::State& state) {
+// Compiles every dev-set schema and fills its first mask, timing both; `own_compiler`: by a
+// GrammarCompiler of each iteration's own (its own trie, so an empty position store).
+void FirstMask(benchmark::State& state, const CompileOptions& options, bool own_compiler) {
   const DevSet& d = Data();
   if (!d.error.empty()) return state.SkipWithError(d.error.c_str());
   std::vector<std::uint32_t> mask(PaddedBitmaskWords(d.vocab->logits_width()));
-  CompileOptions options;
-  options.share_positions = state.range(0) != 0;
   Latencies lat;
   long failed = 0;
   for (auto _ : state) {
+    std::unique_ptr<GrammarCompiler> own;
+    if (own_compiler) own = std::make_unique<GrammarCompiler>(d.vocab);
+    const GrammarCompiler& compiler = own ? *own : *d.compiler;
     for (const auto& e : d.entries) {
       auto t0 = Clock::now();
-      auto g = d.compiler->CompileSchema(e.schema_text, options);
+      auto g = compiler.CompileSchema(e.schema_text, options);
       if (!g.ok()) {
         ++failed;
         continue;
@@ -160,11 +173,26 @@ void BM_SchemaFirstMask(benchmark::State& state) {
     }
   }
   lat.Report(state);
+  lat.ReportOver(state, "over_5ms", 5000);
   state.counters["schemas"] = static_cast<double>(lat.size()) / state.iterations();
   state.counters["failed"] = static_cast<double>(failed) / state.iterations();
 }
+
+void BM_SchemaFirstMask(benchmark::State& state) {
+  CompileOptions options;
+  options.share_positions = state.range(0) != 0;
+  FirstMask(state, options, false);
+}
 BENCHMARK(BM_SchemaFirstMask)->Arg(0)->Iterations(3)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_SchemaFirstMask)->Arg(1)->Iterations(1)->Unit(benchmark::kMillisecond);
+
+void BM_SchemaFirstMaskPrecomputed(benchmark::State& state) {
+  CompileOptions options;
+  options.precompute_masks = true;
+  options.precompute_threads = 1;
+  FirstMask(state, options, true);
+}
+BENCHMARK(BM_SchemaFirstMaskPrecomputed)->Iterations(1)->Unit(benchmark::kMillisecond);
 
 void TraceMask(benchmark::State& state, bool precompute, bool share) {
   const DevSet& d = Data();
@@ -180,8 +208,9 @@ void TraceMask(benchmark::State& state, bool precompute, bool share) {
     grammars.push_back(g.ok() ? *g : nullptr);
   }
   std::vector<std::uint32_t> mask(PaddedBitmaskWords(d.vocab->logits_width()));
-  Latencies fills;
+  Latencies fills, first_pass;
   long rejected = 0, traces = 0, skipped = 0;
+  bool first = true;
   for (auto _ : state) {
     for (std::size_t i = 0; i < d.entries.size(); ++i) {
       for (const auto& ids : d.entries[i].traces) {
@@ -194,7 +223,9 @@ void TraceMask(benchmark::State& state, bool precompute, bool share) {
         for (std::size_t k = 0; k <= ids.size(); ++k) {
           auto t0 = Clock::now();
           m.FillNextTokenBitmask(mask);
-          fills.Add(Clock::now() - t0);
+          const Clock::duration took = Clock::now() - t0;
+          fills.Add(took);
+          if (first) first_pass.Add(took);
           benchmark::DoNotOptimize(mask.data());
           TokenId tok = k < ids.size() ? ids[k] : d.vocab->eos();
           if (!((mask[tok >> 5] >> (tok & 31)) & 1) || !m.AcceptToken(tok)) {
@@ -204,10 +235,15 @@ void TraceMask(benchmark::State& state, bool precompute, bool share) {
         }
       }
     }
+    first = false;
   }
   fills.Report(state);
   fills.ReportOver(state, "over_20us", 20);
   fills.ReportOver(state, "over_250us", 250);
+  if (state.iterations() > 1) {
+    first_pass.Report(state, "pass1_");
+    first_pass.ReportOver(state, "pass1_over_20us", 20);
+  }
   state.counters["traces"] = static_cast<double>(traces) / state.iterations();
   state.counters["rejected"] = static_cast<double>(rejected) / state.iterations();
   state.counters["skipped_no_grammar"] = static_cast<double>(skipped) / state.iterations();
@@ -218,6 +254,56 @@ BENCHMARK(BM_SchemaTraceMask)->Arg(0)->Arg(1)->Iterations(1)->Unit(benchmark::kM
 void BM_SchemaTraceMaskPrecomputed(benchmark::State& state) { TraceMask(state, true, true); }
 BENCHMARK(BM_SchemaTraceMaskPrecomputed)->Iterations(3)->Unit(benchmark::kMillisecond);
 
+// One configuration end to end, in a process that has met the dev set's programs before (a
+// server whose tool schemas come again): every schema precomputed once by a GrammarCompiler of
+// its own (untimed), then each compiled again with precompute_masks (time to first mask:
+// compile + precompute + first fill, counters first_*) and its traces replayed through that new
+// grammar (time per mask: p50_us ... max_us, every fill of the grammar's first replay).
+void BM_SchemaPrecomputedWarm(benchmark::State& state) {
+  const DevSet& d = Data();
+  if (!d.error.empty()) return state.SkipWithError(d.error.c_str());
+  CompileOptions options;
+  options.precompute_masks = true;
+  options.precompute_threads = 1;
+  std::vector<std::uint32_t> mask(PaddedBitmaskWords(d.vocab->logits_width()));
+  Latencies first, fills;
+  long rejected = 0, from_tables = 0;
+  for (auto _ : state) {
+    GrammarCompiler compiler(d.vocab);
+    for (const auto& e : d.entries) (void)compiler.CompileSchema(e.schema_text, options);
+    for (const auto& e : d.entries) {
+      auto t0 = Clock::now();
+      auto g = compiler.CompileSchema(e.schema_text, options);
+      if (!g.ok()) continue;
+      Matcher m(*g);
+      m.FillNextTokenBitmask(mask);
+      first.Add(Clock::now() - t0);
+      from_tables += (*g)->cfg().PositionsTakenFromProgram();
+      for (const auto& ids : e.traces) {
+        Matcher r(*g);
+        for (std::size_t k = 0; k <= ids.size(); ++k) {
+          auto t1 = Clock::now();
+          r.FillNextTokenBitmask(mask);
+          fills.Add(Clock::now() - t1);
+          benchmark::DoNotOptimize(mask.data());
+          TokenId tok = k < ids.size() ? ids[k] : d.vocab->eos();
+          if (!((mask[tok >> 5] >> (tok & 31)) & 1) || !r.AcceptToken(tok)) {
+            ++rejected;
+            break;
+          }
+        }
+      }
+    }
+  }
+  first.Report(state, "first_");
+  first.ReportOver(state, "first_over_5ms", 5000);
+  fills.Report(state);
+  fills.ReportOver(state, "over_20us", 20);
+  fills.ReportOver(state, "over_250us", 250);
+  state.counters["from_program_tables"] = static_cast<double>(from_tables) / state.iterations();
+  state.counters["rejected"] = static_cast<double>(rejected) / state.iterations();
+}
+BENCHMARK(BM_SchemaPrecomputedWarm)->Iterations(1)->Unit(benchmark::kMillisecond);
 
 // A batch as a server runs it: 64 sequences, each under its own dev-set schema, stepping through
 // its trace together; at every step BatchMaskFiller fills all live sequences' masks into one
