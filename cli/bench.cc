@@ -43,7 +43,7 @@ using Clock = std::chrono::steady_clock;
 constexpr const char* kBenchHelp =
     R"(usage: lockstep bench --maskbench DIR|FILE... [--traces FILE] [--tokenizer NAME|PATH] [--json]
                       [--interleave] [--threads N] [--batch N] [--check] [--lenient] [--compact]
-                      [--no-share]
+                      [--no-share] [--precompute]
 
 Replays MaskBench-style files ({"schema": ..., "tests": [{"valid": bool, "data": ...}]}) through
 the JSON Schema compiler and the matcher, on one thread, and times every token mask.
@@ -51,8 +51,9 @@ Every file's schema is compiled from its text and its first mask filled (timed t
 to first mask"), in file order, and the grammar freed. Then every schema is compiled again
 (untimed, all kept) and, file by file, every valid instance and then every invalid one is fed
 token by token to a fresh Matcher of that file's grammar: fill the mask (timed), check the token
-is in it, AcceptToken; the last step is EOS. Masks are computed lazily per grammar. This is the
-procedure of bench/schema_bench.cc (BM_SchemaFirstMask, then BM_SchemaTraceMask).
+is in it, AcceptToken; the last step is EOS. Masks are computed lazily per grammar (but see
+--precompute). This is the procedure of bench/schema_bench.cc (BM_SchemaFirstMask, then
+BM_SchemaTraceMask).
 
   --maskbench DIR|FILE   a MaskBench file, or a directory (its *.json files, sorted by name);
                          repeatable; further DIR|FILE arguments may follow as positionals
@@ -68,6 +69,11 @@ procedure of bench/schema_bench.cc (BM_SchemaFirstMask, then BM_SchemaTraceMask)
                          vocabulary's store (docs/grammars.md): a schema finds there what the
                          schemas before it (and its own first-mask compile) computed, as in a
                          server that has seen other tool schemas
+  --precompute           compile with every position precomputed (CompileOptions::
+                         precompute_masks, one thread), the serving configuration for a schema
+                         used many times: "first mask" then includes the precompute, and the
+                         replays run on the grammars compiled again, which take the positions
+                         their first compile left (docs/grammars.md, "Program tables")
   --interleave           compile each schema once and replay its instances right after its first
                          mask, then free it: one grammar alive at a time (lower peak memory, about
                          half the compile work), but the grammar is still in the CPU caches, so
@@ -485,7 +491,7 @@ void PrintRow(const char* label, const Samples& s) {
 
 int Bench(int argc, char** argv) {
   Args args({"maskbench", "traces", "tokenizer", "logits-width", "threads", "batch"},
-            {"json", "check", "help", "lenient", "compact", "interleave", "no-share"},
+            {"json", "check", "help", "lenient", "compact", "interleave", "no-share", "precompute"},
             {{"-h", "help"}});
   if (Status st = args.Parse(argc, argv, 2); !st.ok()) return Fail(st);
   if (args.Has("help")) return std::cout << kBenchHelp, 0;
@@ -514,6 +520,10 @@ int Bench(int argc, char** argv) {
   CompileOptions options;
   ApplySchemaFlags(args, &options);
   options.share_positions = !args.Has("no-share");
+  if (args.Has("precompute")) {
+    options.precompute_masks = true;
+    options.precompute_threads = 1;
+  }
 
   std::optional<std::map<std::pair<std::string, std::size_t>, Trace>> traces;
   if (args.Has("traces")) {
@@ -660,6 +670,7 @@ int Bench(int argc, char** argv) {
     out["threads"] = *threads;
     out["interleave"] = !compile_first && !batched;
     out["share_positions"] = options.share_positions;
+    out["precompute"] = options.precompute_masks;
     out["schemas"] = {{"total", c.schemas_total},
                       {"compiled", c.schemas_compiled},
                       {"failed", c.schemas_total - c.schemas_compiled},
@@ -692,11 +703,12 @@ int Bench(int argc, char** argv) {
     return 0;
   }
 
+  std::string mode = batched ? "batch path, " + std::to_string(*threads) + " threads, batches of " +
+                                   std::to_string(*batch)
+                             : (compile_first ? "1 thread" : "1 thread, interleaved");
+  if (options.precompute_masks) mode += ", positions precomputed";
   std::printf("lockstep bench: %zu files, tokenizer %s, %s\n", schemas.size(), v.name().c_str(),
-              batched ? ("batch path, " + std::to_string(*threads) + " threads, batches of " +
-                         std::to_string(*batch))
-                            .c_str()
-                      : (compile_first ? "1 thread" : "1 thread, interleaved"));
+              mode.c_str());
   if (traces) {
     std::printf("traces           %s: %zu lines used, %zu unused (other files)\n",
                 args.Get("traces").c_str(), traces_used, traces_unmatched);

@@ -106,7 +106,8 @@ class Bench(unittest.TestCase):
             {"file": "elsewhere.json", "test": 0, "ids": [1, 2]},
         ]
         traces = self.write("t.jsonl", "".join(json.dumps(l) + "\n" for l in lines))
-        for extra in ([], ["--interleave"], ["--threads", "2", "--check"], ["--no-share"]):
+        for extra in ([], ["--interleave"], ["--threads", "2", "--check"], ["--no-share"],
+                      ["--precompute"]):
             with self.subTest(extra=extra):
                 r = self.bench_json("--maskbench", path, "--traces", traces, *extra)
                 self.assertEqual(r["trace_lines"], {"used": 2, "unused": 1})
@@ -117,6 +118,7 @@ class Bench(unittest.TestCase):
                 self.assertEqual(r["invalid"]["accepted"], 0)
                 self.assertEqual(r["interleave"], extra == ["--interleave"])
                 self.assertEqual(r["share_positions"], extra != ["--no-share"])
+                self.assertEqual(r["precompute"], extra == ["--precompute"])
                 if "--threads" in extra:
                     self.assertEqual(r["batch"]["mismatched_masks"], 0)
                     self.assertGreater(r["batch"]["fill_us"]["n"], 0)
