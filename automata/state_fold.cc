@@ -62,11 +62,11 @@ Alphabet Analyze(const TokenTrie& trie, const Bytes& a) {
   out.round = depth;
   if (depth == longest) return out;
   // Nodes within A deeper than `depth`, with their ancestors, in trie order.
-  std::vector<std::uint32_t> path;  // trie indices of the current path's listed ancestors
-  std::vector<std::uint32_t> open;  // indices into out.deep of the open nodes
+  // The listed nodes whose subtrees are still open: (trie index, index into out.deep).
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> open;
   auto close_to = [&](std::size_t d) {
     while (open.size() > d) {
-      out.deep[open.back()].end = static_cast<std::uint32_t>(out.deep.size());
+      out.deep[open.back().second].end = static_cast<std::uint32_t>(out.deep.size());
       open.pop_back();
     }
   };
@@ -85,14 +85,12 @@ Alphabet Analyze(const TokenTrie& trie, const Bytes& a) {
     }
     // A deep node: list its ancestors not listed yet (the open ones are its path's prefix).
     std::size_t common = 0;
-    while (common < open.size() && common < stack.size() && path[common] == stack[common]) {
+    while (common < open.size() && common < stack.size() && open[common].first == stack[common]) {
       ++common;
     }
     close_to(common);
-    path.resize(common);
     for (std::size_t d = common; d < stack.size(); ++d) {
-      open.push_back(static_cast<std::uint32_t>(out.deep.size()));
-      path.push_back(stack[d]);
+      open.emplace_back(stack[d], static_cast<std::uint32_t>(out.deep.size()));
       out.deep.push_back({nodes[stack[d]].depth, nodes[stack[d]].byte, 0});
     }
     ++i;

@@ -194,6 +194,25 @@ void BM_SchemaFirstMaskPrecomputed(benchmark::State& state) {
 }
 BENCHMARK(BM_SchemaFirstMaskPrecomputed)->Iterations(1)->Unit(benchmark::kMillisecond);
 
+// Feeds trace `ids` then EOS to a fresh Matcher of `g`, timing every fill into `fills` (and
+// `also`); false when a token is not in its mask or not accepted (the trace is rejected).
+bool ReplayTrace(const std::shared_ptr<const CompiledGrammar>& g, const std::vector<TokenId>& ids,
+                 TokenId eos, std::vector<std::uint32_t>& mask, Latencies& fills,
+                 Latencies* also = nullptr) {
+  Matcher m(g);
+  for (std::size_t k = 0; k <= ids.size(); ++k) {
+    auto t0 = Clock::now();
+    m.FillNextTokenBitmask(mask);
+    const Clock::duration took = Clock::now() - t0;
+    fills.Add(took);
+    if (also != nullptr) also->Add(took);
+    benchmark::DoNotOptimize(mask.data());
+    const TokenId tok = k < ids.size() ? ids[k] : eos;
+    if (!((mask[tok >> 5] >> (tok & 31)) & 1) || !m.AcceptToken(tok)) return false;
+  }
+  return true;
+}
+
 void TraceMask(benchmark::State& state, bool precompute, bool share) {
   const DevSet& d = Data();
   if (!d.error.empty()) return state.SkipWithError(d.error.c_str());
@@ -219,19 +238,9 @@ void TraceMask(benchmark::State& state, bool precompute, bool share) {
           continue;
         }
         ++traces;
-        Matcher m(grammars[i]);
-        for (std::size_t k = 0; k <= ids.size(); ++k) {
-          auto t0 = Clock::now();
-          m.FillNextTokenBitmask(mask);
-          const Clock::duration took = Clock::now() - t0;
-          fills.Add(took);
-          if (first) first_pass.Add(took);
-          benchmark::DoNotOptimize(mask.data());
-          TokenId tok = k < ids.size() ? ids[k] : d.vocab->eos();
-          if (!((mask[tok >> 5] >> (tok & 31)) & 1) || !m.AcceptToken(tok)) {
-            ++rejected;
-            break;
-          }
+        if (!ReplayTrace(grammars[i], ids, d.vocab->eos(), mask, fills,
+                         first ? &first_pass : nullptr)) {
+          ++rejected;
         }
       }
     }
@@ -280,18 +289,7 @@ void BM_SchemaPrecomputedWarm(benchmark::State& state) {
       first.Add(Clock::now() - t0);
       from_tables += (*g)->cfg().PositionsTakenFromProgram();
       for (const auto& ids : e.traces) {
-        Matcher r(*g);
-        for (std::size_t k = 0; k <= ids.size(); ++k) {
-          auto t1 = Clock::now();
-          r.FillNextTokenBitmask(mask);
-          fills.Add(Clock::now() - t1);
-          benchmark::DoNotOptimize(mask.data());
-          TokenId tok = k < ids.size() ? ids[k] : d.vocab->eos();
-          if (!((mask[tok >> 5] >> (tok & 31)) & 1) || !r.AcceptToken(tok)) {
-            ++rejected;
-            break;
-          }
-        }
+        if (!ReplayTrace(*g, ids, d.vocab->eos(), mask, fills)) ++rejected;
       }
     }
   }
