@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "grammar/deadline.h"
 #include "lockstep/status.h"
 #include "lockstep/types.h"
 
@@ -51,6 +52,8 @@ struct RegexCompileOptions {
   // Budget on the NFA-state entries of all state sets kept by the subset construction (memory
   // is about 4 bytes each); exceeding it is kResourceLimit.
   std::int64_t max_subset_elements = 20000000;
+  // The compile this regex is part of: past it, kResourceLimit (polled per DFA state).
+  CompileDeadline deadline;
 };
 
 // Compiles a regex (JSON Schema `pattern` syntax: ECMA-262 subset shared with RE2) into a

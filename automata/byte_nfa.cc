@@ -4,6 +4,8 @@
 #include "automata/byte_nfa.h"
 
 #include <string>
+#include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
 namespace lockstep {
@@ -161,13 +163,15 @@ class NfaCompiler {
     return overflow_ ? ByteNfa::kMatchState : cur;
   }
 
-  // Byte state [lo, hi] -> out, shared with an identical one made for the same class.
+  // Byte state [lo, hi] -> out, shared with an identical one made for the same class. Hashed:
+  // a wide Unicode class has thousands of sequences, and a scan per state made each copy of it
+  // quadratic (a class counted {1,150} took seconds before the subset construction began).
   StateId ByteState(std::uint8_t lo, std::uint8_t hi, StateId out) {
-    for (const auto& [key, id] : suffix_cache_) {
-      if (key.lo == lo && key.hi == hi && key.out == out) return id;
-    }
+    const std::uint64_t key =
+        (std::uint64_t{lo} << 40) | (std::uint64_t{hi} << 32) | static_cast<std::uint32_t>(out);
+    if (auto it = suffix_cache_.find(key); it != suffix_cache_.end()) return it->second;
     StateId id = NewState(NfaStateKind::kByte, out, 0, lo, hi);
-    suffix_cache_.push_back({{NfaStateKind::kByte, lo, hi, out, 0}, id});
+    suffix_cache_.emplace(key, id);
     return id;
   }
 
@@ -179,12 +183,11 @@ class NfaCompiler {
     if (seqs_.empty()) return NewState(NfaStateKind::kFail);
     suffix_cache_.clear();
     entries_.clear();
+    entry_set_.clear();
     for (const Utf8Sequence& s : seqs_) {
       StateId cur = next;
       for (int k = s.len - 1; k >= 0 && !overflow_; --k) cur = ByteState(s.lo[k], s.hi[k], cur);
-      bool seen = false;
-      for (StateId e : entries_) seen |= (e == cur);
-      if (!seen) entries_.push_back(cur);
+      if (entry_set_.insert(cur).second) entries_.push_back(cur);
     }
     StateId cur = entries_.back();
     for (std::size_t k = entries_.size() - 1; k-- > 0 && !overflow_;) {
@@ -198,8 +201,9 @@ class NfaCompiler {
   bool overflow_ = false;
   ByteNfa nfa_;
   std::vector<Utf8Sequence> seqs_;
-  std::vector<std::pair<NfaState, StateId>> suffix_cache_;
+  std::unordered_map<std::uint64_t, StateId> suffix_cache_;  // (lo, hi, out) -> state
   std::vector<StateId> entries_;
+  std::unordered_set<StateId> entry_set_;
 };
 
 }  // namespace

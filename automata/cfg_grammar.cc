@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <chrono>
 #include <unordered_map>
 
 #if defined(__x86_64__)
@@ -104,6 +105,111 @@ std::size_t SkipWords(const std::uint32_t* w, std::size_t i, std::size_t n, std:
   return i;
 }
 
+// The most rules on one path of the graph succ from `from` (every rule when from < 0), by an
+// iterative depth-first search (the rule graph is user input); -1 when a path meets a cycle.
+std::int64_t LongestPath(const std::vector<std::vector<std::int32_t>>& succ, std::int32_t from) {
+  const std::int32_t n = static_cast<std::int32_t>(succ.size());
+  std::vector<std::int64_t> longest(n, 0);
+  std::vector<std::uint8_t> color(n, 0);  // 0 new, 1 on the stack, 2 done
+  std::vector<std::pair<std::int32_t, std::size_t>> stack;
+  std::int64_t best_all = 0;
+  for (std::int32_t top = from < 0 ? 0 : from; top < (from < 0 ? n : from + 1); ++top) {
+    if (color[top] != 0) continue;
+    stack.push_back({top, 0});
+    color[top] = 1;
+    while (!stack.empty()) {
+      const std::int32_t r = stack.back().first;
+      if (stack.back().second < succ[r].size()) {
+        const std::int32_t b = succ[r][stack.back().second++];
+        if (color[b] == 1) return -1;
+        if (color[b] == 0) {
+          color[b] = 1;
+          stack.push_back({b, 0});
+        }
+        continue;
+      }
+      std::int64_t best = 0;
+      for (std::int32_t b : succ[r]) best = std::max(best, longest[b]);
+      longest[r] = best + 1;
+      best_all = std::max(best_all, longest[r]);
+      color[r] = 2;
+      stack.pop_back();
+    }
+  }
+  return best_all;
+}
+
+// The most rules one Earley set can predict in a chain below one item: 1 (the item's own
+// prediction) plus the longest path of the graph "rule A predicts rule B without consuming a
+// byte" (B is referenced at A's start state, or at a state reached from it over nullable rules
+// only; a counter predicts its child). Every byte of a token adds at most that much depth, so a
+// state with (token length + 1) times as much depth left cannot reach the nesting limit within
+// one token. Left recursion (a cycle) bounds it by the rule count. Iterative: the rule graph is
+// user input.
+std::int64_t PredictionChain(const CfgProgram& p) {
+  const std::int32_t n = p.NumRules();
+  std::vector<std::vector<std::int32_t>> succ(n);
+  std::vector<StateId> work, touched;
+  std::vector<std::uint8_t> seen(p.num_states, 0);
+  for (std::int32_t r = 0; r < n; ++r) {
+    const CfgProgram::RuleInfo& info = p.rules[r];
+    if (info.kind != CfgProgram::RuleKind::kDfa) {
+      if (info.child >= 0) succ[r].push_back(info.child);
+      continue;
+    }
+    if (info.start < 0 || info.start >= p.num_states) continue;
+    work.assign(1, info.start);
+    touched.assign(1, info.start);
+    seen[info.start] = 1;
+    while (!work.empty()) {
+      const StateId s = work.back();
+      work.pop_back();
+      for (std::int32_t e = p.nt_begin[s]; e < p.nt_begin[s + 1]; ++e) {
+        const auto [sub, target] = p.nt_edges[e];
+        succ[r].push_back(sub);
+        if (p.rules[sub].nullable && !seen[target]) {
+          seen[target] = 1;
+          touched.push_back(target);
+          work.push_back(target);
+        }
+      }
+    }
+    for (StateId s : touched) seen[s] = 0;
+  }
+  // Left recursion (a cycle): the rule count.
+  const std::int64_t longest = LongestPath(succ, -1);
+  return longest < 0 ? n + 1 : std::min<std::int64_t>(longest + 1, n + 1);
+}
+
+// The deepest nesting any parse of the program reaches (root at depth 0, one more per rule
+// entered): the longest path of the graph "rule A references rule B" (anywhere in A, not only
+// at its start), or -1 when that graph has a cycle (recursion: no bound). A grammar without
+// recursion (most JSON Schemas: a tree of definitions without a $ref back up) whose deepest
+// nesting is within the limit can never meet it, so its fills need no depth headroom at all,
+// however long its chains of optional members (each member list a rule calling the next).
+std::int64_t DeepestNesting(const CfgProgram& p) {
+  const std::int32_t n = p.NumRules();
+  if (p.state_rule.size() != static_cast<std::size_t>(p.num_states)) return -1;
+  std::vector<std::vector<std::int32_t>> succ(n);
+  for (std::int32_t r = 0; r < n; ++r) {
+    if (p.rules[r].kind != CfgProgram::RuleKind::kDfa && p.rules[r].child >= 0) {
+      succ[r].push_back(p.rules[r].child);
+    }
+  }
+  for (StateId s = 0; s < p.num_states; ++s) {
+    for (std::int32_t e = p.nt_begin[s]; e < p.nt_begin[s + 1]; ++e) {
+      succ[p.state_rule[s]].push_back(p.nt_edges[e].first);
+    }
+  }
+  for (auto& v : succ) {
+    std::sort(v.begin(), v.end());
+    v.erase(std::unique(v.begin(), v.end()), v.end());
+  }
+  if (p.root < 0 || p.root >= n) return -1;
+  const std::int64_t longest = LongestPath(succ, p.root);
+  return longest < 0 ? -1 : longest - 1;  // (edges, not rules)
+}
+
 }  // namespace
 
 std::size_t CfgGrammar::KeyHash::operator()(const std::vector<std::int32_t>& v) const {
@@ -118,7 +224,8 @@ std::size_t CfgGrammar::KeyHash::operator()(const std::vector<std::int32_t>& v) 
 
 CfgGrammar::CfgGrammar(std::shared_ptr<const Vocabulary> vocab,
                        std::shared_ptr<const TokenTrie> trie, CfgProgram program,
-                       const CompileOptions& options, double compile_ms)
+                       const CompileOptions& options, double compile_ms,
+                       const CompileDeadline* deadline)
     : vocab_(std::move(vocab)),
       trie_(std::move(trie)),
       program_(std::move(program)),
@@ -126,11 +233,15 @@ CfgGrammar::CfgGrammar(std::shared_ptr<const Vocabulary> vocab,
       compile_ms_(compile_ms),
       width_(vocab_->logits_width()),
       max_depth_(options.max_nesting_depth),
+      max_step_items_(options.max_earley_items_per_byte),
       is_eos_(vocab_->size(), false),
       dfa_positions_(new std::atomic<const CfgPosition*>[std::max(program_.num_states, 1)]),
       counter_clamp_(trie_->max_depth() + 2),
       final_chunks_() {
-  depth_margin_ = static_cast<std::int64_t>(program_.NumRules() + 1) * (trie_->max_depth() + 1);
+  const std::int64_t deepest = DeepestNesting(program_);
+  depth_margin_ = deepest >= 0 && deepest < max_depth_
+                      ? 0
+                      : PredictionChain(program_) * (trie_->max_depth() + 1);
   for (TokenId id : vocab_->eos_ids()) {
     if (id >= 0 && id < vocab_->size()) is_eos_[id] = true;
   }
@@ -140,11 +251,12 @@ CfgGrammar::CfgGrammar(std::shared_ptr<const Vocabulary> vocab,
     special_of_token_.emplace_back(program_.special_tokens[i], static_cast<std::int32_t>(i));
   }
   ComputeFollow();
+  background_ = options_.background_positions && !options_.precompute_masks;
   if (options_.share_positions) fingerprint_ = ProgramFingerprint(program_);
-  FoldBigRules();
+  FoldBigRules(deadline);
 }
 
-void CfgGrammar::FoldBigRules() {
+void CfgGrammar::FoldBigRules(const CompileDeadline* deadline) {
   std::vector<std::vector<StateId>> big;
   std::vector<std::int32_t> index(program_.NumRules(), -1);
   for (std::int32_t r = 0; r < program_.NumRules(); ++r) {
@@ -171,7 +283,11 @@ void CfgGrammar::FoldBigRules() {
       std::vector<std::uint8_t> finish(states.size());
       for (std::size_t i = 0; i < states.size(); ++i) finish[i] = null_state_[states[i]];
       fold = std::make_shared<const std::vector<std::int32_t>>(
-          FoldStatesForTokens(program_, states, finish, *trie_));
+          FoldStatesForTokens(program_, states, finish, *trie_, deadline));
+      if (deadline != nullptr && deadline->PassedNow()) {  // unfinished: neither kept nor used
+        fold_stopped_at_ = program_.rules[program_.state_rule[states[0]]].name;
+        return;
+      }
       std::lock_guard<std::mutex> lock(shared.mu);
       fold = shared.folds.try_emplace(source, fold).first->second;
     }
@@ -1148,7 +1264,13 @@ std::unique_ptr<CfgPosition> CfgGrammar::ComputePosition(const EarleyItem& item,
   std::vector<std::int16_t> table;
   std::array<std::uint64_t, 4> first_exits, removed;
   if (!counter && regions) table = RegionTable(item.state, region_states, first_exits, removed);
-  const TokenTrie::RegionView* view = table.empty() ? nullptr : trie_->Region(table, *vocab_);
+  FillTrace& trace = CurrentFillTrace();
+  bool built = false;
+  const TokenTrie::RegionView* view =
+      table.empty() ? nullptr : trie_->Region(table, *vocab_, &built);
+  ++trace.positions_walked;
+  trace.regions_built += built;
+  trace.region_walks += view != nullptr;
   for (;;) {
     if (view != nullptr) {
       // Tokens inside the region: shared; tokens leaving it: walked from where they leave (no
@@ -1202,6 +1324,7 @@ std::unique_ptr<CfgPosition> CfgGrammar::ComputePosition(const EarleyItem& item,
     // The stack walk gave up (left recursion, ambiguity): again with the Earley parser.
     scratch.Begin(&program_, words, kMaxListedIds);
     scratch.use_parser = true;
+    ++trace.parser_walks;
   }
   auto pos = std::make_unique<CfgPosition>();
   std::vector<std::uint32_t>& bits = scratch.bits;
@@ -1317,10 +1440,25 @@ const CfgPosition* CfgGrammar::Adopt(std::shared_ptr<const CfgPosition> pos,
   return owned_.back().get();
 }
 
-std::optional<PositionKey> CfgGrammar::KeyOf(StateId s) const {
-  std::lock_guard<std::mutex> lock(key_mu_);
+std::optional<PositionKey> CfgGrammar::KeyOf(StateId s, bool may_wait) const {
+  if (keys_ready_.load(std::memory_order_acquire)) {
+    if (!state_has_key_[s]) return std::nullopt;
+    return state_keys_[s];
+  }
+  // A fill does not wait for the background worker's key pass (it holds the lock for the whole
+  // program): it walks its position without a key instead.
+  std::unique_lock<std::mutex> lock(key_mu_, std::defer_lock);
+  if (may_wait) {
+    lock.lock();
+  } else if (!lock.try_lock()) {
+    return std::nullopt;
+  }
+  return KeyLocked(s, kForegroundKeyWork);
+}
+
+std::optional<PositionKey> CfgGrammar::KeyLocked(StateId s, std::int64_t max_work) const {
   const std::array<std::uint64_t, 4>& follow = follow_bits_[program_.state_rule[s]];
-  if (keyer_) return keyer_->Key(s, follow);
+  if (keyer_) return keyer_->Key(s, follow, max_work);
   // The first key hashes most of the grammar's automata (0.1 ms for a tool schema). The same
   // program compiled before left its keyer in the store: read from it while it knows the
   // state, copy it when it does not.
@@ -1336,10 +1474,10 @@ std::optional<PositionKey> CfgGrammar::KeyOf(StateId s) const {
     if (key_snapshot_->Known(s, program_)) return key_snapshot_->KnownKey(s, follow);
     keyer_ = std::make_unique<PositionKeyer>(*key_snapshot_, &program_);
     key_snapshot_.reset();
-    return keyer_->Key(s, follow);
+    return keyer_->Key(s, follow, max_work);
   }
   keyer_ = std::make_unique<PositionKeyer>(&program_);
-  std::optional<PositionKey> key = keyer_->Key(s, follow);
+  std::optional<PositionKey> key = keyer_->Key(s, follow, max_work);
   // Copied for the store only when the store takes it (the copy's size is the keyer's).
   const std::int64_t bytes = keyer_->Bytes();
   std::lock_guard<std::mutex> lock2(shared.mu);
@@ -1350,6 +1488,127 @@ std::optional<PositionKey> CfgGrammar::KeyOf(StateId s) const {
   }
   return key;
 }
+void CfgGrammar::StoreShared(const PositionKey& key,
+                             std::shared_ptr<const CfgPosition> owner) const {
+  SharedPositions& shared = trie_->Attached<SharedPositions>();
+  const CfgPosition* p = owner.get();
+  // A position already held under another key costs nothing more (a 25k-state format
+  // automaton folds into a few hundred distinct positions).
+  std::lock_guard<std::mutex> lock(shared.mu);
+  const bool held = shared.held.count(p) != 0;
+  const std::int64_t bytes = held ? 0 : p->Bytes();
+  if (!shared.map.contains(key) && shared.bytes + bytes <= options_.max_shared_position_bytes) {
+    shared.map.emplace(key, std::move(owner));
+    if (!held) shared.held.insert(p);
+    shared.bytes += bytes;
+  }
+}
+
+void CfgGrammar::ShareComputed(StateId s) const {
+  if (!keys_ready_.load(std::memory_order_acquire) || !state_has_key_[s]) return;
+  const CfgPosition* p = dfa_positions_[s].load(std::memory_order_acquire);
+  if (p == nullptr) return;
+  std::shared_ptr<const CfgPosition> owner;
+  {
+    std::lock_guard<std::mutex> lock(owned_mu_);
+    auto f = by_content_.find(p->content_hash);
+    if (f == by_content_.end()) return;
+    for (std::size_t i : f->second) {
+      if (owned_[i].get() == p) owner = owned_[i];
+    }
+  }
+  if (owner) StoreShared(state_keys_[s], std::move(owner));
+}
+
+PositionWorker& CfgGrammar::Worker() const {
+  SharedPositions& shared = trie_->Attached<SharedPositions>();
+  std::lock_guard<std::mutex> lock(shared.mu);
+  if (!shared.worker) shared.worker = std::make_unique<PositionWorker>();
+  return *shared.worker;
+}
+
+void CfgGrammar::NoteFill(const std::shared_ptr<const CompiledGrammar>& self, bool walked) const {
+  if (!background_ || bg_done_.load(std::memory_order_relaxed)) return;
+  if (bg_queued_.load(std::memory_order_relaxed) && !walked) return;
+  bg_queued_.store(true, std::memory_order_relaxed);
+  Worker().Submit(self, this);
+}
+
+void CfgGrammar::WaitForBackground() const { Worker().WaitIdle(); }
+
+bool CfgGrammar::BackgroundSlice(double budget_us) const {
+  std::lock_guard<std::mutex> lock(bg_mu_);
+  if (bg_done_.load(std::memory_order_acquire)) return false;
+  const auto start = std::chrono::steady_clock::now();
+  if (!bg_started_) {
+    bg_started_ = true;
+    if (options_.share_positions && TakeProgramPositions()) {
+      bg_done_.store(true, std::memory_order_release);
+      return false;
+    }
+    bg_order_ = PrecomputeOrder();
+    bg_in_order_.assign(program_.num_states, 0);
+    for (StateId s : bg_order_) bg_in_order_[s] = 1;
+    if (options_.share_positions) {
+      // Every state's key in one pass (a slice of its own; bounded by the keyer's budget).
+      std::vector<PositionKey> keys(program_.num_states);
+      std::vector<std::uint8_t> has(program_.num_states, 0);
+      {
+        std::lock_guard<std::mutex> klock(key_mu_);
+        for (StateId s : bg_order_) {
+          if (std::optional<PositionKey> k = KeyLocked(s, INT64_MAX)) keys[s] = *k, has[s] = 1;
+        }
+      }
+      state_keys_ = std::move(keys);
+      state_has_key_ = std::move(has);
+      keys_ready_.store(true, std::memory_order_release);
+      return true;
+    }
+  }
+  auto elapsed_us = [&] {
+    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+        .count();
+  };
+  if (const StateId h = bg_hint_.exchange(-1, std::memory_order_relaxed); h >= 0) {
+    // Where the sequence that just walked goes next: breadth-first from there (a called rule's
+    // start included), a bounded neighbourhood, before the global order goes on.
+    std::vector<StateId> near = {h};
+    std::unordered_set<StateId> seen = {h};
+    for (std::size_t i = 0; i < near.size() && near.size() < kHintStates; ++i) {
+      ForEachSuccessor(near[i], [&](StateId t, std::int32_t called) {
+        for (StateId u : {t, called >= 0 && !program_.IsCounter(called)
+                                 ? program_.rules[called].start
+                                 : CfgProgram::kDead}) {
+          if (u >= 0 && u < program_.num_states && seen.insert(u).second) near.push_back(u);
+        }
+      });
+    }
+    for (StateId s : near) {
+      if (!bg_in_order_[s] || dfa_positions_[s].load(std::memory_order_acquire) != nullptr) {
+        continue;
+      }
+      if (PositionFor({program_.state_rule[s], s, 0, 0}) == nullptr) break;
+      if (elapsed_us() >= budget_us) return true;
+    }
+  }
+  while (bg_next_ < bg_order_.size()) {
+    const StateId s = bg_order_[bg_next_++];
+    if (dfa_positions_[s].load(std::memory_order_acquire) != nullptr) {
+      // Computed by a fill before the keys were known: into the store now.
+      if (options_.share_positions) ShareComputed(s);
+      continue;
+    }
+    if (PositionFor({program_.state_rule[s], s, 0, 0}) == nullptr) {
+      bg_next_ = bg_order_.size();  // over the cache budget: fills compute the rest exactly
+      break;
+    }
+    if (elapsed_us() >= budget_us) return true;
+  }
+  if (options_.share_positions) LeaveProgramPositions();
+  bg_done_.store(true, std::memory_order_release);
+  return false;
+}
+
 const CfgPosition* CfgGrammar::PositionFor(const EarleyItem& it) const {
   if (!program_.IsCounter(it.rule)) {
     std::atomic<const CfgPosition*>& slot = dfa_positions_[it.state];
@@ -1369,7 +1628,7 @@ const CfgPosition* CfgGrammar::PositionFor(const EarleyItem& it) const {
     // store only when the same grammar was compiled before, and its key would need a pass over
     // every rule before the first mask. Later fills pay that pass.
     if (options_.share_positions && it.state != program_.rules[program_.root].start) {
-      key = KeyOf(it.state);
+      key = KeyOf(it.state, /*may_wait=*/false);
       if (key) {
         shared = &trie_->Attached<SharedPositions>();
         std::shared_ptr<const CfgPosition> found;
@@ -1379,6 +1638,7 @@ const CfgPosition* CfgGrammar::PositionFor(const EarleyItem& it) const {
           if (f != shared->map.end()) found = f->second;
         }
         if (found) {
+          ++CurrentFillTrace().positions_shared;
           const CfgPosition* p = Adopt(std::move(found));
           if (p != nullptr) {
             shared_positions_.fetch_add(1);
@@ -1392,18 +1652,7 @@ const CfgPosition* CfgGrammar::PositionFor(const EarleyItem& it) const {
     const CfgPosition* p = Publish(ComputePosition(it), &owner);
     if (p == nullptr) return p;
     slot.store(p, std::memory_order_release);
-    if (shared != nullptr) {
-      // A position already held under another key costs nothing more (a 25k-state format
-      // automaton folds into a few hundred distinct positions).
-      std::lock_guard<std::mutex> lock(shared->mu);
-      const bool held = shared->held.count(p) != 0;
-      const std::int64_t bytes = held ? 0 : p->Bytes();
-      if (!shared->map.contains(*key) && shared->bytes + bytes <= options_.max_shared_position_bytes) {
-        shared->map.emplace(*key, std::move(owner));
-        if (!held) shared->held.insert(p);
-        shared->bytes += bytes;
-      }
-    }
+    if (shared != nullptr) StoreShared(*key, std::move(owner));
     return p;
   }
   const CfgProgram::RuleInfo& r = program_.rules[it.rule];
@@ -1443,7 +1692,7 @@ bool CfgGrammar::TakeProgramPositions() const {
     }
   }
   shared_positions_.fetch_add(static_cast<std::int32_t>(adopted.size()));
-  positions_from_program_ = true;
+  positions_from_program_.store(true);
   return true;
 }
 
@@ -1487,30 +1736,51 @@ void CfgGrammar::LeaveProgramPositions() const {
   shared.programs.emplace(fingerprint_, std::move(table));
 }
 
-void CfgGrammar::PrecomputePositions(int threads) const {
-  if (options_.share_positions && TakeProgramPositions()) return;
-  // Kernel items sit in states reached by a transition (and the root's start state).
-  // Rules reachable from the root (inlined rules keep automata of their own that nothing uses).
-  std::vector<std::uint8_t> reach(program_.NumRules(), 0);
-  std::vector<std::int32_t> stack = {program_.root};
-  reach[program_.root] = 1;
-  std::vector<std::vector<StateId>> states_of(program_.NumRules());
-  for (StateId s = 0; s < program_.num_states; ++s) states_of[program_.state_rule[s]].push_back(s);
-  while (!stack.empty()) {
-    std::int32_t r = stack.back();
-    stack.pop_back();
-    auto visit = [&](std::int32_t x) {
-      if (!reach[x]) reach[x] = 1, stack.push_back(x);
-    };
-    if (program_.IsCounter(r)) {
-      visit(program_.rules[r].child);
-      continue;
-    }
-    for (StateId s : states_of[r]) {
-      for (std::int32_t e = program_.nt_begin[s]; e < program_.nt_begin[s + 1]; ++e) {
-        visit(program_.nt_edges[e].first);
+template <typename F>
+void CfgGrammar::ForEachSuccessor(StateId s, F&& f) const {
+  const std::int32_t nc = program_.num_classes;
+  const StateId* row = program_.next.data() + static_cast<std::size_t>(s) * nc;
+  for (std::int32_t c = 0; c < nc; ++c) {
+    if (row[c] != CfgProgram::kDead) f(row[c], -1);
+  }
+  for (std::int32_t e = program_.nt_begin[s]; e < program_.nt_begin[s + 1]; ++e) {
+    f(program_.nt_edges[e].second, program_.nt_edges[e].first);
+  }
+  for (std::int32_t e = program_.sp_begin[s]; e < program_.sp_begin[s + 1]; ++e) {
+    f(program_.sp_edges[e].second, -1);
+  }
+}
+
+std::vector<StateId> CfgGrammar::PrecomputeOrder() const {
+  // Kernel items sit in states reached by a transition (and the root's start state), of rules
+  // reachable from the root (inlined rules keep automata of their own that nothing uses).
+  // Breadth-first from the root's start over byte, rule and special edges (a call goes on to the
+  // called rule's start, a counter to its child's): the positions a sequence meets first come
+  // first.
+  std::vector<std::uint8_t> seen(program_.num_states, 0);
+  std::vector<std::uint8_t> rule_seen(program_.NumRules(), 0);
+  std::vector<StateId> bfs;
+  bfs.reserve(program_.num_states);
+  auto push = [&](StateId t) {
+    if (t >= 0 && t < program_.num_states && !seen[t]) seen[t] = 1, bfs.push_back(t);
+  };
+  auto enter = [&](std::int32_t r) {
+    // A counter calls its child (a counter of a counter its grandchild...), bounded by rules.
+    for (std::int32_t hops = 0; r >= 0 && hops <= program_.NumRules() && !rule_seen[r]; ++hops) {
+      rule_seen[r] = 1;
+      if (!program_.IsCounter(r)) {
+        push(program_.rules[r].start);
+        return;
       }
+      r = program_.rules[r].child;
     }
+  };
+  enter(program_.root);
+  for (std::size_t i = 0; i < bfs.size(); ++i) {
+    ForEachSuccessor(bfs[i], [&](StateId t, std::int32_t called) {
+      if (called >= 0) enter(called);
+      if (t >= 0) push(t);
+    });
   }
   std::vector<std::uint8_t> candidate(program_.num_states, 0);
   candidate[program_.rules[program_.root].start] = 1;
@@ -1519,20 +1789,33 @@ void CfgGrammar::PrecomputePositions(int threads) const {
   }
   for (const auto& e : program_.nt_edges) candidate[e.second] = 1;
   for (const auto& e : program_.sp_edges) candidate[e.second] = 1;
-  for (StateId s = 0; s < program_.num_states; ++s) {
-    if (!reach[program_.state_rule[s]]) candidate[s] = 0;
-  }
-  std::vector<std::int32_t> todo;
+  std::vector<StateId> order;
   EarleyParser probe(&program_, INT_MAX);
-  for (std::int32_t s = 0; s < program_.num_states; ++s) {
+  for (StateId s : bfs) {
     EarleyItem it{program_.state_rule[s], s, 0, 0};
     // A folded state takes its fold's first state's position when first asked.
-    if (candidate[s] && FoldedState(s) == s && probe.ItemHasFuture(it)) todo.push_back(s);
+    if (candidate[s] && FoldedState(s) == s && probe.ItemHasFuture(it)) order.push_back(s);
   }
+  return order;
+}
+
+Status CfgGrammar::PrecomputePositions(int threads, const CompileDeadline* deadline) const {
+  if (options_.share_positions && TakeProgramPositions()) return Status::Ok();
+  const std::vector<StateId> todo = PrecomputeOrder();
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   std::atomic<std::size_t> next{0};
+  // The first position left uncomputed when the deadline passed (a walk takes microseconds to
+  // milliseconds: the clock is read before each).
+  std::atomic<std::int64_t> stopped_at{-1};
   auto work = [&] {
+    const CompileDeadline d = deadline != nullptr ? *deadline : CompileDeadline();
     for (std::size_t i = next.fetch_add(1); i < todo.size(); i = next.fetch_add(1)) {
+      if (stopped_at.load(std::memory_order_relaxed) >= 0) return;
+      if (d.PassedNow()) {
+        std::int64_t none = -1;
+        stopped_at.compare_exchange_strong(none, static_cast<std::int64_t>(i));
+        return;
+      }
       PositionFor({program_.state_rule[todo[i]], todo[i], 0, 0});
     }
   };
@@ -1540,7 +1823,12 @@ void CfgGrammar::PrecomputePositions(int threads) const {
   for (int t = 1; t < threads; ++t) pool.emplace_back(work);
   work();
   for (auto& t : pool) t.join();
+  if (const std::int64_t i = stopped_at.load(); i >= 0) {
+    const std::string& rule = program_.rules[program_.state_rule[todo[i]]].name;
+    return deadline->Error("rule '" + rule + "' (precomputing its masks)");
+  }
   if (options_.share_positions) LeaveProgramPositions();
+  return Status::Ok();
 }
 
 // --- signatures and the finished-mask cache ---------------------------------------------------
@@ -1731,7 +2019,25 @@ void CfgGrammar::RestoreFinal(const std::uint32_t* blob, std::span<std::uint32_t
 
 // --- masks -------------------------------------------------------------------------------------
 
+FillTrace& CurrentFillTrace() {
+  thread_local FillTrace trace;
+  return trace;
+}
+
+const char* FillTrace::Kind() const {
+  if (full_walks > 0) return "full walk";
+  if (parser_walks > 0) return "parser walk";
+  if (regions_built > 0) return "region build";
+  if (region_walks > 0) return "region walk";
+  if (positions_walked > 0) return "walk";
+  if (positions_shared > 0) return "shared";
+  if (tail_nodes > 0) return "tails";
+  if (restored) return "restore";
+  return "union";
+}
+
 void CfgGrammar::FullWalkMask(EarleyParser& parser, std::span<std::uint32_t> out) const {
+  ++CurrentFillTrace().full_walks;
   std::memset(out.data(), 0, mask_words() * 4);
   const std::int32_t base = parser.num_sets();
   const std::span<const TokenTrie::Node> nodes = trie_->nodes();
@@ -1765,7 +2071,7 @@ void CfgGrammar::AddEndAndSpecials(EarleyParser& parser, std::span<std::uint32_t
       parser.PopTo(base);
     }
   }
-  parser.ClearDepthFlag();
+  parser.ClearLimitFlags();
 }
 
 void CfgGrammar::UnionOf(const CfgPosition* const* positions, std::int32_t n,
@@ -1795,6 +2101,40 @@ void CfgGrammar::UnionOf(const CfgPosition* const* positions, std::int32_t n,
   }
 }
 
+// Kernel counter items of one counter and origin with several counts (a counted body that can
+// restart at every byte, with a large minimum: counts 1..299 of `([a-z]+){300,400}` after 299
+// letters) each have a position of their own, walked with a local parser per count. Their tokens
+// all start with a piece of the counter's body predicted in this set, k: so they are the tokens of
+// the body's start position, with its tails checked against the real parse after the body
+// completes from k (PushCompletion advances every count at once). What a count may do without a
+// piece (complete the counter) shows as the kernels its completion left in the set. Exact; one
+// position instead of one per count.
+void CfgGrammar::GroupCounterKernels(std::int32_t k, std::vector<EarleyItem>& live) const {
+  thread_local std::vector<EarleyItem> sorted;
+  sorted = live;
+  std::sort(sorted.begin(), sorted.end(), [](const EarleyItem& a, const EarleyItem& b) {
+    return std::tie(a.rule, a.origin, a.state) < std::tie(b.rule, b.origin, b.state);
+  });
+  live.clear();
+  std::vector<std::int32_t> bodies;  // children already standing in for a group
+  for (std::size_t i = 0; i < sorted.size();) {
+    std::size_t e = i + 1;
+    while (e < sorted.size() && sorted[e].rule == sorted[i].rule &&
+           sorted[e].origin == sorted[i].origin) {
+      ++e;
+    }
+    const CfgProgram::RuleInfo& r = program_.rules[sorted[i].rule];
+    if (r.kind != CfgProgram::RuleKind::kCounter || e - i < kCounterGroup) {
+      live.insert(live.end(), sorted.begin() + i, sorted.begin() + e);
+    } else if (std::find(bodies.begin(), bodies.end(), r.child) == bodies.end()) {
+      // Every count here is below max (ItemHasFuture), so the body is predicted in k.
+      bodies.push_back(r.child);
+      live.push_back({r.child, program_.rules[r.child].start, k, sorted[i].depth + 1});
+    }
+    i = e;
+  }
+}
+
 void CfgGrammar::FillMask(EarleyParser& parser, std::vector<std::int32_t>& sigs,
                           std::span<std::uint32_t> out) const {
   const std::int32_t k = parser.num_sets() - 1;
@@ -1807,14 +2147,36 @@ void CfgGrammar::FillMask(EarleyParser& parser, std::vector<std::int32_t>& sigs,
   const std::size_t words = mask_words();
   // Kernel positions (few: usually one to three). A mask known to be finished never needs a
   // position computed here: its kernels' positions were computed when it was stored.
-  EarleyItem kernels[64];
-  const CfgPosition* positions[64];
-  std::int32_t nk = 0;
+  thread_local std::vector<EarleyItem> live;
+  live.clear();
+  std::int32_t counters = 0;
   for (const EarleyItem& it : parser.set(k)) {
     if (!parser.IsKernel(k, it) || !parser.ItemHasFuture(it)) continue;
-    const CfgPosition* pos = nk == 64 ? nullptr : PositionFor(it);
+    live.push_back(it);
+    counters += program_.IsCounter(it.rule) ? 1 : 0;
+  }
+  if (counters >= kCounterGroup) GroupCounterKernels(k, live);
+  if (live.size() > kMaxKernels) {
+    FullWalkMask(parser, out);  // pathological: exact, slower
+    return;
+  }
+  // (Scratch per thread: a set inside a long list of optional members has a kernel per member.)
+  thread_local std::vector<EarleyItem> kernel_items;
+  thread_local std::vector<const CfgPosition*> kernel_positions;
+  kernel_items.resize(live.size());
+  kernel_positions.resize(live.size());
+  EarleyItem* kernels = kernel_items.data();
+  const CfgPosition** positions = kernel_positions.data();
+  std::int32_t nk = 0;
+  const std::int32_t walked_before = CurrentFillTrace().positions_walked;
+  for (const EarleyItem& it : live) {
+    const CfgPosition* pos = PositionFor(it);
+    if (background_ && CurrentFillTrace().positions_walked != walked_before &&
+        !program_.IsCounter(it.rule)) {
+      bg_hint_.store(it.state, std::memory_order_relaxed);
+    }
     if (pos == nullptr) {
-      FullWalkMask(parser, out);  // over the cache budget (or pathological): exact, slower
+      FullWalkMask(parser, out);  // over the cache budget: exact, slower
       return;
     }
     kernels[nk] = it;
@@ -1831,6 +2193,7 @@ void CfgGrammar::FillMask(EarleyParser& parser, std::vector<std::int32_t>& sigs,
     sig = Signature(parser, sigs, k);
     if (sig >= 0) {
       if (const std::uint32_t* m = CachedFinal(sig)) {
+        CurrentFillTrace().restored = true;
         RestoreFinal(m, out);
         return;
       }
@@ -1849,6 +2212,7 @@ void CfgGrammar::FillMask(EarleyParser& parser, std::vector<std::int32_t>& sigs,
     if (!parser.PushCompletion(it.rule, it.origin)) continue;
     const std::uint32_t n = static_cast<std::uint32_t>(pos->tails.size() - 1);
     std::uint32_t i = 0;
+    CurrentFillTrace().tail_nodes += static_cast<std::int32_t>(n);
     while (i < n) {
       const CfgPosition::TailNode& node = pos->tails[i];
       parser.PopTo(base + node.depth);

@@ -54,11 +54,16 @@
 #include "automata/cfg_program.h"
 #include "automata/earley.h"
 #include "automata/position_key.h"
+#include "automata/position_worker.h"
 #include "automata/token_trie.h"
 #include "lockstep/compiler.h"
+#include "lockstep/matcher.h"
 #include "lockstep/vocabulary.h"
 
 namespace lockstep {
+
+// The calling thread's FillTrace, written by CfgGrammar and TokenTrie as a fill goes.
+FillTrace& CurrentFillTrace();
 
 struct CfgPosition {
   // Accepted tokens: a bitset (PaddedBitmaskWords) or a sorted list, whichever is smaller.
@@ -119,6 +124,9 @@ struct SharedPositions {
   };
   std::unordered_map<PositionKey, std::shared_ptr<const ProgramPositions>, PositionKey::Hash>
       programs;
+  // The vocabulary's background thread (CompileOptions::background_positions), made on first
+  // use. Last, so that it is destroyed first.
+  std::unique_ptr<PositionWorker> worker;
 };
 
 struct CfgStats {
@@ -136,10 +144,19 @@ struct CfgStats {
   double compile_ms = 0;
 };
 
+// GrammarCompiler::CompileGrammarIr under a deadline the caller started (a compile made of
+// several phases, such as CompileSchema or CompileStructured, runs under one).
+Result<std::shared_ptr<const CompiledGrammar>> CompileGrammarIrUnder(
+    const GrammarCompiler& compiler, const grammar::Grammar& ir, const CompileOptions& options,
+    const CompileDeadline& deadline);
+
 class CfgGrammar {
  public:
+  // `deadline`: the compile's, for folding the states of big automata (FoldedState); once it
+  // has passed they are left unfolded and FoldStoppedAt() names the rule.
   CfgGrammar(std::shared_ptr<const Vocabulary> vocab, std::shared_ptr<const TokenTrie> trie,
-             CfgProgram program, const CompileOptions& options, double compile_ms);
+             CfgProgram program, const CompileOptions& options, double compile_ms,
+             const CompileDeadline* deadline = nullptr);
   ~CfgGrammar();
 
   const CfgProgram& program() const { return program_; }
@@ -147,12 +164,21 @@ class CfgGrammar {
   std::int32_t width() const { return width_; }
   std::size_t mask_words() const { return BitmaskWords(width_); }
   std::int32_t max_depth() const { return max_depth_; }
+  // CompileOptions::max_earley_items_per_byte: the budget of one step of a matcher's parser.
+  std::int64_t max_step_items() const { return max_step_items_; }
 
   // The mask of the parser's current state into `out` (mask_words() words). `sigs` holds the
   // signature of each set of `parser` (extended here as needed; -1 = not interned). `parser` is
   // used as scratch (sets pushed and popped) and left as it was.
   // Fills with at most this many kernel positions and no tails to check are not cached.
   static constexpr std::int32_t kMaxUncachedKernels = 4;
+  // More kernel positions than this: the mask is a full walk of the trie over the parser. (A
+  // set inside a list of N optional members has a kernel per member after the comma: a few
+  // hundred in real schemas; each is a cached position, and their union is cheaper than a walk.)
+  static constexpr std::size_t kMaxKernels = 2048;
+  // Kernel counter items of one counter and origin with at least this many counts stand for
+  // their body's start position (GroupCounterKernels).
+  static constexpr std::int32_t kCounterGroup = 4;
   void FillMask(EarleyParser& parser, std::vector<std::int32_t>& sigs,
                 std::span<std::uint32_t> out) const;
   // The same mask by one walk of the whole token trie over the full parser: no position cache,
@@ -195,23 +221,40 @@ class CfgGrammar {
     for (StateId s : order) out.push_back(fresh.Key(s, follow_bits_[program_.state_rule[s]]));
     return out;
   }
+  // The rule whose folding the deadline stopped ("" when none was stopped).
+  const std::string& FoldStoppedAt() const { return fold_stopped_at_; }
   // The state whose position state s takes (its fold's first state; s when it folds with none).
   StateId FoldedState(StateId s) const { return fold_rep_.empty() ? s : fold_rep_[s]; }
   // Whether PrecomputePositions took this grammar's positions from a program table the same
   // program left in the store.
-  bool PositionsTakenFromProgram() const { return positions_from_program_; }
+  bool PositionsTakenFromProgram() const { return positions_from_program_.load(); }
   bool KeysTakenFromStore() const {
     std::lock_guard<std::mutex> lock(key_mu_);
     return keys_from_store_;
   }
 
   // Computes every DFA-state position now, on `threads` threads (0 = hardware concurrency).
-  void PrecomputePositions(int threads) const;
+  // With a deadline (the compile's, for precompute_masks): its kResourceLimit, naming the rule
+  // of a position left uncomputed, once it passes; the positions computed so far are kept.
+  Status PrecomputePositions(int threads, const CompileDeadline* deadline = nullptr) const;
+
+  // Background positions (CompileOptions::background_positions). Called by the Matcher after a
+  // fill of this grammar (`self` owns it): the first fill queues it with the vocabulary's
+  // PositionWorker, a fill that had to walk a position (`walked`) moves it to the front.
+  void NoteFill(const std::shared_ptr<const CompiledGrammar>& self, bool walked) const;
+  // One slice of the background work, about `budget_us` (the worker's thread): first the
+  // program's positions from the store or every state's key, then the positions of the states in
+  // breadth-first order from the root. False when nothing is left.
+  bool BackgroundSlice(double budget_us) const;
+  // Blocks until the vocabulary's worker has nothing left to do (tests, benchmarks).
+  void WaitForBackground() const;
+  bool BackgroundDone() const { return bg_done_.load(std::memory_order_acquire); }
   CfgStats Stats() const;
 
  private:
   friend class ArtifactCodec;  // automata/artifact.cc reads and restores the caches
   const CfgPosition* PositionFor(const EarleyItem& it) const;
+  void GroupCounterKernels(std::int32_t k, std::vector<EarleyItem>& live) const;
   // EOS where the root may end, grammar special tokens where the parse takes them.
   // Sets the end-of-sequence and special tokens the parser allows; appends the ids it newly
   // sets to `added` if given.
@@ -258,8 +301,11 @@ class CfgGrammar {
   double compile_ms_;
   std::int32_t width_;
   std::int32_t max_depth_;
-  // Predictions per byte are bounded by the rule count, so a state with at least this much depth
-  // left cannot hit the limit within one token: its masks may come from the caches.
+  std::int64_t max_step_items_;
+  // Predictions per byte are bounded by the longest chain of rules predicted without a byte
+  // (PredictionChain in cfg_grammar.cc; the rule count under left recursion), so a state with at
+  // least this much depth left cannot hit the limit within one token: its masks may come from
+  // the caches.
   std::int64_t depth_margin_;
   std::vector<bool> is_eos_;
   // follow_[r]: bytes that can come right after rule r completes, in any context. An uncertain
@@ -274,7 +320,44 @@ class CfgGrammar {
   mutable std::shared_ptr<const PositionKeyer> key_snapshot_;  // from the store, read-only
   mutable bool snapshot_looked_up_ = false;
   mutable bool keys_from_store_ = false;
-  std::optional<PositionKey> KeyOf(StateId s) const;
+  // The key of s; nullopt also when !may_wait and the background worker is hashing (a fill).
+  std::optional<PositionKey> KeyOf(StateId s, bool may_wait = true) const;
+  // KeyOf's work, under key_mu_, hashing at most `max_work` states (PositionKeyer::Key).
+  std::optional<PositionKey> KeyLocked(StateId s, std::int64_t max_work) const;
+  // What a fill may hash to get a key (about 1 µs a state): a tool schema's whole program (833
+  // states on average in the dev set) in one fill, a big program's a part per fill, never the
+  // whole of a 27k-state Kubernetes schema at once (100 ms). Past it the fill walks the
+  // position without a key; the background worker hashes without a bound.
+  static constexpr std::int64_t kForegroundKeyWork = 1024;
+  // Every state's key, computed at once by the background worker; read without a lock once
+  // keys_ready_ is set.
+  mutable std::atomic<bool> keys_ready_{false};
+  mutable std::vector<PositionKey> state_keys_;
+  mutable std::vector<std::uint8_t> state_has_key_;
+  // The states whose positions a precompute or the background worker computes, breadth-first
+  // from the root's start state (the likely next ones first).
+  std::vector<StateId> PrecomputeOrder() const;
+  // The store's copy of a position this grammar computed before its keys were known.
+  void ShareComputed(StateId s) const;
+  // Puts a position of this grammar into the vocabulary's store under `key` (within its budget).
+  void StoreShared(const PositionKey& key, std::shared_ptr<const CfgPosition> owner) const;
+  // The worker's progress (only the worker's thread touches bg_order_ and bg_next_).
+  bool background_ = false;  // background_positions on and not precomputed
+  mutable std::atomic<bool> bg_queued_{false};
+  mutable std::atomic<bool> bg_done_{false};
+  mutable std::mutex bg_mu_;
+  mutable bool bg_started_ = false;
+  mutable std::vector<StateId> bg_order_;
+  mutable std::vector<std::uint8_t> bg_in_order_;  // per state: in bg_order_
+  mutable std::size_t bg_next_ = 0;
+  // The state of the last position a fill had to walk itself: the worker's next slice starts
+  // with the states a few bytes and calls from it (where that sequence goes next).
+  mutable std::atomic<StateId> bg_hint_{-1};
+  static constexpr std::size_t kHintStates = 128;
+  // The successors of s (byte, rule and special edges; a call also to the called rule's start).
+  template <typename F>
+  void ForEachSuccessor(StateId s, F&& f) const;
+  PositionWorker& Worker() const;
   // null_state_[s]: the rule can finish from DFA state s without a byte; first_bytes_[s]: the
   // bytes that can come first from s (through rule edges too).
   std::vector<std::uint8_t> null_state_;
@@ -301,12 +384,14 @@ class CfgGrammar {
   // 25k-state `email` automaton is walked once per fold, not per state.
   static constexpr std::int32_t kMinFoldStates = 1024;
   std::vector<StateId> fold_rep_;
-  void FoldBigRules();
+  std::string fold_stopped_at_;
+  void FoldBigRules(const CompileDeadline* deadline);
   // PrecomputePositions with positions shared: take every state's position from the table the
   // same program left in the store (false if there is none), or leave this grammar's table.
   bool TakeProgramPositions() const;
   void LeaveProgramPositions() const;
-  mutable bool positions_from_program_ = false;
+  // Atomic: two threads may precompute one grammar at once (lockstep_grammar_precompute).
+  mutable std::atomic<bool> positions_from_program_{false};
   // Positions of DFA states: one slot per global state.
   mutable std::unique_ptr<std::atomic<const CfgPosition*>[]> dfa_positions_;
   // Positions of counter items, keyed by (rule, min(min - c, L), min(max - c, L)).

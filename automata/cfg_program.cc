@@ -12,6 +12,7 @@
 
 #include "automata/byte_dfa.h"
 #include "automata/byte_nfa.h"
+#include "automata/dfa_builder.h"
 
 namespace lockstep {
 namespace {
@@ -47,6 +48,10 @@ struct PendingRule {
 // inlined into its caller's NFA and determinised again with every compile (a date-time format
 // automaton has about 11,000 states).
 constexpr std::int32_t kDirectDfaStates = 256;
+
+// A counted repetition that RegularRepeat turns into a byte automaton may have up to this many
+// times max_unrolled_states states.
+constexpr std::int32_t kRegularRepeatFactor = 4;
 
 std::string Loc(const grammar::SourceLocation& loc) {
   if (loc.line <= 0) return {};
@@ -99,7 +104,11 @@ struct SharedDfa;
 class Lowering {
  public:
   Lowering(const grammar::Grammar& g, const Vocabulary& vocab, const CfgCompileOptions& options)
-      : g_(g), vocab_(vocab), options_(options), pure_memo_(g.exprs.size(), -1) {}
+      : pure_memo_(g.exprs.size() + g.rules.size(), -1),
+        size_memo_(g.exprs.size(), -1),
+        g_(g),
+        vocab_(vocab),
+        options_(options) {}
 
   Result<CfgProgram> Run();
 
@@ -126,10 +135,31 @@ class Lowering {
   // references when small, so token masks see through it (fewer rule boundaries, fewer
   // uncertain tokens).
   bool IsPureTerminalRule(grammar::RuleId r);
-  std::vector<std::int8_t> pure_rule_memo_;  // -1 unknown, 0 no, 1 yes, 2 in progress
+  // Fills pure_memo_ for every node reachable from `node` (expressions are nodes [0, E), rules
+  // [E, E + R)), depth first with an explicit stack: chains of rules can be deeper than the
+  // C++ stack.
+  void ComputePure(std::int64_t node);
+  std::vector<std::int8_t> pure_memo_;  // per node: -1 unknown, 0 no, 1 yes, 2 on the DFS path
+  // Estimated NFA states of `e` with its pure-terminal rule references inlined, saturating at
+  // kSizeCap. Memoised per expression and computed without recursion: pure rules form a DAG
+  // whose shared parts (a schema's chain of optional-member rules, each referring twice to the
+  // next) would otherwise be counted once per path, 2^n times for n members.
   std::int64_t EstimateSize(ExprId e);
+  std::vector<std::int64_t> size_memo_;  // per expression, -1 unknown
   Status Build(ExprId e, std::int32_t from, std::int32_t* to, int depth);
   Status BuildRepeat(const Expr& x, ExprId e, std::int32_t from, std::int32_t* to, int depth);
+  // A counted repetition of pure terminals too big to unroll, whose body can restart where it
+  // could also go on or can match empty (`([^x]+){0,99}`): its minimal byte automaton, when
+  // that has at most kRegularRepeatFactor * max_unrolled_states states; null otherwise (it stays
+  // a counter rule).
+  Result<std::shared_ptr<const ByteDfa>> RegularRepeat(const Expr& x, ExprId e, int depth);
+  std::map<ExprId, std::shared_ptr<const ByteDfa>> regular_repeat_;  // null: stays a counter
+  // The minimal automaton of the NFA states [mark, nfa_live_) from start to end; null if they
+  // hold a rule or special-token edge or the automaton would exceed `max_states` states.
+  std::shared_ptr<const ByteDfa> FragmentDfa(std::size_t mark, std::int32_t start, std::int32_t end,
+                                             std::int32_t max_states);
+  // Copies `dfa` into the NFA between `from` and a new end state.
+  void EmitDfa(const ByteDfa& dfa, std::int32_t from, std::int32_t* to);
   Result<std::int32_t> SpecialIndex(const Expr& x);
   std::int32_t AddRule(PendingRule r) {
     rules_.push_back(std::move(r));
@@ -151,12 +181,21 @@ class Lowering {
   void CopyDfa(std::int32_t rule, const ByteDfa& dfa, const std::shared_ptr<const ByteDfa>& owner);
   std::map<const ByteDfa*, std::int32_t> direct_rule_of_;
 
+  // The deadline's error, located at the rule being lowered (or the whole grammar's analysis).
+  Status DeadlineError() const {
+    if (current_rule_ < 0) {
+      return options_.deadline.Error("the grammar (nullable and productive rules)");
+    }
+    return options_.deadline.Error("rule '" + rules_[current_rule_].info.name + "'");
+  }
+  std::int32_t current_rule_ = -1;
+
   const grammar::Grammar& g_;
   const Vocabulary& vocab_;
   const CfgCompileOptions& options_;
-  std::vector<std::int8_t> pure_memo_;
   std::vector<PendingRule> rules_;
   std::map<ExprId, std::int32_t> aux_rule_of_expr_;
+  std::map<ExprId, std::int32_t> counter_rule_of_expr_;
   std::map<std::string, std::int32_t> special_index_;
   std::vector<TokenId> specials_;
   std::vector<NState> nfa_;  // the NFA of the rule being lowered: its first nfa_live_ states
@@ -178,69 +217,144 @@ class Lowering {
 };
 
 bool Lowering::IsPureTerminal(ExprId e) {
-  if (pure_memo_[e] >= 0) return pure_memo_[e] != 0;
-  const Expr& x = g_.expr(e);
-  bool pure = true;
-  switch (x.kind) {
-    case ExprKind::kRuleRef:
-      pure = x.rule >= 0 && x.rule < static_cast<std::int32_t>(g_.rules.size()) &&
-             IsPureTerminalRule(x.rule);
-      break;
-    case ExprKind::kSpecialToken:
-      pure = false;
-      break;
-    case ExprKind::kSequence:
-    case ExprKind::kChoice:
-    case ExprKind::kRepeat:
-      for (ExprId c : x.children) pure = pure && IsPureTerminal(c);
-      break;
-    default:
-      break;
-  }
-  pure_memo_[e] = pure ? 1 : 0;
-  return pure;
+  if (pure_memo_[e] < 0) ComputePure(e);
+  return pure_memo_[e] == 1;
 }
 
 bool Lowering::IsPureTerminalRule(grammar::RuleId r) {
-  if (pure_rule_memo_.empty()) pure_rule_memo_.assign(g_.rules.size(), -1);
-  if (pure_rule_memo_[r] == 2) return false;  // recursive
-  if (pure_rule_memo_[r] >= 0) return pure_rule_memo_[r] == 1;
-  pure_rule_memo_[r] = 2;
-  bool pure = g_.rules[r].body >= 0 && IsPureTerminal(g_.rules[r].body);
-  pure_rule_memo_[r] = pure ? 1 : 0;
-  return pure;
+  const std::int64_t node = static_cast<std::int64_t>(g_.exprs.size()) + r;
+  if (pure_memo_[node] < 0) ComputePure(node);
+  return pure_memo_[node] == 1;
 }
 
-std::int64_t Lowering::EstimateSize(ExprId e) {
-  const Expr& x = g_.expr(e);
-  switch (x.kind) {
-    case ExprKind::kEmpty:
-      return 1;
-    case ExprKind::kLiteral:
-      return static_cast<std::int64_t>(x.text.size()) + 1;
-    case ExprKind::kCharClass:
-      return 4 * static_cast<std::int64_t>(x.ranges.size()) + 8;
-    case ExprKind::kLexeme:
-      return 64;
-    case ExprKind::kByteDfa:
-      return x.dfa ? 2 * static_cast<std::int64_t>(x.dfa->num_states) * x.dfa->num_classes + 8 : 8;
-    case ExprKind::kRuleRef:
-      if (x.rule >= 0 && x.rule < static_cast<std::int32_t>(g_.rules.size()) &&
-          IsPureTerminalRule(x.rule)) {
-        return EstimateSize(g_.rules[x.rule].body);
+void Lowering::ComputePure(std::int64_t root) {
+  const auto num_exprs = static_cast<std::int64_t>(g_.exprs.size());
+  const auto num_rules = static_cast<std::int64_t>(g_.rules.size());
+  // A node's dependencies: an expression's children, a reference's rule, a rule's body.
+  auto for_each_dep = [&](std::int64_t n, auto&& f) {
+    if (n >= num_exprs) {
+      const ExprId body = g_.rules[n - num_exprs].body;
+      if (body >= 0) f(body);
+      return;
+    }
+    const Expr& x = g_.expr(static_cast<ExprId>(n));
+    if (x.kind == ExprKind::kRuleRef) {
+      if (x.rule >= 0 && x.rule < num_rules) f(num_exprs + x.rule);
+    } else if (x.kind == ExprKind::kSequence || x.kind == ExprKind::kChoice ||
+               x.kind == ExprKind::kRepeat) {
+      for (ExprId c : x.children) f(c);
+    }
+  };
+  // A node met again while on the DFS path is on a cycle of references: not pure (that is
+  // the recursion the rule definition excludes), and so is every node on that cycle.
+  std::vector<std::pair<std::int64_t, bool>> stack = {{root, false}};
+  while (!stack.empty()) {
+    auto& [n, expanded] = stack.back();
+    if (!expanded) {
+      if (pure_memo_[n] >= 0) {  // done, or on the path (a cycle: read as 0 by the parent)
+        stack.pop_back();
+        continue;
       }
-      return 2;
-    case ExprKind::kRepeat: {
-      std::int64_t c = EstimateSize(x.children[0]);
-      std::int64_t copies = x.max == Expr::kUnbounded ? x.min + 1 : x.max;
-      return c * std::max<std::int64_t>(copies, 1) + 2;
+      expanded = true;
+      pure_memo_[n] = 2;
+      const std::int64_t self = n;
+      for_each_dep(self, [&](std::int64_t d) {
+        if (pure_memo_[d] < 0) stack.push_back({d, false});
+      });
+      continue;
     }
-    default: {
-      std::int64_t s = 2;
-      for (ExprId c : x.children) s += EstimateSize(c);
-      return s;
+    const std::int64_t self = n;
+    stack.pop_back();
+    bool pure = true;
+    if (self < num_exprs) {
+      const Expr& x = g_.expr(static_cast<ExprId>(self));
+      if (x.kind == ExprKind::kSpecialToken) pure = false;
+      if (x.kind == ExprKind::kRuleRef && (x.rule < 0 || x.rule >= num_rules)) pure = false;
+    } else if (g_.rules[self - num_exprs].body < 0) {
+      pure = false;
     }
+    for_each_dep(self, [&](std::int64_t d) { pure = pure && pure_memo_[d] == 1; });
+    pure_memo_[self] = pure ? 1 : 0;
   }
+}
+
+// Size estimates saturate here: far above any budget, and sums of two never overflow.
+constexpr std::int64_t kSizeCap = std::int64_t{1} << 40;
+std::int64_t SatAdd(std::int64_t a, std::int64_t b) { return std::min(kSizeCap, a + b); }
+std::int64_t SatMul(std::int64_t a, std::int64_t b) {
+  return a != 0 && b > kSizeCap / a ? kSizeCap : std::min(kSizeCap, a * b);
+}
+
+std::int64_t Lowering::EstimateSize(ExprId root) {
+  if (size_memo_[root] >= 0) return size_memo_[root];
+  // The expression a node's size depends on besides its children: an inlined rule's body.
+  auto inlined_body = [&](const Expr& x) -> ExprId {
+    if (x.kind != ExprKind::kRuleRef || x.rule < 0 ||
+        x.rule >= static_cast<std::int32_t>(g_.rules.size()) || !IsPureTerminalRule(x.rule)) {
+      return -1;
+    }
+    return g_.rules[x.rule].body;
+  };
+  // Post-order without recursion; pure rules are never recursive, so this is a DAG walk.
+  std::vector<std::pair<ExprId, bool>> stack = {{root, false}};
+  while (!stack.empty()) {
+    auto [e, expanded] = stack.back();
+    if (size_memo_[e] >= 0) {
+      stack.pop_back();
+      continue;
+    }
+    const Expr& x = g_.expr(e);
+    if (!expanded) {
+      stack.back().second = true;
+      if (const ExprId b = inlined_body(x); b >= 0 && size_memo_[b] < 0) {
+        stack.push_back({b, false});
+      }
+      if (x.kind == ExprKind::kSequence || x.kind == ExprKind::kChoice ||
+          x.kind == ExprKind::kRepeat) {
+        for (ExprId c : x.children)
+          if (size_memo_[c] < 0) stack.push_back({c, false});
+      }
+      continue;
+    }
+    stack.pop_back();
+    std::int64_t size = 0;
+    switch (x.kind) {
+      case ExprKind::kEmpty:
+        size = 1;
+        break;
+      case ExprKind::kLiteral:
+        size = static_cast<std::int64_t>(x.text.size()) + 1;
+        break;
+      case ExprKind::kCharClass:
+        size = 4 * static_cast<std::int64_t>(x.ranges.size()) + 8;
+        break;
+      case ExprKind::kLexeme:
+        size = 64;
+        break;
+      case ExprKind::kByteDfa:
+        size = x.dfa ? SatAdd(SatMul(2 * static_cast<std::int64_t>(x.dfa->num_states),
+                                     x.dfa->num_classes),
+                              8)
+                     : 8;
+        break;
+      case ExprKind::kRuleRef: {
+        const ExprId b = inlined_body(x);
+        size = b >= 0 ? size_memo_[b] : 2;
+        break;
+      }
+      case ExprKind::kRepeat: {
+        const std::int64_t copies = x.max == Expr::kUnbounded ? std::int64_t{x.min} + 1 : x.max;
+        size = SatAdd(SatMul(size_memo_[x.children[0]], std::max<std::int64_t>(copies, 1)), 2);
+        break;
+      }
+      default:
+        size = 2;
+        for (ExprId c : x.children) size = SatAdd(size, size_memo_[c]);
+        break;
+    }
+    size_memo_[e] = size;
+  }
+  return size_memo_[root];
 }
 
 Result<std::int32_t> Lowering::SpecialIndex(const Expr& x) {
@@ -258,6 +372,7 @@ Result<std::int32_t> Lowering::SpecialIndex(const Expr& x) {
 }
 
 Status Lowering::Build(ExprId e, std::int32_t from, std::int32_t* to, int depth) {
+  if (options_.deadline.Poll()) return DeadlineError();
   if (depth > 10000) {
     return Status(StatusCode::kResourceLimit, "grammar expression nested too deeply",
                   Loc(g_.expr(e).loc));
@@ -344,7 +459,9 @@ Status Lowering::Build(ExprId e, std::int32_t from, std::int32_t* to, int depth)
       ByteDfa compiled;
       if (x.kind == ExprKind::kLexeme) {
         RegexCompileOptions ro;
+        ro.deadline = options_.deadline;
         Result<ByteDfa> r = CompileRegexToDfa(x.text, ro);
+        if (!r.ok() && options_.deadline.PassedNow()) return DeadlineError();
         if (!r.ok()) {
           return Status(StatusCode::kInvalidGrammar,
                         "bad regex terminal /" + x.text + "/: " + r.status().message(),
@@ -373,26 +490,213 @@ Status Lowering::Build(ExprId e, std::int32_t from, std::int32_t* to, int depth)
         *to = n;
         return Status::Ok();
       }
-      std::int32_t end = NewState();
-      if (dfa->start == ByteDfa::kDead) {
-        *to = end;  // matches nothing: end unreachable
-        return Status::Ok();
-      }
-      std::vector<std::int32_t> map(dfa->num_states, -1);
-      for (StateId s = 1; s < dfa->num_states; ++s) map[s] = NewState();
-      Eps(from, map[dfa->start]);
-      const DfaRanges ranges(*dfa);
-      for (StateId s = 1; s < dfa->num_states; ++s) {
-        if (dfa->IsAccepting(s)) Eps(map[s], end);
-        ranges.ForEach(s, [&](std::int32_t lo, std::int32_t hi, StateId t) {
-          Edge(map[s], lo, hi, map[t]);
-        });
-      }
-      *to = end;
+      EmitDfa(*dfa, from, to);
       return Status::Ok();
     }
   }
   return Status(StatusCode::kInternal, "unknown expression kind", Loc(x.loc));
+}
+
+void Lowering::EmitDfa(const ByteDfa& dfa, std::int32_t from, std::int32_t* to) {
+  std::int32_t end = NewState();
+  *to = end;
+  if (dfa.start == ByteDfa::kDead) return;  // matches nothing: end unreachable
+  std::vector<std::int32_t> map(dfa.num_states, -1);
+  for (StateId s = 1; s < dfa.num_states; ++s) map[s] = NewState();
+  Eps(from, map[dfa.start]);
+  const DfaRanges ranges(dfa);
+  for (StateId s = 1; s < dfa.num_states; ++s) {
+    if (dfa.IsAccepting(s)) Eps(map[s], end);
+    ranges.ForEach(
+        s, [&](std::int32_t lo, std::int32_t hi, StateId t) { Edge(map[s], lo, hi, map[t]); });
+  }
+}
+
+std::shared_ptr<const ByteDfa> Lowering::FragmentDfa(std::size_t mark, std::int32_t start,
+                                                     std::int32_t end, std::int32_t max_states) {
+  // As a ByteNfa: state 0 matches, state 1 + (v - mark) is v's entry, a chain of splits over
+  // v's byte edges, epsilon edges and (at `end`) the match.
+  ByteNfa nfa;
+  const std::size_t n = nfa_live_ - mark;
+  nfa.states.resize(1 + n);
+  nfa.states[ByteNfa::kMatchState].kind = NfaStateKind::kMatch;
+  auto entry = [&](std::size_t v) { return static_cast<StateId>(1 + (v - mark)); };
+  auto push = [&](const NfaState& st) {
+    nfa.states.push_back(st);
+    return static_cast<StateId>(nfa.states.size() - 1);
+  };
+  std::vector<StateId> alts;
+  for (std::size_t v = mark; v < nfa_live_; ++v) {
+    alts.clear();
+    for (const NEdge& ed : nfa_[v].edges) {
+      if (ed.lo >= kRuleSymbolBase) return nullptr;
+      NfaState b;
+      b.kind = NfaStateKind::kByte;
+      b.lo = static_cast<std::uint8_t>(ed.lo);
+      b.hi = static_cast<std::uint8_t>(ed.hi);
+      b.out = entry(static_cast<std::size_t>(ed.to));
+      alts.push_back(push(b));
+    }
+    for (std::int32_t u : nfa_[v].eps) alts.push_back(entry(static_cast<std::size_t>(u)));
+    if (static_cast<std::int32_t>(v) == end) alts.push_back(ByteNfa::kMatchState);
+    NfaState head;
+    if (alts.empty()) {
+      head.kind = NfaStateKind::kFail;
+    } else if (alts.size() == 1) {
+      head.kind = NfaStateKind::kEps;
+      head.out = alts[0];
+    } else {
+      StateId rest = alts.back();
+      for (std::size_t i = alts.size() - 2; i >= 1; --i) {
+        NfaState sp;
+        sp.kind = NfaStateKind::kSplit;
+        sp.out = alts[i];
+        sp.out1 = rest;
+        rest = push(sp);
+      }
+      head.kind = NfaStateKind::kSplit;
+      head.out = alts[0];
+      head.out1 = rest;
+    }
+    nfa.states[entry(v)] = head;
+  }
+  nfa.start = entry(static_cast<std::size_t>(start));
+  RegexCompileOptions ro;
+  ro.max_dfa_states = max_states;
+  ro.max_subset_elements = std::int64_t{1} << 22;
+  Result<SubsetDfa> subset = BuildSubsetDfa(nfa, ro);
+  if (!subset.ok()) return nullptr;
+  return std::make_shared<const ByteDfa>(MinimizeDfa(*subset));
+}
+
+// The repetition B{m,n} of a body automaton B, by subset construction over configurations
+// (c, q): c pieces done, the current one in state q of B (q = kNotStarted before its first byte).
+// Configurations whose futures another one of the same set holds are left out, so counts stay
+// few: for c1 < c2 both at least m (any counts when B matches empty), (c2, q) can only do what
+// (c1, q) does with fewer pieces left. An unbounded repetition counts up to m only. Exact: a set
+// accepts the union of its configurations' futures, which the pruning leaves as it was.
+namespace {
+
+constexpr std::int32_t kNotStarted = -1;
+
+std::shared_ptr<const ByteDfa> CountedDfa(const ByteDfa& body, std::int32_t min, std::int32_t max,
+                                          std::int32_t max_states) {
+  using Config = std::pair<std::int32_t, std::int32_t>;  // (q, c): sorted by state, then count
+  const std::int32_t nc = body.num_classes;
+  const bool nullable = body.IsAccepting(body.start);
+  // Empty pieces make up any missing count: a nullable body repeated needs no minimum.
+  const std::int32_t m = nullable ? 0 : min;
+  const bool bounded = max != Expr::kUnbounded;
+  auto closure = [&](std::vector<Config>& set) {
+    for (std::size_t i = 0; i < set.size(); ++i) {
+      const auto [q, c] = set[i];
+      if (q == kNotStarted || !body.IsAccepting(q)) continue;
+      const std::int32_t done = bounded ? c + 1 : std::min(c + 1, m);
+      if (!bounded || done <= max) set.push_back({kNotStarted, done});
+    }
+    std::sort(set.begin(), set.end());
+    std::size_t w = 0;
+    for (std::size_t i = 0; i < set.size(); ++i) {
+      // Per state: every count below m, then the smallest at or past it.
+      if (w > 0 && set[w - 1].first == set[i].first &&
+          (set[w - 1] == set[i] || set[w - 1].second >= m)) {
+        continue;
+      }
+      set[w++] = set[i];
+    }
+    set.resize(w);
+  };
+  std::map<std::vector<Config>, StateId> index;
+  std::vector<std::vector<Config>> sets;
+  auto intern = [&](std::vector<Config>& set) -> StateId {
+    if (set.empty()) return 0;
+    auto [it, fresh] = index.try_emplace(set, static_cast<StateId>(sets.size()));
+    if (fresh) sets.push_back(set);
+    return it->second;
+  };
+  sets.emplace_back();  // state 0: the empty set, dead
+  SubsetDfa out;
+  out.num_classes = nc;
+  out.byte_class = body.byte_class;
+  std::vector<Config> cur = {{kNotStarted, 0}};
+  closure(cur);
+  out.start = intern(cur);
+  std::size_t elements = 0;
+  for (StateId s = 1; s < static_cast<StateId>(sets.size()); ++s) {
+    if (static_cast<std::int32_t>(sets.size()) > max_states || elements > (std::size_t{1} << 22)) {
+      return nullptr;
+    }
+    elements += sets[s].size();
+    out.next.resize(sets.size() * static_cast<std::size_t>(nc), 0);
+    for (std::int32_t cls = 0; cls < nc; ++cls) {
+      cur.clear();
+      for (const auto& [q, c] : sets[s]) {
+        StateId t;
+        if (q == kNotStarted) {
+          if (bounded && c >= max) continue;
+          t = body.next[static_cast<std::size_t>(body.start) * nc + cls];
+        } else {
+          t = body.next[static_cast<std::size_t>(q) * nc + cls];
+        }
+        if (t != ByteDfa::kDead) cur.push_back({t, c});
+      }
+      closure(cur);
+      const StateId t = intern(cur);
+      out.next.resize(sets.size() * static_cast<std::size_t>(nc), 0);
+      out.next[static_cast<std::size_t>(s) * nc + cls] = t;
+    }
+  }
+  out.num_states = static_cast<std::int32_t>(sets.size());
+  out.next.resize(sets.size() * static_cast<std::size_t>(nc), 0);
+  out.accepting.assign(sets.size(), 0);
+  for (std::size_t s = 1; s < sets.size(); ++s) {
+    for (const auto& [q, c] : sets[s]) {
+      if (q == kNotStarted && c >= m) out.accepting[s] = 1;
+    }
+  }
+  ByteDfa dfa = MinimizeDfa(out);
+  if (dfa.num_states - 1 > max_states) return nullptr;
+  return std::make_shared<const ByteDfa>(std::move(dfa));
+}
+
+// A body that can restart where it could also go on (some accepting state and the start state
+// both take a byte: `[^x]+`, `a|ab`) or that matches empty: a counter over it keeps an item per
+// possible split, so it is worth a byte automaton. Other bodies (one JSON string character, one
+// whitespace byte) cost a counter item or two per byte and stay counters.
+bool Restartable(const ByteDfa& body) {
+  if (body.start == ByteDfa::kDead) return false;
+  if (body.IsAccepting(body.start)) return true;
+  const std::int32_t nc = body.num_classes;
+  const StateId* start_row = &body.next[static_cast<std::size_t>(body.start) * nc];
+  for (StateId q = body.accept_begin; q < body.num_states; ++q) {
+    const StateId* row = &body.next[static_cast<std::size_t>(q) * nc];
+    for (std::int32_t c = 0; c < nc; ++c) {
+      if (row[c] != ByteDfa::kDead && start_row[c] != ByteDfa::kDead) return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+Result<std::shared_ptr<const ByteDfa>> Lowering::RegularRepeat(const Expr& x, ExprId e, int depth) {
+  auto memo = regular_repeat_.find(e);
+  if (memo != regular_repeat_.end()) return memo->second;
+  // The body alone, as NFA states nothing else reaches; taken back once read. The automaton may
+  // take a few times the unrolling budget: the counter it replaces would cost an item per count
+  // at every byte, where an unrolled copy costs nothing at run time.
+  const std::int32_t limit = kRegularRepeatFactor * std::max(options_.max_unrolled_states, 1);
+  const std::size_t mark = nfa_live_;
+  const std::int32_t start = NewState();
+  std::int32_t end;
+  LOCKSTEP_RETURN_IF_ERROR(Build(x.children[0], start, &end, depth + 1));
+  std::shared_ptr<const ByteDfa> body = FragmentDfa(mark, start, end, 4 * limit);
+  nfa_live_ = mark;
+  std::shared_ptr<const ByteDfa> result;
+  if (body != nullptr && Restartable(*body)) result = CountedDfa(*body, x.min, x.max, 4 * limit);
+  if (result != nullptr && result->num_states - 1 > limit) result = nullptr;
+  regular_repeat_[e] = result;
+  return result;
 }
 
 Status Lowering::BuildRepeat(const Expr& x, ExprId e, std::int32_t from, std::int32_t* to,
@@ -454,6 +758,14 @@ Status Lowering::BuildRepeat(const Expr& x, ExprId e, std::int32_t from, std::in
     *to = end;
     return Status::Ok();
   }
+  if (IsPureTerminal(child)) {
+    std::shared_ptr<const ByteDfa> regular;
+    LOCKSTEP_ASSIGN_OR_RETURN(regular, RegularRepeat(x, e, depth));
+    if (regular != nullptr) {
+      EmitDfa(*regular, from, to);
+      return Status::Ok();
+    }
+  }
   // A native counter rule over the child (a rule of its own unless it is a plain reference).
   std::int32_t child_rule;
   const Expr& cx = g_.expr(child);
@@ -472,6 +784,14 @@ Status Lowering::BuildRepeat(const Expr& x, ExprId e, std::int32_t from, std::in
       aux_rule_of_expr_[child] = child_rule;
     }
   }
+  // One counter rule per expression: a repetition built twice (its body read as a fragment by an
+  // enclosing repetition that then stays a counter) does not leave an unused copy.
+  if (auto known = counter_rule_of_expr_.find(e); known != counter_rule_of_expr_.end()) {
+    std::int32_t n = NewState();
+    Edge(from, RuleSymbol(known->second), RuleSymbol(known->second), n);
+    *to = n;
+    return Status::Ok();
+  }
   PendingRule counter;
   counter.info.kind = CfgProgram::RuleKind::kCounter;
   counter.info.name = "(counter{" + std::to_string(min) + "," +
@@ -480,6 +800,7 @@ Status Lowering::BuildRepeat(const Expr& x, ExprId e, std::int32_t from, std::in
   counter.info.min = min;
   counter.info.max = max == Expr::kUnbounded ? CfgProgram::kUnbounded : max;
   std::int32_t cr = AddRule(std::move(counter));
+  counter_rule_of_expr_[e] = cr;
   std::int32_t n = NewState();
   Edge(from, RuleSymbol(cr), RuleSymbol(cr), n);
   *to = n;
@@ -593,6 +914,7 @@ Status Lowering::Determinise(std::int32_t rule, std::int32_t nfa_start, std::int
   std::vector<std::int32_t> targets;
   std::vector<std::int32_t> prev_key, k;
   for (std::int32_t i = 0; i < sets.size(); ++i) {
+    if (options_.deadline.Poll()) return DeadlineError();
     if (static_cast<std::int32_t>(dstates_.size()) > options_.max_states) {
       return Status(StatusCode::kResourceLimit,
                     "grammar automaton exceeds max_states (" +
@@ -864,6 +1186,8 @@ Result<CfgProgram> Lowering::Run() {
   }
   // Rules may be appended (counters, their children) while lowering: index loop.
   for (std::size_t r = 0; r < rules_.size(); ++r) {
+    current_rule_ = static_cast<std::int32_t>(r);
+    if (options_.deadline.PassedNow()) return DeadlineError();
     if (rules_[r].info.kind != CfgProgram::RuleKind::kDfa) continue;
     if (const ByteDfa* direct = rules_[r].direct) {
       if (direct->start == ByteDfa::kDead) {
@@ -916,8 +1240,10 @@ Result<CfgProgram> Lowering::Run() {
 
   // Nullable: fixpoint.
   std::vector<std::uint8_t> null_state(ns, 0);
+  current_rule_ = -1;
   bool changed = true;
   while (changed) {
+    if (options_.deadline.PassedNow()) return DeadlineError();
     changed = false;
     for (std::int32_t s = ns - 1; s >= 0; --s) {
       if (null_state[s]) continue;
@@ -942,6 +1268,7 @@ Result<CfgProgram> Lowering::Run() {
   std::vector<std::uint8_t> prod_state(ns, 0), prod_rule(nr, 0);
   changed = true;
   while (changed) {
+    if (options_.deadline.PassedNow()) return DeadlineError();
     changed = false;
     for (std::int32_t s = ns - 1; s >= 0; --s) {
       if (prod_state[s]) continue;

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "grammar/deadline.h"
 #include "grammar/grammar_ir.h"
 #include "lockstep/status.h"
 #include "lockstep/types.h"
@@ -31,6 +32,9 @@ struct CfgCompileOptions {
   // Rules marked grammar::Rule::shared take their automaton from a process-wide cache keyed by
   // the rule's NFA when an earlier compile determinised the same NFA (off: always determinise).
   bool reuse_shared_rules = true;
+  // Past it, kResourceLimit naming the rule being lowered (polled per rule, per expression
+  // built and per DFA state).
+  CompileDeadline deadline;
 };
 
 struct CfgProgram {

@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <string>
+#include <unordered_map>
 #include <utility>
+#include <vector>
 
 namespace lockstep {
 
@@ -119,6 +121,8 @@ class SubsetBuilder {
     dfa_.start = start;
 
     for (StateId s = 0; s < dfa_.num_states; ++s) {
+      // (The caller locates the error: a regex's offset, a schema keyword, a grammar rule.)
+      if (options_.deadline.Poll()) return options_.deadline.Error("");
       dfa_.next.resize(static_cast<std::size_t>(dfa_.num_states) * k, 0);
       const std::int64_t b = set_begin_[s];
       const std::int64_t e = set_begin_[s + 1];
@@ -135,10 +139,23 @@ class SubsetBuilder {
         }
       }
       for (std::int32_t c : touched_) {
-        Closure(buckets_[c], &scratch_);
-        buckets_[c].clear();
-        StateId t = Intern(scratch_);
-        if (t < 0) return error_;
+        // A kernel (the targets before their closure) met before skips its closure: the copies
+        // of a wide Unicode class all step into a few kernels whose closures hold thousands of
+        // states (the entries of the next copy), which were closed and sorted again per class.
+        std::vector<StateId>& kernel = buckets_[c];
+        std::sort(kernel.begin(), kernel.end());
+        kernel.erase(std::unique(kernel.begin(), kernel.end()), kernel.end());
+        StateId t;
+        auto known = kernel.size() <= kMaxKernel ? kernel_ids_.find(kernel) : kernel_ids_.end();
+        if (known != kernel_ids_.end()) {
+          t = known->second;
+        } else {
+          Closure(kernel, &scratch_);
+          t = Intern(scratch_);
+          if (t < 0) return error_;
+          if (kernel.size() <= kMaxKernel) kernel_ids_.emplace(kernel, t);
+        }
+        kernel.clear();
         dfa_.next[static_cast<std::size_t>(s) * k + c] = t;
       }
     }
@@ -243,8 +260,16 @@ class SubsetBuilder {
     return id;
   }
 
+  struct KernelHash {
+    std::size_t operator()(const std::vector<StateId>& v) const {
+      return static_cast<std::size_t>(HashSet(v.data(), v.size()));
+    }
+  };
+  static constexpr std::size_t kMaxKernel = 64;  // larger kernels are not kept
+
   const ByteNfa& nfa_;
   const RegexCompileOptions& options_;
+  std::unordered_map<std::vector<StateId>, StateId, KernelHash> kernel_ids_;
   SubsetDfa dfa_;
   Status error_;
   std::vector<std::uint32_t> mark_;

@@ -91,6 +91,8 @@ PositionKeyer::PositionKeyer(const CfgProgram* program) : p_(program) {
   std::vector<std::int32_t> fill(rule_begin_.begin(), rule_begin_.end() - 1);
   for (StateId s = 0; s < p_->num_states; ++s) rule_states_[fill[p_->state_rule[s]]++] = s;
   hash_.assign(p_->num_states, H{});
+  budget_ = kBudgetBase + kBudgetPerState * (static_cast<std::int64_t>(p_->num_states) +
+                                             static_cast<std::int64_t>(p_->nt_edges.size()));
   rule_state_.assign(nr, 0);
   counter_hash_.assign(nr, H{});
   dependent_.assign(nr, Dependent{});
@@ -169,6 +171,22 @@ PositionKeyer::H PositionKeyer::RuleHash(std::int32_t rule) {
   const std::uint64_t below = stack_ids_.empty() ? 0 : stack_ids_.back();
   if (dependent_[rule].stack_id != 0 && dependent_[rule].stack_id == below)
     return dependent_[rule].h;
+  if (aborted_ || work_ > call_limit_) {
+    // This call's bound: give up without keeping anything about the rules in progress.
+    aborted_ = true;
+    return H{0, 0, true};
+  }
+  if (work_ > budget_) {
+    // Out of budget: no key for this rule, for good (its callers get none either).
+    if (r.kind == CfgProgram::RuleKind::kCounter) {
+      counter_hash_[rule] = H{0, 0, true};
+    } else {
+      for (std::int32_t i = rule_begin_[rule]; i < rule_begin_[rule + 1]; ++i)
+        hash_[rule_states_[i]] = H{0, 0, true};
+    }
+    rule_state_[rule] = 2;
+    return H{0, 0, true};
+  }
   rule_state_[rule] = 1;
   rule_stack_.push_back(rule);
   stack_ids_.push_back(next_stack_id_++);
@@ -197,6 +215,10 @@ PositionKeyer::H PositionKeyer::RuleHash(std::int32_t rule) {
   }
   rule_stack_.pop_back();
   stack_ids_.pop_back();
+  if (aborted_) {
+    rule_state_[rule] = 0;  // hashed again by a later call (what it finished is kept)
+    return H{0, 0, true};
+  }
   if (h.none || h.lowest >= level) {
     h.lowest = INT32_MAX;
     rule_state_[rule] = 2;
@@ -212,6 +234,7 @@ void PositionKeyer::Pass(std::int32_t rule) {
   const std::int32_t b = rule_begin_[rule], e = rule_begin_[rule + 1];
   const std::int32_t n = e - b;
   if (n > kMaxRuleStates) {
+    work_ += n / 64;  // named by rank: a few operations a state
     // Too big to hash. A big format automaton, though, is copied unchanged from the process's
     // cache into every grammar, its states in the same order: named by the cache entry and the
     // state's rank (it has only byte edges).
@@ -229,6 +252,7 @@ void PositionKeyer::Pass(std::int32_t rule) {
     }
     return;
   }
+  work_ += n;
   if (static_cast<std::size_t>(pass_depth_) == pass_scratch_.size()) {
     pass_scratch_.push_back(std::make_unique<PassScratch>());
   }
@@ -455,7 +479,9 @@ PositionKeyer::PositionKeyer(const PositionKeyer& o, const CfgProgram* program)
       dependent_(o.dependent_),
       next_stack_id_(o.next_stack_id_),
       class_bytes_begin_(o.class_bytes_begin_),
-      class_bytes_(o.class_bytes_) {}
+      class_bytes_(o.class_bytes_),
+      work_(o.work_),
+      budget_(o.budget_) {}
 
 std::int64_t PositionKeyer::Bytes() const {
   return static_cast<std::int64_t>(
@@ -509,9 +535,19 @@ std::optional<PositionKey> PositionKeyer::KnownKey(StateId s,
 }
 
 std::optional<PositionKey> PositionKeyer::Key(StateId s,
-                                              const std::array<std::uint64_t, 4>& follow) {
+                                              const std::array<std::uint64_t, 4>& follow,
+                                              std::int64_t max_work) {
   const std::int32_t rule = p_->state_rule[s];
-  if (rule_state_[rule] != 2) RuleHash(rule);  // at the bottom of the stack: independent
+  if (rule_state_[rule] != 2) {
+    call_limit_ = max_work >= INT64_MAX - work_ ? INT64_MAX : work_ + max_work;
+    aborted_ = false;
+    RuleHash(rule);  // at the bottom of the stack: independent
+    call_limit_ = INT64_MAX;
+    if (aborted_) {
+      aborted_ = false;
+      return std::nullopt;
+    }
+  }
   return KnownKey(s, follow);
 }
 

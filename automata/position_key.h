@@ -22,6 +22,12 @@
 // state of a shared `any value` rule) get equal keys, and different positions get different
 // keys up to a 128-bit hash collision.
 //
+// A rule whose hash refers to a caller (mutual recursion) is hashed again under each caller
+// stack it is met with, which grows exponentially with the recursion's fan-out (Kubernetes'
+// JSONSchemaProps: 700 rules calling each other took seconds). A keyer therefore has a budget
+// of states hashed, a small multiple of the program's size: past it, every rule not hashed yet
+// gets no key (its positions are computed, not shared).
+//
 // No key (the position is always computed) for a state that reaches a special-token edge or a
 // rule of more than kMaxRuleStates states, except a big format automaton copied unchanged from
 // the process's cache (CfgProgram::RuleInfo::shared_source): its states are named by that
@@ -72,10 +78,20 @@ class PositionKeyer {
   std::int64_t Bytes() const;
 
   // The key of DFA state s's position, given its rule's follow set (4 words of 64 bytes each);
-  // nullopt when it has none (see above).
-  std::optional<PositionKey> Key(StateId s, const std::array<std::uint64_t, 4>& follow);
+  // nullopt when it has none (see above). `max_work` bounds this call's hashing (states hashed):
+  // past it the call gives up and returns nullopt, keeping the rules it finished, so that a later
+  // call goes on from there (a fill asks with a small bound, the background worker with none).
+  std::optional<PositionKey> Key(StateId s, const std::array<std::uint64_t, 4>& follow,
+                                 std::int64_t max_work = INT64_MAX);
 
   static constexpr std::size_t kMaxCycle = 4096;
+  // The budget of states hashed (Pass) over the keyer's life: this many times the program's
+  // states and rule edges, plus kBudgetBase.
+  static constexpr std::int64_t kBudgetPerState = 2;
+  static constexpr std::int64_t kBudgetBase = 16384;
+  // Whether the budget ran out (some keys are missing because of it).
+  bool exhausted() const { return work_ > budget_; }
+  std::int64_t work() const { return work_; }
   static constexpr std::int32_t kMaxRuleStates = 4096;
 
  private:
@@ -139,6 +155,10 @@ class PositionKeyer {
   // Byte runs of each class: class_bytes_[class_bytes_begin_[c] .. class_bytes_begin_[c + 1]).
   std::vector<std::int32_t> class_bytes_begin_;
   std::vector<std::array<std::uint8_t, 2>> class_bytes_;
+  std::int64_t work_ = 0;    // states hashed so far
+  std::int64_t budget_ = 0;  // see kBudgetPerState
+  std::int64_t call_limit_ = INT64_MAX;  // work_ at which the current Key call gives up
+  bool aborted_ = false;                 // the current Key call gave up
 };
 
 }  // namespace lockstep

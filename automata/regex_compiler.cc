@@ -20,6 +20,9 @@ Result<ByteDfa> CompileImpl(std::string_view pattern, const RegexCompileOptions&
   LOCKSTEP_ASSIGN_OR_RETURN(RegexAst ast, ParseRegex(pattern, parse_options));
   LOCKSTEP_ASSIGN_OR_RETURN(ByteNfa nfa, CompileAstToNfa(ast, options.max_nfa_states));
   LOCKSTEP_ASSIGN_OR_RETURN(SubsetDfa subset, BuildSubsetDfa(nfa, options));
+  // Minimisation is O(k n log n) in the states the subset construction was allowed: polled
+  // before it, not inside.
+  if (options.deadline.PassedNow()) return options.deadline.Error("");
   return MinimizeDfa(subset);
 }
 

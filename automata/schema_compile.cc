@@ -26,7 +26,7 @@ using grammar::RuleId;
 // terminal times the plain-decimal-with-fraction automaton).
 // difference: L(a) minus L(b) instead of the intersection.
 Result<ByteDfa> ProductDfa(const ByteDfa& a, const ByteDfa& b, std::int32_t max_states,
-                           bool difference = false) {
+                           const CompileDeadline& deadline, bool difference = false) {
   SubsetDfa s;
   std::map<std::pair<int, int>, int> classes;
   std::vector<std::pair<int, int>> class_of;
@@ -47,6 +47,7 @@ Result<ByteDfa> ProductDfa(const ByteDfa& a, const ByteDfa& b, std::int32_t max_
   };
   s.start = id_of(a.start, b.start);
   for (std::size_t i = 0; i < states.size(); ++i) {
+    if (deadline.Poll()) return deadline.Error("");
     if (static_cast<std::int64_t>(states.size()) > max_states) {
       return Status(StatusCode::kResourceLimit,
                     "number automaton product over max_dfa_states = " + std::to_string(max_states));
@@ -61,12 +62,14 @@ Result<ByteDfa> ProductDfa(const ByteDfa& a, const ByteDfa& b, std::int32_t max_
     }
   }
   s.num_states = static_cast<std::int32_t>(states.size());
+  if (deadline.PassedNow()) return deadline.Error("");
   return MinimizeDfa(s);
 }
 
 class Emitter {
  public:
-  Emitter(const Schema& s, const SchemaCompileOptions& o) : s_(s), o_(o), m_(s, o) {}
+  Emitter(const Schema& s, const SchemaCompileOptions& o)
+      : s_(s), o_(WithLexicalDeadline(o)), m_(s, o_) {}
 
   Result<SchemaGrammar> Run() {
     if (!s_.validation_vocabulary()) {
@@ -89,7 +92,9 @@ class Emitter {
     }
     g_.rules[root].body = Seq({Ws(), *body, Ws()});
     LOCKSTEP_RETURN_IF_ERROR(Budget(""));
-    LOCKSTEP_RETURN_IF_ERROR(grammar::Normalize(g_));
+    grammar::NormalizeOptions no;
+    no.deadline = o_.deadline;
+    LOCKSTEP_RETURN_IF_ERROR(grammar::Normalize(g_, no));
     SchemaGrammar out;
     out.grammar = std::move(g_);
     out.relaxed = std::move(m_.relaxed());
@@ -97,6 +102,12 @@ class Emitter {
   }
 
  private:
+  // The lexical automata (strings, numbers, formats) run under the schema's deadline.
+  static SchemaCompileOptions WithLexicalDeadline(SchemaCompileOptions o) {
+    o.lexical.deadline = o.deadline;
+    return o;
+  }
+
   // ---- IR builders (every ExprId has one parent; shared parts are rules) ----
   ExprId Add(Expr e) { return g_.Add(std::move(e)); }
   ExprId Never() {
@@ -203,12 +214,19 @@ class Emitter {
     }
     // Expanded in schema order (not address order), so which of several unsupported keywords
     // is reported does not vary from run to run.
-    std::stable_sort(c.begin(), c.end(),
-                     [&](const Node& a, const Node& b) { return m_.Loc(a.j) < m_.Loc(b.j); });
+    // (Each location computed once: a comparison that made two strings was most of the time of
+    // conjunction-heavy schemas.)
+    std::vector<std::pair<std::string, Node>> by_loc;
+    by_loc.reserve(c.size());
+    for (const Node& n : c) by_loc.emplace_back(m_.Loc(n.j), n);
+    std::stable_sort(by_loc.begin(), by_loc.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (std::size_t i = 0; i < c.size(); ++i) c[i] = by_loc[i].second;
     if (auto it = memo_.find(key); it != memo_.end()) {
       return it->second.never ? Never() : Ref(it->second.rule);
     }
     std::string loc = c.empty() ? "" : m_.Loc(c[0].j);
+    if (o_.deadline.Poll()) return o_.deadline.Error(loc);
     if (depth > o_.max_depth) {
       return Status(
           StatusCode::kResourceLimit,
@@ -260,8 +278,13 @@ class Emitter {
   Result<ExprId> FactsExpr(const Facts& f, int depth) {
     if (f.enum_vals) {
       std::vector<json> vals;
+      // The values live in f as long as the scope: their checks are shared.
+      Model::CheckScope scope(&m_);
+      std::optional<Result<ObjectPlan>> plan;
       for (const json& v : *f.enum_vals) {
-        auto ok = m_.CheckFacts(f, v, 0);
+        if (v.is_object() && (f.types & kTObject) && !plan) plan.emplace(m_.PlanObject(f));
+        if (plan && !plan->ok()) return plan->status();
+        auto ok = m_.CheckFacts(f, v, 0, plan ? &**plan : nullptr);
         if (!ok.ok()) return ok.status();
         if (*ok && std::none_of(vals.begin(), vals.end(),
                                 [&](const json& x) { return JsonEqual(x, v); })) {
@@ -457,7 +480,7 @@ class Emitter {
       return Status(StatusCode::kUnsupported,
                     "numbers that must not be integers: this number terminal is not one automaton");
     }
-    auto p = ProductDfa(dfa, *kFraction, o_.lexical.max_dfa_states);
+    auto p = ProductDfa(dfa, *kFraction, o_.lexical.max_dfa_states, o_.deadline);
     if (!p.ok()) return p.status();
     if (p->start == ByteDfa::kDead) return Never();
     Expr out;
@@ -509,8 +532,8 @@ class Emitter {
       if (mask == 0 && !plan.rest_allowed) continue;
       ByteDfa keys = *base;
       for (std::size_t t = 0; t < n && keys.start != ByteDfa::kDead; ++t) {
-        auto d =
-            ProductDfa(keys, pats[t], o_.lexical.max_dfa_states, !(mask & (std::size_t{1} << t)));
+        auto d = ProductDfa(keys, pats[t], o_.lexical.max_dfa_states, o_.deadline,
+                            !(mask & (std::size_t{1} << t)));
         if (!d.ok()) return WithLoc(d.status(), plan.loc);
         keys = std::move(*d);
       }
@@ -727,7 +750,11 @@ class Emitter {
     const std::int64_t max_i = std::min<std::int64_t>(f.max_items.value_or(k), k);
     if (f.min_items > max_i) return Never();
     std::vector<RuleId> rules(std::size_t{1} << k);
-    for (auto& r : rules) r = NewRule("u" + std::to_string(g_.rules.size()));
+    for (auto& r : rules) {
+      std::string name = "u";  // (not "u" + ...: g++ 12 warns falsely about that one here)
+      name += std::to_string(g_.rules.size());
+      r = NewRule(std::move(name));
+    }
     for (std::size_t s = 0; s < rules.size(); ++s) {
       int count = __builtin_popcount(static_cast<unsigned>(s));
       std::vector<ExprId> alts;
@@ -762,47 +789,66 @@ class Emitter {
 
 // ---- RenderInstance ----
 
-std::string Render(Model& m, const Conj& c, const json& v, int indent, int depth) {
+// The deadline's error once it has passed (a failed check is then not an answer), else ok.
+Status DeadlineOf(const Model& m, const Conj& c) {
+  const CompileDeadline& d = m.options().deadline;
+  if (!d.PassedNow()) return Status::Ok();
+  return d.Error(c.empty() ? "" : m.Loc(c[0].j));
+}
+
+Result<std::string> Render(Model& m, const Conj& c, const json& v, int indent, int depth) {
   if (depth > 1000 || (!v.is_object() && !v.is_array())) return RenderPlain(v, indent, depth);
-  auto fl = m.Expand(c);
-  if (!fl.ok() || fl->never) return RenderPlain(v, indent, depth);
-  if (fl->split >= 0) {
-    for (const Conj& alt : m.Alternatives(*fl)) {
+  std::shared_ptr<Model::Expansion> e = m.ExpandCached(c);
+  if (!e->flat.ok() || e->flat->never) {
+    LOCKSTEP_RETURN_IF_ERROR(DeadlineOf(m, c));
+    return RenderPlain(v, indent, depth);
+  }
+  if (e->flat->split >= 0) {
+    for (const Conj& alt : m.Alternatives(*e->flat)) {
       auto ok = m.Check(alt, v);
       if (ok.ok() && *ok) return Render(m, alt, v, indent, depth);
+      LOCKSTEP_RETURN_IF_ERROR(DeadlineOf(m, alt));
     }
     return RenderPlain(v, indent, depth);
   }
-  auto f = m.BuildFacts(*fl);
+  const Result<Facts>& f = m.FactsOf(*e);
   if (!f.ok() || f->enum_vals) return RenderPlain(v, indent, depth);
-  if (v.empty()) return v.is_object() ? "{}" : "[]";
+  if (v.empty()) return std::string(v.is_object() ? "{}" : "[]");
   std::string pad = Newline(indent, depth + 1);
   std::string out;
   bool first = true;
-  auto item = [&](const std::string* key, const Conj& sub, const json& x) {
+  auto item = [&](const std::string* key, const Conj& sub, const json& x) -> Status {
     out += first ? "" : ",";
     first = false;
     out += pad;
     if (key) out += RenderJsonString(*key) + (indent < 0 ? ":" : ": ");
-    out += Render(m, sub, x, indent, depth + 1);
+    LOCKSTEP_ASSIGN_OR_RETURN(std::string inner, Render(m, sub, x, indent, depth + 1));
+    out += inner;
+    return Status::Ok();
   };
   if (v.is_object()) {
-    auto plan = m.PlanObject(*f);
-    if (!plan.ok()) return RenderPlain(v, indent, depth);
-    out = "{";
+    const Result<ObjectPlan>& plan = m.PlanOf(*e);
+    if (!plan.ok()) {
+      LOCKSTEP_RETURN_IF_ERROR(DeadlineOf(m, c));
+      return RenderPlain(v, indent, depth);
+    }
+    out += '{';
     for (const Member& mem : plan->members) {
-      if (auto it = v.find(mem.key); it != v.end()) item(&mem.key, mem.conj, *it);
+      if (auto it = v.find(mem.key); it != v.end()) {
+        LOCKSTEP_RETURN_IF_ERROR(item(&mem.key, mem.conj, *it));
+      }
     }
     for (auto& [k, x] : v.items()) {
       if (plan->declared.count(k)) continue;
       auto c = m.ExtraConj(*plan, k);
-      item(&k, c.ok() && *c ? **c : Conj{}, x);
+      LOCKSTEP_RETURN_IF_ERROR(item(&k, c.ok() && *c ? **c : Conj{}, x));
     }
   } else {
     ArrayPlan plan = m.PlanArray(*f);
-    out = "[";
+    out += '[';
     for (std::size_t i = 0; i < v.size(); ++i) {
-      item(nullptr, i < plan.prefix.size() ? plan.prefix[i] : plan.rest, v[i]);
+      LOCKSTEP_RETURN_IF_ERROR(
+          item(nullptr, i < plan.prefix.size() ? plan.prefix[i] : plan.rest, v[i]));
     }
   }
   out += Newline(indent, depth);
@@ -897,14 +943,51 @@ Result<SchemaGrammar> CompileSchemaToGrammar(const Schema& schema,
   }
 }
 
-std::string RenderInstance(const Schema& schema, const nlohmann::json& instance, int indent,
-                           const SchemaCompileOptions& options) {
+namespace {
+SchemaCompileOptions RenderOptions(SchemaCompileOptions o) {
+  // Never unbounded: without a deadline of the caller's, the default compile deadline.
+  if (!o.deadline.active()) {
+    o.deadline = CompileDeadline(CompileOptions{}.compile_timeout_ms, nullptr);
+  }
+  o.lexical.deadline = o.deadline;
+  return o;
+}
+}  // namespace
+
+InstanceRenderer::InstanceRenderer(const Schema& schema, const SchemaCompileOptions& options)
+    : schema_(schema), model_(std::make_unique<Model>(schema, RenderOptions(options))) {}
+
+InstanceRenderer::~InstanceRenderer() = default;
+
+Result<std::string> InstanceRenderer::Render(const nlohmann::json& instance, int indent) {
   try {
-    Model m(schema, options);
-    return Render(m, {{&schema.root(), 0}}, instance, indent, 0);
+    // The instance outlives the checks: their results are shared by every level.
+    Model::CheckScope scope(model_.get());
+    Result<std::string> out = schema::Render(*model_, {{&schema_.root(), 0}}, instance, indent, 0);
+    // A rendering finished after the deadline may rest on checks that failed for it.
+    const CompileDeadline& d = model_->options().deadline;
+    if (out.ok() && d.PassedNow()) return d.Error("");
+    return out;
+  } catch (const std::bad_alloc&) {
+    return Status(StatusCode::kResourceLimit, "out of memory rendering the instance");
   } catch (const std::exception&) {
     return RenderPlain(instance, indent, 0);
   }
+}
+
+Result<std::string> TryRenderInstance(const Schema& schema, const nlohmann::json& instance,
+                                      int indent, const SchemaCompileOptions& options) {
+  try {
+    return InstanceRenderer(schema, options).Render(instance, indent);
+  } catch (const std::bad_alloc&) {
+    return Status(StatusCode::kResourceLimit, "out of memory rendering the instance");
+  }
+}
+
+std::string RenderInstance(const Schema& schema, const nlohmann::json& instance, int indent,
+                           const SchemaCompileOptions& options) {
+  Result<std::string> r = TryRenderInstance(schema, instance, indent, options);
+  return r.ok() ? std::move(r).value() : RenderPlain(instance, indent, 0);
 }
 
 }  // namespace lockstep::schema

@@ -53,6 +53,10 @@ struct SchemaCompileOptions {
   // properties are expected in key order.
   std::shared_ptr<const PropertyOrder> property_order;
   LexicalOptions lexical;
+  // The compile's deadline and cancellation (CompileOptions::compile_timeout_ms / cancel):
+  // past it, kResourceLimit at the JSON Pointer of the subschema being compiled, checked or
+  // rendered. The lexical automata and the normalisation run under it too.
+  CompileDeadline deadline;
 };
 
 struct RelaxedKeyword {
@@ -69,12 +73,37 @@ struct SchemaGrammar {
 Result<SchemaGrammar> CompileSchemaToGrammar(const Schema& schema,
                                              const SchemaCompileOptions& options = {});
 
+// The schema fields of the public CompileOptions (GrammarCompiler::CompileSchema, the CLI). The
+// deadline is left unset: whoever starts the clock sets it.
+SchemaCompileOptions SchemaOptionsFrom(const CompileOptions& options);
+
 // The instance as the compiled grammar expects to see it: declared properties first, in the order
 // the applicable subschema declares them, then the others in instance order; values rendered by
 // RenderJsonString / RenderJsonNumber; `indent` < 0 compact, else pretty-printed with that indent.
-// The schema fields of the public CompileOptions (GrammarCompiler::CompileSchema, the CLI).
-SchemaCompileOptions SchemaOptionsFrom(const CompileOptions& options);
+// Checking which anyOf / oneOf branch an instance takes is bounded by options.deadline:
+// TryRenderInstance returns its kResourceLimit (at the subschema being checked), RenderInstance
+// falls back to the instance's own member order.
+Result<std::string> TryRenderInstance(const Schema& schema, const nlohmann::json& instance,
+                                      int indent = -1, const SchemaCompileOptions& options = {});
 
+namespace internal {
+class Model;
+}
+
+// TryRenderInstance for many instances of one schema, sharing the work that does not depend on
+// the instance (expanded subschemas, string automata for patterns and formats) and one
+// deadline (options.deadline, or the default compile deadline from construction): what a
+// benchmark renders a file's instances with. Not thread-safe; `schema` must outlive it.
+class InstanceRenderer {
+ public:
+  InstanceRenderer(const Schema& schema, const SchemaCompileOptions& options);
+  ~InstanceRenderer();
+  Result<std::string> Render(const nlohmann::json& instance, int indent = -1);
+
+ private:
+  const Schema& schema_;
+  std::unique_ptr<internal::Model> model_;
+};
 std::string RenderInstance(const Schema& schema, const nlohmann::json& instance, int indent = -1,
                            const SchemaCompileOptions& options = {});
 

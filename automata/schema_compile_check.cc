@@ -153,6 +153,7 @@ Result<ObjectPlan> Model::PlanObject(const Facts& f) {
     auto c = PropConj(f, k);
     if (!c.ok()) return c.status();
     m.conj = std::move(*c);
+    p.member_index.emplace(m.key, p.members.size());
     p.members.push_back(std::move(m));
   }
   // Extra properties: keys outside the declared names (and the propertyNames constraints).
@@ -256,28 +257,84 @@ ArrayPlan Model::PlanArray(const Facts& f) const {
 
 // ---- checking ----
 
+namespace {
+// A conjunction's nodes as bytes, field by field (Node has padding), in the order given.
+void AppendConjBytes(const Conj& c, std::string* out) {
+  for (const Node& n : c) {
+    const auto addr = reinterpret_cast<std::uintptr_t>(n.j);
+    out->append(reinterpret_cast<const char*>(&addr), sizeof(addr));
+    out->append(reinterpret_cast<const char*>(&n.skip), sizeof(n.skip));
+  }
+}
+// Past this many, the expansions kept are dropped (a bound on memory; they are recomputed).
+constexpr std::size_t kMaxExpansions = 200000;
+}  // namespace
+
+std::shared_ptr<Model::Expansion> Model::ExpandCached(const Conj& c) {
+  std::string key;
+  AppendConjBytes(c, &key);
+  if (auto it = expansions_.find(key); it != expansions_.end()) return it->second;
+  auto e = std::make_shared<Expansion>();
+  e->flat = Expand(c);
+  // A budget or the deadline running out is no answer about this conjunction: not kept.
+  if (!e->flat.ok() && e->flat.status().code() == StatusCode::kResourceLimit) return e;
+  if (expansions_.size() >= kMaxExpansions) expansions_.clear();
+  expansions_.emplace(std::move(key), e);
+  return e;
+}
+
+const Result<Facts>& Model::FactsOf(Expansion& e) {
+  if (!e.facts) e.facts.emplace(BuildFacts(*e.flat));
+  return *e.facts;
+}
+
+const Result<ObjectPlan>& Model::PlanOf(Expansion& e) {
+  if (!e.plan) e.plan.emplace(PlanObject(*FactsOf(e)));
+  return *e.plan;
+}
+
 Result<bool> Model::Check(const Conj& c, const json& v, int depth) {
   if (depth > 2000) {
     return Status(StatusCode::kResourceLimit, "schema evaluation nested too deeply",
                   c.empty() ? "" : Loc(c[0].j));
   }
-  auto fl = Expand(c);
-  if (!fl.ok()) return fl.status();
-  if (fl->never) return false;
-  if (fl->split >= 0) {
-    for (const Conj& alt : Alternatives(*fl)) {
-      auto r = Check(alt, v, depth + 1);
-      if (!r.ok()) return r;
-      if (*r) return true;
+  if (o_.deadline.Poll()) return o_.deadline.Error(c.empty() ? "" : Loc(c[0].j));
+  CheckScope scope(this);
+  // The answer does not depend on the order of the conjunction's nodes.
+  Conj sorted = c;
+  std::sort(sorted.begin(), sorted.end());
+  std::string key;
+  AppendConjBytes(sorted, &key);
+  const auto addr = reinterpret_cast<std::uintptr_t>(&v);
+  key.append(reinterpret_cast<const char*>(&addr), sizeof(addr));
+  if (auto it = check_memo_.find(key); it != check_memo_.end()) return it->second;
+  std::shared_ptr<Expansion> e = ExpandCached(c);
+  if (!e->flat.ok()) return e->flat.status();
+  const Flat& fl = *e->flat;
+  Result<bool> r = false;
+  if (fl.never) {
+    r = false;
+  } else if (fl.split >= 0) {
+    for (const Conj& alt : Alternatives(fl)) {
+      r = Check(alt, v, depth + 1);
+      if (!r.ok() || *r) break;
     }
-    return false;
+  } else {
+    const Result<Facts>& f = FactsOf(*e);
+    if (!f.ok()) return f.status();
+    const ObjectPlan* plan = nullptr;
+    if (v.is_object() && ((*f).types & kTObject)) {
+      const Result<ObjectPlan>& p = PlanOf(*e);
+      if (!p.ok()) return p.status();
+      plan = &*p;
+    }
+    r = CheckFacts(*f, v, depth, plan);
   }
-  auto f = BuildFacts(*fl);
-  if (!f.ok()) return f.status();
-  return CheckFacts(*f, v, depth);
+  if (r.ok()) check_memo_.emplace(std::move(key), *r);
+  return r;
 }
 
-Result<bool> Model::CheckFacts(const Facts& f, const json& v, int depth) {
+Result<bool> Model::CheckFacts(const Facts& f, const json& v, int depth, const ObjectPlan* plan) {
   if (!(f.types & TypeOf(v))) return false;
   auto eq = [&](const json& x) { return JsonEqual(x, v); };
   if (f.enum_vals && std::none_of(f.enum_vals->begin(), f.enum_vals->end(), eq)) return false;
@@ -303,19 +360,23 @@ Result<bool> Model::CheckFacts(const Facts& f, const json& v, int depth) {
     return StringMatches(sc, v.get<std::string>());
   }
   if (v.is_object()) {
-    auto p = PlanObject(f);
-    if (!p.ok()) return p.status();
+    std::optional<Result<ObjectPlan>> own;
+    if (plan == nullptr) {
+      own.emplace(PlanObject(f));
+      if (!own->ok()) return own->status();
+      plan = &**own;
+    }
+    const ObjectPlan* p = plan;
     if (p->never) return false;
     auto n = static_cast<std::int64_t>(v.size());
     if (n < f.min_props || (f.max_props && n > *f.max_props)) return false;
     for (const std::string& r : f.required)
       if (!v.contains(r)) return false;
     for (auto& [k, val] : v.items()) {
-      const std::string& key = k;  // clang-14 cannot capture a structured binding
-      auto m = std::find_if(p->members.begin(), p->members.end(),
-                            [&](const Member& x) { return x.key == key; });
+      auto at = p->member_index.find(k);
+      const Member* m = at == p->member_index.end() ? nullptr : &p->members[at->second];
       Result<bool> r = false;
-      if (m != p->members.end()) {
+      if (m != nullptr) {
         if (m->forbidden) return false;
         r = Check(m->conj, val, depth + 1);
       } else {

@@ -102,6 +102,7 @@ struct ObjectPlan {
   bool never = false;
   std::vector<Member> members;  // declared order
   std::set<std::string> declared;
+  std::unordered_map<std::string, std::size_t> member_index;  // key -> index in members
   bool extras = true;
   StringConstraint extra_key;
   bool extra_key_none = false;  // propertyNames admits no name outside the declared ones
@@ -130,7 +131,8 @@ class Model {
   // Lenient mode: records `st` as a relaxed keyword and returns true (the caller then drops the
   // constraint, accepting a superset); strict: false (the caller returns `st`).
   bool Relax(const Status& st) {
-    if (!o_.lenient) return false;
+    // (An error because the deadline passed is never relaxed: it is no answer about the keyword.)
+    if (!o_.lenient || o_.deadline.PassedNow()) return false;
     relaxed_.push_back({st.location(), st.message() + " (dropped)"});
     return true;
   }
@@ -156,10 +158,40 @@ class Model {
   // The conjunction for the value of a key outside the declared names; nullopt: not allowed.
   Result<std::optional<Conj>> ExtraConj(const ObjectPlan& p, const std::string& key);
 
-  // Does `v` satisfy the conjunction, under the compiled semantics.
+  // Does `v` satisfy the conjunction, under the compiled semantics. Results are memoised by
+  // conjunction and value address while a CheckScope is open (Check opens one when none is),
+  // and every conjunction is expanded once per Model (ExpandCached), so checking a value costs
+  // one visit per (conjunction, sub-value) pair, not one per path through shared subschemas.
+  // kResourceLimit, at the subschema being checked, once options().deadline has passed.
   Result<bool> Check(const Conj& c, const json& v, int depth = 0);
-  Result<bool> CheckFacts(const Facts& f, const json& v, int depth);
+  // `plan`: PlanObject(f) when the caller has it.
+  Result<bool> CheckFacts(const Facts& f, const json& v, int depth,
+                          const ObjectPlan* plan = nullptr);
   Result<bool> StringMatches(const StringConstraint& c, const std::string& s);
+
+  // Expand, BuildFacts and PlanObject of one conjunction (exactly as given: the order of its
+  // nodes decides which anyOf is split first), each computed once per Model.
+  struct Expansion {
+    Result<Flat> flat = Status(StatusCode::kInternal, "not expanded");
+    std::optional<Result<Facts>> facts;
+    std::optional<Result<ObjectPlan>> plan;
+  };
+  std::shared_ptr<Expansion> ExpandCached(const Conj& c);
+  const Result<Facts>& FactsOf(Expansion& e);
+  const Result<ObjectPlan>& PlanOf(Expansion& e);
+  // Keeps Check's results while it is open (the values checked must outlive it).
+  class CheckScope {
+   public:
+    explicit CheckScope(Model* m) : m_(m) { ++m_->check_scopes_; }
+    ~CheckScope() {
+      if (--m_->check_scopes_ == 0) m_->check_memo_.clear();
+    }
+    CheckScope(const CheckScope&) = delete;
+    CheckScope& operator=(const CheckScope&) = delete;
+
+   private:
+    Model* m_;
+  };
 
   // The negation of a node as a synthetic node (shallow: subschemas are negated lazily).
   Result<const json*> Negate(const json* n);
@@ -173,7 +205,16 @@ class Model {
   Result<const json*> Rewrite(const json* j, const char* kw);
   Result<const json*> RewriteUnevaluated(const json* j, const char* kw);
   void RegisterLocs(const json* j, const std::string& loc);
-  Result<bool> Disjoint(const json* a, const json* b);
+  // The facts of one oneOf branch for Disjoint; nullopt when it splits (no cheap test).
+  Result<std::optional<Facts>> BranchFacts(const json* n);
+  Result<bool> Disjoint(const std::optional<Facts>& a, const std::optional<Facts>& b);
+  // Sound, cheap emptiness tests on the keywords of expanded leaves alone (a pending anyOf only
+  // narrows the conjunction further): disjoint types, a property both required and absent (then
+  // no object), enum / const values that the types or another enum exclude. Expand cuts such a
+  // conjunction at once, before its alternatives are multiplied out: a oneOf of n object
+  // branches that are not provably disjoint expands into n times the product of the negated
+  // branches' alternatives, most of them of a type or a presence the branch excludes.
+  bool Contradictory(const std::vector<const json*>& leaves) const;
 
   const Schema& s_;
   SchemaCompileOptions o_;
@@ -193,6 +234,11 @@ class Model {
   std::map<std::string, std::unique_ptr<Scratch>> scratch_;
   std::map<std::string, std::shared_ptr<const ByteDfa>> lexeme_dfas_;
   std::map<std::string, int> dynamic_anchor_counts_;
+  // ExpandCached: by the conjunction's bytes; dropped whole past kMaxExpansions entries.
+  std::unordered_map<std::string, std::shared_ptr<Expansion>> expansions_;
+  // Check: by the sorted conjunction's bytes and the value's address, while a scope is open.
+  std::unordered_map<std::string, bool> check_memo_;
+  int check_scopes_ = 0;
   bool UniqueDynamicAnchor(const json& target);
 
   friend bool IrMatch(Model*, const grammar::Grammar&, grammar::ExprId, const std::string&);

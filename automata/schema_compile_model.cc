@@ -4,6 +4,8 @@
 // semantics. Used by schema_compile.cc (grammar emission and RenderInstance).
 #include <algorithm>
 #include <cmath>
+#include <string_view>
+#include <vector>
 
 #include "automata/schema_compile_internal.h"
 #include "grammar/json_pointer.h"
@@ -234,6 +236,7 @@ Result<Flat> Model::Expand(const Conj& in) {
     if (++steps > 1000000) {
       return Status(StatusCode::kResourceLimit, "schema expansion too large", Loc(n.j));
     }
+    if (o_.deadline.Poll()) return o_.deadline.Error(Loc(n.j));
     const json& j = *n.j;
     if (j.is_boolean()) {
       if (!j.get<bool>()) {
@@ -297,6 +300,24 @@ Result<Flat> Model::Expand(const Conj& in) {
       it->second |= n.skip;
     }
   }
+  // A subschema and its negation in one conjunction: nothing satisfies both. Nested oneOf / if /
+  // not bring them together (branch i next to "not branch j" whose subschemas share a $ref);
+  // cut here, before the alternatives of both are multiplied out (each level of such nesting
+  // multiplied the work by about ten). Strict mode only: a lenient negation may be relaxed to a
+  // superset of the complement.
+  if (!o_.lenient) {
+    for (const json* j : order) {
+      auto it = negation_cache_.find(j);
+      if (it != negation_cache_.end() && skips.count(it->second)) {
+        flat.never = true;
+        return flat;
+      }
+    }
+  }
+  if (Contradictory(order)) {
+    flat.never = true;
+    return flat;
+  }
   for (const json* j : order) {
     std::uint16_t sk = skips[j];
     flat.leaves.push_back({j, sk});
@@ -305,6 +326,101 @@ Result<Flat> Model::Expand(const Conj& in) {
     }
   }
   return flat;
+}
+
+bool Model::Contradictory(const std::vector<const json*>& leaves) const {
+  std::uint8_t types = kTAll;
+  std::vector<const std::string*> required, absent;
+  std::vector<const json*> value_sets;  // enum arrays; a const as a one-value "set" below
+  std::vector<const json*> consts;
+  for (const json* j : leaves) {
+    if (!j->is_object()) continue;
+    if (const json* t = Kw(*j, "type")) types &= TypeBits(*t);
+    if (const json* t = Kw(*j, "$ls:types"); t && t->is_number_integer()) {
+      types &= t->get<std::uint8_t>();
+    }
+    for (auto [kw, out] : {std::pair{"required", &required}, std::pair{"$ls:absent", &absent}}) {
+      if (const json* r = Kw(*j, kw); r && r->is_array()) {
+        for (const json& x : *r)
+          if (x.is_string()) out->push_back(&x.get_ref<const std::string&>());
+      }
+    }
+    if (const json* e = Kw(*j, "enum"); e && e->is_array()) value_sets.push_back(e);
+    if (const json* c = Kw(*j, "const")) consts.push_back(c);
+  }
+  // The required names, sorted and once each.
+  std::vector<std::string_view> names;
+  names.reserve(required.size());
+  for (const std::string* r : required) names.push_back(*r);
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  for (const std::string* a : absent) {
+    if (std::binary_search(names.begin(), names.end(), std::string_view(*a))) {
+      types &= static_cast<std::uint8_t>(~kTObject);  // no object; other instances ignore both
+      break;
+    }
+  }
+  // A required property whose `properties` subschemas admit disjoint values (const / enum): no
+  // object. allOf of `if: {properties: {kind: {const: ...}}}` / `then` pairs (one per kind) is
+  // the common shape: two `if`s taken together with a negated one (which requires `kind`) are
+  // cut here, so the alternatives grow with the number of kinds, not 2^kinds.
+  if ((types & kTObject) && !names.empty()) {
+    for (std::string_view r : names) {
+      std::vector<const json*> vals;
+      bool constrained = false;
+      for (const json* j : leaves) {
+        const json* props = j->is_object() ? Kw(*j, "properties") : nullptr;
+        if (props == nullptr || !props->is_object()) continue;
+        auto p = props->find(std::string(r));
+        // (A subschema with $ref is left alone: in draft-07 its siblings would not apply.)
+        if (p == props->end() || !p->is_object() || p->contains("$ref")) continue;
+        std::vector<const json*> allowed;
+        if (const json* c = Kw(*p, "const")) {
+          allowed.push_back(c);
+        } else if (const json* e = Kw(*p, "enum"); e && e->is_array() && e->size() <= 256) {
+          for (const json& x : *e) allowed.push_back(&x);
+        } else {
+          continue;
+        }
+        if (!constrained) {
+          vals = std::move(allowed);
+          constrained = true;
+          continue;
+        }
+        std::erase_if(vals, [&](const json* v) {
+          return std::none_of(allowed.begin(), allowed.end(),
+                              [&](const json* x) { return JsonEqual(*v, *x); });
+        });
+      }
+      if (constrained && vals.empty()) {
+        types &= static_cast<std::uint8_t>(~kTObject);
+        break;
+      }
+    }
+  }
+  if (types == 0) return true;
+  if (value_sets.empty() && consts.empty()) return false;
+  // The values of one enum (or const) that the types admit and every other enum / const holds.
+  std::vector<const json*> vals;
+  if (!consts.empty()) {
+    vals.push_back(consts[0]);
+  } else {
+    for (const json& x : *value_sets[0]) vals.push_back(&x);
+  }
+  std::erase_if(vals, [&](const json* v) { return (TypeOf(*v) & types) == 0; });
+  std::size_t work = 0;
+  auto keep_in = [&](auto&& holds) {
+    std::erase_if(vals, [&](const json* v) { return !holds(*v); });
+  };
+  for (const json* c : consts) keep_in([&](const json& v) { return ++work, JsonEqual(v, *c); });
+  for (const json* e : value_sets) {
+    if (work + vals.size() * e->size() > 100000) break;  // big enums: left to the facts
+    keep_in([&](const json& v) {
+      return std::any_of(e->begin(), e->end(),
+                         [&](const json& x) { return ++work, JsonEqual(v, x); });
+    });
+  }
+  return vals.empty();
 }
 
 std::vector<Conj> Model::Alternatives(const Flat& f) const {
@@ -321,29 +437,26 @@ std::vector<Conj> Model::Alternatives(const Flat& f) const {
 
 // ---- rewriting into anyOf ----
 
-Result<bool> Model::Disjoint(const json* a, const json* b) {
+Result<std::optional<Facts>> Model::BranchFacts(const json* n) {
+  auto e = ExpandCached({{n, 0}});
+  if (!e->flat.ok()) return e->flat.status();
+  if (e->flat->never) {
+    Facts none;
+    none.types = 0;
+    return std::optional<Facts>(std::move(none));
+  }
+  if (e->flat->split >= 0) return std::optional<Facts>();
+  const Result<Facts>& f = FactsOf(*e);
+  if (!f.ok()) return f.status();
+  return std::optional<Facts>(*f);
+}
+
+Result<bool> Model::Disjoint(const std::optional<Facts>& fa, const std::optional<Facts>& fb) {
   // Cheap, sound tests only: disjoint types, disjoint finite value sets, or a required
   // property whose values are disjoint finite sets.
-  auto facts_of = [&](const json* n) -> Result<std::optional<Facts>> {
-    auto fl = Expand({{n, 0}});
-    if (!fl.ok()) return fl.status();
-    if (fl->never) {
-      Facts none;
-      none.types = 0;
-      return std::optional<Facts>(std::move(none));
-    }
-    if (fl->split >= 0) return std::optional<Facts>();
-    auto f = BuildFacts(*fl);
-    if (!f.ok()) return f.status();
-    return std::optional<Facts>(std::move(*f));
-  };
-  auto fa = facts_of(a);
-  if (!fa.ok()) return fa.status();
-  auto fb = facts_of(b);
-  if (!fb.ok()) return fb.status();
-  if (!*fa || !*fb) return false;
-  const Facts& x = **fa;
-  const Facts& y = **fb;
+  if (!fa || !fb) return false;
+  const Facts& x = *fa;
+  const Facts& y = *fb;
   if ((x.types & y.types) == 0) return true;
   auto disjoint_values = [](const std::vector<json>& p, const std::vector<json>& q) {
     for (const json& u : p)
@@ -360,9 +473,9 @@ Result<bool> Model::Disjoint(const json* a, const json* b) {
       auto py = PropConj(y, k);
       if (!px.ok() || !py.ok()) continue;
       auto values = [&](const Conj& c) -> std::optional<std::vector<json>> {
-        auto fl = Expand(c);
-        if (!fl.ok() || fl->never || fl->split >= 0) return std::nullopt;
-        auto f = BuildFacts(*fl);
+        auto e = ExpandCached(c);
+        if (!e->flat.ok() || e->flat->never || e->flat->split >= 0) return std::nullopt;
+        const Result<Facts>& f = FactsOf(*e);
         if (!f.ok() || !f->enum_vals) return std::nullopt;
         return f->enum_vals;
       };
@@ -464,10 +577,18 @@ Result<const json*> Model::Rewrite(const json* j, const char* kw) {
     if (!n.ok()) return n.status();
     out = *n;
   } else if (k == "oneOf" && v.is_array()) {
+    // Each branch's facts once: n branches make n(n-1)/2 pairs.
+    std::vector<std::optional<Facts>> facts;
+    for (const json& b : v) {
+      auto f = BranchFacts(&b);
+      if (!f.ok()) return f.status();
+      facts.push_back(std::move(*f));
+    }
     bool disjoint = true;
     for (std::size_t a = 0; a < v.size() && disjoint; ++a) {
       for (std::size_t b = a + 1; b < v.size() && disjoint; ++b) {
-        auto d = Disjoint(&v[a], &v[b]);
+        if (o_.deadline.Poll()) return o_.deadline.Error(loc);
+        auto d = Disjoint(facts[a], facts[b]);
         if (!d.ok()) return d.status();
         disjoint = *d;
       }

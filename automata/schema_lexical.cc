@@ -31,6 +31,30 @@ using grammar::ExprId;
 using grammar::ExprKind;
 using grammar::Grammar;
 
+// The deadline of the compile that is building automata on this thread (LexicalOptions::
+// deadline), in effect while an entry point below runs: the constructions take their budgets
+// as plain state counts, and a format automaton is built by whichever compile first needs it.
+thread_local const CompileDeadline* current_deadline = nullptr;
+
+class DeadlineScope {
+ public:
+  explicit DeadlineScope(const CompileDeadline& d) : saved_(current_deadline) {
+    current_deadline = &d;
+  }
+  ~DeadlineScope() { current_deadline = saved_; }
+  DeadlineScope(const DeadlineScope&) = delete;
+  DeadlineScope& operator=(const DeadlineScope&) = delete;
+
+ private:
+  const CompileDeadline* saved_;
+};
+
+// (An inactive deadline is never written to, so one object serves every thread.)
+const CompileDeadline& CurrentDeadline() {
+  static const CompileDeadline kNone;
+  return current_deadline != nullptr ? *current_deadline : kNone;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Code-driven DFA construction.
 
@@ -97,6 +121,7 @@ Result<ByteDfa> BuildDfa(const Key& start, const Classes& cls, Step step, Accept
   };
   sub.start = intern(start);
   for (std::size_t i = 0; i < keys.size(); ++i) {
+    if (CurrentDeadline().Poll()) return CurrentDeadline().Error("");
     if (static_cast<std::int64_t>(keys.size()) > max_states) {
       return Status(StatusCode::kResourceLimit,
                     std::string(what) + " needs more than max_dfa_states = " +
@@ -110,6 +135,7 @@ Result<ByteDfa> BuildDfa(const Key& start, const Classes& cls, Step step, Accept
     }
   }
   sub.num_states = static_cast<std::int32_t>(keys.size() + 1);
+  if (CurrentDeadline().PassedNow()) return CurrentDeadline().Error("");
   return MinimizeDfa(sub);
 }
 
@@ -158,7 +184,9 @@ ByteNfa NewNfa() {
 Result<ByteDfa> NfaToDfa(const ByteNfa& nfa, std::int32_t max_states) {
   RegexCompileOptions ro;
   ro.max_dfa_states = max_states;
+  ro.deadline = CurrentDeadline();
   LOCKSTEP_ASSIGN_OR_RETURN(SubsetDfa sub, BuildSubsetDfa(nfa, ro));
+  if (ro.deadline.PassedNow()) return ro.deadline.Error("");
   return MinimizeDfa(sub);
 }
 
@@ -263,6 +291,7 @@ std::optional<ByteDfa> WrapQuotesDirect(const ByteDfa& content, bool open_quote 
 Result<ByteDfa> Regex(std::string_view pattern, std::int32_t max_states) {
   RegexCompileOptions ro;
   ro.max_dfa_states = max_states;
+  ro.deadline = CurrentDeadline();
   return CompileRegexToDfa(pattern, ro);
 }
 
@@ -1263,6 +1292,7 @@ Result<std::shared_ptr<const ByteDfa>> FormatContentDfa(std::string_view format)
 
 Result<grammar::ExprId> AddNumberExpr(grammar::Grammar* g, const NumberConstraint& c,
                                       const LexicalOptions& options) {
+  const DeadlineScope scope(options.deadline);
   if (!c.minimum && !c.maximum && !c.multiple_of) {
     static const auto* kInteger = new std::shared_ptr<const ByteDfa>(
         std::make_shared<const ByteDfa>(*CompileRegexToDfa("-?(?:0|[1-9][0-9]*)")));
@@ -1321,6 +1351,7 @@ Result<grammar::ExprId> AddNumberExpr(grammar::Grammar* g, const NumberConstrain
 
 Result<grammar::ExprId> AddStringExpr(grammar::Grammar* g, const StringConstraint& c,
                                       const LexicalOptions& options) {
+  const DeadlineScope scope(options.deadline);
   const std::int64_t min_len = std::max<std::int64_t>(c.min_length, 0);
   const std::int64_t max_len = c.max_length ? *c.max_length : -1;
   if (max_len >= 0 && max_len < min_len) {

@@ -31,6 +31,9 @@ struct LexicalOptions {
   // {enum}`) are built directly from a trie of the excluded values (linear in their bytes) rather
   // than by the general product construction; false forces the general one (tests compare them).
   bool direct_exclusion = true;
+  // Past it, kResourceLimit (polled per automaton state while building; a format automaton
+  // that was not finished is not cached).
+  CompileDeadline deadline;
 };
 
 // A bound as written in the schema: the JSON number text of `minimum` etc. (exact decimal).

@@ -108,11 +108,13 @@ std::uint64_t Mix(std::uint64_t h, std::uint64_t x) {
 
 std::vector<std::int32_t> FoldStatesForTokens(const CfgProgram& p, std::span<const StateId> states,
                                               std::span<const std::uint8_t> finish,
-                                              const TokenTrie& trie) {
+                                              const TokenTrie& trie,
+                                              const CompileDeadline* deadline) {
   const std::int32_t n = static_cast<std::int32_t>(states.size());
   std::vector<std::int32_t> rep(n);
   std::iota(rep.begin(), rep.end(), 0);
   if (n < 2) return rep;
+  auto passed = [deadline] { return deadline != nullptr && deadline->Poll(); };
   std::vector<std::int32_t> local(p.num_states, -1);
   for (std::int32_t i = 0; i < n; ++i) local[states[i]] = i;
   for (StateId s : states) {
@@ -218,6 +220,7 @@ std::vector<std::int32_t> FoldStatesForTokens(const CfgProgram& p, std::span<con
   {
     std::map<Bytes, std::int32_t> memo;
     for (std::int32_t i = 0; i < n; ++i) {
+      if (passed()) return rep;
       auto [it, fresh] = memo.try_emplace(reads[i], static_cast<std::int32_t>(alphabets.size()));
       if (fresh) alphabets.push_back(Analyze(trie, reads[i]));
       alphabet_of[i] = it->second;
@@ -233,6 +236,7 @@ std::vector<std::int32_t> FoldStatesForTokens(const CfgProgram& p, std::span<con
     std::string sig;
     std::vector<StateId> at(static_cast<std::size_t>(trie.max_depth()) + 2);
     for (std::int32_t i = 0; i < n; ++i) {
+      if (passed()) return rep;
       const std::vector<Alphabet::Node>& deep = alphabets[alphabet_of[i]].deep;
       sig.clear();
       at[0] = states[i];
@@ -263,6 +267,7 @@ std::vector<std::int32_t> FoldStatesForTokens(const CfgProgram& p, std::span<con
   while (slots < 2 * static_cast<std::size_t>(n)) slots <<= 1;
   std::vector<std::int32_t> table(slots);
   for (std::int32_t r = 0; left > 0; ++r) {
+    if (deadline != nullptr && deadline->PassedNow()) return rep;
     for (std::int32_t i = 0; i < n; ++i) {
       if (round[i] == r) decided[i] = cls[i], --left;
     }

@@ -37,8 +37,11 @@ namespace lockstep {
 // `states`: one rule's states in rank (state) order, a rule whose states have only byte edges
 // (any other rule folds nothing); `finish[i]`: the rule may finish at states[i]. Returns per rank
 // the rank of the first state of its fold (its own rank when it folds with no earlier state).
+// Once `deadline` (when given) has passed: no fold (every rank its own), which is correct but not
+// the answer to keep.
 std::vector<std::int32_t> FoldStatesForTokens(const CfgProgram& p, std::span<const StateId> states,
                                               std::span<const std::uint8_t> finish,
-                                              const TokenTrie& trie);
+                                              const TokenTrie& trie,
+                                              const CompileDeadline* deadline = nullptr);
 
 }  // namespace lockstep

@@ -11,12 +11,13 @@
 #include <fstream>
 #include <iterator>
 #include <map>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <unordered_map>
 
 #include "automata/byte_dfa.h"
+#include "automata/cfg_grammar.h"
 #include "automata/dfa_builder.h"
 #include "automata/schema_compile.h"
 #include "grammar/grammar_ir.h"
@@ -527,10 +528,12 @@ Result<std::string> BodySchema(const StructuredFormat& f, std::span<const ToolSp
   return body.dump();
 }
 
-Result<schema::SchemaGrammar> CompileBody(std::string_view text, const CompileOptions& options) {
+Result<schema::SchemaGrammar> CompileBody(std::string_view text, const CompileOptions& options,
+                                          const CompileDeadline& deadline) {
   auto s = schema::Schema::Load(text);
   if (!s.ok()) return s.status();
   schema::SchemaCompileOptions so = schema::SchemaOptionsFrom(options);
+  so.deadline = deadline;
   so.property_order =
       std::make_shared<const schema::PropertyOrder>(schema::PropertyOrderOf(text));
   return schema::CompileSchemaToGrammar(**s, so);
@@ -637,6 +640,8 @@ Result<std::shared_ptr<const CompiledGrammar>> CompileStructured(const GrammarCo
                                                                  const StructuredFormat& f,
                                                                  std::span<const ToolSpec> tools,
                                                                  const CompileOptions& options) {
+  // One deadline for the tools' schemas, the free text and the lowering.
+  const CompileDeadline deadline(options.compile_timeout_ms, options.cancel);
   try {
     if (tools.empty()) return Status(StatusCode::kInvalidArgument, "no tools given");
     std::set<std::string> seen;
@@ -688,7 +693,7 @@ Result<std::shared_ptr<const CompiledGrammar>> CompileStructured(const GrammarCo
         continue;
       }
       // Compiled alone first, so that an error points into the tool's own schema.
-      auto one = CompileBody(t.schema_json, options);
+      auto one = CompileBody(t.schema_json, options, deadline);
       if (!one.ok()) {
         return Status(one.status().code(), ToolOrigin(t) + ": " + one.status().message(),
                       one.status().location());
@@ -756,7 +761,8 @@ Result<std::shared_ptr<const CompiledGrammar>> CompileStructured(const GrammarCo
       call = b.Seq({trig, b.Ref(body_root), end});
     } else {
       LOCKSTEP_ASSIGN_OR_RETURN(std::string body_text, BodySchema(f, used));
-      LOCKSTEP_ASSIGN_OR_RETURN(schema::SchemaGrammar body, CompileBody(body_text, options));
+      LOCKSTEP_ASSIGN_OR_RETURN(schema::SchemaGrammar body,
+                                CompileBody(body_text, options, deadline));
       const RuleId body_root = b.Splice(body.grammar, "call_");
       call = b.Seq({trig, b.Ref(body_root), end});
     }
@@ -773,6 +779,7 @@ Result<std::shared_ptr<const CompiledGrammar>> CompileStructured(const GrammarCo
         ro.max_dfa_states = options.max_dfa_states;
         ro.max_nfa_states = options.max_nfa_states;
         ro.max_repeat = options.max_repeat;
+        ro.deadline = deadline;
         std::optional<ByteDfa> regex;
         if (!f.free_text_regex.empty()) {
           auto r = CompileRegexToDfa(f.free_text_regex, ro);
@@ -796,7 +803,7 @@ Result<std::shared_ptr<const CompiledGrammar>> CompileStructured(const GrammarCo
     g.rules[0].body = b.Seq(std::move(root));
     CompileOptions lowered = options;
     if (lowered.max_unrolled_states <= 0) lowered.max_unrolled_states = 256;
-    return compiler.CompileGrammarIr(g, lowered);
+    return CompileGrammarIrUnder(compiler, g, lowered, deadline);
   } catch (const std::bad_alloc&) {
     return Status(StatusCode::kResourceLimit, "out of memory compiling the structured format");
   } catch (const std::exception& e) {

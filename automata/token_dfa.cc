@@ -32,11 +32,16 @@ GrammarCompiler::~GrammarCompiler() = default;
 Result<std::shared_ptr<const CompiledGrammar>> GrammarCompiler::CompileRegex(
     std::string_view pattern, const CompileOptions& options) const {
   auto t0 = std::chrono::steady_clock::now();
+  const CompileDeadline deadline(options.compile_timeout_ms, options.cancel);
   RegexCompileOptions ro;
   ro.max_dfa_states = options.max_dfa_states;
   ro.max_nfa_states = options.max_nfa_states;
   ro.max_repeat = options.max_repeat;
+  ro.deadline = deadline;
   Result<ByteDfa> dfa = CompileRegexToDfa(pattern, ro);
+  if (!dfa.ok() && dfa.status().location().empty()) {
+    return Status(dfa.status().code(), dfa.status().message(), "offset 0");
+  }
   if (!dfa.ok()) return dfa.status();
   if (dfa->start == ByteDfa::kDead) {
     return Status(StatusCode::kUnsatisfiable, "the regex matches no string", "offset 0");
@@ -46,7 +51,13 @@ Result<std::shared_ptr<const CompiledGrammar>> GrammarCompiler::CompileRegex(
   auto impl = std::make_unique<CompiledGrammar::Impl>(vocab_, trie_, std::move(dfa).value(),
                                                       options, ms);
   auto grammar = std::make_shared<const CompiledGrammar>(std::move(impl));
-  if (options.precompute_masks) grammar->PrecomputeAllMasks();
+  if (options.precompute_masks) {
+    const CompiledGrammar::Impl& im = grammar->impl();
+    for (StateId s = 1; s < im.dfa().num_states; ++s) {
+      if (deadline.PassedNow()) return deadline.Error("offset 0 (precomputing the masks)");
+      im.CachedMask(s);
+    }
+  }
   return grammar;
 }
 
@@ -79,7 +90,7 @@ CompiledGrammarStats CompiledGrammar::Stats() const {
 }
 void CompiledGrammar::PrecomputeAllMasks() const {
   if (cfg_) {
-    cfg_->PrecomputePositions(0);
+    cfg_->PrecomputePositions(0);  // (without a deadline it cannot fail)
     return;
   }
   for (StateId s = 1; s < impl_->dfa().num_states; ++s) impl_->CachedMask(s);

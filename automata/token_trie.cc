@@ -111,13 +111,14 @@ std::size_t TokenTrie::TableHash::operator()(const std::vector<std::int16_t>& v)
 }
 
 const TokenTrie::RegionView* TokenTrie::Region(const std::vector<std::int16_t>& table,
-                                               const Vocabulary& vocab) const {
+                                               const Vocabulary& vocab, bool* built) const {
   {
     std::lock_guard<std::mutex> lock(region_mu_);
     auto f = regions_.find(table);
     if (f != regions_.end()) return f->second.get();
     if (regions_.size() >= 1024) return nullptr;
   }
+  if (built != nullptr) *built = true;
   auto view = std::make_unique<RegionView>();
   TokenId max_id = 0;
   for (TokenId t : tokens_) max_id = std::max(max_id, t);

@@ -74,9 +74,10 @@ class TokenTrie {
     std::int64_t exit_tokens = 0;
   };
   // Thread-safe; the view lives as long as the trie. Null past the cache budget (1,024 views)
-  // or when more than a quarter of the tokens leave the region (nothing to share).
-  const RegionView* Region(const std::vector<std::int16_t>& table,
-                           const Vocabulary& vocab) const;
+  // or when more than a quarter of the tokens leave the region (nothing to share). `built`, if
+  // given, is set when this call built the view (a walk of the whole trie).
+  const RegionView* Region(const std::vector<std::int16_t>& table, const Vocabulary& vocab,
+                           bool* built = nullptr) const;
   std::size_t num_tokens() const { return tokens_.size(); }
   // One object of type T attached to this trie, made on first use and living as long as it
   // (the CFG runtime keeps the positions shared by the grammars of the vocabulary there).

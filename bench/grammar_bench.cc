@@ -8,13 +8,23 @@
 //   - BM_GrammarFirstMask: compile (parse + lower) plus the first mask, lazy positions;
 //   - BM_GrammarPrecompute: compile with every position precomputed (2 threads);
 //   - BM_GrammarBatchFill/threads: 64 matchers at 64 different trace positions filled into one
-//     [64 x words] buffer by BatchMaskFiller with 1 and 2 threads.
+//     [64 x words] buffer by BatchMaskFiller with 1 and 2 threads;
+//   - BM_GrammarTraceAccept: time per AcceptToken along the same traces (the Earley parser's
+//     steps, no masks).
 // Skips (with a message) when ../shared/data is not there.
+// And, with no shared data needed:
+//   - BM_PathologicalRepeat/<grammar>: the counted repetitions of ambiguous or nullable bodies of
+//     schemas/grammars/pathological (issue 21): AcceptString of 10 KB that belongs to the
+//     language, then one mask fill, in µs per byte (LOCKSTEP_REPEAT_BENCH_BYTES sets the length,
+//     to measure builds where 10 KB would take minutes).
 #include <benchmark/benchmark.h>
 
 #include <time.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <sstream>
 #include <vector>
@@ -211,6 +221,122 @@ void BM_GrammarBatchFill(benchmark::State& state) {
   lat.Report(state);
 }
 BENCHMARK(BM_GrammarBatchFill)->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+void BM_GrammarTraceAccept(benchmark::State& state) {
+  if (!Data().error.empty()) return state.SkipWithError(Data().error.c_str());
+  const Traces& d = Data();
+  static std::shared_ptr<const CompiledGrammar> g = Compile(false);
+  Latencies lat;
+  long rejected = 0;
+  for (auto _ : state) {
+    for (const auto& ids : d.traces) {
+      Matcher m(g);
+      for (TokenId id : ids) {
+        auto t0 = Clock::now();
+        const bool ok = m.AcceptToken(id);
+        lat.Add(Clock::now() - t0);
+        if (!ok) {
+          ++rejected;
+          break;
+        }
+      }
+    }
+  }
+  lat.Report(state);
+  state.counters["rejected"] = static_cast<double>(rejected);
+}
+BENCHMARK(BM_GrammarTraceAccept)->Iterations(3)->Unit(benchmark::kMillisecond);
+
+// --- counted repetitions of ambiguous or nullable bodies --------------------------------------
+
+// Whole copies of `unit` up to at least `bytes` bytes.
+std::string Repeat(std::string_view unit, std::size_t bytes) {
+  std::string s;
+  while (s.size() < bytes) s += unit;
+  return s;
+}
+
+struct Pathological {
+  const char* name;                               // schemas/grammars/pathological/<name>.gbnf
+  std::function<std::string(std::size_t)> input;  // a text of the language, about that long
+};
+
+const std::vector<Pathological>& PathologicalGrammars() {
+  static const std::vector<Pathological> v = {
+      {"plus_in_counter", [](std::size_t n) { return Repeat("lorem ipsum dolor sit amet, ", n); }},
+      {"star_in_counter_2deep", [](std::size_t n) { return Repeat("lorem ipsum, ", n); }},
+      {"star_in_counter_6deep", [](std::size_t n) { return Repeat("lorem ipsum, ", n); }},
+      {"pieces_counted", [](std::size_t n) { return Repeat("ab", n); }},
+      {"optional_counted", [](std::size_t n) { return Repeat("x", n); }},
+      {"plus_of_choice_counted", [](std::size_t n) { return Repeat("a", n); }},
+      {"large_min", [](std::size_t n) { return Repeat("lorem ipsum dolor sit amet, ", n); }},
+      {"large_min_rule",
+       [](std::size_t n) { return Repeat(Repeat("loremipsum", 90) + "((dolor))", n); }},
+      {"rule_ambiguous_counted",
+       [](std::size_t n) {
+         return Repeat("(" + Repeat("ab(cd)", 198) + ")efgh" + Repeat("ij", 48), n);
+       }},
+      {"nested_mixed",
+       [](std::size_t n) {
+         return Repeat("abcdefghij1234567890123456789012345678901234567890", n);
+       }},
+      {"left_recursive_counted", [](std::size_t n) { return Repeat("abc,def,", n); }},
+      {"nullable_rule_counted", [](std::size_t n) { return Repeat("((ab))cd", n); }},
+  };
+  return v;
+}
+
+std::size_t RepeatBenchBytes() {
+  if (const char* s = std::getenv("LOCKSTEP_REPEAT_BENCH_BYTES"))
+    return std::strtoul(s, nullptr, 10);
+  return 10240;
+}
+
+// A fresh matcher per iteration (the grammar, with its mask caches, is shared): AcceptString of
+// the whole text, then one mask fill, in thread CPU time (the machine's other processes left
+// out). us_per_byte: both together over the text's length, median of the iterations.
+void RunPathological(benchmark::State& state, const Pathological& p) {
+  static const std::shared_ptr<const Vocabulary> vocab = *Vocabulary::Load("llama3");
+  static const GrammarCompiler compiler(vocab);
+  const std::string text = ReadFile(std::string(LOCKSTEP_SOURCE_DATA_DIR) +
+                                    "/grammars/pathological/" + p.name + ".gbnf");
+  auto g = compiler.CompileGrammar(text);
+  if (!g.ok()) return state.SkipWithError(g.status().ToString().c_str());
+  const std::string input = p.input(RepeatBenchBytes());
+  std::vector<std::uint32_t> mask(PaddedBitmaskWords(vocab->logits_width()));
+  Latencies accept, fill;
+  std::vector<double> per_byte;
+  for (auto _ : state) {
+    Matcher m(*g);
+    const Clock::duration t0 = ThreadCpu();
+    const bool ok = m.AcceptString(input);
+    const Clock::duration t1 = ThreadCpu();
+    m.FillNextTokenBitmask(mask);
+    const Clock::duration t2 = ThreadCpu();
+    benchmark::DoNotOptimize(mask.data());
+    if (!ok) return state.SkipWithError(("refused: " + m.last_error().ToString()).c_str());
+    accept.Add(t1 - t0);
+    fill.Add(t2 - t1);
+    per_byte.push_back(std::chrono::duration<double, std::micro>(t2 - t0).count() /
+                       static_cast<double>(input.size()));
+  }
+  accept.Report(state, "accept_");
+  fill.Report(state, "fill_");
+  std::sort(per_byte.begin(), per_byte.end());
+  state.counters["bytes"] = static_cast<double>(input.size());
+  state.counters["us_per_byte"] = per_byte.empty() ? 0 : per_byte[per_byte.size() / 2];
+  state.counters["max_us_per_byte"] = per_byte.empty() ? 0 : per_byte.back();
+}
+
+const bool kPathologicalRegistered = [] {
+  for (const Pathological& p : PathologicalGrammars()) {
+    benchmark::RegisterBenchmark((std::string("BM_PathologicalRepeat/") + p.name).c_str(),
+                                 [&p](benchmark::State& s) { RunPathological(s, p); })
+        ->Unit(benchmark::kMillisecond)
+        ->MinTime(0.5);
+  }
+  return true;
+}();
 
 }  // namespace
 }  // namespace lockstep::bench

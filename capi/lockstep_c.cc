@@ -3,7 +3,9 @@
 // checks its pointers and sizes, converts a C++ Status once into a lockstep_status plus the
 // thread-local message, and catches every exception, so that nothing throws or aborts across it.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <exception>
 #include <limits>
@@ -45,6 +47,11 @@ struct lockstep_grammar {
 
 struct lockstep_matcher {
   lockstep::Matcher matcher;
+};
+
+struct lockstep_cancel_token {
+  // Shared with the compiles that run with it (CompileOptions::cancel).
+  std::shared_ptr<std::atomic<bool>> flag = std::make_shared<std::atomic<bool>>(false);
 };
 
 struct lockstep_sampler {
@@ -165,13 +172,18 @@ lockstep::CompileOptions ToCompileOptions(const lockstep_compile_options& o) {
   c.schema_max_whitespace_run = o.schema_max_whitespace_run;
   c.schema_format_assertion = o.schema_format_assertion != 0;
   c.schema_max_exprs = o.schema_max_exprs;
+  c.max_earley_items_per_byte = o.max_earley_items_per_byte;
+  c.background_positions = o.background_positions != 0;
+  c.compile_timeout_ms = o.compile_timeout_ms;
+  if (o.cancel != nullptr) c.cancel = o.cancel->flag;
   return c;
 }
 
 lockstep_status CheckCompileOptions(const char* function, const lockstep_compile_options& o) {
   if (o.max_dfa_states <= 0 || o.max_nfa_states <= 0 || o.max_repeat < 0 ||
       o.max_mask_cache_bytes < 0 || o.max_nesting_depth <= 0 || o.max_unrolled_states < 0 ||
-      o.precompute_threads < 0 || o.schema_max_whitespace_run < 0 || o.schema_max_exprs <= 0) {
+      o.precompute_threads < 0 || o.schema_max_whitespace_run < 0 || o.schema_max_exprs <= 0 ||
+      o.max_earley_items_per_byte <= 0 || o.compile_timeout_ms < 0) {
     return InvalidArgument(function, "a budget in lockstep_compile_options is out of range");
   }
   return LOCKSTEP_OK;
@@ -193,7 +205,9 @@ lockstep_status Compile(const char* function, const lockstep_vocab* vocab, const
   if (text == nullptr && len > 0) return InvalidArgument(function, "text is NULL");
   lockstep_compile_options o;
   lockstep_compile_options_init(&o);
-  if (lockstep_status s = ReadVersioned(function, options, &o, sizeof(lockstep_compile_options));
+  // The first published layout ended before max_earley_items_per_byte.
+  if (lockstep_status s = ReadVersioned(
+          function, options, &o, offsetof(lockstep_compile_options, max_earley_items_per_byte));
       s != LOCKSTEP_OK) {
     return s;
   }
@@ -439,7 +453,34 @@ void lockstep_compile_options_init(lockstep_compile_options* options) {
   options->schema_max_whitespace_run = d.schema_max_whitespace_run;
   options->schema_format_assertion = d.schema_format_assertion ? 1 : 0;
   options->schema_max_exprs = d.schema_max_exprs;
+  options->max_earley_items_per_byte = d.max_earley_items_per_byte;
+  options->background_positions = d.background_positions ? 1 : 0;
+  options->compile_timeout_ms = d.compile_timeout_ms;
+  options->cancel = nullptr;
 }
+
+lockstep_status lockstep_cancel_token_create(lockstep_cancel_token** out) {
+  const char* const function = __func__;
+  return Guard(function, [&]() -> lockstep_status {
+    LOCKSTEP_C_REQUIRE(out != nullptr, "out is NULL");
+    *out = new lockstep_cancel_token();
+    return LOCKSTEP_OK;
+  });
+}
+
+void lockstep_cancel_token_cancel(lockstep_cancel_token* token) {
+  if (token != nullptr) token->flag->store(true);
+}
+
+void lockstep_cancel_token_reset(lockstep_cancel_token* token) {
+  if (token != nullptr) token->flag->store(false);
+}
+
+int32_t lockstep_cancel_token_is_cancelled(const lockstep_cancel_token* token) {
+  return token != nullptr && token->flag->load() ? 1 : 0;
+}
+
+void lockstep_cancel_token_free(lockstep_cancel_token* token) { delete token; }
 
 lockstep_status lockstep_compile_regex(const lockstep_vocab* vocab, const char* pattern, size_t len,
                                        const lockstep_compile_options* options,

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -20,12 +21,14 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include "automata/schema_compile.h"
 #include "cli/args.h"
 #include "cli/constraint.h"
+#include "grammar/deadline.h"
 #include "grammar/json_schema.h"
 #include "lockstep/batch.h"
 #include "lockstep/compiler.h"
@@ -43,7 +46,8 @@ using Clock = std::chrono::steady_clock;
 constexpr const char* kBenchHelp =
     R"(usage: lockstep bench --maskbench DIR|FILE... [--traces FILE] [--tokenizer NAME|PATH] [--json]
                       [--interleave] [--threads N] [--batch N] [--check] [--lenient] [--compact]
-                      [--no-share] [--precompute]
+                      [--no-share] [--precompute] [--no-background] [--step-us N] [--cpu-time]
+                      [--timeout-ms N] [--per-schema FILE.jsonl]
 
 Replays MaskBench-style files ({"schema": ..., "tests": [{"valid": bool, "data": ...}]}) through
 the JSON Schema compiler and the matcher, on one thread, and times every token mask.
@@ -64,6 +68,9 @@ BM_SchemaTraceMask).
   --tokenizer NAME|PATH  vocabulary (default llama3)
   --logits-width V       the model's logits width when it exceeds the vocabulary
   --lenient, --compact   schema compile options, as for `lockstep compile`
+  --compile-timeout MS   each compile's wall-clock budget (default 10000; 0 = none), also for
+                         rendering a file's instances under its schema; past it the file is a
+                         failure naming the deadline and where it stopped
   --no-share             every grammar computes its own positions (CompileOptions::
                          share_positions = false). By default positions are shared through the
                          vocabulary's store (docs/grammars.md): a schema finds there what the
@@ -86,6 +93,32 @@ BM_SchemaTraceMask).
   --batch N              the batch size; also selects the batch path with one thread
   --check                batch path: after each timed batch fill, compare every row with a single
                          fill of the same matcher (untimed) and count mismatches (expected 0)
+  --no-background        no background thread (CompileOptions::background_positions = false):
+                         every position is walked by the fill that first needs it, on the
+                         calling thread (the MaskBench protocol). By default, after a grammar's
+                         first mask one background thread computes its other positions, the
+                         grammar being replayed first (docs/grammars.md)
+  --step-us N            after every fill of a replay the thread sleeps N µs, untimed: the time a
+                         host spends on the model step the mask is for (a few ms on a GPU), in
+                         which the background thread works. Default 0: fills back to back (the
+                         MaskBench protocol)
+  --cpu-time             times compiles and fills by the thread's CPU time instead of the wall
+                         clock: for a diagnosis on a busy machine (leaves out time the thread
+                         was descheduled); reported figures use the wall clock
+  --timeout-ms N         a budget of N ms per schema for its compiles and replays together: a
+                         compile that would run past it stops (CompileOptions' deadline) and a
+                         replay past it stops before its next fill; either way the schema counts
+                         as timed out, apart from the failures, and its remaining instances as
+                         not replayed. Default: no budget of the bench's own (compiles still
+                         stop at CompileOptions' default deadline, counted as timed out too)
+  --per-schema FILE      writes one JSON line per schema: file, status (compiled, failed,
+                         timeout), error, compile_us and first_mask_us, mask_us {p50, max, n}
+                         of its valid replays, the slowest fill (test index, token step, µs and
+                         its trace: what the fill did, Matcher::LastFillTrace: positions walked,
+                         through a string-body view or the parser, views built, positions from
+                         the store, full trie walks, tail nodes checked, restored), the grammar's
+                         states, rules, positions, shared positions, cached masks and cache
+                         bytes after its replays, and its verdicts
   --json                 print one JSON object on stdout instead of the table
 
 Instances are rendered compactly under the formatting policy (docs/json-schema-compiler.md):
@@ -309,6 +342,12 @@ SchemaFile LoadSchemaFile(const std::string& path, const Vocabulary& vocab,
   schema::SchemaCompileOptions so = schema::SchemaOptionsFrom(options);
   so.property_order =
       std::make_shared<const schema::PropertyOrder>(schema::PropertyOrderOf(f.schema_text));
+  // The file's instances are rendered under one compile deadline, sharing the schema's
+  // expansions and string automata (a file whose instances cannot be rendered in time is a
+  // failure with the reason).
+  so.deadline = CompileDeadline(options.compile_timeout_ms, options.cancel);
+  std::optional<schema::InstanceRenderer> renderer;
+  if (model) renderer.emplace(*model, so);
   EncodeOptions eo;
   eo.add_dummy_prefix = false;  // the instance continues a prompt, as the matcher assumes
   for (std::size_t i = 0; i < tests.size(); ++i) {
@@ -323,7 +362,17 @@ SchemaFile LoadSchemaFile(const std::string& path, const Vocabulary& vocab,
     inst.test = i;
     const json data = json::parse(t["data"].dump());
     // Without a schema model (a schema the compiler will refuse anyway) plain compact JSON.
-    inst.rendered = model ? schema::RenderInstance(*model, data, -1, so) : data.dump();
+    inst.rendered = data.dump();
+    if (renderer) {
+      auto rendered = renderer->Render(data, -1);
+      if (!rendered.ok()) {
+        f.error = "tests[" + std::to_string(i) +
+                  "]: cannot render the instance: " + rendered.status().ToString();
+        f.instances.clear();
+        return f;
+      }
+      inst.rendered = std::move(*rendered);
+    }
     if (traces != nullptr) {
       if (auto it = traces->find({f.name, i}); it != traces->end()) {
         inst.ids = it->second.ids;
@@ -347,6 +396,18 @@ SchemaFile LoadSchemaFile(const std::string& path, const Vocabulary& vocab,
   return f;
 }
 
+// The clock of the timed spans: wall time, or with --cpu-time the calling thread's CPU time (a
+// diagnosis on a busy machine: time the thread was descheduled is left out).
+bool g_cpu_time = false;
+double NowNs() {
+  if (g_cpu_time) {
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) * 1e9 + static_cast<double>(ts.tv_nsec);
+  }
+  return std::chrono::duration<double, std::nano>(Clock::now().time_since_epoch()).count();
+}
+
 bool Allowed(std::span<const std::uint32_t> mask, TokenId tok) {
   return (mask[static_cast<std::size_t>(tok) >> 5] >> (tok & 31)) & 1;
 }
@@ -358,6 +419,8 @@ struct Counts {
   std::size_t valid_from_traces = 0, valid_skipped = 0;
   std::size_t invalid_total = 0, invalid_rejected = 0, invalid_accepted = 0, invalid_skipped = 0;
   std::size_t mismatched_masks = 0;
+  ojson timeouts = ojson::array();  // schemas stopped by the compile deadline or --timeout-ms
+  std::size_t replay_timeouts = 0, not_replayed = 0;
   double live_rows = 0;  // batch path: live rows summed over the valid batch fills
 };
 
@@ -379,19 +442,38 @@ void CountVerdict(const Instance& inst, bool accepted, const Vocabulary& vocab, 
   }
 }
 
+// The slowest fill of a schema's replays, and what it did (Matcher::LastFillTrace).
+struct SlowestFill {
+  double ns = -1;
+  std::size_t test = 0;  // the instance's index in the file's "tests"
+  std::size_t step = 0;  // the token index the mask was for (ids.size(): EOS)
+  FillTrace trace;
+};
+
 // One sequence through a fresh matcher: fill (timed), check the token, accept; EOS last.
-// `cold_first_fill` >= 0 replaces the time of the first fill (see the help text).
-bool Replay(const std::shared_ptr<const CompiledGrammar>& g, const std::vector<TokenId>& ids,
-            TokenId eos, std::vector<std::uint32_t>& mask, double cold_first_fill, Samples* valid,
-            Samples* all) {
+// `cold_first_fill` >= 0 replaces the time of the first fill (see the help text). Stops early,
+// returning nullopt, once `deadline` has passed.
+// `step_us` > 0: after each fill the thread sleeps that long (untimed), as a host does while the
+// model computes the logits the mask is applied to.
+std::optional<bool> Replay(const std::shared_ptr<const CompiledGrammar>& g, const Instance& inst,
+                           TokenId eos, std::vector<std::uint32_t>& mask, double cold_first_fill,
+                           Clock::time_point deadline, std::int64_t step_us, Samples* valid,
+                           Samples* schema_valid, Samples* all, SlowestFill* slowest) {
   Matcher m(g);
+  const std::vector<TokenId>& ids = inst.ids;
   for (std::size_t k = 0; k <= ids.size(); ++k) {
-    const auto t0 = Clock::now();
+    if (Clock::now() > deadline) return std::nullopt;
+    const double t0 = NowNs();
     m.FillNextTokenBitmask(mask);
-    double ns = std::chrono::duration<double, std::nano>(Clock::now() - t0).count();
+    double ns = NowNs() - t0;
     if (k == 0 && cold_first_fill >= 0) ns = cold_first_fill;
-    if (valid != nullptr) valid->Add(ns);
+    if (valid != nullptr) {
+      valid->Add(ns);
+      schema_valid->Add(ns);
+      if (ns > slowest->ns) *slowest = {ns, inst.test, k, Matcher::LastFillTrace()};
+    }
     all->Add(ns);
+    if (step_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(step_us));
     const TokenId tok = k < ids.size() ? ids[k] : eos;
     if (!Allowed(mask, tok) || !m.AcceptToken(tok)) return false;
   }
@@ -489,45 +571,540 @@ void PrintRow(const char* label, const Samples& s) {
 
 }  // namespace
 
+namespace {
+
+struct BenchFlags {
+  std::vector<std::string> paths;
+  std::int64_t threads = 1, batch = 64;
+  bool batched = false, compile_first = true, check = false, json = false;
+  std::int64_t timeout_ms = 0;  // 0: none
+  std::int64_t step_us = 0;     // simulated model step after each fill (single-thread path)
+  std::string per_schema;       // --per-schema FILE.jsonl, or empty
+  std::string traces;
+};
+
+// What one schema did: for --per-schema, the timeouts and the failures.
+struct SchemaRecord {
+  enum class Status { kSkipped, kCompiled, kFailed, kTimeout } status = Status::kSkipped;
+  std::string error;
+  double compile_us = -1, first_mask_us = -1;
+  double spent_ns = 0;  // compiles and replays, against --timeout-ms
+  Samples mask_valid;
+  SlowestFill slowest;
+  CompiledGrammarStats stats;  // of the grammar the replays ran on, after them
+  std::size_t valid_accepted = 0, valid_rejected = 0, invalid_rejected = 0, invalid_accepted = 0;
+  std::size_t not_replayed = 0;  // instances left when the timeout passed
+};
+
+const char* StatusName(SchemaRecord::Status s) {
+  switch (s) {
+    case SchemaRecord::Status::kCompiled:
+      return "compiled";
+    case SchemaRecord::Status::kFailed:
+      return "failed";
+    case SchemaRecord::Status::kTimeout:
+      return "timeout";
+    default:
+      return "skipped";
+  }
+}
+
+ojson TraceJson(const FillTrace& t) {
+  return ojson{{"kind", t.Kind()},
+               {"positions_walked", t.positions_walked},
+               {"region_walks", t.region_walks},
+               {"parser_walks", t.parser_walks},
+               {"regions_built", t.regions_built},
+               {"positions_shared", t.positions_shared},
+               {"full_walks", t.full_walks},
+               {"tail_nodes", t.tail_nodes},
+               {"restored", t.restored}};
+}
+
+ojson RecordJson(const SchemaFile& f, const SchemaRecord& r) {
+  ojson o{{"file", f.name}, {"status", StatusName(r.status)}};
+  if (!r.error.empty()) o["error"] = r.error;
+  auto us = [](double v) { return v < 0 ? ojson(nullptr) : ojson(v); };
+  o["compile_us"] = us(r.compile_us);
+  o["first_mask_us"] = us(r.first_mask_us);
+  const Samples::Summary m = r.mask_valid.Summarize();
+  o["mask_us"] = m.n == 0 ? ojson{{"p50", nullptr}, {"max", nullptr}, {"n", 0}}
+                          : ojson{{"p50", m.p50}, {"max", m.max}, {"n", m.n}};
+  if (r.slowest.ns >= 0) {
+    o["slowest"] = {{"test", r.slowest.test},
+                    {"step", r.slowest.step},
+                    {"us", r.slowest.ns / 1000.0},
+                    {"trace", TraceJson(r.slowest.trace)}};
+  }
+  if (r.status == SchemaRecord::Status::kCompiled || r.stats.positions > 0) {
+    o["grammar"] = {{"states", r.stats.dfa_states},
+                    {"rules", r.stats.rules},
+                    {"positions", r.stats.positions},
+                    {"shared_positions", r.stats.shared_positions},
+                    {"cached_masks", r.stats.cached_masks},
+                    {"bytes", r.stats.mask_cache_bytes}};
+  }
+  o["valid"] = {{"accepted", r.valid_accepted}, {"rejected", r.valid_rejected}};
+  o["invalid"] = {{"rejected", r.invalid_rejected}, {"accepted", r.invalid_accepted}};
+  if (r.not_replayed > 0) o["not_replayed"] = r.not_replayed;
+  return o;
+}
+
+// The deadline of a schema that has spent `spent_ns` of its --timeout-ms.
+Clock::time_point DeadlineFor(const BenchFlags& flags, const SchemaRecord& r) {
+  if (flags.timeout_ms <= 0) return Clock::time_point::max();
+  return Clock::now() + std::chrono::nanoseconds(static_cast<std::int64_t>(
+                            static_cast<double>(flags.timeout_ms) * 1e6 - r.spent_ns));
+}
+
+// A compile within what is left of the schema's --timeout-ms (the compile deadline of
+// CompileOptions, whichever comes first).
+Result<std::shared_ptr<const CompiledGrammar>> CompileWithin(const GrammarCompiler& compiler,
+                                                            const std::string& text,
+                                                            CompileOptions options,
+                                                            const BenchFlags& flags,
+                                                            const SchemaRecord& r) {
+  if (flags.timeout_ms > 0) {
+    const auto left = std::max<std::int64_t>(
+        1, static_cast<std::int64_t>(static_cast<double>(flags.timeout_ms) - r.spent_ns / 1e6));
+    if (options.compile_timeout_ms <= 0 || left < options.compile_timeout_ms) {
+      options.compile_timeout_ms = left;
+    }
+  }
+  return compiler.CompileSchema(text, options);
+}
+
+Result<BenchFlags> ParseBenchFlags(const Args& args) {
+  BenchFlags f;
+  auto threads = args.GetInt("threads", 1, 1, 1024);
+  if (!threads.ok()) return threads.status();
+  auto batch = args.GetInt("batch", 64, 1, 1 << 20);
+  if (!batch.ok()) return batch.status();
+  auto timeout = args.GetInt("timeout-ms", 0, 0, std::int64_t{1} << 40);
+  if (!timeout.ok()) return timeout.status();
+  auto step = args.GetInt("step-us", 0, 0, 10000000);
+  if (!step.ok()) return step.status();
+  f.step_us = *step;
+  f.threads = *threads;
+  f.batch = *batch;
+  f.timeout_ms = *timeout;
+  f.paths = args.GetAll("maskbench");
+  for (const std::string& p : args.positional()) f.paths.push_back(p);
+  if (f.paths.empty()) {
+    return Status(StatusCode::kInvalidArgument,
+                  "bench needs --maskbench DIR|FILE (see lockstep bench --help)", "arguments");
+  }
+  f.batched = f.threads > 1 || args.Has("batch");
+  f.compile_first = f.batched || !args.Has("interleave");
+  f.check = args.Has("check");
+  f.json = args.Has("json");
+  if (args.Has("per-schema")) f.per_schema = args.Get("per-schema");
+  if (args.Has("traces")) f.traces = args.Get("traces");
+  return f;
+}
+
+// The whole run: what Bench prints, and the state shared by its phases.
+class BenchRun {
+ public:
+  BenchRun(const BenchFlags& flags, const Vocabulary& v, std::shared_ptr<const Vocabulary> vocab,
+           const CompileOptions& options, std::vector<SchemaFile> schemas)
+      : flags_(flags),
+        v_(v),
+        options_(options),
+        schemas_(std::move(schemas)),
+        records_(schemas_.size()),
+        compiler_(std::move(vocab)),
+        eos_(v.eos()),
+        mask_(PaddedBitmaskWords(v.logits_width())),
+        grammars_(schemas_.size()),
+        cold_fill_(schemas_.size(), -1.0) {
+    c_.schemas_total = schemas_.size();
+  }
+
+  void Run(Progress* progress) {
+    const auto run_start = Clock::now();
+    for (std::size_t fi = 0; fi < schemas_.size(); ++fi) {
+      progress->Show("schema", fi, schemas_.size());
+      FirstMask(fi);
+    }
+    if (flags_.compile_first) {
+      // As BM_SchemaTraceMask: every schema compiled again (untimed), all grammars alive, then
+      // the replays, each grammar's positions computed from scratch.
+      for (std::size_t fi = 0; fi < schemas_.size(); ++fi) {
+        progress->Show("compiling for the replays, schema", fi, schemas_.size());
+        Recompile(fi);
+      }
+    }
+    if (flags_.compile_first && !flags_.batched) {
+      for (std::size_t fi = 0; fi < schemas_.size(); ++fi) {
+        progress->Show("replaying schema", fi, schemas_.size());
+        if (grammars_[fi]) ReplaySchema(fi, grammars_[fi]);
+      }
+    }
+    if (flags_.batched) RunBatchPhases(progress);
+    for (std::size_t fi = 0; fi < schemas_.size(); ++fi) {
+      if (grammars_[fi]) records_[fi].stats = grammars_[fi]->Stats();
+    }
+    elapsed_s_ = std::chrono::duration<double>(Clock::now() - run_start).count();
+  }
+
+  Status WritePerSchema(const std::string& path) const {
+    std::ofstream out(path, std::ios::binary);
+    if (!out) return Status(StatusCode::kIoError, "cannot write", path);
+    for (std::size_t fi = 0; fi < schemas_.size(); ++fi) {
+      out << RecordJson(schemas_[fi], records_[fi])
+                 .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+          << "\n";
+    }
+    if (!out) return Status(StatusCode::kIoError, "write failed", path);
+    return Status::Ok();
+  }
+
+  ojson Json(double prepare_s, const ojson& trace_lines) const;
+  void PrintTable(double prepare_s, std::size_t traces_used, std::size_t traces_unused) const;
+
+ private:
+  // Compile and first fill, timed together, in file order; the grammar is kept only with
+  // --interleave (then replayed at once).
+  void FirstMask(std::size_t fi) {
+    const SchemaFile& f = schemas_[fi];
+    SchemaRecord& r = records_[fi];
+    if (!f.error.empty()) {
+      r.status = SchemaRecord::Status::kFailed;
+      r.error = f.error;
+      c_.failures.push_back({{"file", f.path}, {"error", f.error}});
+      return;
+    }
+    c_.valid_total += f.valid;
+    c_.invalid_total += f.invalid;
+    const double t0 = NowNs();
+    auto g = CompileWithin(compiler_, f.schema_text, options_, flags_, r);
+    const double t1 = NowNs();
+    r.spent_ns += t1 - t0;
+    if (!g.ok()) {
+      Refused(fi, g.status());
+      return;
+    }
+    {
+      Matcher first(*g);
+      first.FillNextTokenBitmask(mask_);
+    }
+    const double t2 = NowNs();
+    r.spent_ns += t2 - t1;
+    r.compile_us = (t1 - t0) / 1000.0;
+    r.first_mask_us = (t2 - t0) / 1000.0;
+    first_mask_.Add(t2 - t0);
+    r.status = SchemaRecord::Status::kCompiled;
+    ++c_.schemas_compiled;
+    for (const Instance& inst : f.instances) c_.valid_from_traces += inst.valid && inst.from_trace;
+    if (!flags_.compile_first) {
+      // The first replay's first fill finds the start position cached by the fill just timed;
+      // it is counted at that cold time instead, as a fresh grammar would pay it.
+      cold_fill_[fi] = t2 - t1;
+      grammars_[fi] = *g;
+      ReplaySchema(fi, *g);
+      records_[fi].stats = (*g)->Stats();
+      grammars_[fi].reset();
+    }
+    // Otherwise the grammar is freed here, as BM_SchemaFirstMask frees it.
+  }
+
+  // A compile error: a failure with its reason, or a timeout (the compile deadline or
+  // --timeout-ms passed).
+  void Refused(std::size_t fi, const Status& st) {
+    const SchemaFile& f = schemas_[fi];
+    SchemaRecord& r = records_[fi];
+    r.error = st.ToString();
+    const bool timeout = st.code() == StatusCode::kResourceLimit &&
+                         (st.message().find("deadline") != std::string::npos ||
+                          st.message().find("cancelled") != std::string::npos);
+    if (timeout) {
+      r.status = SchemaRecord::Status::kTimeout;
+      c_.timeouts.push_back({{"file", f.path}, {"error", r.error}});
+    } else {
+      r.status = SchemaRecord::Status::kFailed;
+      c_.failures.push_back({{"file", f.path}, {"error", r.error}});
+    }
+    c_.valid_skipped += f.valid;
+    c_.invalid_skipped += f.invalid;
+    c_.valid_total -= f.valid;
+    c_.invalid_total -= f.invalid;
+    if (r.status == SchemaRecord::Status::kCompiled) --c_.schemas_compiled;
+  }
+
+  void Recompile(std::size_t fi) {
+    SchemaRecord& r = records_[fi];
+    if (r.status != SchemaRecord::Status::kCompiled) return;
+    const auto t0 = Clock::now();
+    auto g = CompileWithin(compiler_, schemas_[fi].schema_text, options_, flags_, r);
+    r.spent_ns += std::chrono::duration<double, std::nano>(Clock::now() - t0).count();
+    if (g.ok()) {
+      grammars_[fi] = *g;
+    } else {
+      Refused(fi, g.status());
+    }
+  }
+
+  // A schema's valid instances, then its invalid ones, each through a fresh Matcher, until the
+  // schema's --timeout-ms passes. cold_fill_[fi] >= 0 (--interleave) replaces the time of the
+  // first replay's first fill.
+  void ReplaySchema(std::size_t fi, const std::shared_ptr<const CompiledGrammar>& g) {
+    SchemaRecord& r = records_[fi];
+    double cold = cold_fill_[fi];
+    const auto t0 = Clock::now();
+    const Clock::time_point deadline = DeadlineFor(flags_, r);
+    bool out_of_time = false;
+    for (int phase = 0; phase < 2; ++phase) {
+      const bool valid = phase == 0;
+      for (const Instance& inst : schemas_[fi].instances) {
+        if (inst.valid != valid) continue;
+        if (out_of_time) {
+          ++r.not_replayed;
+          continue;
+        }
+        const std::optional<bool> ok =
+            Replay(g, inst, eos_, mask_, valid ? cold : -1.0, deadline, flags_.step_us,
+                   valid ? &mask_valid_ : nullptr, &r.mask_valid, &mask_all_, &r.slowest);
+        if (valid) cold = -1.0;
+        if (!ok) {
+          out_of_time = true;
+          ++r.not_replayed;
+          continue;
+        }
+        CountVerdict(inst, *ok, v_, &c_);
+        if (inst.valid) {
+          (*ok ? r.valid_accepted : r.valid_rejected) += 1;
+        } else {
+          (*ok ? r.invalid_accepted : r.invalid_rejected) += 1;
+        }
+      }
+    }
+    // The schema's own samples, for --per-schema (the slowest fill is recorded by Replay).
+    r.spent_ns += std::chrono::duration<double, std::nano>(Clock::now() - t0).count();
+    if (out_of_time) {
+      r.status = SchemaRecord::Status::kTimeout;
+      c_.timeouts.push_back({{"file", schemas_[fi].path},
+                             {"error", "--timeout-ms " + std::to_string(flags_.timeout_ms) +
+                                           " passed while replaying (" +
+                                           std::to_string(r.not_replayed) +
+                                           " instances not replayed)"}});
+      c_.replay_timeouts += 1;
+      c_.not_replayed += r.not_replayed;
+    }
+  }
+
+  void RunBatchPhases(Progress* progress) {
+    BatchMaskFiller filler(static_cast<int>(flags_.threads));
+    for (int phase = 0; phase < 2; ++phase) {
+      const bool valid = phase == 0;
+      std::vector<BatchSeq> seqs;
+      for (std::size_t fi = 0; fi < schemas_.size(); ++fi) {
+        if (!grammars_[fi]) continue;
+        for (const Instance& inst : schemas_[fi].instances) {
+          if (inst.valid == valid) seqs.push_back({grammars_[fi], &inst});
+        }
+      }
+      RunBatches(seqs, static_cast<std::size_t>(flags_.batch), filler, v_.logits_width(), eos_,
+                 flags_.check, valid, v_, &batch_fill_, &mask_valid_, &mask_all_, &c_, progress);
+    }
+  }
+
+ public:
+  const Counts& counts() const { return c_; }
+  double peak_rss_mb() const {
+    rusage ru{};
+    getrusage(RUSAGE_SELF, &ru);
+    return static_cast<double>(ru.ru_maxrss) / 1024.0;  // Linux: KiB
+  }
+
+ private:
+  const BenchFlags& flags_;
+  const Vocabulary& v_;
+  CompileOptions options_;
+  std::vector<SchemaFile> schemas_;
+  std::vector<SchemaRecord> records_;
+  GrammarCompiler compiler_;
+  TokenId eos_;
+  std::vector<std::uint32_t> mask_;
+  std::vector<std::shared_ptr<const CompiledGrammar>> grammars_;
+  std::vector<double> cold_fill_;
+  Samples first_mask_, mask_valid_, mask_all_, batch_fill_;
+  Counts c_;
+  double elapsed_s_ = 0;
+};
+
+// Failures (or timeouts) grouped by reason: the message without the file-specific location.
+void PrintByReason(const ojson& list) {
+  std::map<std::string, std::pair<std::size_t, std::string>> by_reason;
+  for (const auto& fl : list) {
+    const std::string err = fl["error"].get<std::string>();
+    auto colon = err.find(": ");
+    const std::string reason = colon == std::string::npos ? err : err.substr(colon + 2);
+    auto& e = by_reason[reason];
+    if (e.first++ == 0)
+      e.second = fs::path(fl["file"].get<std::string>()).filename().string() + ": " + err;
+  }
+  for (const auto& [reason, e] : by_reason) {
+    std::printf("  %5zu x %s\n", e.first,
+                e.first == 1 ? e.second.c_str() : (reason + " (e.g. " + e.second + ")").c_str());
+  }
+}
+
+ojson BenchRun::Json(double prepare_s, const ojson& trace_lines) const {
+  const Counts& c = c_;
+  ojson out;
+  out["tokenizer"] = v_.name();
+  out["files"] = schemas_.size();
+  out["traces"] = flags_.traces.empty() ? ojson(nullptr) : ojson(flags_.traces);
+  if (!flags_.traces.empty()) out["trace_lines"] = trace_lines;
+  out["threads"] = flags_.threads;
+  out["interleave"] = !flags_.compile_first && !flags_.batched;
+  out["share_positions"] = options_.share_positions;
+  out["precompute"] = options_.precompute_masks;
+  out["background_positions"] = options_.background_positions && !options_.precompute_masks;
+  out["clock"] = g_cpu_time ? "thread cpu" : "wall";
+  out["step_us"] = flags_.step_us;
+  out["timeout_ms"] = flags_.timeout_ms > 0 ? ojson(flags_.timeout_ms) : ojson(nullptr);
+  out["schemas"] = {{"total", c.schemas_total},
+                    {"compiled", c.schemas_compiled},
+                    {"failed", c.failures.size()},
+                    {"timeouts", c.timeouts.size()},
+                    {"failures", c.failures},
+                    {"timed_out", c.timeouts}};
+  out["first_mask_us"] = SummaryJson(first_mask_);
+  out["mask_us"] = SummaryJson(mask_valid_);
+  out["mask_all_us"] = SummaryJson(mask_all_);
+  if (flags_.batched) {
+    out["batch"] = {
+        {"size", flags_.batch},
+        {"fill_us", SummaryJson(batch_fill_)},
+        {"live_rows_per_fill",
+         batch_fill_.size() == 0 ? 0.0 : c.live_rows / static_cast<double>(batch_fill_.size())},
+        {"mismatched_masks", flags_.check ? ojson(c.mismatched_masks) : ojson(nullptr)}};
+  }
+  out["valid"] = {{"total", c.valid_total},
+                  {"accepted", c.valid_accepted},
+                  {"rejected", c.valid_rejected},
+                  {"rejected_other_rendering", c.valid_rejected_other},
+                  {"from_traces", c.valid_from_traces},
+                  {"skipped", c.valid_skipped}};
+  out["invalid"] = {{"total", c.invalid_total},
+                    {"rejected", c.invalid_rejected},
+                    {"accepted", c.invalid_accepted},
+                    {"skipped", c.invalid_skipped}};
+  out["not_replayed"] = c.not_replayed;
+  out["peak_rss_mb"] = peak_rss_mb();
+  out["prepare_s"] = prepare_s;
+  out["elapsed_s"] = elapsed_s_;
+  return out;
+}
+
+void BenchRun::PrintTable(double prepare_s, std::size_t traces_used,
+                          std::size_t traces_unused) const {
+  const Counts& c = c_;
+  std::string mode = flags_.batched ? "batch path, " + std::to_string(flags_.threads) +
+                                          " threads, batches of " + std::to_string(flags_.batch)
+                                    : (flags_.compile_first ? "1 thread" : "1 thread, interleaved");
+  if (options_.precompute_masks) {
+    mode += ", positions precomputed";
+  } else if (options_.background_positions) {
+    mode += " (+ the background position thread)";
+  } else {
+    mode += ", no background thread";
+  }
+  if (g_cpu_time) mode += ", thread CPU time";
+  if (flags_.step_us > 0) mode += ", " + std::to_string(flags_.step_us) + " µs model step";
+  std::printf("lockstep bench: %zu files, tokenizer %s, %s\n", schemas_.size(), v_.name().c_str(),
+              mode.c_str());
+  if (!flags_.traces.empty()) {
+    std::printf("traces           %s: %zu lines used, %zu unused (other files)\n",
+                flags_.traces.c_str(), traces_used, traces_unused);
+  } else {
+    std::printf("traces           none (canonical tokenisation of the policy rendering)\n");
+  }
+  std::printf("schemas          %zu: %zu compiled, %zu failed, %zu timed out\n", c.schemas_total,
+              c.schemas_compiled, c.failures.size(), c.timeouts.size());
+  PrintByReason(c.failures);
+  if (!c.timeouts.empty()) {
+    std::printf("timed out:\n");
+    PrintByReason(c.timeouts);
+  }
+  std::printf("\n  %-22s %10s %10s %10s %10s %9s\n", "times in µs", "p50", "p90", "p99", "max",
+              "n");
+  PrintRow("first mask", first_mask_);
+  PrintRow(flags_.batched ? "mask, valid (batch/row)" : "mask, valid instances", mask_valid_);
+  PrintRow(flags_.batched ? "mask, all (batch/row)" : "mask, all instances", mask_all_);
+  if (flags_.batched) PrintRow("batch fill", batch_fill_);
+  std::printf("\n");
+  std::printf("valid instances  %zu: %zu accepted, %zu rejected", c.valid_total, c.valid_accepted,
+              c.valid_rejected);
+  if (c.valid_rejected_other > 0) {
+    std::printf(" (%zu of them written otherwise than the policy renders: key order)",
+                c.valid_rejected_other);
+  }
+  std::printf("\n");
+  if (!flags_.traces.empty()) {
+    std::printf("                 %zu replayed from traces, %zu tokenised canonically\n",
+                c.valid_from_traces, c.valid_total - c.valid_from_traces);
+  }
+  std::printf("invalid instances %zu: %zu rejected, %zu wrongly accepted\n", c.invalid_total,
+              c.invalid_rejected, c.invalid_accepted);
+  if (c.valid_skipped + c.invalid_skipped > 0) {
+    std::printf("not replayed     %zu valid, %zu invalid (their schema failed or timed out)\n",
+                c.valid_skipped, c.invalid_skipped);
+  }
+  if (c.not_replayed > 0) {
+    std::printf("                 %zu more left unreplayed when --timeout-ms passed\n",
+                c.not_replayed);
+  }
+  if (flags_.batched) {
+    std::printf(
+        "batch fills      %zu, %.1f live rows per fill on average", batch_fill_.size(),
+        batch_fill_.size() == 0 ? 0.0 : c.live_rows / static_cast<double>(batch_fill_.size()));
+    if (flags_.check) std::printf(", %zu mismatched masks", c.mismatched_masks);
+    std::printf("\n");
+  }
+  std::printf("peak memory      %.1f MB (maxrss)\n", peak_rss_mb());
+  std::printf("elapsed          %.2f s (+ %.2f s reading, rendering, tokenising)\n", elapsed_s_,
+              prepare_s);
+}
+
+}  // namespace
+
 int Bench(int argc, char** argv) {
-  Args args({"maskbench", "traces", "tokenizer", "logits-width", "threads", "batch"},
-            {"json", "check", "help", "lenient", "compact", "interleave", "no-share", "precompute"},
+  Args args({"maskbench", "traces", "tokenizer", "logits-width", "threads", "batch", "timeout-ms",
+             "per-schema", "step-us", "compile-timeout"},
+            {"json", "check", "help", "lenient", "compact", "interleave", "no-share", "precompute",
+             "no-background", "cpu-time"},
             {{"-h", "help"}});
   if (Status st = args.Parse(argc, argv, 2); !st.ok()) return Fail(st);
   if (args.Has("help")) return std::cout << kBenchHelp, 0;
-  auto threads = args.GetInt("threads", 1, 1, 1024);
-  if (!threads.ok()) return Fail(threads.status());
-  auto batch = args.GetInt("batch", 64, 1, 1 << 20);
-  if (!batch.ok()) return Fail(batch.status());
-  std::vector<std::string> paths = args.GetAll("maskbench");
-  for (const std::string& p : args.positional()) paths.push_back(p);
-  if (paths.empty()) {
-    return Fail(Status(StatusCode::kInvalidArgument,
-                       "bench needs --maskbench DIR|FILE (see lockstep bench --help)",
-                       "arguments"));
-  }
+  auto flags = ParseBenchFlags(args);
+  if (!flags.ok()) return Fail(flags.status());
   const auto start = Clock::now();
-  auto files = CollectFiles(paths);
+  auto files = CollectFiles(flags->paths);
   if (!files.ok()) return Fail(files.status());
   auto vocab = LoadVocabulary(args);
   if (!vocab.ok()) return Fail(vocab.status());
   const Vocabulary& v = **vocab;
-  const TokenId eos = v.eos();
-  if (eos == kNoToken) {
+  if (v.eos() == kNoToken) {
     return Fail(
         Status(StatusCode::kInvalidArgument, "the vocabulary has no EOS token", "--tokenizer"));
   }
   CompileOptions options;
   ApplySchemaFlags(args, &options);
+  if (Status st = ApplyCompileTimeout(args, &options); !st.ok()) return Fail(st);
   options.share_positions = !args.Has("no-share");
+  options.background_positions = !args.Has("no-background");
+  g_cpu_time = args.Has("cpu-time");
   if (args.Has("precompute")) {
     options.precompute_masks = true;
     options.precompute_threads = 1;
   }
 
   std::optional<std::map<std::pair<std::string, std::size_t>, Trace>> traces;
-  if (args.Has("traces")) {
-    auto t = ReadTraces(args.Get("traces"), v);
+  if (!flags->traces.empty()) {
+    auto t = ReadTraces(flags->traces, v);
     if (!t.ok()) return Fail(t.status());
     traces = std::move(*t);
   }
@@ -552,7 +1129,7 @@ int Bench(int argc, char** argv) {
         return Fail(Status(StatusCode::kInvalidArgument,
                            "test " + std::to_string(key.second) + " is out of range: " + key.first +
                                " has " + std::to_string(it->second->instances.size()) + " tests",
-                           args.Get("traces") + ":" + std::to_string(tr.line)));
+                           flags->traces + ":" + std::to_string(tr.line)));
       } else {
         ++traces_unmatched;
       }
@@ -560,213 +1137,20 @@ int Bench(int argc, char** argv) {
   }
   const double prepare_s = std::chrono::duration<double>(Clock::now() - start).count();
 
-  const auto run_start = Clock::now();
-  GrammarCompiler compiler(*vocab);
-  const std::int32_t width = v.logits_width();
-  std::vector<std::uint32_t> mask(PaddedBitmaskWords(width));
-  Samples first_mask, mask_valid, mask_all, batch_fill;
-  Counts c;
-  c.schemas_total = schemas.size();
-  const bool batched = *threads > 1 || args.Has("batch");
-  const bool compile_first = batched || !args.Has("interleave");
-  std::vector<std::shared_ptr<const CompiledGrammar>> grammars(schemas.size());
-  std::vector<double> cold_fill(schemas.size(), -1.0);
-  // A schema's valid instances, then its invalid ones, each through a fresh Matcher.
-  // cold_fill[fi] >= 0 (--interleave) replaces the time of the first replay's first fill.
-  auto replay_schema = [&](std::size_t fi, const std::shared_ptr<const CompiledGrammar>& g) {
-    double cold = cold_fill[fi];
-    for (int phase = 0; phase < 2; ++phase) {
-      const bool valid = phase == 0;
-      for (const Instance& inst : schemas[fi].instances) {
-        if (inst.valid != valid) continue;
-        const bool ok = Replay(g, inst.ids, eos, mask, valid ? cold : -1.0,
-                               valid ? &mask_valid : nullptr, &mask_all);
-        if (valid) cold = -1.0;
-        CountVerdict(inst, ok, v, &c);
-      }
-    }
-  };
-
-  for (std::size_t fi = 0; fi < schemas.size(); ++fi) {
-    progress.Show("schema", fi, schemas.size());
-    const SchemaFile& f = schemas[fi];
-    if (!f.error.empty()) {
-      c.failures.push_back({{"file", f.path}, {"error", f.error}});
-      continue;
-    }
-    c.valid_total += f.valid;
-    c.invalid_total += f.invalid;
-    const auto t0 = Clock::now();
-    auto g = compiler.CompileSchema(f.schema_text, options);
-    const auto t1 = Clock::now();
-    if (!g.ok()) {
-      c.failures.push_back({{"file", f.path}, {"error", g.status().ToString()}});
-      c.valid_skipped += f.valid;
-      c.invalid_skipped += f.invalid;
-      c.valid_total -= f.valid;
-      c.invalid_total -= f.invalid;
-      continue;
-    }
-    {
-      Matcher first(*g);
-      first.FillNextTokenBitmask(mask);
-    }
-    const auto t2 = Clock::now();
-    first_mask.Add(t2 - t0);
-    ++c.schemas_compiled;
-    for (const Instance& inst : f.instances) c.valid_from_traces += inst.valid && inst.from_trace;
-    if (!compile_first) {
-      // The first replay's first fill finds the start position cached by the fill just timed;
-      // it is counted at that cold time instead, as a fresh grammar would pay it.
-      cold_fill[fi] = std::chrono::duration<double, std::nano>(t2 - t1).count();
-      replay_schema(fi, *g);
-    }
-    // Otherwise the grammar is freed here, as BM_SchemaFirstMask frees it.
-  }
-  if (compile_first) {
-    // As BM_SchemaTraceMask: every schema compiled again (untimed), all grammars alive, then the
-    // replays, each grammar's positions computed from scratch.
-    for (std::size_t fi = 0; fi < schemas.size(); ++fi) {
-      progress.Show("compiling for the replays, schema", fi, schemas.size());
-      if (!schemas[fi].error.empty()) continue;
-      auto g = compiler.CompileSchema(schemas[fi].schema_text, options);
-      if (g.ok()) grammars[fi] = *g;
-    }
-  }
-  if (compile_first && !batched) {
-    for (std::size_t fi = 0; fi < schemas.size(); ++fi) {
-      progress.Show("replaying schema", fi, schemas.size());
-      if (grammars[fi]) replay_schema(fi, grammars[fi]);
-    }
-  }
-  std::unique_ptr<BatchMaskFiller> filler;
-  if (batched) {
-    filler = std::make_unique<BatchMaskFiller>(static_cast<int>(*threads));
-    for (int phase = 0; phase < 2; ++phase) {
-      const bool valid = phase == 0;
-      std::vector<BatchSeq> seqs;
-      for (std::size_t fi = 0; fi < schemas.size(); ++fi) {
-        if (!grammars[fi]) continue;
-        for (const Instance& inst : schemas[fi].instances) {
-          if (inst.valid == valid) seqs.push_back({grammars[fi], &inst});
-        }
-      }
-      RunBatches(seqs, static_cast<std::size_t>(*batch), *filler, width, eos, args.Has("check"),
-                 valid, v, &batch_fill, &mask_valid, &mask_all, &c, &progress);
-    }
-  }
-  const double elapsed_s = std::chrono::duration<double>(Clock::now() - run_start).count();
+  BenchRun run(*flags, v, *vocab, options, std::move(schemas));
+  run.Run(&progress);
   progress.Clear();
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  const double peak_rss_mb = static_cast<double>(ru.ru_maxrss) / 1024.0;  // Linux: KiB
-
-  if (args.Has("json")) {
-    ojson out;
-    out["tokenizer"] = v.name();
-    out["files"] = schemas.size();
-    out["traces"] = traces ? ojson(args.Get("traces")) : ojson(nullptr);
-    if (traces) out["trace_lines"] = {{"used", traces_used}, {"unused", traces_unmatched}};
-    out["threads"] = *threads;
-    out["interleave"] = !compile_first && !batched;
-    out["share_positions"] = options.share_positions;
-    out["precompute"] = options.precompute_masks;
-    out["schemas"] = {{"total", c.schemas_total},
-                      {"compiled", c.schemas_compiled},
-                      {"failed", c.schemas_total - c.schemas_compiled},
-                      {"failures", c.failures}};
-    out["first_mask_us"] = SummaryJson(first_mask);
-    out["mask_us"] = SummaryJson(mask_valid);
-    out["mask_all_us"] = SummaryJson(mask_all);
-    if (batched) {
-      out["batch"] = {
-          {"size", *batch},
-          {"fill_us", SummaryJson(batch_fill)},
-          {"live_rows_per_fill",
-           batch_fill.size() == 0 ? 0.0 : c.live_rows / static_cast<double>(batch_fill.size())},
-          {"mismatched_masks", args.Has("check") ? ojson(c.mismatched_masks) : ojson(nullptr)}};
-    }
-    out["valid"] = {{"total", c.valid_total},
-                    {"accepted", c.valid_accepted},
-                    {"rejected", c.valid_rejected},
-                    {"rejected_other_rendering", c.valid_rejected_other},
-                    {"from_traces", c.valid_from_traces},
-                    {"skipped", c.valid_skipped}};
-    out["invalid"] = {{"total", c.invalid_total},
-                      {"rejected", c.invalid_rejected},
-                      {"accepted", c.invalid_accepted},
-                      {"skipped", c.invalid_skipped}};
-    out["peak_rss_mb"] = peak_rss_mb;
-    out["prepare_s"] = prepare_s;
-    out["elapsed_s"] = elapsed_s;
-    std::cout << out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  if (!flags->per_schema.empty()) {
+    if (Status st = run.WritePerSchema(flags->per_schema); !st.ok()) return Fail(st);
+  }
+  if (flags->json) {
+    const ojson lines = {{"used", traces_used}, {"unused", traces_unmatched}};
+    std::cout << run.Json(prepare_s, lines)
+                     .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+              << "\n";
     return 0;
   }
-
-  std::string mode = batched ? "batch path, " + std::to_string(*threads) + " threads, batches of " +
-                                   std::to_string(*batch)
-                             : (compile_first ? "1 thread" : "1 thread, interleaved");
-  if (options.precompute_masks) mode += ", positions precomputed";
-  std::printf("lockstep bench: %zu files, tokenizer %s, %s\n", schemas.size(), v.name().c_str(),
-              mode.c_str());
-  if (traces) {
-    std::printf("traces           %s: %zu lines used, %zu unused (other files)\n",
-                args.Get("traces").c_str(), traces_used, traces_unmatched);
-  } else {
-    std::printf("traces           none (canonical tokenisation of the policy rendering)\n");
-  }
-  std::printf("schemas          %zu: %zu compiled, %zu failed\n", c.schemas_total,
-              c.schemas_compiled, c.schemas_total - c.schemas_compiled);
-  {
-    // Failures grouped by reason (the message without the file-specific location).
-    std::map<std::string, std::pair<std::size_t, std::string>> by_reason;
-    for (const auto& fl : c.failures) {
-      const std::string err = fl["error"].get<std::string>();
-      auto colon = err.find(": ");
-      const std::string reason = colon == std::string::npos ? err : err.substr(colon + 2);
-      auto& e = by_reason[reason];
-      if (e.first++ == 0)
-        e.second = fs::path(fl["file"].get<std::string>()).filename().string() + ": " + err;
-    }
-    for (const auto& [reason, e] : by_reason) {
-      std::printf("  %5zu x %s\n", e.first,
-                  e.first == 1 ? e.second.c_str() : (reason + " (e.g. " + e.second + ")").c_str());
-    }
-  }
-  std::printf("\n  %-22s %10s %10s %10s %10s %9s\n", "times in µs", "p50", "p90", "p99", "max",
-              "n");
-  PrintRow("first mask", first_mask);
-  PrintRow(batched ? "mask, valid (batch/row)" : "mask, valid instances", mask_valid);
-  PrintRow(batched ? "mask, all (batch/row)" : "mask, all instances", mask_all);
-  if (batched) PrintRow("batch fill", batch_fill);
-  std::printf("\n");
-  std::printf("valid instances  %zu: %zu accepted, %zu rejected", c.valid_total, c.valid_accepted,
-              c.valid_rejected);
-  if (c.valid_rejected_other > 0) {
-    std::printf(" (%zu of them written otherwise than the policy renders: key order)",
-                c.valid_rejected_other);
-  }
-  std::printf("\n");
-  if (traces) {
-    std::printf("                 %zu replayed from traces, %zu tokenised canonically\n",
-                c.valid_from_traces, c.valid_total - c.valid_from_traces);
-  }
-  std::printf("invalid instances %zu: %zu rejected, %zu wrongly accepted\n", c.invalid_total,
-              c.invalid_rejected, c.invalid_accepted);
-  if (c.valid_skipped + c.invalid_skipped > 0) {
-    std::printf("not replayed     %zu valid, %zu invalid (their schema failed)\n", c.valid_skipped,
-                c.invalid_skipped);
-  }
-  if (batched) {
-    std::printf(
-        "batch fills      %zu, %.1f live rows per fill on average", batch_fill.size(),
-        batch_fill.size() == 0 ? 0.0 : c.live_rows / static_cast<double>(batch_fill.size()));
-    if (args.Has("check")) std::printf(", %zu mismatched masks", c.mismatched_masks);
-    std::printf("\n");
-  }
-  std::printf("peak memory      %.1f MB (maxrss)\n", peak_rss_mb);
-  std::printf("elapsed          %.2f s (+ %.2f s reading, rendering, tokenising)\n", elapsed_s,
-              prepare_s);
+  run.PrintTable(prepare_s, traces_used, traces_unmatched);
   return 0;
 }
 

@@ -17,6 +17,7 @@ void AddConstraintFlags(std::set<std::string>* value_flags) {
   value_flags->insert("artifact");
   value_flags->insert("tools");
   value_flags->insert("format");
+  value_flags->insert("compile-timeout");
 }
 
 void AddConstraintSwitches(std::set<std::string>* switches) {
@@ -41,6 +42,19 @@ void ApplySchemaFlags(const Args& args, CompileOptions* options) {
   options->schema_whitespace_compact = args.Has("compact");
 }
 
+std::string SchemaFileLocation(const std::string& path, const std::string& location) {
+  if (location.empty() || location[0] == '/') return path + "#" + location;
+  return path + ": " + location;
+}
+
+Status ApplyCompileTimeout(const Args& args, CompileOptions* options) {
+  if (!args.Has("compile-timeout")) return Status::Ok();
+  auto ms = args.GetInt("compile-timeout", options->compile_timeout_ms, 0, std::int64_t{1} << 40);
+  if (!ms.ok()) return ms.status();
+  options->compile_timeout_ms = *ms;
+  return Status::Ok();
+}
+
 Result<std::string> ReadConstraintFile(const std::string& path, const char* what) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return Status(StatusCode::kIoError, std::string("cannot read ") + what + " file", path);
@@ -51,7 +65,9 @@ Result<std::string> ReadConstraintFile(const std::string& path, const char* what
 
 Result<std::shared_ptr<const CompiledGrammar>> CompileConstraint(const Args& args,
                                                                  const GrammarCompiler& compiler,
-                                                                 const CompileOptions& options) {
+                                                                 const CompileOptions& defaults) {
+  CompileOptions options = defaults;
+  LOCKSTEP_RETURN_IF_ERROR(ApplyCompileTimeout(args, &options));
   int given = args.Has("regex") + args.Has("grammar") + args.Has("schema") + args.Has("artifact") +
               (args.Has("tools") || args.Has("format"));
   if (given > 1) {
@@ -96,7 +112,7 @@ Result<std::shared_ptr<const CompiledGrammar>> CompileConstraint(const Args& arg
     for (const std::string& w : warnings) std::cerr << "lockstep: warning: relaxed " << w << "\n";
     if (!g.ok()) {
       const Status& st = g.status();
-      return Status(st.code(), st.message(), path + "#" + st.location());
+      return Status(st.code(), st.message(), SchemaFileLocation(path, st.location()));
     }
     return g;
   }

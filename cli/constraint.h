@@ -15,8 +15,8 @@
 
 namespace lockstep::cli {
 
-// Adds "regex", "grammar", "grammar-syntax", "schema" and "artifact" to a subcommand's value
-// flags.
+// Adds "regex", "grammar", "grammar-syntax", "schema", "artifact", "tools", "format" and
+// "compile-timeout" to a subcommand's value flags.
 void AddConstraintFlags(std::set<std::string>* value_flags);
 // Adds the schema switches "lenient" and "compact".
 void AddConstraintSwitches(std::set<std::string>* switches);
@@ -25,11 +25,17 @@ bool HasConstraint(const Args& args);
 std::string ConstraintLabel(const Args& args);
 // The schema flags (--lenient, --compact) applied to `options`.
 void ApplySchemaFlags(const Args& args, CompileOptions* options);
+// --compile-timeout MS (a value flag AddConstraintFlags adds) as
+// CompileOptions::compile_timeout_ms; kInvalidArgument for a bad value.
+Status ApplyCompileTimeout(const Args& args, CompileOptions* options);
 // Compiles the constraint the flags name; kInvalidArgument if none or several are given,
 // kIoError for an unreadable file, grammar errors with FILE:line:column, schema errors with
 // FILE#/json/pointer. Schema warnings (--lenient) go to stderr.
 Result<std::shared_ptr<const CompiledGrammar>> CompileConstraint(
     const Args& args, const GrammarCompiler& compiler, const CompileOptions& options = {});
+// `path#pointer` for a location in a schema file (a JSON Pointer, "" for the root), else
+// `path: location` (a rule the compile stopped in, "rule 'name'").
+std::string SchemaFileLocation(const std::string& path, const std::string& location);
 // Reads a whole file (kIoError naming it if it cannot be read).
 Result<std::string> ReadConstraintFile(const std::string& path, const char* what);
 

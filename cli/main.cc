@@ -9,23 +9,23 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <numeric>
 #include <sstream>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
+#include "automata/schema_compile.h"
 #include "cli/args.h"
 #include "cli/artifact_cmd.h"
 #include "cli/bench.h"
-#include "cli/constraint.h"
 #include "cli/classify.h"
+#include "cli/constraint.h"
 #include "cli/explain.h"
 #include "cli/generate.h"
 #include "cli/report.h"
 #include "cli/validate.h"
-#include "automata/schema_compile.h"
+#include "grammar/deadline.h"
 #include "grammar/grammar_ir.h"
 #include "grammar/json_schema.h"
 #include "lockstep/compiler.h"
@@ -86,7 +86,8 @@ Prints the bytes of the token ids (arguments, or whitespace/comma separated on s
   --tokenizer NAME|PATH  vocabulary (default llama3)
 )";
 
-constexpr const char* kCompileHelp = R"(usage: lockstep compile (--regex RE | --grammar FILE | --schema FILE) [--tokenizer NAME|PATH] [--stats] [--json] [-o FILE.lsg [--lazy]]
+constexpr const char* kCompileHelp =
+    R"(usage: lockstep compile (--regex RE | --grammar FILE | --schema FILE) [--tokenizer NAME|PATH] [--stats] [--json] [-o FILE.lsg [--lazy]]
        lockstep compile --batch DIR -o OUTDIR [--tokenizer NAME|PATH] [--lenient] [--compact] [--lazy] [--json]
 
 Compiles RE (full-match semantics) into a minimal byte DFA and its token-level masks, or a
@@ -107,6 +108,8 @@ its adaptive token-mask cache.
                          every position's accepted / uncertain token classes, on all cores)
   --logits-width V       the model's logits width when it exceeds the vocabulary
   --max-states N         DFA state budget (default 100000); exceeding it is a resource limit
+  --compile-timeout MS   wall-clock budget of the compile (default 10000; 0 = none); past it, a
+                         resource limit naming the deadline and the JSON Pointer or rule
   --json                 print one JSON object instead of text
 
 Compiled artifacts (docs/artifacts.md):
@@ -204,10 +207,11 @@ int EmitSchemaGrammar(const Args& args, CompileOptions options) {
   }
   schema::SchemaCompileOptions so = schema::SchemaOptionsFrom(options);
   so.property_order = std::make_shared<const schema::PropertyOrder>(schema::PropertyOrderOf(*text));
+  so.deadline = CompileDeadline(options.compile_timeout_ms, options.cancel);
   auto g = schema::CompileSchemaToGrammar(**schema, so);
   if (!g.ok()) {
     const Status& st = g.status();
-    return Fail(Status(st.code(), st.message(), path + "#" + st.location()));
+    return Fail(Status(st.code(), st.message(), SchemaFileLocation(path, st.location())));
   }
   for (const auto& r : g->relaxed) {
     std::cerr << "lockstep: warning: relaxed " << (r.pointer.empty() ? "(root)" : r.pointer) << ": "
@@ -305,6 +309,7 @@ int Compile(int argc, char** argv) {
     auto max_states = args.GetInt("max-states", options.max_dfa_states, 1, 100000000);
     if (!max_states.ok()) return Fail(max_states.status());
     options.max_dfa_states = static_cast<std::int32_t>(*max_states);
+    if (Status st = ApplyCompileTimeout(args, &options); !st.ok()) return Fail(st);
     if (!args.Has("output")) {
       return Fail(Status(StatusCode::kInvalidArgument, "--batch DIR needs -o OUTDIR", "arguments"));
     }
@@ -336,6 +341,7 @@ int Compile(int argc, char** argv) {
     auto max_states = args.GetInt("max-states", options.max_dfa_states, 1, 100000000);
     if (!max_states.ok()) return Fail(max_states.status());
     options.max_dfa_states = static_cast<std::int32_t>(*max_states);
+    if (Status st = ApplyCompileTimeout(args, &options); !st.ok()) return Fail(st);
     if (args.Has("emit-grammar")) return EmitSchemaGrammar(args, options);
     return CompileGrammarFile(args, options);
   }
@@ -344,6 +350,7 @@ int Compile(int argc, char** argv) {
     auto max_states = args.GetInt("max-states", options.max_dfa_states, 1, 100000000);
     if (!max_states.ok()) return Fail(max_states.status());
     options.max_dfa_states = static_cast<std::int32_t>(*max_states);
+    if (Status st = ApplyCompileTimeout(args, &options); !st.ok()) return Fail(st);
     return CompileGrammarFile(args, options);
   }
   if (!args.Has("regex") || args.Has("grammar")) {
@@ -358,6 +365,7 @@ int Compile(int argc, char** argv) {
   auto max_states = args.GetInt("max-states", options.max_dfa_states, 1, 100000000);
   if (!max_states.ok()) return Fail(max_states.status());
   options.max_dfa_states = static_cast<std::int32_t>(*max_states);
+  if (Status st = ApplyCompileTimeout(args, &options); !st.ok()) return Fail(st);
 
   auto t0 = Clock::now();
   auto vocab = LoadVocabulary(args);

@@ -13,7 +13,7 @@
 namespace lockstep {
 
 struct Matcher::CfgState {
-  explicit CfgState(const CfgGrammar& g) : parser(&g.program(), g.max_depth()) {
+  explicit CfgState(const CfgGrammar& g) : parser(&g.program(), g.max_depth(), g.max_step_items()) {
     parser.InitRoot();
   }
   mutable EarleyParser parser;  // FillNextTokenBitmask pushes and pops scratch sets
@@ -63,7 +63,10 @@ Matcher::~Matcher() = default;
 
 StateId Matcher::state() const { return history_.back(); }
 
+const FillTrace& Matcher::LastFillTrace() { return CurrentFillTrace(); }
+
 bool Matcher::FillNextTokenBitmask(std::span<std::uint32_t> words) const {
+  CurrentFillTrace() = FillTrace{};
   const std::size_t n = BitmaskWords(grammar_->logits_width());
   if (words.size() < n) return false;
   if (terminated_) {
@@ -71,7 +74,9 @@ bool Matcher::FillNextTokenBitmask(std::span<std::uint32_t> words) const {
     return false;
   }
   if (cfg_) {
-    grammar_->cfg().FillMask(cfg_->parser, cfg_->sigs, words.first(n));
+    const CfgGrammar& cfg = grammar_->cfg();
+    cfg.FillMask(cfg_->parser, cfg_->sigs, words.first(n));
+    cfg.NoteFill(grammar_, CurrentFillTrace().positions_walked > 0);
     return true;
   }
   const CompiledGrammar::Impl& g = grammar_->impl();
@@ -86,10 +91,15 @@ bool Matcher::FillNextTokenBitmask(std::span<std::uint32_t> words) const {
 bool Matcher::CfgAcceptBytes(std::string_view bytes) {
   EarleyParser& p = cfg_->parser;
   const std::int32_t before = p.num_sets();
-  p.ClearDepthFlag();
+  p.ClearLimitFlags();
   for (unsigned char c : bytes) {
     if (!p.StepByte(c)) {
-      if (p.depth_exceeded() || p.truncated(p.num_sets() - 1)) {
+      if (p.items_exceeded()) {
+        last_error_ = Status(StatusCode::kResourceLimit,
+                             "grammar parse of one byte exceeds max_earley_items_per_byte (" +
+                                 std::to_string(p.max_step_items()) + " items)",
+                             "byte " + std::to_string(p.num_sets() - 1));
+      } else if (p.depth_exceeded() || p.truncated(p.num_sets() - 1)) {
         last_error_ = Status(StatusCode::kResourceLimit,
                              "grammar nesting deeper than max_nesting_depth (" +
                                  std::to_string(p.max_depth()) + ")",
@@ -205,7 +215,7 @@ std::string Matcher::ForcedBytes(std::size_t max_bytes) const {
       out.push_back(static_cast<char>(live));
     }
     p.PopTo(base);
-    p.ClearDepthFlag();
+    p.ClearLimitFlags();
     return out;
   }
   const ByteDfa& dfa = grammar_->impl().dfa();

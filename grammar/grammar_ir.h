@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "automata/byte_dfa.h"
+#include "grammar/deadline.h"
 #include "grammar/regex_ast.h"
 #include "lockstep/status.h"
 
@@ -122,6 +123,8 @@ struct NormalizeOptions {
   bool dedupe_rules = true;       // merge rules with identical bodies
   bool flatten = true;            // flatten nested sequences/choices, merge adjacent literals,
                                   // drop kEmpty from sequences, fold repeat{1,1}
+  // Past it, kResourceLimit naming the rule being rewritten (polled per rule and per round).
+  CompileDeadline deadline;
 };
 
 // Rewrites `g` in place into an equivalent grammar (same language); removes rules that become

@@ -4,8 +4,10 @@
 // changes, which makes it idempotent.
 #include <algorithm>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "grammar/grammar_ir.h"
@@ -156,8 +158,10 @@ void CollectRefs(const Grammar& g, ExprId id, std::vector<RuleId>* out) {
   for (ExprId c : e.children) CollectRefs(g, c, out);
 }
 
-// Canonical text of an expression tree, the key for deduplicating rules.
-void Key(const Grammar& g, ExprId id, std::string* out) {
+// Canonical text of an expression tree, the key for deduplicating rules; a reference is written
+// as rule_of(its rule).
+template <typename RuleOf>
+void Key(const Grammar& g, ExprId id, std::string* out, const RuleOf& rule_of) {
   const Expr& e = g.expr(id);
   // Fixed-width binary numbers (a tag after each keeps the text unambiguous): no formatting.
   const auto num = [out](std::int64_t v, char tag) {
@@ -173,12 +177,16 @@ void Key(const Grammar& g, ExprId id, std::string* out) {
     num(r.lo, '-');
     num(r.hi, ',');
   }
-  num(e.rule, 'r');
+  num(e.kind == ExprKind::kRuleRef ? rule_of(e.rule) : e.rule, 'r');
   num(e.min, 'm');
   num(e.max, 'M');
   if (e.kind == ExprKind::kByteDfa) num(static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(e.dfa.get())), 'd');
-  for (ExprId c : e.children) Key(g, c, out);
+  for (ExprId c : e.children) Key(g, c, out, rule_of);
   out->push_back(')');
+}
+
+void Key(const Grammar& g, ExprId id, std::string* out) {
+  Key(g, id, out, [](RuleId r) { return r; });
 }
 
 // References between rules: who refers to whom, what the root reaches, and how many references
@@ -220,6 +228,9 @@ class Pass {
  public:
   Pass(const Grammar& g, const NormalizeOptions& options) : g_(g), options_(options) {}
 
+  // Set when the deadline passed during Run (whose result is then to be dropped).
+  const Status& stopped() const { return stopped_; }
+
   Grammar Run() {
     const std::size_t n = g_.rules.size();
     // Reachable rules, reference counts and cycles.
@@ -243,6 +254,10 @@ class Pass {
       for (std::size_t r = 0; r < n; ++r) {
         if (!reachable[r] || new_body_[r] >= 0 || inlined_[r]) continue;
         if (inline_[r] && !kept_[r]) continue;
+        if (options_.deadline.Poll()) {
+          stopped_ = options_.deadline.Error("rule '" + g_.rules[r].name + "'");
+          return Grammar();
+        }
         new_body_[r] = Rewrite(g_.rules[r].body, 0);
         progress = true;
       }
@@ -258,20 +273,7 @@ class Pass {
     // Deduplicate rules whose rewritten bodies are identical (the first one, or root, stays).
     std::vector<RuleId> rep(n);
     for (std::size_t r = 0; r < n; ++r) rep[r] = static_cast<RuleId>(r);
-    if (options_.dedupe_rules) {
-      std::map<std::string, RuleId> seen;
-      std::string key;
-      key.clear();
-      Key(out_, new_body_[g_.root], &key);
-      seen.emplace(key, g_.root);
-      for (std::size_t r = 0; r < n; ++r) {
-        if (new_body_[r] < 0 || static_cast<RuleId>(r) == g_.root) continue;
-        key.clear();
-        Key(out_, new_body_[r], &key);
-        auto [it, inserted] = seen.emplace(key, static_cast<RuleId>(r));
-        if (!inserted) rep[r] = it->second;
-      }
-    }
+    if (options_.dedupe_rules && !Dedupe(&rep)) return Grammar();
     // Renumber the surviving rules and point references at representatives.
     std::vector<RuleId> new_id(n, -1);
     Grammar result;
@@ -292,6 +294,85 @@ class Pass {
   }
 
  private:
+  // Merges rules whose bodies are equal once the references to rules already merged are read
+  // as their representatives, to a fixpoint within the pass (the rule that stays is root, else
+  // the first): a chain of rules that become equal one level at a time, each level's references
+  // merged by the level below, took one pass per level, each rebuilding the whole grammar (a
+  // JSONSchemaBench schema's 785,000 expressions, 0.3 s a pass, hundreds of passes). A rule's key
+  // is recomputed when a rule it refers to is merged away. False (stopped_ set) when the deadline
+  // passed.
+  bool Dedupe(std::vector<RuleId>* rep_out) {
+    std::vector<RuleId>& rep = *rep_out;
+    const std::size_t n = rep.size();
+    auto find = [&rep](RuleId r) {
+      while (rep[r] != r) r = rep[r] = rep[rep[r]];
+      return r;
+    };
+    std::vector<std::vector<RuleId>> users(n);  // the live rules whose bodies refer to a rule
+    std::vector<RuleId> refs;
+    for (std::size_t r = 0; r < n; ++r) {
+      if (new_body_[r] < 0) continue;
+      refs.clear();
+      CollectRefs(out_, new_body_[r], &refs);
+      std::sort(refs.begin(), refs.end());
+      refs.erase(std::unique(refs.begin(), refs.end()), refs.end());
+      for (RuleId t : refs) users[t].push_back(static_cast<RuleId>(r));
+    }
+    std::unordered_map<std::string, RuleId> table;  // key -> the live rule with that key
+    std::vector<std::string> keys(n);
+    // The rules merged into each representative (itself included): when it is merged in turn,
+    // the users of every one of them see a new key.
+    std::vector<std::vector<RuleId>> members(n);
+    for (std::size_t r = 0; r < n; ++r) members[r] = {static_cast<RuleId>(r)};
+    std::deque<RuleId> work;
+    work.push_back(g_.root);
+    for (std::size_t r = 0; r < n; ++r) {
+      if (new_body_[r] >= 0 && static_cast<RuleId>(r) != g_.root) {
+        work.push_back(static_cast<RuleId>(r));
+      }
+    }
+    auto preferred = [this](RuleId a, RuleId b) { return a == g_.root || (b != g_.root && a < b); };
+    std::string key;
+    while (!work.empty()) {
+      const RuleId r = work.front();
+      work.pop_front();
+      if (find(r) != r) continue;  // merged away
+      if (options_.deadline.Poll()) {
+        stopped_ = options_.deadline.Error("rule '" + g_.rules[r].name + "'");
+        return false;
+      }
+      key.clear();
+      Key(out_, new_body_[r], &key, find);
+      if (key == keys[r]) continue;
+      if (auto old = table.find(keys[r]);
+          !keys[r].empty() && old != table.end() && old->second == r) {
+        table.erase(old);
+      }
+      auto [it, added] = table.emplace(key, r);
+      if (added) {
+        keys[r] = key;
+        continue;
+      }
+      // (An entry whose rule's references were merged since holds a rule that is no longer a
+      // representative, so it cannot equal a key just made; it is refreshed from the queue.)
+      const RuleId s = it->second;
+      const RuleId keep = preferred(r, s) ? r : s;
+      const RuleId drop = keep == r ? s : r;
+      rep[drop] = keep;
+      it->second = keep;
+      keys[keep] = key;
+      keys[drop].clear();
+      for (RuleId m : members[drop]) {
+        for (RuleId u : users[m]) work.push_back(u);
+      }
+      if (members[keep].size() < members[drop].size()) std::swap(members[keep], members[drop]);
+      members[keep].insert(members[keep].end(), members[drop].begin(), members[drop].end());
+      members[drop].clear();
+    }
+    for (std::size_t r = 0; r < n; ++r) rep[r] = find(static_cast<RuleId>(r));
+    return true;
+  }
+
   std::int32_t Height(ExprId id) {
     if (height_[id] >= 0) return height_[id];
     std::int32_t h = 1;
@@ -399,6 +480,7 @@ class Pass {
 
   const Grammar& g_;
   const NormalizeOptions& options_;
+  Status stopped_;
   Grammar out_;
   std::vector<bool> inline_, inlined_;
   std::vector<bool> kept_ = std::vector<bool>(g_.rules.size(), false);
@@ -456,7 +538,12 @@ Status Normalize(Grammar& g, const NormalizeOptions& options) {
   // bound is a safety net.
   const std::size_t max_rounds = g.rules.size() + g.exprs.size() + 4;
   for (std::size_t round = 0; round < max_rounds; ++round) {
-    Grammar next = Pass(g, options).Run();
+    if (options.deadline.PassedNow()) {
+      return options.deadline.Error("rule '" + g.rules[g.root].name + "' (normalising)");
+    }
+    Pass pass(g, options);
+    Grammar next = pass.Run();
+    if (!pass.stopped().ok()) return pass.stopped();
     const bool same = StructurallyEqual(next, g);
     g = std::move(next);
     if (same || !MayChangeAgain(g, options)) return Status::Ok();

@@ -143,6 +143,7 @@ class Validator {
   std::shared_ptr<const Schema> schema_;
   ValidateOptions options_;
   std::shared_ptr<const Regexes> regexes_;
+  bool dynamic_refs_ = false;  // some subschema has $dynamicRef (results depend on the scope)
 };
 
 }  // namespace lockstep::schema

@@ -279,18 +279,39 @@ struct Annotations {
 
 class Evaluator {
  public:
+  // `memoise`: no error list is kept and no $dynamicRef makes a result depend on the dynamic
+  // scope, so Eval's result is a function of (subschema, instance value).
   Evaluator(const Schema& s, const ValidateOptions& o, const Validator::Regexes& re,
-            std::vector<ValidationError>* errors)
-      : s_(s), o_(o), re_(re), errors_(errors) {}
+            std::vector<ValidationError>* errors, bool memoise)
+      : s_(s), o_(o), re_(re), errors_(errors), memoise_(memoise) {}
 
   Status fatal;
 
+  // `ann` is empty on entry (every caller passes a fresh one) and receives this subschema's
+  // annotations.
   bool Eval(const json& sch, const json& inst, const std::string& iptr, Annotations& ann) {
     if (sch.is_boolean()) {
       if (!sch.get<bool>()) Error(iptr, &sch, "", "false schema allows nothing");
       return sch.get<bool>();
     }
     if (!fatal.ok()) return false;
+    // Subschemas reached along several paths (a definition referenced from the branches of an
+    // anyOf at every level) are evaluated on one value once, not once per path (2^depth).
+    const bool memo = memoise_ && temporaries_ == 0;
+    const std::pair<const json*, const json*> key{&sch, &inst};
+    if (memo) {
+      if (auto it = memo_.find(key); it != memo_.end()) {
+        ann = it->second.second;
+        return it->second.first;
+      }
+    }
+    const bool valid = EvalUncached(sch, inst, iptr, ann);
+    if (memo && fatal.ok()) memo_.emplace(key, std::make_pair(valid, ann));
+    return valid;
+  }
+
+ private:
+  bool EvalUncached(const json& sch, const json& inst, const std::string& iptr, Annotations& ann) {
     if (++depth_ > o_.max_depth) {
       fatal = Status(StatusCode::kResourceLimit,
                      "schema evaluation nested too deeply "
@@ -311,7 +332,6 @@ class Evaluator {
     return valid;
   }
 
- private:
   void Error(const std::string& iptr, const json* sch, const std::string& kw, std::string msg) {
     if (!errors_ || errors_->size() >= o_.max_errors) return;
     std::string sp = s_.Location(sch);
@@ -617,10 +637,12 @@ class Evaluator {
       }
     }
     if (auto pn = sch.find("propertyNames"); pn != sch.end()) {
+      ++temporaries_;  // the names are temporary values: their addresses are reused
       for (auto& [k, v] : inst.items()) {
         Annotations a;
         valid &= Eval(*pn, json(k), iptr + JsonPointerSegment(k), a);
       }
+      --temporaries_;
     }
     const json* deps = nullptr;
     if (auto it = sch.find(Draft7() ? "dependencies" : "dependentSchemas");
@@ -703,6 +725,15 @@ class Evaluator {
   std::vector<ValidationError>* errors_;
   std::vector<std::string> scope_;  // dynamic scope: base URIs, outermost first
   int depth_ = 0;
+  const bool memoise_;
+  int temporaries_ = 0;  // > 0 while evaluating values that are not in the instance
+  struct PairHash {
+    std::size_t operator()(const std::pair<const json*, const json*>& p) const {
+      return std::hash<const void*>()(p.first) * 31 + std::hash<const void*>()(p.second);
+    }
+  };
+  std::unordered_map<std::pair<const json*, const json*>, std::pair<bool, Annotations>, PairHash>
+      memo_;
 };
 
 }  // namespace
@@ -758,6 +789,9 @@ Result<Validator> Validator::CreateImpl(std::shared_ptr<const Schema> schema,
     }
   }
   Validator v;
+  for (const json* node : nodes) {
+    if (node->is_object() && node->contains("$dynamicRef")) v.dynamic_refs_ = true;
+  }
   v.schema_ = std::move(schema);
   v.options_ = options;
   v.regexes_ = std::move(regexes);
@@ -767,7 +801,7 @@ Result<Validator> Validator::CreateImpl(std::shared_ptr<const Schema> schema,
 Result<bool> Validator::Validate(const nlohmann::json& instance,
                                  std::vector<ValidationError>* errors) const {
   try {
-    Evaluator ev(*schema_, options_, *regexes_, errors);
+    Evaluator ev(*schema_, options_, *regexes_, errors, errors == nullptr && !dynamic_refs_);
     Annotations ann;
     bool valid = ev.Eval(schema_->root(), instance, "", ann);
     if (!ev.fatal.ok()) return ev.fatal;

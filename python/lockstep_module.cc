@@ -9,6 +9,7 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -242,6 +243,21 @@ std::vector<std::int64_t> IdList(const py::handle& obj) {
 }
 
 // ---- compiling ---------------------------------------------------------------------------------
+
+// lockstep.CancelToken: a flag a Python thread sets to stop compiles running with it (they
+// release the GIL, so another thread can run). Shared with them as CompileOptions::cancel.
+struct PyCancelToken {
+  std::shared_ptr<std::atomic<bool>> flag = std::make_shared<std::atomic<bool>>(false);
+};
+
+// The deadline and cancellation keyword arguments every compile_* takes.
+void SetBudget(CompileOptions* o, std::int64_t timeout_ms,
+               const std::shared_ptr<PyCancelToken>& cancel, bool background_positions) {
+  o->background_positions = background_positions;
+  if (timeout_ms < 0) throw py::value_error("timeout_ms must be >= 0 (0: no deadline)");
+  o->compile_timeout_ms = timeout_ms;
+  if (cancel) o->cancel = cancel->flag;
+}
 
 template <typename F>
 std::shared_ptr<PyGrammar> Compile(const std::shared_ptr<PyVocab>& vocab, F&& compile) {
@@ -637,11 +653,33 @@ void Bind(py::module_& m) {
           "Writes the compiled artifact (.lsg) with the masks cached so far; precompute() first "
           "to ship every mask.");
 
+  py::class_<PyCancelToken, std::shared_ptr<PyCancelToken>>(
+      m, "CancelToken",
+      "A cancellation flag for compiles: pass it as cancel= to compile_*, and cancel() from "
+      "another thread stops them soon after with lockstep.Error (code 'resource limit', "
+      "'compile cancelled'). Compiles release the GIL, so the other thread runs meanwhile.")
+      .def(py::init<>())
+      .def(
+          "cancel", [](PyCancelToken& t) { t.flag->store(true); },
+          "Sets the flag: running compiles with this token stop, later ones stop at once.")
+      .def(
+          "reset", [](PyCancelToken& t) { t.flag->store(false); }, "Clears the flag.")
+      .def_property_readonly(
+          "cancelled", [](const PyCancelToken& t) { return t.flag->load(); },
+          "Whether cancel() was called (since the last reset()).");
+
+  static const char* kBudgetDoc =
+      " timeout_ms: wall-clock budget of the compile (default 10000; 0 = none); past it, "
+      "lockstep.Error with code 'resource limit' naming the deadline and the JSON Pointer or "
+      "rule being compiled. cancel: a lockstep.CancelToken another thread may set. "
+      "background_positions: positions of a grammar in use are computed by one background "
+      "thread per vocabulary between fills (False: only on the filling thread).";
   m.def(
       "compile_schema",
       [](const std::shared_ptr<PyVocab>& vocab, const py::object& schema, bool lenient,
          bool compact, std::int32_t max_whitespace_run, bool format_assertion,
-         bool precompute_masks) {
+         bool precompute_masks, std::int64_t timeout_ms,
+         const std::shared_ptr<PyCancelToken>& cancel, bool background_positions) {
         const std::string text = SchemaText(schema);
         CompileOptions o;
         o.schema_lenient = lenient;
@@ -649,6 +687,7 @@ void Bind(py::module_& m) {
         o.schema_max_whitespace_run = max_whitespace_run;
         o.schema_format_assertion = format_assertion;
         o.precompute_masks = precompute_masks;
+        SetBudget(&o, timeout_ms, cancel, background_positions);
         return Compile(vocab, [&](const GrammarCompiler& c, std::vector<std::string>* w) {
           return c.CompileSchema(text, o, w);
         });
@@ -656,38 +695,61 @@ void Bind(py::module_& m) {
       py::arg("vocab"), py::arg("schema"), py::arg("lenient") = false, py::arg("compact") = false,
       py::arg("max_whitespace_run") = 32, py::arg("format_assertion") = true,
       py::arg("precompute_masks") = false,
-      "Compiles a JSON Schema (str, or a dict/list/bool serialised with json.dumps). A keyword "
-      "that cannot be enforced exactly raises lockstep.Error naming its JSON Pointer; with "
-      "lenient=True it is relaxed and reported in .warnings. compact: no whitespace at all.");
+      py::arg("timeout_ms") = CompileOptions{}.compile_timeout_ms, py::arg("cancel") = nullptr,
+      py::arg("background_positions") = true,
+      (std::string("Compiles a JSON Schema (str, or a dict/list/bool serialised with json.dumps). "
+                   "A keyword that cannot be enforced exactly raises lockstep.Error naming its "
+                   "JSON Pointer; with lenient=True it is relaxed and reported in .warnings. "
+                   "compact: no whitespace at all.") +
+       kBudgetDoc)
+          .c_str());
   m.def(
       "compile_regex",
       [](const std::shared_ptr<PyVocab>& vocab, const std::string& pattern, bool precompute_masks,
-         std::int32_t max_dfa_states) {
+         std::int32_t max_dfa_states, std::int64_t timeout_ms,
+         const std::shared_ptr<PyCancelToken>& cancel, bool background_positions) {
         CompileOptions o;
         o.precompute_masks = precompute_masks;
         o.max_dfa_states = max_dfa_states;
+        SetBudget(&o, timeout_ms, cancel, background_positions);
         return Compile(vocab, [&](const GrammarCompiler& c, std::vector<std::string>*) {
           return c.CompileRegex(pattern, o);
         });
       },
       py::arg("vocab"), py::arg("pattern"), py::arg("precompute_masks") = false,
       py::arg("max_dfa_states") = 100000,
-      "Compiles a regular expression with full-match semantics.");
+      py::arg("timeout_ms") = CompileOptions{}.compile_timeout_ms, py::arg("cancel") = nullptr,
+      py::arg("background_positions") = true,
+      (std::string("Compiles a regular expression with full-match semantics.") + kBudgetDoc)
+          .c_str());
   m.def(
       "compile_grammar",
       [](const std::shared_ptr<PyVocab>& vocab, const std::string& text, const std::string& syntax,
-         bool precompute_masks, std::int32_t max_nesting_depth) {
+         bool precompute_masks, std::int32_t max_nesting_depth,
+         std::int32_t max_earley_items_per_byte, std::int64_t timeout_ms,
+         const std::shared_ptr<PyCancelToken>& cancel, bool background_positions) {
+        if (max_nesting_depth <= 0 || max_earley_items_per_byte <= 0) {
+          RaiseArg("max_nesting_depth and max_earley_items_per_byte must be positive");
+        }
         CompileOptions o;
         o.precompute_masks = precompute_masks;
         o.max_nesting_depth = max_nesting_depth;
+        o.max_earley_items_per_byte = max_earley_items_per_byte;
+        SetBudget(&o, timeout_ms, cancel, background_positions);
         return Compile(vocab, [&](const GrammarCompiler& c, std::vector<std::string>*) {
           return c.CompileGrammar(text, o, syntax);
         });
       },
       py::arg("vocab"), py::arg("text"), py::arg("syntax") = "auto",
       py::arg("precompute_masks") = false, py::arg("max_nesting_depth") = 10000,
-      "Compiles a context-free grammar; syntax 'auto' (GBNF if rules use '::='), 'gbnf' or "
-      "'lark'.");
+      py::arg("max_earley_items_per_byte") = CompileOptions{}.max_earley_items_per_byte,
+      py::arg("timeout_ms") = CompileOptions{}.compile_timeout_ms, py::arg("cancel") = nullptr,
+      py::arg("background_positions") = true,
+      (std::string("Compiles a context-free grammar; syntax 'auto' (GBNF if rules use '::='), "
+                   "'gbnf' or 'lark'. Input nested deeper than max_nesting_depth, or whose parse "
+                   "of one byte takes more than max_earley_items_per_byte items, is rejected.") +
+       kBudgetDoc)
+          .c_str());
 
   m.def(
       "load_artifact",

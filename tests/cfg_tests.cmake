@@ -9,6 +9,11 @@ lockstep_add_test(grammar_json_test decoder/grammar_json_test.cc LIBS lockstep_g
 lockstep_add_test(grammar_generation_test decoder/grammar_generation_test.cc
   LIBS lockstep_grammar_test_util simdjson::simdjson)
 lockstep_add_test(grammar_matcher_test decoder/grammar_matcher_test.cc)
+# Fills within their limits: many rules, the nesting limit, bounded position keys.
+lockstep_add_test(fill_limits_test decoder/fill_limits_test.cc)
 # Triggered constraints (issue 7): formats on their families' vocabularies, exactness across
 # triggers and end markers, generation checked by an independent parse and the validator, errors.
 lockstep_add_test(structured_test decoder/structured_test.cc LIBS lockstep_grammar_walk)
+# Counted repetitions of ambiguous or nullable bodies (schemas/grammars/pathological): results,
+# masks against brute force, counters against automata, the per-byte item budget.
+lockstep_add_test(earley_repeat_test automata/earley_repeat_test.cc LIBS lockstep_grammar_walk)

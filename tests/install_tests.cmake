@@ -2,7 +2,7 @@
 # outside the tree: find_package(lockstep), and plain cc with pkg-config) builds the README's C++
 # and C programs against it; they, the README's Python program and the installed `lockstep` run
 # with LOCKSTEP_DATA_DIR unset and must use the installed data. Not in sanitizer or fuzzer builds.
-if(NOT LOCKSTEP_SANITIZE AND NOT LOCKSTEP_FUZZ)
+if(NOT LOCKSTEP_SANITIZE AND NOT LOCKSTEP_FUZZ AND NOT LOCKSTEP_TSAN)
   find_package(Python3 REQUIRED COMPONENTS Interpreter)
   set(_lockstep_install_test_args
     --source-dir ${PROJECT_SOURCE_DIR} --build-dir ${PROJECT_BINARY_DIR} --config $<CONFIG>

@@ -20,3 +20,8 @@ if(LOCKSTEP_BUILD_CLI)
   set_tests_properties(artifact_cli_test PROPERTIES ENVIRONMENT
     "LOCKSTEP_DATA_DIR=${LOCKSTEP_SOURCE_DATA_DIR}" TIMEOUT 600)
 endif()
+# Compiles that must end: pathological schemas and grammars (shared definitions, nested
+# combinators) compile exactly or are refused with a location; the compile deadline and
+# cancellation from another thread.
+lockstep_add_test(compile_budget_test automata/compile_budget_test.cc
+  LIBS nlohmann_json::nlohmann_json)

@@ -4,6 +4,7 @@
 // of Matchers on any number of threads.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -29,6 +30,11 @@ struct CompileOptions {
   // Grammars: deepest nesting of rule predictions (a JSON bracket costs two levels). Input that
   // would nest deeper is rejected (the matcher reports kResourceLimit), never a stack overflow.
   std::int32_t max_nesting_depth = 10000;
+  // Grammars: Earley items that one byte of input may create or visit (predictions,
+  // completions, the origin sets a completion reads). A byte over it is rejected (the matcher
+  // reports kResourceLimit naming this option), never a hang. Counted repetitions of ambiguous
+  // or nullable bodies stay far below it (docs/grammars.md, "Bounded sets").
+  std::int32_t max_earley_items_per_byte = 100000;
   // Grammars: a bounded repetition of terminals ([ \t\n\r]{0,32}) is unrolled inside the rule's
   // byte automaton while it stays under this many NFA states, else it runs as a native counter
   // rule. 0 = automatic: 2048 for grammars (fewer stack-dependent tokens, faster masks) and 256
@@ -44,6 +50,12 @@ struct CompileOptions {
   // vocabulary; false keeps a grammar's positions to itself.
   bool share_positions = true;
   std::int64_t max_shared_position_bytes = std::int64_t{256} << 20;
+  // Grammars computed lazily (precompute_masks false): after a grammar's first mask, one
+  // background thread per vocabulary computes its remaining positions, the grammar being decoded
+  // first (docs/grammars.md, "Background positions"), so that later fills rarely walk the trie
+  // themselves. false: every position is computed by the fill that first needs it, on the
+  // calling thread.
+  bool background_positions = true;
   // JSON Schemas (CompileSchema; docs/json-schema-compiler.md).
   // Relax what cannot be enforced exactly (reported as warnings) instead of failing.
   bool schema_lenient = false;
@@ -55,6 +67,17 @@ struct CompileOptions {
   bool schema_format_assertion = true;
   // Budget of grammar expressions built from one schema.
   std::int64_t schema_max_exprs = 2000000;
+  // Wall-clock budget of one compile (CompileRegex, CompileGrammar, CompileSchema,
+  // CompileGrammarIr, with precompute_masks when set), in milliseconds; 0 = none. Every long
+  // phase polls it, so a compile ends within milliseconds of it with kResourceLimit "compile
+  // deadline of N ms passed", located at the JSON Pointer of the subschema or the rule being
+  // compiled then. A budget against pathological inputs, not a target: the dev-set schemas
+  // compile in milliseconds.
+  std::int64_t compile_timeout_ms = 10000;
+  // Cancellation: a flag the host owns and may set from any thread while a compile with these
+  // options runs; the compile then ends the same way, with kResourceLimit "compile cancelled".
+  // Null: none. The compile holds a reference to it, so the host may drop its own at any time.
+  std::shared_ptr<const std::atomic<bool>> cancel = nullptr;
 };
 
 struct CompiledGrammarStats {

@@ -114,6 +114,20 @@ lockstep_status lockstep_vocab_token_bytes(const lockstep_vocab* vocab, int32_t 
 
 /* ---- compiling constraints ---------------------------------------------------------------- */
 
+/* A cancellation flag for compiles (CompileOptions::cancel): pass it in
+ * lockstep_compile_options.cancel, and lockstep_cancel_token_cancel from any thread stops every
+ * compile running with it soon after, with LOCKSTEP_RESOURCE_LIMIT and "compile cancelled" in
+ * lockstep_last_error. Thread-safe. A compile keeps its own reference to the flag, so the token
+ * may be freed while one runs (cancelling it then is impossible, not unsafe). */
+typedef struct lockstep_cancel_token lockstep_cancel_token;
+lockstep_status lockstep_cancel_token_create(lockstep_cancel_token** out);
+/* Sets the flag (compiles that start later with it stop at once) / clears it. NULL: no-op. */
+void lockstep_cancel_token_cancel(lockstep_cancel_token* token);
+void lockstep_cancel_token_reset(lockstep_cancel_token* token);
+/* 1 once cancelled (until reset), else 0; 0 for NULL. */
+int32_t lockstep_cancel_token_is_cancelled(const lockstep_cancel_token* token);
+void lockstep_cancel_token_free(lockstep_cancel_token* token);
+
 /* The C++ lockstep::CompileOptions. Initialise with lockstep_compile_options_init (defaults),
  * then change fields. struct_size must be sizeof(lockstep_compile_options) of the header the
  * caller was built with: fields past it take their defaults, a size below this version's first
@@ -133,6 +147,16 @@ typedef struct lockstep_compile_options {
   int32_t schema_max_whitespace_run; /* schemas: bytes of whitespace per gap */
   int32_t schema_format_assertion;   /* schemas: enforce `format` (1) or ignore it (0) */
   int64_t schema_max_exprs;
+  /* Added after the first layout (a struct_size that ends before a field gives it its default): */
+  int32_t max_earley_items_per_byte; /* grammars: parse work of one byte before RESOURCE_LIMIT */
+  /* 1 (default): positions of a grammar in use are computed by one background thread per
+   * vocabulary between fills (see docs/grammars.md); 0: only on the filling thread. */
+  int32_t background_positions;
+  /* Wall-clock budget of one compile in ms (default 10000; 0 = none): past it the compile
+   * returns LOCKSTEP_RESOURCE_LIMIT, "compile deadline of N ms passed", with the schema's JSON
+   * Pointer or the grammar rule it was compiling. */
+  int64_t compile_timeout_ms;
+  const lockstep_cancel_token* cancel; /* NULL: none */
 } lockstep_compile_options;
 
 /* Fills *options with the defaults and sets struct_size. NULL: no-op. */
@@ -201,7 +225,8 @@ lockstep_status lockstep_matcher_fill_bitmask(lockstep_matcher* matcher, uint32_
                                               size_t n_words);
 /* Advances by one token. An id outside [0, logits_width) is LOCKSTEP_INVALID_ARGUMENT; a token
  * the mask does not allow is LOCKSTEP_REJECTED (or LOCKSTEP_RESOURCE_LIMIT when it would nest
- * deeper than max_nesting_depth), with the state unchanged. Accepting an EOS id where the
+ * deeper than max_nesting_depth or take more than max_earley_items_per_byte of parse work for one
+ * byte), with the state unchanged. Accepting an EOS id where the
  * constraint may end terminates the matcher. */
 lockstep_status lockstep_matcher_accept_token(lockstep_matcher* matcher, int32_t token);
 /* Advances by raw bytes, as one step (one Rollback undoes it); LOCKSTEP_REJECTED if they lead

@@ -16,6 +16,22 @@
 
 namespace lockstep {
 
+// What one FillNextTokenBitmask did, to trace a slow fill to its cause (`lockstep bench
+// --per-schema`). Grammars only; a regex fill leaves every count at zero.
+struct FillTrace {
+  std::int32_t positions_walked = 0;  // positions computed here by a walk of the token trie
+  std::int32_t region_walks = 0;      //   of which through a shared string-body view
+  std::int32_t parser_walks = 0;      //   of which by the local Earley parser (stack walk gave up)
+  std::int32_t regions_built = 0;     // string-body views built for the vocabulary here
+  std::int32_t positions_shared = 0;  // positions taken from the vocabulary's store
+  std::int32_t full_walks = 0;        // masks by a walk of the whole trie over the full parser
+  std::int32_t tail_nodes = 0;        // uncertain-tail trie nodes checked against the stack
+  bool restored = false;              // a finished mask restored from the signature cache
+  // The costliest thing the fill did: "full walk", "parser walk", "region build",
+  // "region walk", "walk", "shared", "tails", "restore" or "union".
+  const char* Kind() const;
+};
+
 class Matcher {
  public:
   explicit Matcher(std::shared_ptr<const CompiledGrammar> grammar);
@@ -58,6 +74,9 @@ class Matcher {
   // Speculative decoding: how many of `draft` would be accepted in order, from the current
   // state, without changing it.
   std::int32_t ValidateDraft(std::span<const TokenId> draft) const;
+
+  // The calling thread's trace of its last FillNextTokenBitmask (on any matcher).
+  static const FillTrace& LastFillTrace();
 
   const CompiledGrammar& grammar() const { return *grammar_; }
   // Regex constraints: the byte-DFA state. Grammars: the number of Earley sets (a position).

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -419,11 +420,100 @@ TEST_F(CapiTest, VocabularyAndCompileErrors) {
   lockstep_compile_options_init(&options);
   options.max_nesting_depth = 0;
   EXPECT_EQ(lockstep_compile_regex(vocab_, "a", 1, &options, &g), LOCKSTEP_INVALID_ARGUMENT);
+  lockstep_compile_options_init(&options);
+  options.max_earley_items_per_byte = 0;
+  EXPECT_EQ(lockstep_compile_regex(vocab_, "a", 1, &options, &g), LOCKSTEP_INVALID_ARGUMENT);
+  EXPECT_EQ(g, nullptr);
   EXPECT_EQ(lockstep_compile_regex(nullptr, "a", 1, nullptr, &g), LOCKSTEP_INVALID_ARGUMENT);
   EXPECT_EQ(lockstep_compile_regex(vocab_, nullptr, 1, nullptr, &g), LOCKSTEP_INVALID_ARGUMENT);
   EXPECT_EQ(lockstep_compile_regex(vocab_, "a", 1, nullptr, nullptr), LOCKSTEP_INVALID_ARGUMENT);
   EXPECT_EQ(lockstep_compile_schema(vocab_, nullptr, 4, nullptr, &g), LOCKSTEP_INVALID_ARGUMENT);
   EXPECT_EQ(g, nullptr);
+}
+
+// max_earley_items_per_byte came after the first published layout of the options: a caller
+// built with that layout (struct_size ending before it) gets its default; a budget too small
+// for a byte's parse is LOCKSTEP_RESOURCE_LIMIT naming it, with the matcher unchanged.
+TEST_F(CapiTest, EarleyItemBudget) {
+  const std::string grammar = "root ::= list\nlist ::= list \",\" [a-z] | [a-z]";
+  lockstep_compile_options options;
+  lockstep_compile_options_init(&options);
+  options.max_earley_items_per_byte = 12345;
+  options.struct_size = offsetof(lockstep_compile_options, max_earley_items_per_byte);
+  lockstep_grammar* g = nullptr;
+  ASSERT_EQ(lockstep_compile_grammar(vocab_, grammar.data(), grammar.size(), nullptr, &options, &g),
+            LOCKSTEP_OK)
+      << lockstep_last_error();
+  lockstep_matcher* m = nullptr;
+  ASSERT_EQ(lockstep_matcher_create(g, &m), LOCKSTEP_OK);
+  EXPECT_EQ(lockstep_matcher_accept_string(m, "a,b,c", 5), LOCKSTEP_OK);
+  lockstep_matcher_free(m);
+  lockstep_grammar_free(g);
+  lockstep_compile_options_init(&options);
+  options.max_earley_items_per_byte = 3;
+  ASSERT_EQ(lockstep_compile_grammar(vocab_, grammar.data(), grammar.size(), nullptr, &options, &g),
+            LOCKSTEP_OK);
+  ASSERT_EQ(lockstep_matcher_create(g, &m), LOCKSTEP_OK);
+  EXPECT_EQ(lockstep_matcher_accept_string(m, "a,b", 3), LOCKSTEP_RESOURCE_LIMIT);
+  EXPECT_TRUE(LastErrorHas("max_earley_items_per_byte")) << lockstep_last_error();
+  EXPECT_EQ(lockstep_matcher_num_steps(m), 0);
+  lockstep_matcher_free(m);
+  lockstep_grammar_free(g);
+}
+
+// The compile budgets through the ABI: the deadline field and its default, the previous layout
+// of the options (before compile_timeout_ms) still accepted with the default deadline, a
+// negative deadline refused, the cancel token's functions (NULL included) and a token cancelled
+// before a compile stops it.
+TEST_F(CapiTest, CompileDeadlineAndCancelToken) {
+  lockstep_compile_options options;
+  lockstep_compile_options_init(&options);
+  EXPECT_EQ(options.compile_timeout_ms, 10000);
+  EXPECT_EQ(options.cancel, nullptr);
+  EXPECT_EQ(options.background_positions, 1);
+  lockstep_grammar* g = nullptr;
+  const std::string schema = R"({"type": "array", "items": {"type": "integer"}})";
+  options.struct_size = offsetof(lockstep_compile_options, compile_timeout_ms);
+  ASSERT_EQ(lockstep_compile_schema(vocab_, schema.data(), schema.size(), &options, &g),
+            LOCKSTEP_OK)
+      << lockstep_last_error();
+  lockstep_grammar_free(g);
+  g = nullptr;
+  lockstep_compile_options_init(&options);
+  options.compile_timeout_ms = -1;
+  EXPECT_EQ(lockstep_compile_schema(vocab_, schema.data(), schema.size(), &options, &g),
+            LOCKSTEP_INVALID_ARGUMENT);
+
+  lockstep_cancel_token* token = nullptr;
+  EXPECT_EQ(lockstep_cancel_token_create(nullptr), LOCKSTEP_INVALID_ARGUMENT);
+  ASSERT_EQ(lockstep_cancel_token_create(&token), LOCKSTEP_OK);
+  EXPECT_EQ(lockstep_cancel_token_is_cancelled(token), 0);
+  lockstep_cancel_token_cancel(token);
+  EXPECT_EQ(lockstep_cancel_token_is_cancelled(token), 1);
+  lockstep_compile_options_init(&options);
+  options.cancel = token;
+  for (const auto& [kind, text] :
+       {std::pair<int, std::string>{0, "[a-z]+"}, {1, "root ::= \"a\"+"}, {2, schema}}) {
+    const lockstep_status st =
+        kind == 0 ? lockstep_compile_regex(vocab_, text.data(), text.size(), &options, &g)
+        : kind == 1
+            ? lockstep_compile_grammar(vocab_, text.data(), text.size(), nullptr, &options, &g)
+            : lockstep_compile_schema(vocab_, text.data(), text.size(), &options, &g);
+    EXPECT_EQ(st, LOCKSTEP_RESOURCE_LIMIT) << text;
+    EXPECT_TRUE(LastErrorHas("compile cancelled")) << lockstep_last_error();
+    EXPECT_EQ(g, nullptr);
+  }
+  lockstep_cancel_token_reset(token);
+  EXPECT_EQ(lockstep_cancel_token_is_cancelled(token), 0);
+  ASSERT_EQ(lockstep_compile_schema(vocab_, schema.data(), schema.size(), &options, &g),
+            LOCKSTEP_OK)
+      << lockstep_last_error();
+  lockstep_grammar_free(g);
+  lockstep_cancel_token_free(token);
+  lockstep_cancel_token_cancel(nullptr);
+  lockstep_cancel_token_reset(nullptr);
+  EXPECT_EQ(lockstep_cancel_token_is_cancelled(nullptr), 0);
+  lockstep_cancel_token_free(nullptr);
 }
 
 TEST_F(CapiTest, MatcherErrors) {

@@ -80,7 +80,8 @@ class Bench(unittest.TestCase):
         r = self.bench_json("--maskbench", path)
         self.assertIsNone(r["traces"])
         self.assertEqual(r["threads"], 1)
-        self.assertEqual(r["schemas"], {"total": 1, "compiled": 1, "failed": 0, "failures": []})
+        self.assertEqual(r["schemas"], {"total": 1, "compiled": 1, "failed": 0, "failures": [],
+                                        "timeouts": 0, "timed_out": []})
         self.assertEqual((r["valid"]["total"], r["valid"]["accepted"], r["valid"]["rejected"]),
                          (2, 2, 0))
         self.assertEqual((r["invalid"]["total"], r["invalid"]["rejected"],
@@ -148,6 +149,19 @@ class Bench(unittest.TestCase):
         self.assertIn("schema", errors["c.json"])
         self.assertIn("tests[0]", errors["d.json"])
         self.assertEqual(r["valid"]["accepted"], 2)
+
+    def test_compile_timeout_makes_a_failed_schema_with_the_reason(self):
+        slow = {"type": "object", "oneOf": [
+            {"properties": {"p%d" % j: {"type": "integer", "minimum": i + j} for j in range(3)}}
+            for i in range(12)]}
+        self.write("slow.json", json.dumps({"schema": slow, "tests": [{"valid": True, "data": {}}]}))
+        self.write("a.json", json.dumps({"schema": SCHEMA, "tests": TESTS}))
+        r = self.bench_json("--maskbench", self.dir.name, "--compile-timeout", "1")
+        self.assertEqual(r["schemas"]["total"], 2)
+        errors = {os.path.basename(f["file"]): f["error"] for f in r["schemas"]["failures"]}
+        self.assertIn("slow.json", errors)
+        for error in errors.values():  # (the small schema may take more than 1 ms too)
+            self.assertIn("compile deadline of 1 ms passed", error)
 
     def test_bad_traces_line_exits_2_with_location(self):
         path = self.write("person.json", json.dumps({"schema": SCHEMA, "tests": TESTS}))

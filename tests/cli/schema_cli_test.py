@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """End-to-end checks of the JSON Schema constraint in the CLI: `compile --schema` (exit 2 with
-the keyword's JSON Pointer for what cannot be enforced, --lenient warnings, --emit-grammar,
---stats), `generate --schema` whose every output `lockstep validate --schema` accepts, and the
+the keyword's JSON Pointer for what cannot be enforced or past --compile-timeout, --lenient
+warnings, --emit-grammar, --stats), `generate --schema` whose every output `lockstep validate --schema` accepts, and the
 one-constraint rule.
 
 usage: schema_cli_test.py PATH/TO/lockstep"""
@@ -73,6 +73,20 @@ class SchemaCli(unittest.TestCase):
         code, _, err = run("compile", "--schema", bad)
         self.assertEqual(code, 2)
         self.assertIn("#/properties/a/type", err)
+
+    def test_compile_timeout_exits_2_naming_the_deadline(self):
+        # A oneOf of twelve object branches that are not provably disjoint: many seconds.
+        slow = {"type": "object", "oneOf": [
+            {"properties": {"p%d" % j: {"type": "integer", "minimum": i + j} for j in range(3)}}
+            for i in range(12)]}
+        path = self.write("slow.json", json.dumps(slow))
+        code, _, err = run("compile", "--schema", path, "--compile-timeout", "1")
+        self.assertEqual(code, 2, err)
+        self.assertIn("resource limit at " + path + "#", err)
+        self.assertIn("compile deadline of 1 ms passed", err)
+        code, _, err = run("compile", "--schema", path, "--compile-timeout", "-1")
+        self.assertEqual(code, 2)
+        self.assertIn("--compile-timeout", err)
 
     def test_missing_schema_file_exits_2(self):
         code, _, err = run("compile", "--schema", os.path.join(self.dir.name, "none.json"))

@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import tempfile
+import threading
 import unittest
 
 import numpy as np
@@ -354,6 +355,14 @@ class MaskTest(unittest.TestCase):
             self.assertTrue(fg.accept_token(t))
         gg = lockstep.compile_grammar(v, 'root ::= "yes" | "no"')
         self.assertTrue(gg.is_grammar)
+        # The parse-work budget per byte: a left-recursive list's byte takes a few items, under a
+        # budget of 3 it is refused; zero is not a budget.
+        leftrec = 'root ::= list\nlist ::= list "," [a-z] | [a-z]'
+        self.assertTrue(lockstep.Matcher(lockstep.compile_grammar(v, leftrec)).accept_string("a,b"))
+        tight = lockstep.compile_grammar(v, leftrec, max_earley_items_per_byte=3)
+        self.assertFalse(lockstep.Matcher(tight).accept_string("a,b"))
+        with self.assertRaises(lockstep.Error):
+            lockstep.compile_grammar(v, leftrec, max_earley_items_per_byte=0)
         small = lockstep.Vocabulary.from_tokens(
             [b"a", b"b", b"ab", b"</s>"], types=["normal", "normal", "normal", "special"],
             eos_ids=[3])
@@ -501,6 +510,54 @@ class BadInputTest(unittest.TestCase):
             s.sample(np.zeros(100, dtype=np.float32), mask=np.zeros(1, dtype=np.int32))
         with self.assertRaises(TypeError):
             s.sample(np.zeros(3, dtype=np.float32), mask=np.zeros(1, dtype=np.float32))
+
+
+def slow_schema():
+    """A oneOf of twelve object branches that are not provably disjoint: each branch is compiled
+    with the negation of the eleven others, so the compile takes many seconds."""
+    branches = [{"properties": {"p%d" % j: {"type": "integer", "minimum": i + j} for j in range(3)}}
+                for i in range(12)]
+    return {"type": "object", "oneOf": branches}
+
+
+class CompileBudgetTest(unittest.TestCase):
+    """timeout_ms and cancel= on every compile_*: a compile past its budget or cancelled from
+    another Python thread raises lockstep.Error (code 'resource limit') naming the budget."""
+
+    def test_deadline(self):
+        with self.assertRaises(lockstep.Error) as cm:
+            lockstep.compile_schema(vocab(), slow_schema(), timeout_ms=1)
+        e = cm.exception
+        self.assertEqual(e.code, "resource limit")
+        self.assertEqual(e.message, "compile deadline of 1 ms passed")
+        self.assertTrue(e.location == "" or e.location.startswith("/oneOf"), e.location)
+        with self.assertRaises(ValueError):
+            lockstep.compile_regex(vocab(), "a", timeout_ms=-1)
+        # 0: no deadline; the default is 10 s.
+        g = lockstep.compile_regex(vocab(), "[a-z]{3}", timeout_ms=0)
+        self.assertEqual(g.logits_width, vocab().logits_width)
+
+    def test_cancel_from_another_thread(self):
+        token = lockstep.CancelToken()
+        self.assertFalse(token.cancelled)
+        timer = threading.Timer(0.05, token.cancel)
+        timer.start()
+        try:
+            with self.assertRaises(lockstep.Error) as cm:
+                lockstep.compile_schema(vocab(), slow_schema(), timeout_ms=0, cancel=token)
+        finally:
+            timer.join()
+        self.assertEqual(cm.exception.code, "resource limit")
+        self.assertEqual(cm.exception.message, "compile cancelled")
+        self.assertTrue(token.cancelled)
+        # A cancelled token stops the other compiles at once; reset lets them run.
+        with self.assertRaises(lockstep.Error):
+            lockstep.compile_grammar(vocab(), 'root ::= "a"+', cancel=token)
+        with self.assertRaises(lockstep.Error):
+            lockstep.compile_regex(vocab(), "[a-z]+", cancel=token)
+        token.reset()
+        self.assertFalse(token.cancelled)
+        lockstep.compile_grammar(vocab(), 'root ::= "a"+', cancel=token)
 
 
 class LogitsProcessorTest(unittest.TestCase):
