@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <limits>
 #include <climits>
 #include <cstring>
 #include <new>
@@ -535,23 +536,22 @@ class StackWalk {
   }
   // The closed set of the single configuration (q, parent).
   std::int32_t Start(StateId q, std::int32_t parent) {
-    if (fresh_walk_) {
-      fresh_walk_ = false;
-      frames_.clear();
-      frame_table_.assign(256, -1);
-      pool_.clear();
-      set_begin_.assign(1, 0);
-      set_completed_.clear();
-      set_table_.assign(256, -1);
-      memo_keys_.assign(1024, -1);
-      memo_vals_.assign(1024, -1);
-      memo_size_ = 0;
-    }
+    Prepare();
     cur_.clear();
     completed_ = false;
     Add(q, parent, 0);
     Close();
     return InternSet();
+  }
+  // The closed set of counter `rule` after `count` repetitions as the position's own rule (a
+  // counter position): its body entered afresh; the counter finishes once a body has.
+  std::int32_t StartCounter(std::int32_t rule, std::int32_t count) {
+    Prepare();
+    cur_.clear();
+    completed_ = false;
+    Counter(rule, count, kBottom, /*fresh=*/true);
+    Close();
+    return failed ? -1 : InternSet();
   }
   // The set after byte b from set `sid`; -1 if b leads nowhere.
   std::int32_t Step(std::int32_t sid, std::uint8_t b) {
@@ -569,7 +569,8 @@ class StackWalk {
       if (t != CfgProgram::kDead) Add(t, pool_[j].parent, 0);
     }
     Close();
-    const std::int32_t next = cur_.empty() || failed ? -1 : InternSet();
+    // (Empty but completed: a counter position's own counter reached its maximum on b.)
+    const std::int32_t next = (cur_.empty() && !completed_) || failed ? -1 : InternSet();
     if (failed) return -1;
     memo_keys_[h] = key;
     memo_vals_[h] = next;
@@ -585,6 +586,22 @@ class StackWalk {
   bool failed = false;
 
  private:
+  // Clears the tables at the first Start after Reset.
+  void Prepare() {
+    if (fresh_walk_) {
+      fresh_walk_ = false;
+      frames_.clear();
+      frame_table_.assign(256, -1);
+      pool_.clear();
+      set_begin_.assign(1, 0);
+      set_completed_.clear();
+      set_table_.assign(256, -1);
+      memo_keys_.assign(1024, -1);
+      memo_vals_.assign(1024, -1);
+      memo_size_ = 0;
+    }
+  }
+
   static constexpr std::size_t kMaxConfigs = 48;
   static constexpr std::int32_t kMaxDepth = 40;
   static constexpr std::size_t kMaxFrames = 1 << 16;
@@ -872,7 +889,7 @@ void CfgGrammar::WalkTrie(std::span<const TokenTrie::Node> nodes, std::uint32_t 
   wcount[0] = -1;
   // Stack-walk mode (level -2): sid[d] is the configuration set at depth d.
   StackWalk& stack = out.stack;
-  const bool use_stack = !counter && !out.use_parser;
+  const bool use_stack = !out.use_parser;
   std::vector<std::int32_t>& sid = out.sid;
   // In automaton mode, dpar[d] is the stack under dstate[d] (the walk left stack mode inside a
   // rule below the position's own, on a state that can neither finish it nor enter a rule).
@@ -886,7 +903,12 @@ void CfgGrammar::WalkTrie(std::span<const TokenTrie::Node> nodes, std::uint32_t 
     return !stack.failed;
   };
   dstate[0] = start;
-  if (!counter && has_nt(start) && repeat_of_[start] >= 0) {
+  if (counter && use_stack) {
+    // A counter position (`start` is its count): the stack walk runs the counter natively.
+    sid[0] = stack.StartCounter(item.rule, start);
+    if (stack.failed) return;
+    level[0] = -2;
+  } else if (!counter && has_nt(start) && repeat_of_[start] >= 0) {
     wcount[0] = 0;
   } else if (use_stack && has_nt(start)) {
     if (!start_stack(0, start, StackWalk::kBottom)) return;
@@ -941,12 +963,11 @@ void CfgGrammar::WalkTrie(std::span<const TokenTrie::Node> nodes, std::uint32_t 
         wcount[d] = -1;
         level[d] = -2;
         const std::span<const StackWalk::Config> set = stack.set(next);
-        const StackWalk::Config& c = set[0];
-        if (set.size() == 1 && !has_nt(c.q) &&
-            (c.parent == StackWalk::kBottom || !p.accepting[c.q])) {
+        if (set.size() == 1 && !has_nt(set[0].q) &&
+            (set[0].parent == StackWalk::kBottom || !p.accepting[set[0].q])) {
           level[d] = -1;
-          dstate[d] = c.q;
-          dpar[d] = c.parent;
+          dstate[d] = set[0].q;
+          dpar[d] = set[0].parent;
         }
       }
     } else if (level[d - 1] < 0) {
@@ -1255,6 +1276,75 @@ int CfgGrammar::RegionUseOfState(StateId s) const {
   return (removed[0] | removed[1] | removed[2] | removed[3]) != 0 ? 2 : 1;
 }
 
+const TokenTrie::CountedView* CfgGrammar::CountedViewOf(std::int32_t rule, bool* built) const {
+  constexpr std::size_t kMaxUnitStates = 64;
+  const CfgProgram& p = program_;
+  const std::int32_t child = p.rules[rule].child;
+  if (p.rules[child].kind != CfgProgram::RuleKind::kDfa || p.rules[child].nullable) return nullptr;
+  // The unit's states from its start, numbered in the order met (the same unit in two grammars
+  // gives the same table).
+  std::vector<StateId> states{p.rules[child].start};
+  std::vector<std::int16_t> table;
+  std::vector<std::int16_t> finished;
+  for (std::size_t i = 0; i < states.size(); ++i) {
+    const StateId q = states[i];
+    if (p.nt_begin[q] != p.nt_begin[q + 1] || p.sp_begin[q] != p.sp_begin[q + 1]) return nullptr;
+    const bool fin = p.accepting[q] != 0;
+    if (fin && i == 0) return nullptr;
+    finished.push_back(fin ? 1 : 0);
+    const std::size_t row = table.size();
+    table.resize(row + 256, TokenTrie::kRegionDead);
+    for (int b = 0; b < 256; ++b) {
+      const StateId t = p.Step(q, static_cast<std::uint8_t>(b));
+      if (t == CfgProgram::kDead) continue;
+      if (fin) return nullptr;  // the unit could go on after finishing
+      auto at = std::find(states.begin(), states.end(), t);
+      if (at == states.end()) {
+        if (states.size() >= kMaxUnitStates) return nullptr;
+        states.push_back(t);
+        at = states.end() - 1;
+      }
+      table[row + b] = static_cast<std::int16_t>(at - states.begin());
+    }
+  }
+  // A byte a unit starts with must not also follow the counter.
+  for (int b = 0; b < 256; ++b) {
+    if (table[b] != TokenTrie::kRegionDead && follow_[rule][b]) return nullptr;
+  }
+  table.insert(table.end(), finished.begin(), finished.end());
+  return trie_->Counted(table, built);
+}
+
+void CfgGrammar::PositionFromCounted(const TokenTrie::CountedView& view, const EarleyItem& item,
+                                     WalkScratch& out) const {
+  // What the walk finds, without it: a token ending inside needs room for its units; one
+  // leaving between units is a tail where the counter may finish there, its first byte one that
+  // can follow the counter.
+  const CfgProgram::RuleInfo& r = program_.rules[item.rule];
+  const std::int64_t to_min = std::max<std::int64_t>(r.min - item.state, 0);
+  const std::int64_t room = r.max == CfgProgram::kUnbounded
+                                ? std::numeric_limits<std::int64_t>::max()
+                                : static_cast<std::int64_t>(r.max) - item.state;
+  OrWords(out.bits.data(), view.inside_bits.data(), std::min(view.inside_bits.size(), out.bits.size()));
+  out.accepted = view.inside_count;
+  for (std::size_t i = 0; i < view.by_need.size() && view.need[i] > room; ++i) {
+    const TokenId t = view.by_need[i];
+    out.bits[static_cast<std::size_t>(t) >> 5] &= ~(1u << (t & 31));
+    --out.accepted;
+  }
+  const std::array<bool, 256>& follow = follow_[item.rule];
+  auto e = std::lower_bound(view.exits.begin(), view.exits.end(), to_min,
+                            [](const TokenTrie::CountedView::Exit& x, std::int64_t k) {
+                              return x.units < k;
+                            });
+  for (; e != view.exits.end() && e->units <= room; ++e) {
+    const std::string_view bytes = vocab_->TokenBytes(e->id);
+    if (follow[static_cast<std::uint8_t>(bytes[e->offset])]) {
+      out.unc.emplace_back(bytes.substr(e->offset), e->id);
+    }
+  }
+}
+
 std::unique_ptr<CfgPosition> CfgGrammar::ComputePosition(const EarleyItem& item, bool regions) const {
   thread_local WalkScratch scratch;
   const std::size_t words = PaddedBitmaskWords(width_);
@@ -1268,10 +1358,13 @@ std::unique_ptr<CfgPosition> CfgGrammar::ComputePosition(const EarleyItem& item,
   bool built = false;
   const TokenTrie::RegionView* view =
       table.empty() ? nullptr : trie_->Region(table, *vocab_, &built);
+  const TokenTrie::CountedView* counted =
+      counter && regions ? CountedViewOf(item.rule, &built) : nullptr;
   ++trace.positions_walked;
   trace.regions_built += built;
-  trace.region_walks += view != nullptr;
-  for (;;) {
+  trace.region_walks += view != nullptr || counted != nullptr;
+  if (counted != nullptr) PositionFromCounted(*counted, item, scratch);
+  for (; counted == nullptr;) {
     if (view != nullptr) {
       // Tokens inside the region: shared; tokens leaving it: walked from where they leave (no
       // split before: region states cannot finish the rule).

@@ -210,6 +210,14 @@ class CfgGrammar {
     return ComputePosition({program_.state_rule[s], s, 0, 0}, /*regions=*/false);
   }
   int RegionUseOfState(StateId s) const;
+  // Counter rule `rule`'s position after `count` repetitions, computed afresh: from its counted
+  // view when it has one (`view`), else (or with !view) by a walk of the whole trie; and whether
+  // it has one (tests compare the two).
+  std::unique_ptr<CfgPosition> FreshCounterPosition(std::int32_t rule, std::int32_t count,
+                                                    bool view) const {
+    return ComputePosition({rule, count, 0, 0}, view);
+  }
+  bool HasCountedView(std::int32_t rule) const { return CountedViewOf(rule, nullptr) != nullptr; }
   // The position key of DFA state s through the keyer (and the store's keyers), and the keys of
   // `order`'s states asked in that order of a fresh keyer of this grammar's program (a key's
   // hash can depend on the keys asked before it: a recursive rule is described from the rule
@@ -271,6 +279,13 @@ class CfgGrammar {
   void WalkTrie(std::span<const TokenTrie::Node> nodes, std::uint32_t begin, std::uint32_t end,
                 const TokenId* toks, const std::uint16_t* offsets, const EarleyItem& item,
                 StateId start, WalkScratch& out) const;
+  // The vocabulary's counted view of counter rule `rule` (TokenTrie::Counted), or null when its
+  // body is not a plain byte unit that cannot go on once finished, or when a byte a unit starts
+  // with may also follow the counter (then a token could end the counter and go on either way).
+  const TokenTrie::CountedView* CountedViewOf(std::int32_t rule, bool* built) const;
+  // Counter item `item`'s position from its rule's counted view, into `out`.
+  void PositionFromCounted(const TokenTrie::CountedView& view, const EarleyItem& item,
+                           WalkScratch& out) const;
   // The canonical table of the region of s (TokenTrie::Region), its states in `states`
   // (states[0] = s at the first byte); empty if neither s nor a state one byte after it is on
   // a wide loop (48+ bytes back to one state) of at most 64 plain states. first_exits: the

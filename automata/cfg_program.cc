@@ -270,6 +270,7 @@ void Lowering::ComputePure(std::int64_t root) {
       const Expr& x = g_.expr(static_cast<ExprId>(self));
       if (x.kind == ExprKind::kSpecialToken) pure = false;
       if (x.kind == ExprKind::kRuleRef && (x.rule < 0 || x.rule >= num_rules)) pure = false;
+      if (x.kind == ExprKind::kRepeat && x.count) pure = false;  // a counter rule
     } else if (g_.rules[self - num_exprs].body < 0) {
       pure = false;
     }
@@ -742,7 +743,7 @@ Status Lowering::BuildRepeat(const Expr& x, ExprId e, std::int32_t from, std::in
     LOCKSTEP_RETURN_IF_ERROR(Build(child, from, &c, depth + 1));
     return star(c, to);
   }
-  if (IsPureTerminal(child) && EstimateSize(e) <= options_.max_unrolled_states) {
+  if (!x.count && IsPureTerminal(child) && EstimateSize(e) <= options_.max_unrolled_states) {
     std::int32_t cur = from;
     for (std::int32_t i = 0; i < min; ++i) LOCKSTEP_RETURN_IF_ERROR(Build(child, cur, &cur, depth + 1));
     if (max == Expr::kUnbounded) return star(cur, to);
@@ -758,7 +759,7 @@ Status Lowering::BuildRepeat(const Expr& x, ExprId e, std::int32_t from, std::in
     *to = end;
     return Status::Ok();
   }
-  if (IsPureTerminal(child)) {
+  if (!x.count && IsPureTerminal(child)) {
     std::shared_ptr<const ByteDfa> regular;
     LOCKSTEP_ASSIGN_OR_RETURN(regular, RegularRepeat(x, e, depth));
     if (regular != nullptr) {

@@ -9,6 +9,9 @@ constexpr std::size_t kLinearLimit = 24;
 // An origin set larger than this, completed into, gets an index of its waiting items
 // (SetMeta::waiting) instead of a scan per completion.
 constexpr std::size_t kIndexWaiting = 64;
+// ...once its scans have passed over this many times its size in items that were not waiting
+// (building the index costs a few scans).
+constexpr std::size_t kWasteBeforeIndex = 4;
 
 inline std::uint64_t ItemHash(const EarleyItem& it) {
   std::uint64_t h = static_cast<std::uint32_t>(it.rule) * 0x9E3779B97F4A7C15ull;
@@ -263,26 +266,33 @@ void EarleyParser::Complete(std::int32_t rule, std::int32_t origin, std::int32_t
   }
   const std::size_t b = set_begin_[origin];
   const std::size_t e = origin + 1 < num_sets() ? set_begin_[origin + 1] : items_.size();
-  if (e - b > kIndexWaiting) {
+  // A big origin set whose scans mostly find nothing waiting (a chain of nested rules closing at
+  // once, each waited on by one item) gets its index once the scans have wasted a few times
+  // its size; one whose items mostly wait on what completes (a counter item per count) is
+  // scanned: the index would cost more than it saves.
+  if (e - b > kIndexWaiting &&
+      ((meta_[origin].flags & 4) != 0 || meta_[origin].wasted > kWasteBeforeIndex * (e - b))) {
     const auto& index = WaitingIndex(origin);
-    auto it = std::lower_bound(index.begin(), index.end(), std::make_pair(rule, std::int32_t{-1}));
-    const std::size_t first = static_cast<std::size_t>(it - index.begin());
-    std::size_t n = 0;
-    // (By position, not iterator: AdvanceOver may index another set, never this one, but keeps
-    // the code safe should meta_ grow.)
-    for (std::size_t w = first; w < meta_[origin].waiting.size() &&
-                                meta_[origin].waiting[w].first == rule;
-         ++w, ++n) {
-      const EarleyItem p = items_[meta_[origin].waiting[w].second];
+    std::size_t w = static_cast<std::size_t>(
+        std::lower_bound(index.begin(), index.end(), std::make_pair(rule, std::int32_t{-1})) -
+        index.begin());
+    const std::size_t first = w;
+    // (A copy of each item: AdvanceOver adds to items_. It never grows meta_.)
+    for (; w < index.size() && index[w].first == rule; ++w) {
+      const EarleyItem p = items_[index[w].second];
       AdvanceOver(p, rule, origin);
     }
-    step_items_ += static_cast<std::int64_t>(n) + 1;
+    step_items_ += static_cast<std::int64_t>(w - first) + 1;
     return;
   }
   step_items_ += static_cast<std::int64_t>(e - b);
+  const std::size_t before = items_.size();
   for (std::size_t j = b; j < e; ++j) {
     const EarleyItem p = items_[j];
     AdvanceOver(p, rule, origin);
+  }
+  if (e - b > kIndexWaiting) {
+    meta_[origin].wasted += (e - b) - std::min(e - b, items_.size() - before);
   }
 }
 

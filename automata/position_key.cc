@@ -30,6 +30,7 @@ enum : std::uint64_t {
   kTagCyclic = 0xC1,
   kTagCounter = 0xC0,
   kTagRecursion = 0xBA,
+  kTagWholeRule = 0xB7,
   kTagKey = 0x9051,
   kTagSource = 0x5C,
   kTagMember = 1,  // (a member of a cycle)
@@ -222,7 +223,25 @@ PositionKeyer::H PositionKeyer::RuleHash(std::int32_t rule) {
   if (h.none || h.lowest >= level) {
     h.lowest = INT32_MAX;
     rule_state_[rule] = 2;
-    if (r.kind == CfgProgram::RuleKind::kCounter) counter_hash_[rule] = h;
+    if (r.kind == CfgProgram::RuleKind::kCounter) {
+      counter_hash_[rule] = h;
+    } else if (!h.none) {
+      // A state that calls its own rule (directly or through others) is described with a
+      // reference to that rule, whose start it may not reach: `"(" . word ")"` in
+      // `word ::= [a-z]+ | "(" word ")"` and in `item ::= [a-z]* | "(" item ")"` read the same.
+      // Its key adds the whole rule (its start's hash, which describes every state).
+      for (std::int32_t i = rule_begin_[rule]; i < rule_begin_[rule + 1]; ++i) {
+        H& x = hash_[rule_states_[i]];
+        if (rule_states_[i] == r.start || x.none || x.lowest == INT32_MAX) continue;
+        Acc acc;
+        acc.Add(kTagWholeRule);
+        acc.Add(x.a);
+        acc.Add(x.b);
+        acc.Add(h.a);
+        acc.Add(h.b);
+        x = {acc.a, acc.b, false, INT32_MAX};
+      }
+    }
   } else {
     rule_state_[rule] = 0;
     dependent_[rule] = {below, h};

@@ -1382,6 +1382,7 @@ Result<grammar::ExprId> AddStringExpr(grammar::Grammar* g, const StringConstrain
     rep.children = {u};
     rep.min = static_cast<std::int32_t>(min_len);
     rep.max = has_max ? static_cast<std::int32_t>(max_len) : Expr::kUnbounded;
+    rep.count = true;
     const ExprId r = g->Add(std::move(rep));
     Expr q;
     q.kind = ExprKind::kLiteral;

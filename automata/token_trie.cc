@@ -110,6 +110,72 @@ std::size_t TokenTrie::TableHash::operator()(const std::vector<std::int16_t>& v)
   return static_cast<std::size_t>(h ^ (h >> 29));
 }
 
+const TokenTrie::CountedView* TokenTrie::Counted(const std::vector<std::int16_t>& unit,
+                                                 bool* built) const {
+  {
+    std::lock_guard<std::mutex> lock(region_mu_);
+    auto f = counted_.find(unit);
+    if (f != counted_.end()) return f->second.get();
+    if (counted_.size() >= 256) return nullptr;
+  }
+  if (built != nullptr) *built = true;
+  const std::size_t n = unit.size() / 257;
+  const std::int16_t* finished = unit.data() + n * 256;
+  auto view = std::make_unique<CountedView>();
+  TokenId max_id = 0;
+  for (TokenId t : tokens_) max_id = std::max(max_id, t);
+  view->inside_bits.assign(PaddedBitmaskWords(max_id + 1), 0);
+  std::vector<std::pair<std::uint16_t, TokenId>> inside;
+  // Per depth: the unit state and the units finished.
+  std::vector<std::int16_t> state(max_depth_ + 1, 0);
+  std::vector<std::uint16_t> units(max_depth_ + 1, 0);
+  const std::uint32_t nodes = static_cast<std::uint32_t>(num_nodes());
+  std::uint32_t i = 0;
+  while (i < nodes) {
+    const Node& node = nodes_[i];
+    const std::int16_t q = state[node.depth - 1];
+    const std::uint16_t k = units[node.depth - 1];
+    std::int16_t t = unit[static_cast<std::size_t>(q) * 256 + node.byte];
+    if (t == kRegionDead) {
+      if (q == 0 && k > 0) {  // between units, on a byte no unit starts with
+        for (std::uint32_t j = node.token_begin; j < nodes_[node.subtree_end].token_begin; ++j) {
+          view->exits.push_back({tokens_[j], k, static_cast<std::uint16_t>(node.depth - 1)});
+        }
+      }
+      i = node.subtree_end;
+      continue;
+    }
+    std::uint16_t kk = k;
+    if (finished[t] != 0) {
+      t = 0;
+      ++kk;
+    }
+    state[node.depth] = t;
+    units[node.depth] = kk;
+    const std::uint16_t need = static_cast<std::uint16_t>(kk + (t != 0 ? 1 : 0));
+    for (std::uint32_t j = node.token_begin; j < nodes_[i + 1].token_begin; ++j) {
+      view->inside_bits[static_cast<std::size_t>(tokens_[j]) >> 5] |= 1u << (tokens_[j] & 31);
+      inside.push_back({need, tokens_[j]});
+    }
+    ++i;
+  }
+  std::sort(inside.begin(), inside.end(), [](const auto& a, const auto& b) { return a > b; });
+  view->inside_count = static_cast<std::int32_t>(inside.size());
+  view->by_need.reserve(inside.size());
+  view->need.reserve(inside.size());
+  for (const auto& [need, id] : inside) {
+    view->need.push_back(need);
+    view->by_need.push_back(id);
+  }
+  std::stable_sort(view->exits.begin(), view->exits.end(),
+                   [](const CountedView::Exit& a, const CountedView::Exit& b) {
+                     return a.units < b.units;
+                   });
+  std::lock_guard<std::mutex> lock(region_mu_);
+  auto [it, fresh] = counted_.emplace(unit, std::move(view));
+  return it->second.get();
+}
+
 const TokenTrie::RegionView* TokenTrie::Region(const std::vector<std::int16_t>& table,
                                                const Vocabulary& vocab, bool* built) const {
   {

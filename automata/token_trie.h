@@ -78,6 +78,32 @@ class TokenTrie {
   // given, is set when this call built the view (a walk of the whole trie).
   const RegionView* Region(const std::vector<std::int16_t>& table, const Vocabulary& vocab,
                            bool* built = nullptr) const;
+  // A counted unit run over the whole vocabulary once and kept: for a counter rule whose body is
+  // a plain byte unit that cannot go on once it has finished (one character of a JSON string:
+  // a byte, a UTF-8 sequence or an escape), how many units each token takes. `unit` lists the
+  // unit's states (state 0 its start): 256 entries per state, the state after each byte or
+  // kRegionDead, then one entry per state, 1 where the unit is finished (such a state has no
+  // bytes out). Run from state 0 unit after unit, a token
+  //   - ends inside: it needs `need` more repetitions of room (the units it finishes, plus one
+  //     if it stops within a unit);
+  //   - leaves between two units, `units` units in, on a byte no unit starts with: the counter
+  //     may finish there and the rest is a tail for what follows (tokens leaving before a
+  //     whole unit are not kept: the counter finishes on no byte);
+  //   - or dies within a unit.
+  struct CountedView {
+    std::vector<std::uint32_t> inside_bits;  // every token that ends inside, whatever its need
+    std::int32_t inside_count = 0;
+    std::vector<TokenId> by_need;  // those tokens, the most units needed first
+    std::vector<std::uint16_t> need;
+    struct Exit {
+      TokenId id;
+      std::uint16_t units;   // whole units before it leaves
+      std::uint16_t offset;  // where it leaves, in its bytes
+    };
+    std::vector<Exit> exits;  // by units
+  };
+  // Thread-safe; the view lives as long as the trie. Null past the cache budget (256 views).
+  const CountedView* Counted(const std::vector<std::int16_t>& unit, bool* built = nullptr) const;
   std::size_t num_tokens() const { return tokens_.size(); }
   // One object of type T attached to this trie, made on first use and living as long as it
   // (the CFG runtime keeps the positions shared by the grammars of the vocabulary there).
@@ -110,6 +136,8 @@ class TokenTrie {
   mutable std::mutex region_mu_;
   mutable std::unordered_map<std::vector<std::int16_t>, std::unique_ptr<RegionView>, TableHash>
       regions_;
+  mutable std::unordered_map<std::vector<std::int16_t>, std::unique_ptr<CountedView>, TableHash>
+      counted_;
 };
 
 }  // namespace lockstep

@@ -51,6 +51,11 @@ struct Expr {
   std::vector<ExprId> children;        // kSequence, kChoice, kRepeat (one child)
   std::int32_t min = 0;                // kRepeat
   std::int32_t max = 0;                // kRepeat; kUnbounded for * and +
+  // kRepeat: stays a counter rule, never unrolled into the automaton, when the bounds count
+  // (not ?, *, +). A JSON string's minLength/maxLength: a counter over one character takes its
+  // positions from the vocabulary's counted view (automata/token_trie.h), where each unrolled
+  // count would be a state of its own, walked over the whole vocabulary.
+  bool count = false;
   std::shared_ptr<const ByteDfa> dfa;  // kByteDfa (shared, immutable)
   SourceLocation loc;
 };

@@ -240,7 +240,9 @@ bool ExprEqual(const Grammar& ga, ExprId a, const Grammar& gb, ExprId b) {
       x.children.size() != y.children.size() || x.ranges.size() != y.ranges.size()) {
     return false;
   }
-  if (x.kind == ExprKind::kRepeat && (x.min != y.min || x.max != y.max)) return false;
+  if (x.kind == ExprKind::kRepeat && (x.min != y.min || x.max != y.max || x.count != y.count)) {
+    return false;
+  }
   if (x.kind == ExprKind::kByteDfa && x.dfa != y.dfa) return false;
   for (std::size_t i = 0; i < x.ranges.size(); ++i) {
     if (x.ranges[i].lo != y.ranges[i].lo || x.ranges[i].hi != y.ranges[i].hi) return false;

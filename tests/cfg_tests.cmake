@@ -17,3 +17,6 @@ lockstep_add_test(structured_test decoder/structured_test.cc LIBS lockstep_gramm
 # Counted repetitions of ambiguous or nullable bodies (schemas/grammars/pathological): results,
 # masks against brute force, counters against automata, the per-byte item budget.
 lockstep_add_test(earley_repeat_test automata/earley_repeat_test.cc LIBS lockstep_grammar_walk)
+# Counted views: counter positions from one run of their unit over the vocabulary, against
+# whole-trie walks and brute force.
+lockstep_add_test(counted_view_test automata/counted_view_test.cc LIBS lockstep_grammar_walk)

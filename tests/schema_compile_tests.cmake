@@ -5,7 +5,7 @@ lockstep_add_test(schema_lexical_test automata/schema_lexical_test.cc
 # and the JSON-Schema-Test-Suite through compiled grammars (acceptance 2).
 find_package(Boost REQUIRED)  # Boost::headers is a directory-scoped imported target
 lockstep_add_test(schema_compile_test automata/schema_compile_test.cc
-  LIBS nlohmann_json::nlohmann_json)
+  LIBS nlohmann_json::nlohmann_json lockstep_grammar_walk)
 lockstep_add_test(schema_compile_suite_test grammar/schema_compile_suite_test.cc
   LIBS nlohmann_json::nlohmann_json)
 if(LOCKSTEP_BUILD_CLI)

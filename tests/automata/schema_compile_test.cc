@@ -24,6 +24,7 @@
 #include "lockstep/matcher.h"
 #include "lockstep/vocabulary.h"
 #include "test_data.h"
+#include "util/grammar_walk.h"
 
 namespace lockstep::schema {
 namespace {
@@ -585,6 +586,35 @@ TEST(SharedPositions, EqualThePositionsWalkedAfresh) {
   EXPECT_GT(shared, checked / 4) << shared << " shared of " << checked << " checked";
   std::printf("%lld positions checked, %lld taken from other grammars\n",
               static_cast<long long>(checked), static_cast<long long>(shared));
+}
+
+// A state that calls its own rule is described with a reference to that rule, whose start it may
+// not reach: after "(" the two rules below read alike, but `()` is valid only in the second (its
+// rule matches empty). Each grammar, compiled after the other, must keep its own positions.
+TEST(SharedPositions, RecursiveRulesAreKeyedWhole) {
+  const char* word = "root ::= word{1,5}\nword ::= [a-z]+ | \"(\" word \")\"";
+  const char* item = "root ::= item{0,5}\nitem ::= [a-z]* | \"(\" item \")\"";
+  for (const auto& order : {std::pair{word, item}, std::pair{item, word}}) {
+    auto first = Compiler().CompileGrammar(order.first);
+    auto second = Compiler().CompileGrammar(order.second);
+    ASSERT_TRUE(first.ok() && second.ok());
+    for (const auto& g : {*first, *second}) {
+      Matcher m(g);
+      ASSERT_TRUE(m.AcceptString("ab("));
+      std::vector<std::uint32_t> fast(BitmaskWords(g->logits_width()));
+      ASSERT_TRUE(m.FillNextTokenBitmask(fast));
+      const testing::Mask slow = testing::BruteForceMask(m);
+      EXPECT_EQ(testing::AllowedIds(slow), testing::AllowedIds(fast)) << order.first;
+      const bool empty_item = g.get() == (order.first == item ? first->get() : second->get());
+      const Vocabulary& v = g->vocabulary();
+      TokenId parens = kNoToken;
+      for (TokenId t = 0; t < v.size() && parens == kNoToken; ++t) {
+        if (v.TokenBytes(t) == "()") parens = t;
+      }
+      ASSERT_NE(parens, kNoToken);
+      EXPECT_EQ((fast[parens >> 5] >> (parens & 31)) & 1, empty_item ? 1u : 0u);
+    }
+  }
 }
 
 // A big format automaton (email: 25k states) is too big for the structural key but is copied
