@@ -240,9 +240,12 @@ CfgGrammar::CfgGrammar(std::shared_ptr<const Vocabulary> vocab,
       counter_clamp_(trie_->max_depth() + 2),
       final_chunks_() {
   const std::int64_t deepest = DeepestNesting(program_);
-  depth_margin_ = deepest >= 0 && deepest < max_depth_
-                      ? 0
-                      : PredictionChain(program_) * (trie_->max_depth() + 1);
+  if (deepest < 0 || deepest >= max_depth_) {
+    prediction_chain_ = std::max<std::int64_t>(PredictionChain(program_), 1);
+    depth_margin_ = prediction_chain_ * (trie_->max_depth() + 1);
+  } else {
+    depth_margin_ = 0;
+  }
   for (TokenId id : vocab_->eos_ids()) {
     if (id >= 0 && id < vocab_->size()) is_eos_[id] = true;
   }
@@ -255,6 +258,11 @@ CfgGrammar::CfgGrammar(std::shared_ptr<const Vocabulary> vocab,
   background_ = options_.background_positions && !options_.precompute_masks;
   if (options_.share_positions) fingerprint_ = ProgramFingerprint(program_);
   FoldBigRules(deadline);
+  // The counted views this grammar's counters will use, now (once per vocabulary and unit, a
+  // few ms, in the compile) rather than in the fill that first meets one.
+  for (std::int32_t r = 0; r < program_.NumRules(); ++r) {
+    if (program_.IsCounter(r)) (void)CountedViewOf(r, nullptr);
+  }
 }
 
 void CfgGrammar::FoldBigRules(const CompileDeadline* deadline) {
@@ -537,7 +545,7 @@ class StackWalk {
   // The closed set of the single configuration (q, parent).
   std::int32_t Start(StateId q, std::int32_t parent) {
     Prepare();
-    cur_.clear();
+    ClearCur();
     completed_ = false;
     Add(q, parent, 0);
     Close();
@@ -547,7 +555,7 @@ class StackWalk {
   // counter position): its body entered afresh; the counter finishes once a body has.
   std::int32_t StartCounter(std::int32_t rule, std::int32_t count) {
     Prepare();
-    cur_.clear();
+    ClearCur();
     completed_ = false;
     Counter(rule, count, kBottom, /*fresh=*/true);
     Close();
@@ -562,7 +570,7 @@ class StackWalk {
       if (memo_keys_[h] == key) return memo_vals_[h];
       h = (h + 1) & m;
     }
-    cur_.clear();
+    ClearCur();
     completed_ = false;
     for (std::uint32_t j = set_begin_[sid]; j < set_begin_[sid + 1]; ++j) {
       const StateId t = p_->Step(pool_[j].q, b);
@@ -602,7 +610,15 @@ class StackWalk {
     }
   }
 
-  static constexpr std::size_t kMaxConfigs = 48;
+  // Configurations per set: an object's optional members predict a few each (a 300-member
+  // object: about 900). Past it the walk gives up (the Earley parser walks the position).
+  static constexpr std::size_t kMaxConfigs = 1024;
+  static constexpr std::size_t kLinearConfigs = 16;
+  static constexpr std::size_t kSlots = 4096;  // > 2 * kMaxConfigs
+  struct Slot {
+    std::uint32_t generation;
+    std::int32_t index;
+  };
   static constexpr std::int32_t kMaxDepth = 40;
   static constexpr std::size_t kMaxFrames = 1 << 16;
   static constexpr std::size_t kMaxPool = 1 << 20;
@@ -714,12 +730,11 @@ class StackWalk {
   }
 
   void Add(StateId q, std::int32_t parent, std::int32_t fresh) {
-    for (std::size_t j = 0; j < cur_.size(); ++j) {
+    if (const std::int32_t j = Find(q, parent); j >= 0) {
       Config& c = cur_[j];
-      if (c.q != q || c.parent != parent) continue;
       if (c.fresh && !fresh) {
         c.fresh = 0;  // may complete now: process again
-        work_.push_back(static_cast<std::int32_t>(j));
+        work_.push_back(j);
       }
       return;
     }
@@ -729,6 +744,48 @@ class StackWalk {
     }
     work_.push_back(static_cast<std::int32_t>(cur_.size()));
     cur_.push_back({q, parent, fresh});
+    if (indexed_) Insert(static_cast<std::int32_t>(cur_.size()) - 1);
+  }
+  // The set under construction: empty, its index forgotten.
+  void ClearCur() {
+    cur_.clear();
+    indexed_ = false;
+  }
+  // cur_'s index of (q, parent), or -1. A scan while the set is small; past kLinearConfigs a
+  // hash table (an object with many optional members predicts a few configurations per member:
+  // hundreds), whose slots are stamped by generation so that it is never cleared.
+  std::int32_t Find(StateId q, std::int32_t parent) {
+    if (!indexed_) {
+      if (cur_.size() <= kLinearConfigs) {
+        for (std::size_t j = 0; j < cur_.size(); ++j) {
+          if (cur_[j].q == q && cur_[j].parent == parent) return static_cast<std::int32_t>(j);
+        }
+        return -1;
+      }
+      indexed_ = true;
+      if (slots_.empty()) slots_.assign(kSlots, {0, 0});
+      if (++generation_ == 0) {  // (wrapped: forget every stamp)
+        slots_.assign(kSlots, {0, 0});
+        generation_ = 1;
+      }
+      for (std::size_t j = 0; j < cur_.size(); ++j) Insert(static_cast<std::int32_t>(j));
+    }
+    for (std::size_t h = SlotOf(q, parent);; h = (h + 1) & (kSlots - 1)) {
+      const Slot& sl = slots_[h];
+      if (sl.generation != generation_) return -1;
+      const Config& c = cur_[sl.index];
+      if (c.q == q && c.parent == parent) return sl.index;
+    }
+  }
+  void Insert(std::int32_t j) {
+    std::size_t h = SlotOf(cur_[j].q, cur_[j].parent);
+    while (slots_[h].generation == generation_) h = (h + 1) & (kSlots - 1);
+    slots_[h] = {generation_, j};
+  }
+  static std::size_t SlotOf(StateId q, std::int32_t parent) {
+    const std::uint64_t k = static_cast<std::uint64_t>(static_cast<std::uint32_t>(q)) << 32 |
+                            static_cast<std::uint32_t>(parent);
+    return static_cast<std::size_t>((k * 0x9E3779B97F4A7C15ull) >> 40) & (kSlots - 1);
   }
 
   // Mirrors EarleyParser::Closure: a rule completes only once it has consumed something (a
@@ -787,6 +844,9 @@ class StackWalk {
   std::vector<Frame> frames_;
   std::vector<std::int32_t> frame_table_;
   std::vector<Config> cur_;  // the set under construction
+  bool indexed_ = false;     // cur_ is in slots_ (generation_)
+  std::vector<Slot> slots_;
+  std::uint32_t generation_ = 0;
   bool completed_ = false;
   std::vector<std::int32_t> work_;
   std::vector<Config> pool_;  // interned sets: pool_[set_begin_[k], set_begin_[k + 1])
@@ -2233,9 +2293,18 @@ void CfgGrammar::FillMask(EarleyParser& parser, std::vector<std::int32_t>& sigs,
   const std::int32_t k = parser.num_sets() - 1;
   std::int32_t deepest = 0;
   for (const EarleyItem& it : parser.set(k)) deepest = std::max(deepest, it.depth);
-  if (static_cast<std::int64_t>(max_depth_) - deepest < depth_margin_) {
-    FullWalkMask(parser, out);
-    return;
+  // Near the nesting limit (a recursive grammar whose chain of predictions is long: an object of
+  // forty optional members, each predicting the next, gives 40 levels a byte): the tokens that
+  // could pass it are the long ones, checked against the parse at the end; when even short
+  // ones could, the trie is walked with the parse.
+  std::int64_t check_from = std::numeric_limits<std::int64_t>::max();
+  if (const std::int64_t left = static_cast<std::int64_t>(max_depth_) - deepest; left < depth_margin_) {
+    const std::int64_t safe = left / prediction_chain_ - 1;
+    if (safe < 8) {
+      FullWalkMask(parser, out);
+      return;
+    }
+    check_from = safe + 1;
   }
   const std::size_t words = mask_words();
   // Kernel positions (few: usually one to three). A mask known to be finished never needs a
@@ -2321,7 +2390,33 @@ void CfgGrammar::FillMask(EarleyParser& parser, std::vector<std::int32_t>& sigs,
     parser.PopTo(base);
   }
   AddEndAndSpecials(parser, out, record ? &added : nullptr);
+  if (check_from != std::numeric_limits<std::int64_t>::max()) {
+    ClearTooDeep(parser, check_from, out);
+    if (record) StoreFinal(sig, out.first(words));  // (no longer the positions' union)
+    return;
+  }
   if (record) StoreFinal(sig, out.first(words), {positions, static_cast<std::size_t>(nk)}, added);
+}
+
+void CfgGrammar::ClearTooDeep(EarleyParser& parser, std::int64_t min_len,
+                              std::span<std::uint32_t> out) const {
+  const TokenTrie::ByLength& by_length = trie_->LongestFirst();
+  const std::int32_t base = parser.num_sets();
+  for (std::size_t i = 0; i < by_length.ids.size() && by_length.lengths[i] >= min_len; ++i) {
+    const TokenId t = by_length.ids[i];
+    std::uint32_t& w = out[static_cast<std::size_t>(t) >> 5];
+    const std::uint32_t bit = 1u << (t & 31);
+    if ((w & bit) == 0) continue;
+    bool ok = true;
+    for (const char c : vocab_->TokenBytes(t)) {
+      if (!parser.StepByte(static_cast<std::uint8_t>(c))) {
+        ok = false;
+        break;
+      }
+    }
+    parser.PopTo(base);
+    if (!ok) w &= ~bit;
+  }
 }
 
 CfgStats CfgGrammar::Stats() const {

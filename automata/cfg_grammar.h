@@ -322,6 +322,13 @@ class CfgGrammar {
   // least this much depth left cannot hit the limit within one token: its masks may come from
   // the caches.
   std::int64_t depth_margin_;
+  // PredictionChain when depth_margin_ > 0: a token of L bytes deepens the parse by at most
+  // this times L, so with less than depth_margin_ left only the longer tokens can reach the
+  // limit, and a fill checks those against the parse (ClearTooDeep) instead of walking the trie.
+  std::int64_t prediction_chain_ = 0;
+  // Clears from `out` the tokens of at least `min_len` bytes that the parse refuses (past the
+  // nesting limit).
+  void ClearTooDeep(EarleyParser& parser, std::int64_t min_len, std::span<std::uint32_t> out) const;
   std::vector<bool> is_eos_;
   // follow_[r]: bytes that can come right after rule r completes, in any context. An uncertain
   // tail must start with one of them (prunes most of them at compile time; the root, which

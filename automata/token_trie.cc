@@ -110,6 +110,28 @@ std::size_t TokenTrie::TableHash::operator()(const std::vector<std::int16_t>& v)
   return static_cast<std::size_t>(h ^ (h >> 29));
 }
 
+const TokenTrie::ByLength& TokenTrie::LongestFirst() const {
+  std::call_once(by_length_once_, [this] {
+    // A token at node i is nodes_[i].depth bytes long: a counting sort by depth, deepest first.
+    const std::uint32_t n = static_cast<std::uint32_t>(num_nodes());
+    std::vector<std::uint32_t> at(static_cast<std::size_t>(max_depth_) + 2, 0);
+    for (std::uint32_t i = 0; i < n; ++i) {
+      at[max_depth_ - nodes_[i].depth + 1] += nodes_[i + 1].token_begin - nodes_[i].token_begin;
+    }
+    for (std::size_t k = 1; k < at.size(); ++k) at[k] += at[k - 1];
+    by_length_.ids.resize(tokens_.size());
+    by_length_.lengths.resize(tokens_.size());
+    for (std::uint32_t i = 0; i < n; ++i) {
+      for (std::uint32_t j = nodes_[i].token_begin; j < nodes_[i + 1].token_begin; ++j) {
+        const std::uint32_t slot = at[max_depth_ - nodes_[i].depth]++;
+        by_length_.ids[slot] = tokens_[j];
+        by_length_.lengths[slot] = nodes_[i].depth;
+      }
+    }
+  });
+  return by_length_;
+}
+
 const TokenTrie::CountedView* TokenTrie::Counted(const std::vector<std::int16_t>& unit,
                                                  bool* built) const {
   {
@@ -159,13 +181,19 @@ const TokenTrie::CountedView* TokenTrie::Counted(const std::vector<std::int16_t>
     }
     ++i;
   }
-  std::sort(inside.begin(), inside.end(), [](const auto& a, const auto& b) { return a > b; });
+  // By need, most first: a counting sort (needs are at most the longest token).
+  std::size_t max_need = 0;
+  for (const auto& [need, id] : inside) max_need = std::max<std::size_t>(max_need, need);
+  std::vector<std::uint32_t> at(max_need + 2, 0);
+  for (const auto& [need, id] : inside) ++at[max_need - need + 1];
+  for (std::size_t k = 1; k < at.size(); ++k) at[k] += at[k - 1];
   view->inside_count = static_cast<std::int32_t>(inside.size());
-  view->by_need.reserve(inside.size());
-  view->need.reserve(inside.size());
+  view->by_need.resize(inside.size());
+  view->need.resize(inside.size());
   for (const auto& [need, id] : inside) {
-    view->need.push_back(need);
-    view->by_need.push_back(id);
+    const std::uint32_t slot = at[max_need - need]++;
+    view->need[slot] = need;
+    view->by_need[slot] = id;
   }
   std::stable_sort(view->exits.begin(), view->exits.end(),
                    [](const CountedView::Exit& a, const CountedView::Exit& b) {

@@ -105,6 +105,13 @@ class TokenTrie {
   // Thread-safe; the view lives as long as the trie. Null past the cache budget (256 views).
   const CountedView* Counted(const std::vector<std::int16_t>& unit, bool* built = nullptr) const;
   std::size_t num_tokens() const { return tokens_.size(); }
+  // Every token of the trie, the longest first, with their lengths in bytes (built on first use;
+  // thread-safe).
+  struct ByLength {
+    std::vector<TokenId> ids;
+    std::vector<std::uint16_t> lengths;
+  };
+  const ByLength& LongestFirst() const;
   // One object of type T attached to this trie, made on first use and living as long as it
   // (the CFG runtime keeps the positions shared by the grammars of the vocabulary there).
   // Thread-safe; a trie holds one attached type.
@@ -131,6 +138,8 @@ class TokenTrie {
   struct TableHash {
     std::size_t operator()(const std::vector<std::int16_t>& v) const;
   };
+  mutable std::once_flag by_length_once_;
+  mutable ByLength by_length_;
   mutable std::mutex attached_mu_;
   mutable std::shared_ptr<void> attached_;
   mutable std::mutex region_mu_;
