@@ -72,11 +72,12 @@ TEST_P(CountedViewTest, EveryCountEqualsTheWholeTrieWalk) {
       any_view |= view;
       if (!view) continue;
       const CfgProgram::RuleInfo& info = p.rules[r];
-      // Every count up to the last one no token can tell from the next (past min + the longest
-      // token, or up to max).
+      // The counts around the minimum and before the maximum (40 each at full scale: past the
+      // longest tokens of such strings), where the positions differ.
+      const std::int32_t span = std::max(4, static_cast<std::int32_t>(40 * testing::TestScale()));
       const std::int32_t last = info.max == CfgProgram::kUnbounded
                                     ? info.min + 2
-                                    : std::min(info.max - 1, info.min + 40);
+                                    : std::min(info.max - 1, info.min + span);
       for (std::int32_t count = 0; count <= last; ++count) {
         const std::unique_ptr<CfgPosition> a = cfg.FreshCounterPosition(r, count, true);
         const std::unique_ptr<CfgPosition> b = cfg.FreshCounterPosition(r, count, false);
@@ -84,7 +85,7 @@ TEST_P(CountedViewTest, EveryCountEqualsTheWholeTrieWalk) {
         ++compared;
       }
       if (info.max != CfgProgram::kUnbounded) {
-        for (std::int32_t count = std::max(0, info.max - 40); count < info.max; ++count) {
+        for (std::int32_t count = std::max(0, info.max - span); count < info.max; ++count) {
           EXPECT_TRUE(cfg.FreshCounterPosition(r, count, true)
                           ->SameContent(*cfg.FreshCounterPosition(r, count, false)))
               << "rule " << info.name << " count " << count;
@@ -94,7 +95,7 @@ TEST_P(CountedViewTest, EveryCountEqualsTheWholeTrieWalk) {
     }
     EXPECT_EQ(any_view, k.has_view);
   }
-  EXPECT_GT(compared, 200);
+  EXPECT_GT(compared, 20);
   std::printf("%s: %ld counter positions compared with whole-trie walks\n", GetParam(), compared);
 }
 
