@@ -258,10 +258,11 @@ CfgGrammar::CfgGrammar(std::shared_ptr<const Vocabulary> vocab,
   background_ = options_.background_positions && !options_.precompute_masks;
   if (options_.share_positions) fingerprint_ = ProgramFingerprint(program_);
   FoldBigRules(deadline);
-  // The counted views this grammar's counters will use, now (once per vocabulary and unit, a
-  // few ms, in the compile) rather than in the fill that first meets one.
+  // The counted views this grammar's counters will use, found (or built: once per vocabulary
+  // and unit, a few ms) in the compile rather than in the fill that first meets one.
+  counted_views_.assign(program_.NumRules(), nullptr);
   for (std::int32_t r = 0; r < program_.NumRules(); ++r) {
-    if (program_.IsCounter(r)) (void)CountedViewOf(r, nullptr);
+    if (program_.IsCounter(r)) counted_views_[r] = MakeCountedView(r);
   }
 }
 
@@ -1336,7 +1337,7 @@ int CfgGrammar::RegionUseOfState(StateId s) const {
   return (removed[0] | removed[1] | removed[2] | removed[3]) != 0 ? 2 : 1;
 }
 
-const TokenTrie::CountedView* CfgGrammar::CountedViewOf(std::int32_t rule, bool* built) const {
+const TokenTrie::CountedView* CfgGrammar::MakeCountedView(std::int32_t rule) const {
   constexpr std::size_t kMaxUnitStates = 64;
   const CfgProgram& p = program_;
   const std::int32_t child = p.rules[rule].child;
@@ -1372,7 +1373,7 @@ const TokenTrie::CountedView* CfgGrammar::CountedViewOf(std::int32_t rule, bool*
     if (table[b] != TokenTrie::kRegionDead && follow_[rule][b]) return nullptr;
   }
   table.insert(table.end(), finished.begin(), finished.end());
-  return trie_->Counted(table, built);
+  return trie_->Counted(table);
 }
 
 void CfgGrammar::PositionFromCounted(const TokenTrie::CountedView& view, const EarleyItem& item,
@@ -1419,7 +1420,7 @@ std::unique_ptr<CfgPosition> CfgGrammar::ComputePosition(const EarleyItem& item,
   const TokenTrie::RegionView* view =
       table.empty() ? nullptr : trie_->Region(table, *vocab_, &built);
   const TokenTrie::CountedView* counted =
-      counter && regions ? CountedViewOf(item.rule, &built) : nullptr;
+      counter && regions ? counted_views_[item.rule] : nullptr;
   ++trace.positions_walked;
   trace.regions_built += built;
   trace.region_walks += view != nullptr || counted != nullptr;

@@ -217,7 +217,7 @@ class CfgGrammar {
                                                     bool view) const {
     return ComputePosition({rule, count, 0, 0}, view);
   }
-  bool HasCountedView(std::int32_t rule) const { return CountedViewOf(rule, nullptr) != nullptr; }
+  bool HasCountedView(std::int32_t rule) const { return counted_views_[rule] != nullptr; }
   // The position key of DFA state s through the keyer (and the store's keyers), and the keys of
   // `order`'s states asked in that order of a fresh keyer of this grammar's program (a key's
   // hash can depend on the keys asked before it: a recursive rule is described from the rule
@@ -282,7 +282,8 @@ class CfgGrammar {
   // The vocabulary's counted view of counter rule `rule` (TokenTrie::Counted), or null when its
   // body is not a plain byte unit that cannot go on once finished, or when a byte a unit starts
   // with may also follow the counter (then a token could end the counter and go on either way).
-  const TokenTrie::CountedView* CountedViewOf(std::int32_t rule, bool* built) const;
+  // Found once per rule, at construction (counted_views_).
+  const TokenTrie::CountedView* MakeCountedView(std::int32_t rule) const;
   // Counter item `item`'s position from its rule's counted view, into `out`.
   void PositionFromCounted(const TokenTrie::CountedView& view, const EarleyItem& item,
                            WalkScratch& out) const;
@@ -421,6 +422,7 @@ class CfgGrammar {
   mutable std::map<std::tuple<std::int32_t, std::int32_t, std::int32_t>, const CfgPosition*>
       counter_positions_;
   std::int32_t counter_clamp_;
+  std::vector<const TokenTrie::CountedView*> counted_views_;  // per rule (MakeCountedView)
 
   // Signature interning.
   struct KeyHash {

@@ -192,9 +192,9 @@ class EarleyParser {
     // leaving the set looked its origin up (a scan of the set each), quadratic per byte.
     std::vector<std::int32_t> older_rules;
     // A set of more than kIndexWaiting items whose scans wasted kWasteBeforeIndex times its
-    // size: (rule, item) for every item
-    // that waits on the rule, sorted. A chain of nested rules completing in one step (a long list
-    // of optional members, each its own rule) scanned the whole origin set per completion.
+    // size: (rule, item) for every item that waits on the rule, sorted. A chain of nested rules
+    // completing in one step (a long list of optional members, each its own rule) scanned the
+    // whole origin set per completion.
     std::vector<std::pair<std::int32_t, std::int32_t>> waiting;
     std::int32_t origin_head = -1;  // its origin entries
     std::uint8_t flags = 0;         // 1 = bottom completed, 2 = truncated, 4 = waiting built

@@ -110,37 +110,51 @@ std::size_t TokenTrie::TableHash::operator()(const std::vector<std::int16_t>& v)
   return static_cast<std::size_t>(h ^ (h >> 29));
 }
 
+namespace {
+
+// `items` (key, token) into ids and keys, the largest key first: a counting sort (keys are at
+// most a token's length).
+void SortByKeyDescending(const std::vector<std::pair<std::uint16_t, TokenId>>& items,
+                         std::vector<TokenId>& ids, std::vector<std::uint16_t>& keys) {
+  std::size_t max_key = 0;
+  for (const auto& [key, id] : items) max_key = std::max<std::size_t>(max_key, key);
+  std::vector<std::uint32_t> at(max_key + 2, 0);
+  for (const auto& [key, id] : items) ++at[max_key - key + 1];
+  for (std::size_t k = 1; k < at.size(); ++k) at[k] += at[k - 1];
+  ids.resize(items.size());
+  keys.resize(items.size());
+  for (const auto& [key, id] : items) {
+    const std::uint32_t slot = at[max_key - key]++;
+    keys[slot] = key;
+    ids[slot] = id;
+  }
+}
+
+}  // namespace
+
 const TokenTrie::ByLength& TokenTrie::LongestFirst() const {
   std::call_once(by_length_once_, [this] {
-    // A token at node i is nodes_[i].depth bytes long: a counting sort by depth, deepest first.
+    // A token at node i is nodes_[i].depth bytes long.
+    std::vector<std::pair<std::uint16_t, TokenId>> items;
+    items.reserve(tokens_.size());
     const std::uint32_t n = static_cast<std::uint32_t>(num_nodes());
-    std::vector<std::uint32_t> at(static_cast<std::size_t>(max_depth_) + 2, 0);
-    for (std::uint32_t i = 0; i < n; ++i) {
-      at[max_depth_ - nodes_[i].depth + 1] += nodes_[i + 1].token_begin - nodes_[i].token_begin;
-    }
-    for (std::size_t k = 1; k < at.size(); ++k) at[k] += at[k - 1];
-    by_length_.ids.resize(tokens_.size());
-    by_length_.lengths.resize(tokens_.size());
     for (std::uint32_t i = 0; i < n; ++i) {
       for (std::uint32_t j = nodes_[i].token_begin; j < nodes_[i + 1].token_begin; ++j) {
-        const std::uint32_t slot = at[max_depth_ - nodes_[i].depth]++;
-        by_length_.ids[slot] = tokens_[j];
-        by_length_.lengths[slot] = nodes_[i].depth;
+        items.push_back({nodes_[i].depth, tokens_[j]});
       }
     }
+    SortByKeyDescending(items, by_length_.ids, by_length_.lengths);
   });
   return by_length_;
 }
 
-const TokenTrie::CountedView* TokenTrie::Counted(const std::vector<std::int16_t>& unit,
-                                                 bool* built) const {
+const TokenTrie::CountedView* TokenTrie::Counted(const std::vector<std::int16_t>& unit) const {
   {
     std::lock_guard<std::mutex> lock(region_mu_);
     auto f = counted_.find(unit);
     if (f != counted_.end()) return f->second.get();
     if (counted_.size() >= 256) return nullptr;
   }
-  if (built != nullptr) *built = true;
   const std::size_t n = unit.size() / 257;
   const std::int16_t* finished = unit.data() + n * 256;
   auto view = std::make_unique<CountedView>();
@@ -181,20 +195,8 @@ const TokenTrie::CountedView* TokenTrie::Counted(const std::vector<std::int16_t>
     }
     ++i;
   }
-  // By need, most first: a counting sort (needs are at most the longest token).
-  std::size_t max_need = 0;
-  for (const auto& [need, id] : inside) max_need = std::max<std::size_t>(max_need, need);
-  std::vector<std::uint32_t> at(max_need + 2, 0);
-  for (const auto& [need, id] : inside) ++at[max_need - need + 1];
-  for (std::size_t k = 1; k < at.size(); ++k) at[k] += at[k - 1];
   view->inside_count = static_cast<std::int32_t>(inside.size());
-  view->by_need.resize(inside.size());
-  view->need.resize(inside.size());
-  for (const auto& [need, id] : inside) {
-    const std::uint32_t slot = at[max_need - need]++;
-    view->need[slot] = need;
-    view->by_need[slot] = id;
-  }
+  SortByKeyDescending(inside, view->by_need, view->need);  // the most units needed first
   std::stable_sort(view->exits.begin(), view->exits.end(),
                    [](const CountedView::Exit& a, const CountedView::Exit& b) {
                      return a.units < b.units;

@@ -103,7 +103,7 @@ class TokenTrie {
     std::vector<Exit> exits;  // by units
   };
   // Thread-safe; the view lives as long as the trie. Null past the cache budget (256 views).
-  const CountedView* Counted(const std::vector<std::int16_t>& unit, bool* built = nullptr) const;
+  const CountedView* Counted(const std::vector<std::int16_t>& unit) const;
   std::size_t num_tokens() const { return tokens_.size(); }
   // Every token of the trie, the longest first, with their lengths in bytes (built on first use;
   // thread-safe).
