@@ -1649,11 +1649,12 @@ void CfgGrammar::StoreShared(const PositionKey& key,
   // A position already held under another key costs nothing more (a 25k-state format
   // automaton folds into a few hundred distinct positions).
   std::lock_guard<std::mutex> lock(shared.mu);
-  const bool held = shared.held.count(p) != 0;
+  const bool held = shared.HeldFor(p).count(p) != 0;
   const std::int64_t bytes = held ? 0 : p->Bytes();
-  if (!shared.map.contains(key) && shared.bytes + bytes <= options_.max_shared_position_bytes) {
-    shared.map.emplace(key, std::move(owner));
-    if (!held) shared.held.insert(p);
+  auto& map = shared.MapFor(key);
+  if (!map.contains(key) && shared.bytes + bytes <= options_.max_shared_position_bytes) {
+    map.emplace(key, std::move(owner));
+    if (!held) shared.HeldFor(p).insert(p);
     shared.bytes += bytes;
   }
 }
@@ -1788,8 +1789,9 @@ const CfgPosition* CfgGrammar::PositionFor(const EarleyItem& it) const {
         std::shared_ptr<const CfgPosition> found;
         {
           std::lock_guard<std::mutex> lock(shared->mu);
-          auto f = shared->map.find(*key);
-          if (f != shared->map.end()) found = f->second;
+          auto& map = shared->MapFor(*key);
+          auto f = map.find(*key);
+          if (f != map.end()) found = f->second;
         }
         if (found) {
           ++CurrentFillTrace().positions_shared;
@@ -1879,13 +1881,13 @@ void CfgGrammar::LeaveProgramPositions() const {
   std::int64_t bytes = static_cast<std::int64_t>(table->of_state.size() * sizeof(std::int32_t) +
                                                  table->positions.size() * 16);
   for (const auto& p : table->positions) {
-    if (!shared.held.contains(p.get())) bytes += p->Bytes();
+    if (!shared.HeldFor(p.get()).contains(p.get())) bytes += p->Bytes();
   }
   if (shared.programs.contains(fingerprint_) ||
       shared.bytes + bytes > options_.max_shared_position_bytes) {
     return;
   }
-  for (const auto& p : table->positions) shared.held.insert(p.get());
+  for (const auto& p : table->positions) shared.HeldFor(p.get()).insert(p.get());
   shared.bytes += bytes;
   shared.programs.emplace(fingerprint_, std::move(table));
 }

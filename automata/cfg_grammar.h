@@ -64,6 +64,7 @@ namespace lockstep {
 
 // The calling thread's FillTrace, written by CfgGrammar and TokenTrie as a fill goes.
 FillTrace& CurrentFillTrace();
+extern thread_local double g_dbg_hash_ns, g_dbg_tails, g_dbg_key_ns, g_dbg_compute_ns, g_dbg_publish_ns;
 
 struct CfgPosition {
   // Accepted tokens: a bitset (PaddedBitmaskWords) or a sorted list, whichever is smaller.
@@ -102,10 +103,20 @@ struct CfgPosition {
 // attached to the vocabulary's token trie; bounded by CompileOptions::max_shared_position_bytes.
 struct SharedPositions {
   std::mutex mu;
-  std::unordered_map<PositionKey, std::shared_ptr<const CfgPosition>, PositionKey::Hash> map;
-  // The positions held (many keys can map to one: equal contents are stored once), whose sizes
-  // add up to `bytes`.
-  std::unordered_set<const CfgPosition*> held;
+  // Positions by key, and the positions held (many keys can map to one: equal contents are
+  // stored once), whose sizes add up to `bytes`. Each is split into kShards tables by hash, so
+  // that a table that grows rehashes a 64th of the entries under the lock: the store of a
+  // server holds hundreds of thousands of positions, and rehashing them all at once stalled
+  // the fill that stored the next one for 1-2 ms.
+  static constexpr std::size_t kShards = 64;
+  std::array<std::unordered_map<PositionKey, std::shared_ptr<const CfgPosition>, PositionKey::Hash>,
+             kShards>
+      map;
+  std::array<std::unordered_set<const CfgPosition*>, kShards> held;
+  auto& MapFor(const PositionKey& k) { return map[k.b % kShards]; }
+  auto& HeldFor(const CfgPosition* p) {
+    return held[(reinterpret_cast<std::uintptr_t>(p) >> 6) % kShards];
+  }
   // Key hashes by program fingerprint (ProgramFingerprint): a grammar whose program was
   // compiled before (the same schema again) reads its keys from the first one's keyer instead
   // of hashing its automata again. Counted in `bytes` too.
@@ -347,10 +358,11 @@ class CfgGrammar {
   std::optional<PositionKey> KeyOf(StateId s, bool may_wait = true) const;
   // KeyOf's work, under key_mu_, hashing at most `max_work` states (PositionKeyer::Key).
   std::optional<PositionKey> KeyLocked(StateId s, std::int64_t max_work) const;
-  // What a fill may hash to get a key (about 1 µs a state): a tool schema's whole program (833
+  // What a fill may hash to get a key (0.4-1 µs a state): a tool schema's whole program (833
   // states on average in the dev set) in one fill, a big program's a part per fill, never the
-  // whole of a 27k-state Kubernetes schema at once (100 ms). Past it the fill walks the
-  // position without a key; the background worker hashes without a bound.
+  // whole of a 27k-state Kubernetes schema at once (100 ms), and no rule whose hashing would not
+  // end within it. Past it the fill walks the position without a key; the background worker
+  // hashes without a bound.
   static constexpr std::int64_t kForegroundKeyWork = 1024;
   // Every state's key, computed at once by the background worker; read without a lock once
   // keys_ready_ is set.

@@ -97,6 +97,7 @@ PositionKeyer::PositionKeyer(const CfgProgram* program) : p_(program) {
   rule_state_.assign(nr, 0);
   counter_hash_.assign(nr, H{});
   dependent_.assign(nr, Dependent{});
+  over_bounded_.assign(nr, 0);
   class_bytes_begin_.assign(p_->num_classes + 1, 0);
   for (const auto& r : class_runs_) ++class_bytes_begin_[r[2] + 1];
   for (std::int32_t c = 0; c < p_->num_classes; ++c)
@@ -177,6 +178,22 @@ PositionKeyer::H PositionKeyer::RuleHash(std::int32_t rule) {
     aborted_ = true;
     return H{0, 0, true};
   }
+  if (call_limit_ != INT64_MAX) {
+    // A bounded call (a fill's) does not start a rule it cannot finish: a Pass runs to its end,
+    // so a 2,000-state rule would cost a fill about 1 ms of hashing, many walks' worth. Such a
+    // rule, and the rules calling it, are left to an unbounded call (the background worker's,
+    // or none: their positions are walked, not shared); later bounded calls give up on them at
+    // once instead of hashing their callers again first.
+    const std::int64_t n = r.kind == CfgProgram::RuleKind::kCounter
+                               ? 0
+                               : PassWork(rule_begin_[rule + 1] - rule_begin_[rule]);
+    if (over_bounded_[rule] || work_ + n > call_limit_) {
+      over_bounded_[rule] = 1;
+      for (const std::int32_t caller : rule_stack_) over_bounded_[caller] = 1;
+      aborted_ = true;
+      return H{0, 0, true};
+    }
+  }
   if (work_ > budget_) {
     // Out of budget: no key for this rule, for good (its callers get none either).
     if (r.kind == CfgProgram::RuleKind::kCounter) {
@@ -253,7 +270,7 @@ void PositionKeyer::Pass(std::int32_t rule) {
   const std::int32_t b = rule_begin_[rule], e = rule_begin_[rule + 1];
   const std::int32_t n = e - b;
   if (n > kMaxRuleStates) {
-    work_ += n / 64;  // named by rank: a few operations a state
+    work_ += PassWork(n);  // named by rank: a few operations a state
     // Too big to hash. A big format automaton, though, is copied unchanged from the process's
     // cache into every grammar, its states in the same order: named by the cache entry and the
     // state's rank (it has only byte edges).
@@ -271,7 +288,7 @@ void PositionKeyer::Pass(std::int32_t rule) {
     }
     return;
   }
-  work_ += n;
+  work_ += PassWork(n);
   if (static_cast<std::size_t>(pass_depth_) == pass_scratch_.size()) {
     pass_scratch_.push_back(std::make_unique<PassScratch>());
   }
@@ -500,14 +517,16 @@ PositionKeyer::PositionKeyer(const PositionKeyer& o, const CfgProgram* program)
       class_bytes_begin_(o.class_bytes_begin_),
       class_bytes_(o.class_bytes_),
       work_(o.work_),
-      budget_(o.budget_) {}
+      budget_(o.budget_),
+      over_bounded_(o.over_bounded_) {}
 
 std::int64_t PositionKeyer::Bytes() const {
   return static_cast<std::int64_t>(
       sizeof(*this) + class_runs_.capacity() * sizeof(class_runs_[0]) +
       (rule_begin_.capacity() + rule_states_.capacity() + class_bytes_begin_.capacity()) * 4 +
       (hash_.capacity() + counter_hash_.capacity()) * sizeof(H) + rule_state_.capacity() +
-      dependent_.capacity() * sizeof(Dependent) + class_bytes_.capacity() * 2);
+      dependent_.capacity() * sizeof(Dependent) + over_bounded_.capacity() +
+      class_bytes_.capacity() * 2);
 }
 
 PositionKey ProgramFingerprint(const CfgProgram& p) {

@@ -157,6 +157,10 @@ class PositionKeyer {
   std::vector<std::array<std::uint8_t, 2>> class_bytes_;
   std::int64_t work_ = 0;    // states hashed so far
   std::int64_t budget_ = 0;  // see kBudgetPerState
+  // The work of one Pass over a rule of n states.
+  static std::int64_t PassWork(std::int64_t n) { return n > kMaxRuleStates ? n / 64 : n; }
+  // Per rule: a bounded Key call gave up on it, or on a rule it calls, before hashing it.
+  std::vector<std::uint8_t> over_bounded_;
   std::int64_t call_limit_ = INT64_MAX;  // work_ at which the current Key call gives up
   bool aborted_ = false;                 // the current Key call gave up
 };

@@ -58,7 +58,8 @@ bool Accepts(const std::shared_ptr<const CompiledGrammar>& g, const std::string&
 
 // `schema` compiled through the public entry point agrees with the validator on `instances`
 // (rendered compact and indented): true when it compiled. A refusal must be kResourceLimit or
-// kUnsupported with a location unless `must_compile`.
+// kUnsupported with a location (a deadline may name the root, whose pointer is empty) unless
+// `must_compile`.
 bool CompilesExactly(const json& schema, const std::vector<json>& instances,
                      bool must_compile = true, const CompileOptions& options = {}) {
   const std::string text = schema.dump();
@@ -68,7 +69,11 @@ bool CompilesExactly(const json& schema, const std::vector<json>& instances,
     const StatusCode code = g.status().code();
     EXPECT_TRUE(code == StatusCode::kResourceLimit || code == StatusCode::kUnsupported)
         << g.status().ToString();
-    EXPECT_FALSE(g.status().location().empty()) << g.status().ToString();
+    // A location, or the root's JSON Pointer (empty) for a deadline that passed while the root
+    // itself was being checked (it happens under load: the moment the clock is read decides).
+    EXPECT_TRUE(!g.status().location().empty() ||
+                g.status().message().find("deadline") != std::string::npos)
+        << g.status().ToString();
     return false;
   }
   auto model = schema::Schema::Load(text);

@@ -7,6 +7,7 @@
 
 #include "automata/cfg_grammar.h"
 #include "automata/cfg_program.h"
+#include "automata/position_key.h"
 
 #include <gtest/gtest.h>
 
@@ -782,6 +783,41 @@ TEST(SharedPositions, KeysOfAProgramCompiledAgainComeFromTheStore) {
   EXPECT_GT(compared, 100);
   std::printf("%lld keys of recompiled grammars compared with fresh keyers\n",
               static_cast<long long>(compared));
+}
+
+// A fill's key call has a bound on the states it hashes. It must not start a rule it cannot
+// finish within that bound (a pass over a rule runs to its end), and must then give up on the
+// same rule at once when asked again; an unbounded call afterwards (the background worker's)
+// still gives every state the key a fresh keyer gives it.
+TEST(SharedPositions, ABoundedKeyCallStartsNoRuleItCannotFinish) {
+  std::string props;
+  for (int i = 0; i < 12; ++i) {
+    props += (i ? ", " : "") + std::string("\"member_") + std::to_string(i) + R"(": {"type": "integer"})";
+  }
+  auto g = Compiler().CompileSchema(R"({"type": "object", "properties": {)" + props + "}}");
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  const CfgProgram& program = (*g)->cfg().program();
+  // The biggest rule (the object's), and its states.
+  std::vector<std::int32_t> size(program.NumRules(), 0);
+  for (StateId s = 0; s < program.num_states; ++s) ++size[program.state_rule[s]];
+  const std::int32_t big =
+      static_cast<std::int32_t>(std::max_element(size.begin(), size.end()) - size.begin());
+  ASSERT_GT(size[big], 32) << "the object's rule should be far over the bound below";
+  const std::array<std::uint64_t, 4> follow = {1, 0, 0, 0};
+  PositionKeyer bounded(&program), fresh(&program);
+  for (StateId s = 0; s < program.num_states; ++s) {
+    if (program.state_rule[s] != big) continue;
+    EXPECT_FALSE(bounded.Key(s, follow, /*max_work=*/16).has_value()) << "state " << s;
+    EXPECT_EQ(bounded.work(), 0) << "a bounded call hashed part of a rule it could not finish";
+  }
+  std::int32_t keyed = 0;
+  for (StateId s = 0; s < program.num_states; ++s) {
+    const std::optional<PositionKey> a = bounded.Key(s, follow), b = fresh.Key(s, follow);
+    ASSERT_EQ(a.has_value(), b.has_value()) << "state " << s;
+    if (a) EXPECT_TRUE(*a == *b) << "state " << s;
+    keyed += a.has_value();
+  }
+  EXPECT_GT(keyed, size[big] / 2);
 }
 
 // The fingerprint that identifies a program for the keyer store changes with every field the
