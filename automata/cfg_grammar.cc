@@ -1406,11 +1406,46 @@ void CfgGrammar::PositionFromCounted(const TokenTrie::CountedView& view, const E
   }
 }
 
+std::int32_t CfgGrammar::ComposableCall(StateId s) const {
+  const CfgProgram& p = program_;
+  if (p.has_bytes[s] || p.accepting[s] || null_state_[s] || p.sp_begin[s] != p.sp_begin[s + 1] ||
+      p.nt_begin[s + 1] - p.nt_begin[s] != 1 || repeat_of_[s] >= 0) {
+    return -1;
+  }
+  const std::int32_t callee = p.nt_edges[p.nt_begin[s]].first;
+  if (callee == p.state_rule[s] || p.rules[callee].nullable) return -1;
+  return callee;
+}
+
 std::unique_ptr<CfgPosition> CfgGrammar::ComputePosition(const EarleyItem& item, bool regions) const {
+  const bool counter = program_.IsCounter(item.rule);
+  // A state whose only way on is one call (a member's value: `"id":` then an integer rule, an
+  // object rule): its position is the callee's start position (computed once, shared by every
+  // call site and grammar) plus the callee's tails walked on from the state after the call.
+  // A token either stays inside the callee (accepted there, so here too) or leaves it at a
+  // split where the callee may finish on a byte that can follow it, which is exactly a tail of
+  // the callee's position: walking the tails' tries from the return state replaces a walk of
+  // the whole trie through the call. Nested calls compose the same way, a few levels deep.
+  const CfgPosition* callee_pos = nullptr;
+  StateId return_state = CfgProgram::kDead;
+  thread_local std::int32_t compose_depth = 0;
+  if (!counter && regions && compose_depth < kMaxComposeDepth) {
+    if (const std::int32_t callee = ComposableCall(item.state); callee >= 0) {
+      ++compose_depth;
+      callee_pos = PositionFor(
+          {callee, program_.IsCounter(callee) ? 0 : program_.rules[callee].start, 0, 0});
+      --compose_depth;
+      return_state = program_.nt_edges[program_.nt_begin[item.state]].second;
+    }
+  }
   thread_local WalkScratch scratch;
   const std::size_t words = PaddedBitmaskWords(width_);
   scratch.Begin(&program_, words, kMaxListedIds);
-  const bool counter = program_.IsCounter(item.rule);
+  if (callee_pos != nullptr && ComposeFromCallee(*callee_pos, item, return_state, scratch)) {
+    ++CurrentFillTrace().positions_walked;
+    return PositionFromScratch(scratch);
+  }
+  if (callee_pos != nullptr) scratch.Begin(&program_, words, kMaxListedIds);
   std::vector<StateId> region_states;
   std::vector<std::int16_t> table;
   std::array<std::uint64_t, 4> first_exits, removed;
@@ -1480,6 +1515,61 @@ std::unique_ptr<CfgPosition> CfgGrammar::ComputePosition(const EarleyItem& item,
     scratch.use_parser = true;
     ++trace.parser_walks;
   }
+  return PositionFromScratch(scratch);
+}
+
+bool CfgGrammar::ComposeFromCallee(const CfgPosition& callee, const EarleyItem& item,
+                                   StateId return_state, WalkScratch& scratch) const {
+  const std::size_t words = PaddedBitmaskWords(width_);
+  // The callee's tails as a trie the walker reads (the same node layout), each token's offset
+  // where its tail starts.
+  thread_local std::vector<TokenTrie::Node> nodes;
+  thread_local std::vector<std::uint16_t> offsets;
+  nodes.clear();
+  offsets.assign(callee.tail_tokens.size(), 0);
+  for (std::size_t i = 0; i < callee.tails.size(); ++i) {
+    const CfgPosition::TailNode& t = callee.tails[i];
+    nodes.push_back({t.subtree_end, t.token_begin, t.depth, t.byte});
+    if (i + 1 == callee.tails.size()) break;  // (the sentinel)
+    for (std::uint32_t j = t.token_begin; j < callee.tails[i + 1].token_begin; ++j) {
+      offsets[j] = static_cast<std::uint16_t>(vocab_->TokenBytes(callee.tail_tokens[j]).size() -
+                                              t.depth);
+    }
+  }
+  if (nodes.size() > 1) {
+    WalkTrie(nodes, 0, static_cast<std::uint32_t>(nodes.size() - 1), callee.tail_tokens.data(),
+             offsets.data(), item, return_state, scratch);
+    if (scratch.stack.failed) return false;
+    if (null_state_[return_state]) {
+      // This rule may finish right where the callee does: each callee tail is a tail here too
+      // (the walk above records only the splits after a byte of its own).
+      const std::array<bool, 256>& follow = follow_[item.rule];
+      for (std::size_t j = 0; j < callee.tail_tokens.size(); ++j) {
+        const TokenId t = callee.tail_tokens[j];
+        const std::string_view rest = vocab_->TokenBytes(t).substr(offsets[j]);
+        if (follow[static_cast<std::uint8_t>(rest[0])]) scratch.unc.emplace_back(rest, t);
+      }
+    }
+  }
+  // The tokens that stay inside the callee; then each token once: a token accepted either way
+  // is accepted, with no tails (a walk of the whole trie would give it none).
+  std::vector<std::uint32_t>& bits = scratch.bits;
+  if (!callee.accepted_bits.empty()) {
+    OrWords(bits.data(), callee.accepted_bits.data(), std::min(callee.accepted_bits.size(), words));
+  }
+  for (const TokenId t : callee.accepted_list) bits[static_cast<std::size_t>(t) >> 5] |= 1u << (t & 31);
+  std::int32_t accepted = 0;
+  for (std::size_t w = 0; w < words; ++w) accepted += std::popcount(bits[w]);
+  scratch.accepted = accepted;
+  scratch.ids.clear();  // (the finished position lists its tokens from the bits)
+  std::erase_if(scratch.unc, [&](const std::pair<std::string_view, TokenId>& u) {
+    return (bits[static_cast<std::size_t>(u.second) >> 5] >> (u.second & 31)) & 1;
+  });
+  return true;
+}
+
+std::unique_ptr<CfgPosition> CfgGrammar::PositionFromScratch(WalkScratch& scratch) const {
+  const std::size_t words = PaddedBitmaskWords(width_);
   auto pos = std::make_unique<CfgPosition>();
   std::vector<std::uint32_t>& bits = scratch.bits;
   std::vector<std::pair<std::string_view, TokenId>>& unc = scratch.unc;

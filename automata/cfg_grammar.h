@@ -221,6 +221,8 @@ class CfgGrammar {
     return ComputePosition({program_.state_rule[s], s, 0, 0}, /*regions=*/false);
   }
   int RegionUseOfState(StateId s) const;
+  // Whether the position of s is composed from a callee's start position (ComposableCall).
+  bool ComposesThroughCall(StateId s) const { return ComposableCall(s) >= 0; }
   // Counter rule `rule`'s position after `count` repetitions, computed afresh: from its counted
   // view when it has one (`view`), else (or with !view) by a walk of the whole trie; and whether
   // it has one (tests compare the two).
@@ -290,6 +292,18 @@ class CfgGrammar {
   void WalkTrie(std::span<const TokenTrie::Node> nodes, std::uint32_t begin, std::uint32_t end,
                 const TokenId* toks, const std::uint16_t* offsets, const EarleyItem& item,
                 StateId start, WalkScratch& out) const;
+  // The callee of DFA state s when s's position can be composed from the callee's start
+  // position (ComputePosition): s has one rule edge and nothing else (no bytes, no special
+  // edges, no simple repetition, not accepting), to a rule other than s's own that cannot
+  // match the empty string. -1 otherwise.
+  std::int32_t ComposableCall(StateId s) const;
+  static constexpr std::int32_t kMaxComposeDepth = 8;
+  // Item's position composed from its callee's start position (see ComputePosition) into
+  // `scratch` (begun); false when the walk of the tails gave up (then walk the whole trie).
+  bool ComposeFromCallee(const CfgPosition& callee, const EarleyItem& item, StateId return_state,
+                         WalkScratch& scratch) const;
+  // The position a walk left in `scratch`.
+  std::unique_ptr<CfgPosition> PositionFromScratch(WalkScratch& scratch) const;
   // The vocabulary's counted view of counter rule `rule` (TokenTrie::Counted), or null when its
   // body is not a plain byte unit that cannot go on once finished, or when a byte a unit starts
   // with may also follow the counter (then a token could end the counter and go on either way).

@@ -1,6 +1,7 @@
 #include "automata/position_key.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 
 namespace lockstep {
@@ -90,7 +91,12 @@ PositionKeyer::PositionKeyer(const CfgProgram* program) : p_(program) {
   for (std::int32_t r = 0; r < nr; ++r) rule_begin_[r + 1] += rule_begin_[r];
   rule_states_.resize(p_->num_states);
   std::vector<std::int32_t> fill(rule_begin_.begin(), rule_begin_.end() - 1);
-  for (StateId s = 0; s < p_->num_states; ++s) rule_states_[fill[p_->state_rule[s]]++] = s;
+  local_.resize(p_->num_states);
+  for (StateId s = 0; s < p_->num_states; ++s) {
+    const std::int32_t r = p_->state_rule[s];
+    local_[s] = fill[r] - rule_begin_[r];
+    rule_states_[fill[r]++] = s;
+  }
   hash_.assign(p_->num_states, H{});
   budget_ = kBudgetBase + kBudgetPerState * (static_cast<std::int64_t>(p_->num_states) +
                                              static_cast<std::int64_t>(p_->nt_edges.size()));
@@ -112,6 +118,31 @@ PositionKeyer::PositionKeyer(const CfgProgram* program) : p_(program) {
 void PositionKeyer::RunsOf(StateId s, std::vector<Run>& runs) const {
   runs.clear();
   const StateId* row = p_->next.data() + static_cast<std::size_t>(s) * p_->num_classes;
+  constexpr int kSparseBytes = 48;
+  if (!p_->byte_first.empty()) {
+    // The bytes with a transition are known: a state with few of them (most states: a key's
+    // next letter, a digit, a quote) reads their runs off the bits in byte order, without a
+    // scan of the classes (a tool schema's program has 50-150 of them).
+    const std::array<std::uint64_t, 4>& bits = p_->byte_first[s];
+    int live = 0;
+    for (int w = 0; w < 4 && live <= kSparseBytes; ++w) {
+      for (std::uint64_t m = bits[w]; m != 0 && live <= kSparseBytes; m &= m - 1) ++live;
+    }
+    if (live <= kSparseBytes) {
+      for (int w = 0; w < 4; ++w) {
+        for (std::uint64_t m = bits[w]; m != 0; m &= m - 1) {
+          const int b = w * 64 + std::countr_zero(m);
+          const StateId t = row[p_->byte_class[b]];
+          if (!runs.empty() && runs.back().hi + 1 == b && runs.back().target == t) {
+            runs.back().hi = static_cast<std::uint8_t>(b);
+          } else {
+            runs.push_back({static_cast<std::uint8_t>(b), static_cast<std::uint8_t>(b), t});
+          }
+        }
+      }
+      return;
+    }
+  }
   // Most states have a few live classes: their byte runs, sorted and merged. Otherwise every
   // class run in byte order.
   constexpr std::int32_t kSparse = 24;
@@ -299,11 +330,7 @@ void PositionKeyer::Pass(std::int32_t rule) {
     ~Depth() { --d; }
   } depth(pass_depth_);
   // Each state's byte runs and successors once, as local indices.
-  auto local = [&](StateId t) {
-    return static_cast<std::int32_t>(
-        std::lower_bound(rule_states_.begin() + b, rule_states_.begin() + e, t) -
-        (rule_states_.begin() + b));
-  };
+  auto local = [&](StateId t) { return local_[t]; };
   PassData& d = sc.d;
   d.states = rule_states_.data() + b;
   d.n = n;
@@ -509,6 +536,7 @@ PositionKeyer::PositionKeyer(const PositionKeyer& o, const CfgProgram* program)
       class_runs_(o.class_runs_),
       rule_begin_(o.rule_begin_),
       rule_states_(o.rule_states_),
+      local_(o.local_),
       hash_(o.hash_),
       rule_state_(o.rule_state_),
       counter_hash_(o.counter_hash_),
@@ -523,7 +551,8 @@ PositionKeyer::PositionKeyer(const PositionKeyer& o, const CfgProgram* program)
 std::int64_t PositionKeyer::Bytes() const {
   return static_cast<std::int64_t>(
       sizeof(*this) + class_runs_.capacity() * sizeof(class_runs_[0]) +
-      (rule_begin_.capacity() + rule_states_.capacity() + class_bytes_begin_.capacity()) * 4 +
+      (rule_begin_.capacity() + rule_states_.capacity() + local_.capacity() +
+       class_bytes_begin_.capacity()) * 4 +
       (hash_.capacity() + counter_hash_.capacity()) * sizeof(H) + rule_state_.capacity() +
       dependent_.capacity() * sizeof(Dependent) + over_bounded_.capacity() +
       class_bytes_.capacity() * 2);

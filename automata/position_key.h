@@ -139,6 +139,7 @@ class PositionKeyer {
   // States of each rule: rule_states_[rule_begin_[r] .. rule_begin_[r + 1]).
   std::vector<std::int32_t> rule_begin_;
   std::vector<StateId> rule_states_;
+  std::vector<std::int32_t> local_;  // per state: its index among its rule's states
   std::vector<H> hash_;  // per state
   // Per rule: 0 not hashed, 1 being hashed, 2 hashed and independent of its callers.
   std::vector<std::uint8_t> rule_state_;

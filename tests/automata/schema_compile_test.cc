@@ -814,7 +814,9 @@ TEST(SharedPositions, ABoundedKeyCallStartsNoRuleItCannotFinish) {
   for (StateId s = 0; s < program.num_states; ++s) {
     const std::optional<PositionKey> a = bounded.Key(s, follow), b = fresh.Key(s, follow);
     ASSERT_EQ(a.has_value(), b.has_value()) << "state " << s;
-    if (a) EXPECT_TRUE(*a == *b) << "state " << s;
+    if (a) {
+      EXPECT_TRUE(*a == *b) << "state " << s;
+    }
     keyed += a.has_value();
   }
   EXPECT_GT(keyed, size[big] / 2);
@@ -905,6 +907,50 @@ TEST(RegionViews, PositionsEqualTheWholeTrieWalk) {
   EXPECT_GT(taken_out, 5);
   std::printf("%lld positions from region views checked, %lld with first bytes taken out\n",
               static_cast<long long>(viewed), static_cast<long long>(taken_out));
+}
+
+// A state whose only way on is a call (a member's value) takes its position from the callee's
+// start position and the callee's tails walked on from the return state. It must equal a walk
+// of the whole trie through the call, on both tokenizers' vocabularies.
+TEST(PositionsThroughACall, EqualWholeTrieWalks) {
+  std::vector<std::string> texts = {
+      R"({"type": "object", "properties": {"n": {"type": "integer"}, "x": {"type": "number",
+          "minimum": 0}, "o": {"type": "object", "properties": {"k": {"type": "boolean"}}},
+          "a": {"type": "array", "items": {"type": "integer"}}, "s": {"type": "string",
+          "maxLength": 3}, "any": {}}, "required": ["n", "o"]})",
+      R"({"type": "array", "items": {"anyOf": [{"type": "integer"}, {"type": "null"},
+          {"type": "object", "properties": {"deep": {"$ref": "#"}}}]}})",
+      R"({"type": "object", "additionalProperties": {"type": "number"}})",
+  };
+  AddDevSetSchemas(texts, 7, 17, 24);
+  for (const char* tokenizer : {"llama3", "qwen2.5"}) {
+    auto vocab = Vocabulary::Load(tokenizer);
+    ASSERT_TRUE(vocab.ok()) << vocab.status().ToString();
+    GrammarCompiler compiler(*vocab);
+    std::int64_t composed = 0;
+    for (const std::string& text : texts) {
+      CompileOptions o;
+      o.share_positions = false;  // (each composition computes its callee here)
+      auto g = compiler.CompileSchema(text, o);
+      if (!g.ok()) continue;  // (a dev-set schema that is refused)
+      const CfgGrammar& cfg = (*g)->cfg();
+      std::int32_t here = 0;
+      for (StateId s = 0; s < cfg.program().num_states && here < 30; ++s) {
+        if (!cfg.ComposesThroughCall(s)) continue;
+        auto fast = cfg.FreshPositionOfState(s);
+        auto walked = cfg.TrieWalkedPositionOfState(s);
+        ASSERT_TRUE(fast->SameContent(*walked))
+            << tokenizer << ": state " << s << " (" << fast->num_accepted << " accepted, "
+            << fast->num_uncertain << " tails; walked " << walked->num_accepted << ", "
+            << walked->num_uncertain << ") of " << text;
+        ++here;
+      }
+      composed += here;
+    }
+    EXPECT_GT(composed, 40) << tokenizer;
+    std::printf("%s: %lld composed positions equal whole-trie walks\n", tokenizer,
+                static_cast<long long>(composed));
+  }
 }
 
 TEST(SchemaLowering, SharedRuleCacheGivesTheSameAutomata) {
