@@ -1798,11 +1798,13 @@ bool CfgGrammar::BackgroundSlice(double budget_us) const {
       // Every state's key in one pass (a slice of its own; bounded by the keyer's budget).
       std::vector<PositionKey> keys(program_.num_states);
       std::vector<std::uint8_t> has(program_.num_states, 0);
-      {
+      // The lock is taken per state, so that a fill that needs a key meanwhile (it only tries
+      // the lock) gets one between two states instead of walking its position without: on a
+      // 25,000-state program the pass takes tens of ms, and a fill at that time walked five
+      // positions it would have found in the store (21 ms instead of 3).
+      for (StateId s : bg_order_) {
         std::lock_guard<std::mutex> klock(key_mu_);
-        for (StateId s : bg_order_) {
-          if (std::optional<PositionKey> k = KeyLocked(s, INT64_MAX)) keys[s] = *k, has[s] = 1;
-        }
+        if (std::optional<PositionKey> k = KeyLocked(s, INT64_MAX)) keys[s] = *k, has[s] = 1;
       }
       state_keys_ = std::move(keys);
       state_has_key_ = std::move(has);
