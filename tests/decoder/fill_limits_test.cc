@@ -144,5 +144,26 @@ TEST(FillLimits, MutuallyRecursiveRulesGetBoundedKeysAndExactMasks) {
   CompareAlong(*g, "((a39))");
 }
 
+// The JSON string body's view of the trie is built with the compiler: the first string value a
+// new compiler's grammar meets fills from it (no whole-trie walk to build it then), and its
+// masks stay exact.
+TEST(FillLimits, AStringBodyViewIsReadyWithTheCompiler) {
+  GrammarCompiler fresh(Llama3());
+  CompileOptions o;
+  o.background_positions = false;
+  auto g = fresh.CompileSchema(
+      R"({"type": "object", "properties": {"city": {"type": "string"}, "n": {"type": "integer"}}})",
+      o);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  Matcher m(*g);
+  ASSERT_TRUE(m.AcceptString(R"({"city":"Par)"));
+  std::vector<std::uint32_t> mask((*g)->cfg().mask_words());
+  m.FillNextTokenBitmask(mask);
+  EXPECT_EQ(Matcher::LastFillTrace().regions_built, 0);
+  EXPECT_GT(Matcher::LastFillTrace().region_walks + Matcher::LastFillTrace().positions_shared, 0)
+      << "the string body's position came neither from the view nor from the store";
+  CompareAlong(*g, R"({"city": "Paris \"Nord\"", "n": 12})");
+}
+
 }  // namespace
 }  // namespace lockstep
