@@ -1190,19 +1190,69 @@ std::vector<std::int16_t> CfgGrammar::RegionTable(StateId s, std::vector<StateId
     for (std::int32_t c = 0; c < p.num_classes; ++c) loop += row[c] == t ? class_size_[c] : 0;
     return loop >= kWideLoop;
   };
+  // Whether plain states x and y are equivalent: the same acceptance and, class by class, both
+  // dead or equivalent again, where states that are not plain must be the same state. A rule's
+  // automaton is not minimised, so a string body's first character (`minLength: 1`) and its
+  // UTF-8 continuations are states of their own that behave as the loop's. Bounded: past 256
+  // pairs, not equivalent.
+  std::vector<std::pair<StateId, StateId>> pairs;
+  auto equivalent = [&](StateId x, StateId y) {
+    if (x == y) return true;
+    pairs.assign(1, {x, y});
+    for (std::size_t k = 0; k < pairs.size(); ++k) {
+      const auto [a, b] = pairs[k];
+      if (!plain(a) || !plain(b) || p.accepting[a] != p.accepting[b] ||
+          p.sp_begin[a] != p.sp_begin[a + 1] || p.sp_begin[b] != p.sp_begin[b + 1]) {
+        return false;
+      }
+      const StateId* ra = &p.next[static_cast<std::size_t>(a) * p.num_classes];
+      const StateId* rb = &p.next[static_cast<std::size_t>(b) * p.num_classes];
+      for (std::int32_t c = 0; c < p.num_classes; ++c) {
+        if (ra[c] == rb[c]) continue;
+        if (ra[c] == CfgProgram::kDead || rb[c] == CfgProgram::kDead) return false;
+        if (std::find(pairs.begin(), pairs.end(), std::make_pair(ra[c], rb[c])) != pairs.end()) {
+          continue;
+        }
+        if (pairs.size() == 256) return false;
+        pairs.push_back({ra[c], rb[c]});
+      }
+    }
+    return true;
+  };
   StateId anchor = s;  // a state on the wide loop: s, or one byte after s
   if (!wide_loop(s)) {
+    // The successors s sends the most bytes to, up to 8 of them, most first.
     anchor = CfgProgram::kDead;
-    StateId seen[8];
-    int nseen = 0;
-    const StateId* row = &p.next[static_cast<std::size_t>(s) * p.num_classes];
-    for (std::int32_t c = 0; c < p.num_classes && anchor == CfgProgram::kDead; ++c) {
-      const StateId t = row[c];
-      if (t == CfgProgram::kDead || t == s || !plain(t)) continue;
-      if (std::find(seen, seen + nseen, t) != seen + nseen) continue;
-      if (nseen == 8) return {};
-      seen[nseen++] = t;
-      if (wide_loop(t)) anchor = t;
+    auto targets_of = [&](StateId x) {
+      std::vector<std::pair<std::int32_t, StateId>> targets;  // (-bytes, state)
+      const StateId* row = &p.next[static_cast<std::size_t>(x) * p.num_classes];
+      for (std::int32_t c = 0; c < p.num_classes; ++c) {
+        const StateId t = row[c];
+        if (t == CfgProgram::kDead || t == x || !plain(t)) continue;
+        auto f = std::find_if(targets.begin(), targets.end(),
+                              [&](const auto& y) { return y.second == t; });
+        if (f == targets.end()) {
+          targets.push_back({-class_size_[c], t});
+        } else {
+          f->first -= class_size_[c];
+        }
+      }
+      std::sort(targets.begin(), targets.end());
+      return targets;
+    };
+    const auto targets = targets_of(s);
+    for (std::size_t k = 0; k < targets.size() && k < 8 && anchor == CfgProgram::kDead; ++k) {
+      if (wide_loop(targets[k].second)) anchor = targets[k].second;
+    }
+    if (anchor == CfgProgram::kDead && !targets.empty()) {
+      // Two bytes before the loop: s's main successor is the body's first character, a state
+      // equivalent to the loop's (`minLength: 1`). s then uses the loop's view as a state one
+      // byte before it does (below).
+      const StateId t = targets[0].second;
+      const auto next = targets_of(t);
+      if (!next.empty() && wide_loop(next[0].second) && equivalent(t, next[0].second)) {
+        anchor = next[0].second;
+      }
     }
     if (anchor == CfgProgram::kDead) return {};
   }
@@ -1275,10 +1325,17 @@ std::vector<std::int16_t> CfgGrammar::RegionTable(StateId s, std::vector<StateId
   removed.fill(0);
   const StateId* srow = &p.next[static_cast<std::size_t>(s) * nc];
   const StateId* arow = &p.next[static_cast<std::size_t>(anchor) * nc];
+  // Per class: s goes where the anchor goes, or to a state equivalent to it.
+  std::vector<std::uint8_t> same(nc, 0);
+  for (std::int32_t c = 0; c < nc; ++c) {
+    same[c] = srow[c] == arow[c] ||
+              (srow[c] != CfgProgram::kDead && arow[c] != CfgProgram::kDead &&
+               !in_region(srow[c]) && in_region(arow[c]) && equivalent(srow[c], arow[c]));
+  }
   bool as_anchor = s != anchor && !in_region(s);
   for (std::int32_t c = 0; c < nc && as_anchor; ++c) {
     const StateId t = srow[c];
-    if (t != CfgProgram::kDead && plain(t) && in_region(t) && t != arow[c]) as_anchor = false;
+    if (t != CfgProgram::kDead && plain(t) && in_region(t) && !same[c]) as_anchor = false;
   }
   const StateId* entry_row = as_anchor ? arow : srow;
   StateIndex<7> region_index;
@@ -1323,8 +1380,12 @@ std::vector<std::int16_t> CfgGrammar::RegionTable(StateId s, std::vector<StateId
   for (int b = 0; b < 256; ++b) {
     const std::int32_t c = p.byte_class[b];
     const std::uint64_t bit = std::uint64_t{1} << (b & 63);
-    if (srow[c] != CfgProgram::kDead && !region_target(srow[c])) first_exits[b >> 6] |= bit;
-    if (as_anchor && region_target(arow[c]) && srow[c] != arow[c]) removed[b >> 6] |= bit;
+    // The view has a result for b (its entry row goes into the region) that holds for s.
+    const bool viewed = as_anchor && same[c] && region_target(arow[c]);
+    if (srow[c] != CfgProgram::kDead && !region_target(srow[c]) && !viewed) {
+      first_exits[b >> 6] |= bit;
+    }
+    if (as_anchor && region_target(arow[c]) && !same[c]) removed[b >> 6] |= bit;
   }
   return table;
 }

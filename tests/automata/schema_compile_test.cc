@@ -878,6 +878,9 @@ TEST(RegionViews, PositionsEqualTheWholeTrieWalk) {
       R"({"type": "object", "properties": {"q": {"type": "string", "format": "email"},
           "\u00e9t\u00e9": {"type": "string"}}, "additionalProperties": {"type": "object",
           "properties": {"k": {}}}})",
+      R"({"type": "object", "properties": {"id": {"type": "string", "minLength": 1}, "tags":
+          {"type": "array", "items": {"type": "string", "minLength": 1}}, "n": {"type": "string",
+          "minLength": 2, "maxLength": 9}}, "required": ["id"]})",
   };
   AddDevSetSchemas(texts, 3, 13, 30);
   std::int64_t viewed = 0, taken_out = 0;
@@ -950,6 +953,34 @@ TEST(PositionsThroughACall, EqualWholeTrieWalks) {
     EXPECT_GT(composed, 40) << tokenizer;
     std::printf("%s: %lld composed positions equal whole-trie walks\n", tokenizer,
                 static_cast<long long>(composed));
+  }
+}
+
+// A string of `minLength: 1` (`"` then a character then the loop) has a state for its first
+// character apart from the loop's, which it equals (rule automata are not minimised): the state
+// after the opening quote is two bytes before the loop and must still use the body's view, with
+// every position equal to a walk of the whole trie.
+TEST(RegionViews, AStringOfMinLengthOneUsesTheBodyView) {
+  for (const char* text : {R"({"type": "string", "minLength": 1})",
+                           R"({"type": "array", "items": {"type": "string", "minLength": 1}})"}) {
+    auto g = Compiler().CompileSchema(text);
+    ASSERT_TRUE(g.ok()) << g.status().ToString();
+    const CfgGrammar& cfg = (*g)->cfg();
+    const CfgProgram& p = cfg.program();
+    std::int32_t two_before = 0;
+    for (StateId s = 0; s < p.num_states; ++s) {
+      auto fast = cfg.FreshPositionOfState(s);
+      auto walked = cfg.TrieWalkedPositionOfState(s);
+      ASSERT_TRUE(fast->SameContent(*walked)) << "state " << s << " of " << text;
+      // The state after an opening quote of a non-empty string: it refuses `"`.
+      bool after_quote = false;
+      for (StateId q = 0; q < p.num_states; ++q) after_quote |= p.Step(q, '"') == s && q != s;
+      if (after_quote && p.Step(s, '"') == CfgProgram::kDead && p.Step(s, 'a') != CfgProgram::kDead) {
+        EXPECT_NE(cfg.RegionUseOfState(s), 0) << "state " << s << " of " << text;
+        ++two_before;
+      }
+    }
+    EXPECT_GT(two_before, 0) << text;
   }
 }
 
