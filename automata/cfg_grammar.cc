@@ -1193,31 +1193,44 @@ std::vector<std::int16_t> CfgGrammar::RegionTable(StateId s, std::vector<StateId
   // Whether plain states x and y are equivalent: the same acceptance and, class by class, both
   // dead or equivalent again, where states that are not plain must be the same state. A rule's
   // automaton is not minimised, so a string body's first character (`minLength: 1`) and its
-  // UTF-8 continuations are states of their own that behave as the loop's. Bounded: past 256
-  // pairs, not equivalent.
+  // UTF-8 continuations are states of their own that behave as the loop's. Bounded: at most 64
+  // pairs a question, and kEquivalenceWork class steps over all questions of this call (past
+  // either, not equivalent: the state is walked without the view, exactly).
+  constexpr std::int64_t kMaxPairs = 64, kEquivalenceWork = 64 * 256;
+  std::int64_t equivalence_work = 0;
   std::vector<std::pair<StateId, StateId>> pairs;
+  std::vector<std::tuple<StateId, StateId, bool>> answered;
   auto equivalent = [&](StateId x, StateId y) {
     if (x == y) return true;
+    for (const auto& [ax, ay, eq] : answered) {
+      if (ax == x && ay == y) return eq;
+    }
+    auto answer = [&](bool eq) {
+      answered.emplace_back(x, y, eq);
+      return eq;
+    };
     pairs.assign(1, {x, y});
     for (std::size_t k = 0; k < pairs.size(); ++k) {
       const auto [a, b] = pairs[k];
       if (!plain(a) || !plain(b) || p.accepting[a] != p.accepting[b] ||
           p.sp_begin[a] != p.sp_begin[a + 1] || p.sp_begin[b] != p.sp_begin[b + 1]) {
-        return false;
+        return answer(false);
       }
+      equivalence_work += p.num_classes;
+      if (equivalence_work > kEquivalenceWork) return answer(false);
       const StateId* ra = &p.next[static_cast<std::size_t>(a) * p.num_classes];
       const StateId* rb = &p.next[static_cast<std::size_t>(b) * p.num_classes];
       for (std::int32_t c = 0; c < p.num_classes; ++c) {
         if (ra[c] == rb[c]) continue;
-        if (ra[c] == CfgProgram::kDead || rb[c] == CfgProgram::kDead) return false;
+        if (ra[c] == CfgProgram::kDead || rb[c] == CfgProgram::kDead) return answer(false);
         if (std::find(pairs.begin(), pairs.end(), std::make_pair(ra[c], rb[c])) != pairs.end()) {
           continue;
         }
-        if (pairs.size() == 256) return false;
+        if (static_cast<std::int64_t>(pairs.size()) == kMaxPairs) return answer(false);
         pairs.push_back({ra[c], rb[c]});
       }
     }
-    return true;
+    return answer(true);
   };
   StateId anchor = s;  // a state on the wide loop: s, or one byte after s
   if (!wide_loop(s)) {
@@ -1325,14 +1338,15 @@ std::vector<std::int16_t> CfgGrammar::RegionTable(StateId s, std::vector<StateId
   removed.fill(0);
   const StateId* srow = &p.next[static_cast<std::size_t>(s) * nc];
   const StateId* arow = &p.next[static_cast<std::size_t>(anchor) * nc];
-  // Per class: s goes where the anchor goes, or to a state equivalent to it.
+  // Per class: s goes where the anchor goes, or (s before the loop) to a state equivalent to
+  // the anchor's.
+  bool as_anchor = s != anchor && !in_region(s);
   std::vector<std::uint8_t> same(nc, 0);
   for (std::int32_t c = 0; c < nc; ++c) {
     same[c] = srow[c] == arow[c] ||
-              (srow[c] != CfgProgram::kDead && arow[c] != CfgProgram::kDead &&
+              (as_anchor && srow[c] != CfgProgram::kDead && arow[c] != CfgProgram::kDead &&
                !in_region(srow[c]) && in_region(arow[c]) && equivalent(srow[c], arow[c]));
   }
-  bool as_anchor = s != anchor && !in_region(s);
   for (std::int32_t c = 0; c < nc && as_anchor; ++c) {
     const StateId t = srow[c];
     if (t != CfgProgram::kDead && plain(t) && in_region(t) && !same[c]) as_anchor = false;
