@@ -1174,11 +1174,60 @@ struct StateIndex {
 // its escapes and UTF-8 continuations, say), numbered breadth-first from s so that equal
 // regions of different grammars have equal tables. Empty when it would not pay: no wide loop
 // at s or one byte after it (a literal), or too many states.
+bool CfgGrammar::PlainState(StateId t) const {
+  return program_.nt_begin[t] == program_.nt_begin[t + 1] && !null_state_[t];
+}
+
+bool CfgGrammar::EquivalentPlainStates(StateId x, StateId y, std::int64_t& work) const {
+  const CfgProgram& p = program_;
+  std::vector<std::pair<StateId, StateId>> pairs = {{x, y}};
+  for (std::size_t k = 0; k < pairs.size(); ++k) {
+    const auto [a, b] = pairs[k];
+    if (!PlainState(a) || !PlainState(b) || p.accepting[a] != p.accepting[b] ||
+        p.sp_begin[a] != p.sp_begin[a + 1] || p.sp_begin[b] != p.sp_begin[b + 1]) {
+      return false;
+    }
+    work += p.num_classes;
+    if (work > kEquivalenceWork) return false;
+    const StateId* ra = &p.next[static_cast<std::size_t>(a) * p.num_classes];
+    const StateId* rb = &p.next[static_cast<std::size_t>(b) * p.num_classes];
+    for (std::int32_t c = 0; c < p.num_classes; ++c) {
+      if (ra[c] == rb[c]) continue;
+      if (ra[c] == CfgProgram::kDead || rb[c] == CfgProgram::kDead) return false;
+      if (std::find(pairs.begin(), pairs.end(), std::make_pair(ra[c], rb[c])) != pairs.end()) {
+        continue;
+      }
+      if (static_cast<std::int64_t>(pairs.size()) == kMaxEquivalentPairs) return false;
+      pairs.push_back({ra[c], rb[c]});
+    }
+  }
+  return true;
+}
+
+std::vector<std::pair<std::int32_t, StateId>> CfgGrammar::SuccessorsByBytes(StateId x) const {
+  const CfgProgram& p = program_;
+  std::vector<std::pair<std::int32_t, StateId>> targets;  // (-bytes, state)
+  const StateId* row = &p.next[static_cast<std::size_t>(x) * p.num_classes];
+  for (std::int32_t c = 0; c < p.num_classes; ++c) {
+    const StateId t = row[c];
+    if (t == CfgProgram::kDead || t == x || !PlainState(t)) continue;
+    auto f = std::find_if(targets.begin(), targets.end(),
+                          [&](const auto& y) { return y.second == t; });
+    if (f == targets.end()) {
+      targets.push_back({-class_size_[c], t});
+    } else {
+      f->first -= class_size_[c];
+    }
+  }
+  std::sort(targets.begin(), targets.end());
+  return targets;
+}
+
 std::vector<std::int16_t> CfgGrammar::RegionTable(StateId s, std::vector<StateId>& states,
                                                   std::array<std::uint64_t, 4>& first_exits,
                                                   std::array<std::uint64_t, 4>& removed) const {
   const CfgProgram& p = program_;
-  auto plain = [&](StateId t) { return p.nt_begin[t] == p.nt_begin[t + 1] && !null_state_[t]; };
+  auto plain = [&](StateId t) { return PlainState(t); };
   states.clear();
   if (!plain(s)) return {};
   // Only string bodies and the states one byte before them (an opening quote) pay: a literal
@@ -1190,70 +1239,23 @@ std::vector<std::int16_t> CfgGrammar::RegionTable(StateId s, std::vector<StateId
     for (std::int32_t c = 0; c < p.num_classes; ++c) loop += row[c] == t ? class_size_[c] : 0;
     return loop >= kWideLoop;
   };
-  // Whether plain states x and y are equivalent: the same acceptance and, class by class, both
-  // dead or equivalent again, where states that are not plain must be the same state. A rule's
-  // automaton is not minimised, so a string body's first character (`minLength: 1`) and its
-  // UTF-8 continuations are states of their own that behave as the loop's. Bounded: at most 64
-  // pairs a question, and kEquivalenceWork class steps over all questions of this call (past
-  // either, not equivalent: the state is walked without the view, exactly).
-  constexpr std::int64_t kMaxPairs = 64, kEquivalenceWork = 64 * 256;
+  // Equivalence questions of this table, answered once each (EquivalentPlainStates).
   std::int64_t equivalence_work = 0;
-  std::vector<std::pair<StateId, StateId>> pairs;
   std::vector<std::tuple<StateId, StateId, bool>> answered;
   auto equivalent = [&](StateId x, StateId y) {
     if (x == y) return true;
     for (const auto& [ax, ay, eq] : answered) {
       if (ax == x && ay == y) return eq;
     }
-    auto answer = [&](bool eq) {
-      answered.emplace_back(x, y, eq);
-      return eq;
-    };
-    pairs.assign(1, {x, y});
-    for (std::size_t k = 0; k < pairs.size(); ++k) {
-      const auto [a, b] = pairs[k];
-      if (!plain(a) || !plain(b) || p.accepting[a] != p.accepting[b] ||
-          p.sp_begin[a] != p.sp_begin[a + 1] || p.sp_begin[b] != p.sp_begin[b + 1]) {
-        return answer(false);
-      }
-      equivalence_work += p.num_classes;
-      if (equivalence_work > kEquivalenceWork) return answer(false);
-      const StateId* ra = &p.next[static_cast<std::size_t>(a) * p.num_classes];
-      const StateId* rb = &p.next[static_cast<std::size_t>(b) * p.num_classes];
-      for (std::int32_t c = 0; c < p.num_classes; ++c) {
-        if (ra[c] == rb[c]) continue;
-        if (ra[c] == CfgProgram::kDead || rb[c] == CfgProgram::kDead) return answer(false);
-        if (std::find(pairs.begin(), pairs.end(), std::make_pair(ra[c], rb[c])) != pairs.end()) {
-          continue;
-        }
-        if (static_cast<std::int64_t>(pairs.size()) == kMaxPairs) return answer(false);
-        pairs.push_back({ra[c], rb[c]});
-      }
-    }
-    return answer(true);
+    const bool eq = EquivalentPlainStates(x, y, equivalence_work);
+    answered.emplace_back(x, y, eq);
+    return eq;
   };
   StateId anchor = s;  // a state on the wide loop: s, or one byte after s
   if (!wide_loop(s)) {
     // The successors s sends the most bytes to, up to 8 of them, most first.
     anchor = CfgProgram::kDead;
-    auto targets_of = [&](StateId x) {
-      std::vector<std::pair<std::int32_t, StateId>> targets;  // (-bytes, state)
-      const StateId* row = &p.next[static_cast<std::size_t>(x) * p.num_classes];
-      for (std::int32_t c = 0; c < p.num_classes; ++c) {
-        const StateId t = row[c];
-        if (t == CfgProgram::kDead || t == x || !plain(t)) continue;
-        auto f = std::find_if(targets.begin(), targets.end(),
-                              [&](const auto& y) { return y.second == t; });
-        if (f == targets.end()) {
-          targets.push_back({-class_size_[c], t});
-        } else {
-          f->first -= class_size_[c];
-        }
-      }
-      std::sort(targets.begin(), targets.end());
-      return targets;
-    };
-    const auto targets = targets_of(s);
+    const auto targets = SuccessorsByBytes(s);
     for (std::size_t k = 0; k < targets.size() && k < 8 && anchor == CfgProgram::kDead; ++k) {
       if (wide_loop(targets[k].second)) anchor = targets[k].second;
     }
@@ -1262,7 +1264,7 @@ std::vector<std::int16_t> CfgGrammar::RegionTable(StateId s, std::vector<StateId
       // equivalent to the loop's (`minLength: 1`). s then uses the loop's view as a state one
       // byte before it does (below).
       const StateId t = targets[0].second;
-      const auto next = targets_of(t);
+      const auto next = SuccessorsByBytes(t);
       if (!next.empty() && wide_loop(next[0].second) && equivalent(t, next[0].second)) {
         anchor = next[0].second;
       }

@@ -64,7 +64,6 @@ namespace lockstep {
 
 // The calling thread's FillTrace, written by CfgGrammar and TokenTrie as a fill goes.
 FillTrace& CurrentFillTrace();
-extern thread_local double g_dbg_hash_ns, g_dbg_tails, g_dbg_key_ns, g_dbg_compute_ns, g_dbg_publish_ns;
 
 struct CfgPosition {
   // Accepted tokens: a bitset (PaddedBitmaskWords) or a sorted list, whichever is smaller.
@@ -318,6 +317,18 @@ class CfgGrammar {
   // first bytes from s that leave the region, which the table treats as dead and the caller
   // walks in the trie; removed: first bytes whose results the view has wrong for s (it starts
   // from the loop's anchor), which the caller takes out and walks.
+  // RegionTable's steps. A plain state has no rule edge and cannot finish its rule without a
+  // byte. Plain states x and y are equivalent when they have the same acceptance and, class by
+  // class, both dead or equivalent again, states that are not plain being the same state (a
+  // rule's automaton is not minimised: a string body's first character, `minLength: 1`, has
+  // states of its own that behave as the loop's); at most kMaxEquivalentPairs pairs, and `work`
+  // (class steps, shared by the questions of one table) at most kEquivalenceWork, else not
+  // equivalent. SuccessorsByBytes: x's plain successors other than x, as (-bytes, state), most
+  // bytes first.
+  bool PlainState(StateId t) const;
+  static constexpr std::int64_t kMaxEquivalentPairs = 64, kEquivalenceWork = 64 * 256;
+  bool EquivalentPlainStates(StateId x, StateId y, std::int64_t& work) const;
+  std::vector<std::pair<std::int32_t, StateId>> SuccessorsByBytes(StateId x) const;
   std::vector<std::int16_t> RegionTable(StateId s, std::vector<StateId>& states,
                                         std::array<std::uint64_t, 4>& first_exits,
                                         std::array<std::uint64_t, 4>& removed) const;
