@@ -7,7 +7,7 @@
 #include <random>
 #include <vector>
 
-#include "automata/token_dfa.h"
+#include "automata/token/token_dfa.h"
 #include "bench/bench_util.h"
 #include "lockstep/compiler.h"
 #include "lockstep/matcher.h"

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "bench/bench_util.h"
-#include "decoder/mask_kernels.h"
+#include "decoder/sampling/mask_kernels.h"
 #include "lockstep/ngram_model.h"
 #include "lockstep/sampler.h"
 #include "lockstep/vocabulary.h"

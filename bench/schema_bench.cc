@@ -38,9 +38,9 @@
 #include <sstream>
 #include <vector>
 
-#include "automata/cfg_grammar.h"
+#include "automata/cfg/cfg_grammar.h"
 #include "bench/bench_util.h"
-#include "grammar/json_schema.h"
+#include "grammar/schema/json_schema.h"
 #include "lockstep/artifact.h"
 #include "lockstep/batch.h"
 #include "lockstep/bitmask.h"

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "automata/token_trie.h"
+#include "automata/token/token_trie.h"
 #include "bench/bench_util.h"
 #include "lockstep/vocabulary.h"
 

@@ -25,11 +25,11 @@
 #include <utility>
 #include <vector>
 
-#include "automata/schema_compile.h"
+#include "automata/schema/schema_compile.h"
 #include "cli/args.h"
 #include "cli/constraint.h"
-#include "grammar/deadline.h"
-#include "grammar/json_schema.h"
+#include "grammar/base/deadline.h"
+#include "grammar/schema/json_schema.h"
 #include "lockstep/batch.h"
 #include "lockstep/compiler.h"
 #include "lockstep/matcher.h"

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "automata/schema_compile.h"
+#include "automata/schema/schema_compile.h"
 #include "cli/args.h"
 #include "cli/artifact_cmd.h"
 #include "cli/bench.h"
@@ -25,9 +25,9 @@
 #include "cli/generate.h"
 #include "cli/report.h"
 #include "cli/validate.h"
-#include "grammar/deadline.h"
-#include "grammar/grammar_ir.h"
-#include "grammar/json_schema.h"
+#include "grammar/base/deadline.h"
+#include "grammar/ir/grammar_ir.h"
+#include "grammar/schema/json_schema.h"
 #include "lockstep/compiler.h"
 #include "lockstep/matcher.h"
 #include "lockstep/status.h"

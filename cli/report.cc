@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "automata/token_dfa.h"
+#include "automata/token/token_dfa.h"
 
 namespace lockstep::cli {
 

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "cli/args.h"
-#include "grammar/json_schema.h"
+#include "grammar/schema/json_schema.h"
 #include "lockstep/status.h"
 
 namespace lockstep::cli {

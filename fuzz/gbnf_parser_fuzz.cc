@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "grammar/grammar_ir.h"
+#include "grammar/ir/grammar_ir.h"
 
 namespace lg = lockstep::grammar;
 

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "grammar/json_schema.h"
+#include "grammar/schema/json_schema.h"
 
 namespace ls = lockstep::schema;
 

@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "automata/byte_dfa.h"
+#include "automata/regex/regex_compiler.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size > 4096) return 0;

@@ -12,8 +12,8 @@
 #include <string>
 #include <string_view>
 
-#include "automata/schema_compile.h"
-#include "grammar/json_schema.h"
+#include "automata/schema/schema_compile.h"
+#include "grammar/schema/json_schema.h"
 #include "lockstep/compiler.h"
 #include "lockstep/matcher.h"
 #include "lockstep/vocabulary.h"

@@ -25,7 +25,7 @@
 #include <utility>
 #include <vector>
 
-#include "grammar/json_schema.h"
+#include "grammar/schema/json_schema.h"
 #include "lockstep/artifact.h"
 #include "lockstep/batch.h"
 #include "lockstep/compiler.h"

@@ -118,7 +118,7 @@ class GrammarCompiler {
 
   // A context-free grammar in GBNF (llama.cpp's dialect) or Lark-style EBNF; `syntax` is
   // "auto" (GBNF if rules use "::="), "gbnf" or "lark". Parse errors are kInvalidGrammar with
-  // line:column; see grammar/grammar_ir.h.
+  // line:column; see grammar/ir/grammar_ir.h.
   Result<std::shared_ptr<const CompiledGrammar>> CompileGrammar(
       std::string_view text, const CompileOptions& options = {},
       std::string_view syntax = "auto") const;

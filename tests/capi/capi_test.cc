@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "capi/capi_test_support.h"
-#include "grammar/json_schema.h"
+#include "grammar/schema/json_schema.h"
 #include "lockstep/compiler.h"
 #include "lockstep/decoding.h"
 #include "lockstep/lockstep.h"

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "grammar/grammar_ir.h"
+#include "grammar/ir/grammar_ir.h"
 
 namespace lockstep::grammar::testing {
 

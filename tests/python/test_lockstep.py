@@ -3,7 +3,7 @@ python3 and python3-numpy: same tokens as the C++ API for the same seeds and log
 text valid under the schema, zero-copy mask fills equal to fresh matchers' and to batch fills,
 clean Python exceptions on bad input, and the LogitsProcessor under greedy decoding.
 
-Environment (set by tests/python_tests.cmake): PYTHONPATH (the module), LOCKSTEP_DATA_DIR,
+Environment (set by tests/python/CMakeLists.txt): PYTHONPATH (the module), LOCKSTEP_DATA_DIR,
 LOCKSTEP_PY_REFERENCE_GEN (the C++ generator, py_reference_gen.cc), LOCKSTEP_SCHEMA_DIR.
 """
 

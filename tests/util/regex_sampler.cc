@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "grammar/regex_parser.h"
+#include "grammar/regex/regex_parser.h"
 
 namespace lockstep {
 namespace {

@@ -6,7 +6,7 @@
 #include <sstream>
 #include <string>
 
-#include "grammar/grammar_ir.h"
+#include "grammar/ir/grammar_ir.h"
 #include "test_data.h"
 
 namespace lockstep::testing {

@@ -1,0 +1,108 @@
+// GrammarCompiler::CompileGrammar / CompileGrammarIr / CompileSchema: grammar text or schema ->
+// IR -> CfgProgram -> CfgGrammar behind a CompiledGrammar, all under one compile deadline.
+#include <chrono>
+
+#include "automata/cfg/cfg_grammar.h"
+#include "automata/cfg/cfg_program.h"
+#include "automata/schema/schema_compile.h"
+#include "grammar/ir/grammar_ir.h"
+#include "lockstep/compiler.h"
+
+namespace lockstep {
+
+Result<std::shared_ptr<const CompiledGrammar>> CompileGrammarIrUnder(
+    const GrammarCompiler& compiler, const grammar::Grammar& ir, const CompileOptions& options,
+    const CompileDeadline& deadline) {
+  auto t0 = std::chrono::steady_clock::now();
+  CfgCompileOptions co;
+  co.max_states = options.max_dfa_states;
+  co.max_repeat = options.max_repeat;
+  if (options.max_unrolled_states > 0) co.max_unrolled_states = options.max_unrolled_states;
+  co.deadline = deadline;
+  Result<CfgProgram> program = CompileCfg(ir, compiler.vocabulary(), co);
+  if (!program.ok()) return program.status();
+  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                  .count();
+  auto cfg = std::make_unique<CfgGrammar>(compiler.vocabulary_ptr(), compiler.trie(),
+                                          std::move(program).value(), options, ms, &deadline);
+  if (!cfg->FoldStoppedAt().empty()) {
+    return deadline.Error("rule '" + cfg->FoldStoppedAt() + "' (folding its states for tokens)");
+  }
+  auto grammar = std::make_shared<const CompiledGrammar>(std::move(cfg));
+  if (options.precompute_masks) {
+    LOCKSTEP_RETURN_IF_ERROR(
+        grammar->cfg().PrecomputePositions(options.precompute_threads, &deadline));
+  }
+  return grammar;
+}
+
+namespace {
+
+CompileDeadline DeadlineOf(const CompileOptions& options) {
+  return CompileDeadline(options.compile_timeout_ms, options.cancel);
+}
+
+}  // namespace
+
+Result<std::shared_ptr<const CompiledGrammar>> GrammarCompiler::CompileGrammarIr(
+    const grammar::Grammar& ir, const CompileOptions& options) const {
+  return CompileGrammarIrUnder(*this, ir, options, DeadlineOf(options));
+}
+
+Result<std::shared_ptr<const CompiledGrammar>> GrammarCompiler::CompileGrammar(
+    std::string_view text, const CompileOptions& options, std::string_view syntax) const {
+  grammar::GrammarSyntax sx;
+  if (syntax == "auto" || syntax.empty()) {
+    sx = grammar::GrammarSyntax::kAuto;
+  } else if (syntax == "gbnf") {
+    sx = grammar::GrammarSyntax::kGbnf;
+  } else if (syntax == "lark") {
+    sx = grammar::GrammarSyntax::kLark;
+  } else {
+    return Status(StatusCode::kInvalidArgument,
+                  "unknown grammar syntax '" + std::string(syntax) + "' (auto, gbnf, lark)");
+  }
+  const CompileDeadline deadline = DeadlineOf(options);
+  grammar::GrammarParseOptions po;
+  po.max_repeat = options.max_repeat;
+  Result<grammar::Grammar> ir = grammar::ParseGrammar(text, sx, po);
+  if (!ir.ok()) return ir.status();
+  return CompileGrammarIrUnder(*this, *ir, options, deadline);
+}
+
+schema::SchemaCompileOptions schema::SchemaOptionsFrom(const CompileOptions& options) {
+  schema::SchemaCompileOptions so;
+  so.lenient = options.schema_lenient;
+  so.whitespace = options.schema_whitespace_compact ? schema::Whitespace::kCompact
+                                                    : schema::Whitespace::kFlexible;
+  so.max_whitespace_run = options.schema_max_whitespace_run;
+  so.format_assertion = options.schema_format_assertion;
+  so.max_exprs = options.schema_max_exprs;
+  so.lexical.max_dfa_states = options.max_dfa_states;
+  return so;
+}
+
+Result<std::shared_ptr<const CompiledGrammar>> GrammarCompiler::CompileSchema(
+    std::string_view schema_json, const CompileOptions& options,
+    std::vector<std::string>* warnings) const {
+  const CompileDeadline deadline = DeadlineOf(options);
+  auto schema = schema::Schema::Load(schema_json);
+  if (!schema.ok()) return schema.status();
+  schema::SchemaCompileOptions so = schema::SchemaOptionsFrom(options);
+  so.deadline = deadline;
+  so.property_order = std::make_shared<const schema::PropertyOrder>(
+      schema::PropertyOrderOf(schema_json));
+  auto g = schema::CompileSchemaToGrammar(**schema, so);
+  if (!g.ok()) return g.status();
+  if (warnings) {
+    for (const auto& r : g->relaxed) {
+      warnings->push_back((r.pointer.empty() ? std::string("(root)") : r.pointer) + ": " +
+                          r.message);
+    }
+  }
+  CompileOptions lowered = options;
+  if (lowered.max_unrolled_states <= 0) lowered.max_unrolled_states = 256;
+  return CompileGrammarIrUnder(*this, g->grammar, lowered, deadline);
+}
+
+}  // namespace lockstep

@@ -1,0 +1,506 @@
+// CfgGrammar: a context-free constraint lifted to tokens, with the adaptive token-mask cache.
+//
+// Positions. Every parse path from an Earley set starts in the closure of one of its kernel
+// items (rule, state). For each such position the vocabulary splits three ways, computed once
+// by a trie walk of the position's rule in isolation (EarleyParser local mode):
+//   accepted   - the token is consumed inside the rule: allowed whatever the stack below;
+//   rejected   - the token dies inside the rule and the rule never completes on the way;
+//   uncertain  - the rule completes after j bytes (0 < j < len) and the token's tail must be
+//                checked against the stack below. These are stored grouped by tail, as a small
+//                trie of distinct tails, so the run-time check walks each tail once.
+// Accepted sets are stored as a bitset or a sorted id list, whichever is smaller.
+//
+// The walk steps the rule's byte automaton directly wherever the state has no rule edges, and
+// runs the local parser only below states that have some (a `ws` reference, a nested value).
+// A state inside a wide byte loop (a string body, with its escapes and UTF-8 continuations)
+// takes its tokens from the vocabulary's shared view of that loop region (TokenTrie::Region):
+// the tokens that stay inside are one precomputed bit set, and only the tokens that leave the
+// region (those with a quote, a backslash, a control byte) are walked on from where they leave.
+// Equal regions of different grammars have equal canonical tables, so every JSON schema
+// compiled for a vocabulary reuses the same string-body views. Whole positions are shared the
+// same way: a position computed by one grammar is stored under a structural key of the
+// automaton it walks (automata/cfg/position_key.h) and reused by any later grammar of the
+// vocabulary with the same key (CompileOptions::share_positions).
+//
+// Run time. mask = union of the accepted sets of the kernel positions, plus the uncertain tails
+// accepted by the parse right after the rule completes (EarleyParser::PushCompletion), plus EOS
+// and grammar special tokens. Finished masks are cached by the parser state's signature: an
+// interned, structural id of (kernel items, signature of their origin sets) that determines
+// every future of the parse, so equal signatures have equal masks. A state with a few kernel
+// positions and no tails to check (most fills) is neither looked up nor stored: its mask is a
+// copy and an OR or two, about what restoring a cached copy would cost. A finished mask is kept as
+// an id list, a list of the blocked ids, or the bitset, whichever is smallest (lists up to an
+// eighth of the bitset: JSON masks are mostly a few tokens or nearly all of them). All caches
+// are shared, immutable once published (lock-free reads) and bounded by
+// CompileOptions::max_mask_cache_bytes; past the budget masks are still exact, computed per call.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <bit>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "automata/cfg/cfg_program.h"
+#include "automata/cfg/earley.h"
+#include "automata/cfg/position_key.h"
+#include "automata/cfg/position_worker.h"
+#include "automata/token/token_trie.h"
+#include "lockstep/compiler.h"
+#include "lockstep/matcher.h"
+#include "lockstep/vocabulary.h"
+
+namespace lockstep {
+
+// The calling thread's FillTrace, written by CfgGrammar and TokenTrie as a fill goes.
+FillTrace& CurrentFillTrace();
+
+struct CfgPosition {
+  // Accepted tokens: a bitset (PaddedBitmaskWords) or a sorted list, whichever is smaller.
+  std::vector<std::uint32_t> accepted_bits;
+  std::vector<TokenId> accepted_list;
+  // Uncertain tails as a depth-first trie: node i holds byte, depth (1-based), subtree_end and
+  // the tokens whose tail ends there: tail_tokens[tail_begin[i] .. tail_begin[i + 1]).
+  struct TailNode {
+    std::uint32_t subtree_end;
+    std::uint32_t token_begin;
+    std::uint16_t depth;
+    std::uint8_t byte;
+  };
+  std::vector<TailNode> tails;  // with a sentinel at the end
+  std::vector<TokenId> tail_tokens;
+  std::uint64_t ContentHash() const;
+  bool SameContent(const CfgPosition& o) const {
+    return accepted_bits == o.accepted_bits && accepted_list == o.accepted_list &&
+           tail_tokens == o.tail_tokens && tails.size() == o.tails.size() &&
+           std::equal(tails.begin(), tails.end(), o.tails.begin(), [](const TailNode& a, const TailNode& b) {
+             return a.subtree_end == b.subtree_end && a.token_begin == b.token_begin &&
+                    a.depth == b.depth && a.byte == b.byte;
+           });
+  }
+  std::int32_t num_accepted = 0;
+  std::int32_t num_uncertain = 0;  // (token, split) pairs
+  std::uint64_t content_hash = 0;  // ContentHash(), set when a grammar publishes it
+  std::int64_t Bytes() const {
+    return static_cast<std::int64_t>(accepted_bits.capacity() * 4 + accepted_list.capacity() * 4 +
+                                     tails.capacity() * sizeof(TailNode) +
+                                     tail_tokens.capacity() * 4 + sizeof(CfgPosition));
+  }
+};
+
+// The positions of every grammar compiled for one vocabulary, by key (automata/cfg/position_key.h),
+// attached to the vocabulary's token trie; bounded by CompileOptions::max_shared_position_bytes.
+struct SharedPositions {
+  std::mutex mu;
+  // Positions by key, and the positions held (many keys can map to one: equal contents are
+  // stored once), whose sizes add up to `bytes`. Each is split into kShards tables by hash, so
+  // that a table that grows rehashes a 64th of the entries under the lock: the store of a
+  // server holds hundreds of thousands of positions, and rehashing them all at once stalled
+  // the fill that stored the next one for 1-2 ms.
+  static constexpr std::size_t kShards = 64;
+  std::array<std::unordered_map<PositionKey, std::shared_ptr<const CfgPosition>, PositionKey::Hash>,
+             kShards>
+      map;
+  std::array<std::unordered_set<const CfgPosition*>, kShards> held;
+  auto& MapFor(const PositionKey& k) { return map[k.b % kShards]; }
+  auto& HeldFor(const CfgPosition* p) {
+    return held[(reinterpret_cast<std::uintptr_t>(p) >> 6) % kShards];
+  }
+  // Key hashes by program fingerprint (ProgramFingerprint): a grammar whose program was
+  // compiled before (the same schema again) reads its keys from the first one's keyer instead
+  // of hashing its automata again. Counted in `bytes` too.
+  std::unordered_map<PositionKey, std::shared_ptr<const PositionKeyer>, PositionKey::Hash> keyers;
+  std::int64_t bytes = 0;
+  // Folds of big format automata by cache entry (RuleInfo::shared_source): per state rank, the
+  // rank of the first state no token tells apart from it (automata/cfg/state_fold.h). They depend
+  // on the vocabulary's tokens, hence kept here; a few hundred KB each, not counted in `bytes`.
+  std::unordered_map<std::uint64_t, std::shared_ptr<const std::vector<std::int32_t>>> folds;
+  // Every DFA state's position of a precomputed program, by ProgramFingerprint: a grammar of
+  // the same program precomputed again (a schema compiled again) takes them all at once, not a
+  // key and a lookup per state. Counted in `bytes` (positions not held already, and the index).
+  struct ProgramPositions {
+    std::vector<std::int32_t> of_state;  // per state: index into `positions`, -1: none
+    std::vector<std::shared_ptr<const CfgPosition>> positions;
+  };
+  std::unordered_map<PositionKey, std::shared_ptr<const ProgramPositions>, PositionKey::Hash>
+      programs;
+  // The vocabulary's background thread (CompileOptions::background_positions), made on first
+  // use. Last, so that it is destroyed first.
+  std::unique_ptr<PositionWorker> worker;
+};
+
+struct CfgStats {
+  std::int32_t rules = 0;
+  std::int32_t counter_rules = 0;
+  std::int32_t states = 0;
+  std::int32_t byte_classes = 0;
+  std::int32_t positions = 0;           // positions (kernel rule states) computed so far
+  std::int32_t shared_positions = 0;    // of which taken from other grammars of the vocabulary
+  std::int64_t accepted_tokens = 0;     // summed over computed positions
+  std::int64_t uncertain_tokens = 0;    // (token, split) pairs over computed positions
+  std::int32_t cached_masks = 0;        // finished masks cached by state signature
+  std::int32_t signatures = 0;
+  std::int64_t cache_bytes = 0;
+  double compile_ms = 0;
+};
+
+// GrammarCompiler::CompileGrammarIr under a deadline the caller started (a compile made of
+// several phases, such as CompileSchema or CompileStructured, runs under one).
+Result<std::shared_ptr<const CompiledGrammar>> CompileGrammarIrUnder(
+    const GrammarCompiler& compiler, const grammar::Grammar& ir, const CompileOptions& options,
+    const CompileDeadline& deadline);
+
+class CfgGrammar {
+ public:
+  // `deadline`: the compile's, for folding the states of big automata (FoldedState); once it
+  // has passed they are left unfolded and FoldStoppedAt() names the rule.
+  CfgGrammar(std::shared_ptr<const Vocabulary> vocab, std::shared_ptr<const TokenTrie> trie,
+             CfgProgram program, const CompileOptions& options, double compile_ms,
+             const CompileDeadline* deadline = nullptr);
+  ~CfgGrammar();
+
+  const CfgProgram& program() const { return program_; }
+  const Vocabulary& vocab() const { return *vocab_; }
+  std::int32_t width() const { return width_; }
+  std::size_t mask_words() const { return BitmaskWords(width_); }
+  std::int32_t max_depth() const { return max_depth_; }
+  // CompileOptions::max_earley_items_per_byte: the budget of one step of a matcher's parser.
+  std::int64_t max_step_items() const { return max_step_items_; }
+
+  // The mask of the parser's current state into `out` (mask_words() words). `sigs` holds the
+  // signature of each set of `parser` (extended here as needed; -1 = not interned). `parser` is
+  // used as scratch (sets pushed and popped) and left as it was.
+  // Fills with at most this many kernel positions and no tails to check are not cached.
+  static constexpr std::int32_t kMaxUncachedKernels = 4;
+  // More kernel positions than this: the mask is a full walk of the trie over the parser. (A
+  // set inside a list of N optional members has a kernel per member after the comma: a few
+  // hundred in real schemas; each is a cached position, and their union is cheaper than a walk.)
+  static constexpr std::size_t kMaxKernels = 2048;
+  // Kernel counter items of one counter and origin with at least this many counts stand for
+  // their body's start position (GroupCounterKernels).
+  static constexpr std::int32_t kCounterGroup = 4;
+  void FillMask(EarleyParser& parser, std::vector<std::int32_t>& sigs,
+                std::span<std::uint32_t> out) const;
+  // The same mask by one walk of the whole token trie over the full parser: no position cache,
+  // no signature cache. The fallback near the depth limit, and a cross-check for tests.
+  void FullWalkMask(EarleyParser& parser, std::span<std::uint32_t> out) const;
+
+  bool IsEos(TokenId id) const {
+    return id >= 0 && id < static_cast<TokenId>(is_eos_.size()) && is_eos_[id];
+  }
+  // special index for a token id that the grammar names, else -1
+  std::int32_t SpecialIndex(TokenId id) const;
+  bool IsTextToken(TokenId id) const {
+    if (id < 0 || id >= vocab_->size()) return false;
+    TokenKind k = vocab_->Kind(id);
+    return (k == TokenKind::kNormal || k == TokenKind::kByte) && !vocab_->TokenBytes(id).empty();
+  }
+
+  // The position of DFA state s through the caches (shared positions included), and the same
+  // computed afresh by a walk of the token trie (tests compare the two).
+  const CfgPosition* PositionOfState(StateId s) const {
+    return PositionFor({program_.state_rule[s], s, 0, 0});
+  }
+  std::unique_ptr<CfgPosition> FreshPositionOfState(StateId s) const {
+    return ComputePosition({program_.state_rule[s], s, 0, 0});
+  }
+  // The same by a walk of the whole trie, no region view (tests compare the two), and how the
+  // position of s uses a view: 0 not at all, 1 a view, 2 a view with first bytes taken out.
+  std::unique_ptr<CfgPosition> TrieWalkedPositionOfState(StateId s) const {
+    return ComputePosition({program_.state_rule[s], s, 0, 0}, /*regions=*/false);
+  }
+  int RegionUseOfState(StateId s) const;
+  // Whether the position of s is composed from a callee's start position (ComposableCall).
+  bool ComposesThroughCall(StateId s) const { return ComposableCall(s) >= 0; }
+  // Counter rule `rule`'s position after `count` repetitions, computed afresh: from its counted
+  // view when it has one (`view`), else (or with !view) by a walk of the whole trie; and whether
+  // it has one (tests compare the two).
+  std::unique_ptr<CfgPosition> FreshCounterPosition(std::int32_t rule, std::int32_t count,
+                                                    bool view) const {
+    return ComputePosition({rule, count, 0, 0}, view);
+  }
+  bool HasCountedView(std::int32_t rule) const { return counted_views_[rule] != nullptr; }
+  // The position key of DFA state s through the keyer (and the store's keyers), and the keys of
+  // `order`'s states asked in that order of a fresh keyer of this grammar's program (a key's
+  // hash can depend on the keys asked before it: a recursive rule is described from the rule
+  // first asked); whether this grammar's keys came from another grammar's keyer.
+  std::optional<PositionKey> KeyOfState(StateId s) const { return KeyOf(s); }
+  std::vector<std::optional<PositionKey>> FreshKeysInOrder(std::span<const StateId> order) const {
+    PositionKeyer fresh(&program_);
+    std::vector<std::optional<PositionKey>> out;
+    for (StateId s : order) out.push_back(fresh.Key(s, follow_bits_[program_.state_rule[s]]));
+    return out;
+  }
+  // The rule whose folding the deadline stopped ("" when none was stopped).
+  const std::string& FoldStoppedAt() const { return fold_stopped_at_; }
+  // The state whose position state s takes (its fold's first state; s when it folds with none).
+  StateId FoldedState(StateId s) const { return fold_rep_.empty() ? s : fold_rep_[s]; }
+  // Whether PrecomputePositions took this grammar's positions from a program table the same
+  // program left in the store.
+  bool PositionsTakenFromProgram() const { return positions_from_program_.load(); }
+  bool KeysTakenFromStore() const {
+    std::lock_guard<std::mutex> lock(key_mu_);
+    return keys_from_store_;
+  }
+
+  // Computes every DFA-state position now, on `threads` threads (0 = hardware concurrency).
+  // With a deadline (the compile's, for precompute_masks): its kResourceLimit, naming the rule
+  // of a position left uncomputed, once it passes; the positions computed so far are kept.
+  Status PrecomputePositions(int threads, const CompileDeadline* deadline = nullptr) const;
+
+  // Background positions (CompileOptions::background_positions). Called by the Matcher after a
+  // fill of this grammar (`self` owns it): the first fill queues it with the vocabulary's
+  // PositionWorker, a fill that had to walk a position (`walked`) moves it to the front.
+  void NoteFill(const std::shared_ptr<const CompiledGrammar>& self, bool walked) const;
+  // One slice of the background work, about `budget_us` (the worker's thread): first the
+  // program's positions from the store or every state's key, then the positions of the states in
+  // breadth-first order from the root. False when nothing is left.
+  bool BackgroundSlice(double budget_us) const;
+  // Blocks until the vocabulary's worker has nothing left to do (tests, benchmarks).
+  void WaitForBackground() const;
+  bool BackgroundDone() const { return bg_done_.load(std::memory_order_acquire); }
+  CfgStats Stats() const;
+
+ private:
+  friend class ArtifactCodec;  // automata/artifact/artifact.cc reads and restores the caches
+  const CfgPosition* PositionFor(const EarleyItem& it) const;
+  void GroupCounterKernels(std::int32_t k, std::vector<EarleyItem>& live) const;
+  // EOS where the root may end, grammar special tokens where the parse takes them.
+  // Sets the end-of-sequence and special tokens the parser allows; appends the ids it newly
+  // sets to `added` if given.
+  void AddEndAndSpecials(EarleyParser& parser, std::span<std::uint32_t> out,
+                         std::vector<TokenId>* added = nullptr) const;
+  // The union of the positions' accepted sets into out (its first mask_words() words).
+  void UnionOf(const CfgPosition* const* positions, std::int32_t n,
+               std::span<std::uint32_t> out) const;
+  // A position: one walk of the token trie from the item's state (WalkTrie), or, when the state
+  // lies in a wide byte loop (RegionTable), the vocabulary's shared view of that region plus a
+  // walk of only the tokens that leave it.
+  std::unique_ptr<CfgPosition> ComputePosition(const EarleyItem& it, bool regions = true) const;
+  struct WalkScratch;
+  void WalkTrie(std::span<const TokenTrie::Node> nodes, std::uint32_t begin, std::uint32_t end,
+                const TokenId* toks, const std::uint16_t* offsets, const EarleyItem& item,
+                StateId start, WalkScratch& out) const;
+  // The callee of DFA state s when s's position can be composed from the callee's start
+  // position (ComputePosition): s has one rule edge and nothing else (no bytes, no special
+  // edges, no simple repetition, not accepting), to a rule other than s's own that cannot
+  // match the empty string. -1 otherwise.
+  std::int32_t ComposableCall(StateId s) const;
+  static constexpr std::int32_t kMaxComposeDepth = 8;
+  // Item's position composed from its callee's start position (see ComputePosition) into
+  // `scratch` (begun); false when the walk of the tails gave up (then walk the whole trie).
+  bool ComposeFromCallee(const CfgPosition& callee, const EarleyItem& item, StateId return_state,
+                         WalkScratch& scratch) const;
+  // The position a walk left in `scratch`.
+  std::unique_ptr<CfgPosition> PositionFromScratch(WalkScratch& scratch) const;
+  // The vocabulary's counted view of counter rule `rule` (TokenTrie::Counted), or null when its
+  // body is not a plain byte unit that cannot go on once finished, or when a byte a unit starts
+  // with may also follow the counter (then a token could end the counter and go on either way).
+  // Found once per rule, at construction (counted_views_).
+  const TokenTrie::CountedView* MakeCountedView(std::int32_t rule) const;
+  // Counter item `item`'s position from its rule's counted view, into `out`.
+  void PositionFromCounted(const TokenTrie::CountedView& view, const EarleyItem& item,
+                           WalkScratch& out) const;
+  // The canonical table of the region of s (TokenTrie::Region), its states in `states`
+  // (states[0] = s at the first byte); empty if neither s nor a state one byte after it is on
+  // a wide loop (48+ bytes back to one state) of at most 64 plain states. first_exits: the
+  // first bytes from s that leave the region, which the table treats as dead and the caller
+  // walks in the trie; removed: first bytes whose results the view has wrong for s (it starts
+  // from the loop's anchor), which the caller takes out and walks.
+  // RegionTable's steps. A plain state has no rule edge and cannot finish its rule without a
+  // byte. Plain states x and y are equivalent when they have the same acceptance and, class by
+  // class, both dead or equivalent again, states that are not plain being the same state (a
+  // rule's automaton is not minimised: a string body's first character, `minLength: 1`, has
+  // states of its own that behave as the loop's); at most kMaxEquivalentPairs pairs, and `work`
+  // (class steps, shared by the questions of one table) at most kEquivalenceWork, else not
+  // equivalent. SuccessorsByBytes: x's plain successors other than x, as (-bytes, state), most
+  // bytes first.
+  bool PlainState(StateId t) const;
+  static constexpr std::int64_t kMaxEquivalentPairs = 64, kEquivalenceWork = 64 * 256;
+  bool EquivalentPlainStates(StateId x, StateId y, std::int64_t& work) const;
+  std::vector<std::pair<std::int32_t, StateId>> SuccessorsByBytes(StateId x) const;
+  std::vector<std::int16_t> RegionTable(StateId s, std::vector<StateId>& states,
+                                        std::array<std::uint64_t, 4>& first_exits,
+                                        std::array<std::uint64_t, 4>& removed) const;
+  // The interned signature of set k (-1: none, over the budget). sigs[j] caches set j's
+  // (kUnsigned: not computed yet); only the sets on k's origin chains are computed.
+  static constexpr std::int32_t kUnsigned = -2;
+  std::int32_t Signature(const EarleyParser& parser, std::vector<std::int32_t>& sigs,
+                         std::int32_t k) const;
+  bool ReserveBytes(std::int64_t n) const;
+  const std::uint32_t* CachedFinal(std::int32_t sig) const;
+  // Keeps `mask` as signature sig's finished mask. When `positions` are given (the grammar's
+  // own), mask is the union of their accepted sets plus the ids in `added`, and may be kept so.
+  void StoreFinal(std::int32_t sig, std::span<const std::uint32_t> mask,
+                  std::span<const CfgPosition* const> positions = {},
+                  std::span<const TokenId> added = {}) const;
+  void RestoreFinal(const std::uint32_t* blob, std::span<std::uint32_t> out) const;
+
+  std::shared_ptr<const Vocabulary> vocab_;
+  std::shared_ptr<const TokenTrie> trie_;
+  CfgProgram program_;
+  CompileOptions options_;
+  double compile_ms_;
+  std::int32_t width_;
+  std::int32_t max_depth_;
+  std::int64_t max_step_items_;
+  // Predictions per byte are bounded by the longest chain of rules predicted without a byte
+  // (PredictionChain in cfg_grammar.cc; the rule count under left recursion), so a state with at
+  // least this much depth left cannot hit the limit within one token: its masks may come from
+  // the caches.
+  std::int64_t depth_margin_;
+  // PredictionChain when depth_margin_ > 0: a token of L bytes deepens the parse by at most
+  // this times L, so with less than depth_margin_ left only the longer tokens can reach the
+  // limit, and a fill checks those against the parse (ClearTooDeep) instead of walking the trie.
+  std::int64_t prediction_chain_ = 0;
+  // Clears from `out` the tokens of at least `min_len` bytes that the parse refuses (past the
+  // nesting limit).
+  void ClearTooDeep(EarleyParser& parser, std::int64_t min_len, std::span<std::uint32_t> out) const;
+  std::vector<bool> is_eos_;
+  // follow_[r]: bytes that can come right after rule r completes, in any context. An uncertain
+  // tail must start with one of them (prunes most of them at compile time; the root, which
+  // nothing references, has none).
+  std::vector<std::array<bool, 256>> follow_;
+  std::vector<std::array<std::uint64_t, 4>> follow_bits_;
+  // Keys of positions shared by the grammars of one vocabulary (automata/cfg/position_key.h).
+  mutable std::mutex key_mu_;
+  mutable std::unique_ptr<PositionKeyer> keyer_;
+  PositionKey fingerprint_;  // ProgramFingerprint(program_), when positions are shared
+  mutable std::shared_ptr<const PositionKeyer> key_snapshot_;  // from the store, read-only
+  mutable bool snapshot_looked_up_ = false;
+  mutable bool keys_from_store_ = false;
+  // The key of s; nullopt also when !may_wait and the background worker is hashing (a fill).
+  std::optional<PositionKey> KeyOf(StateId s, bool may_wait = true) const;
+  // KeyOf's work, under key_mu_, hashing at most `max_work` states (PositionKeyer::Key).
+  std::optional<PositionKey> KeyLocked(StateId s, std::int64_t max_work) const;
+  // What a fill may hash to get a key (0.4-1 µs a state): a tool schema's whole program (833
+  // states on average in the dev set) in one fill, a big program's a part per fill, never the
+  // whole of a 27k-state Kubernetes schema at once (100 ms), and no rule whose hashing would not
+  // end within it. Past it the fill walks the position without a key; the background worker
+  // hashes without a bound.
+  static constexpr std::int64_t kForegroundKeyWork = 1024;
+  // Every state's key, computed at once by the background worker; read without a lock once
+  // keys_ready_ is set.
+  mutable std::atomic<bool> keys_ready_{false};
+  mutable std::vector<PositionKey> state_keys_;
+  mutable std::vector<std::uint8_t> state_has_key_;
+  // The states whose positions a precompute or the background worker computes, breadth-first
+  // from the root's start state (the likely next ones first).
+  std::vector<StateId> PrecomputeOrder() const;
+  // The store's copy of a position this grammar computed before its keys were known.
+  void ShareComputed(StateId s) const;
+  // Puts a position of this grammar into the vocabulary's store under `key` (within its budget).
+  void StoreShared(const PositionKey& key, std::shared_ptr<const CfgPosition> owner) const;
+  // The worker's progress (only the worker's thread touches bg_order_ and bg_next_).
+  bool background_ = false;  // background_positions on and not precomputed
+  mutable std::atomic<bool> bg_queued_{false};
+  mutable std::atomic<bool> bg_done_{false};
+  mutable std::mutex bg_mu_;
+  mutable bool bg_started_ = false;
+  mutable std::vector<StateId> bg_order_;
+  mutable std::vector<std::uint8_t> bg_in_order_;  // per state: in bg_order_
+  mutable std::size_t bg_next_ = 0;
+  // The state of the last position a fill had to walk itself: the worker's next slice starts
+  // with the states a few bytes and calls from it (where that sequence goes next).
+  mutable std::atomic<StateId> bg_hint_{-1};
+  static constexpr std::size_t kHintStates = 128;
+  // The successors of s (byte, rule and special edges; a call also to the called rule's start).
+  template <typename F>
+  void ForEachSuccessor(StateId s, F&& f) const;
+  PositionWorker& Worker() const;
+  // null_state_[s]: the rule can finish from DFA state s without a byte; first_bytes_[s]: the
+  // bytes that can come first from s (through rule edges too).
+  std::vector<std::uint8_t> null_state_;
+  std::vector<std::array<std::uint64_t, 4>> first_bytes_;
+  std::vector<std::int32_t> class_size_;  // bytes per byte class
+  std::vector<std::uint16_t> first_count_;  // per state: bytes in first_bytes_
+  bool FirstByte(StateId s, std::uint8_t b) const {
+    return (first_bytes_[s][b >> 6] >> (b & 63)) & 1;
+  }
+  void ComputeFollow();
+  // States whose only edge is a simple repetition of one byte class (the schema compiler's
+  // `ws ::= [ \t\n\r]{0,32}`): the position walk counts it on the automaton, no parser.
+  struct RepeatEdge {
+    std::array<std::uint64_t, 4> bytes;
+    StateId after;
+    std::int32_t min, max;  // max < 0: unbounded
+  };
+  std::vector<std::int32_t> repeat_of_;  // per state: index into repeat_edges_, or -1
+  std::vector<RepeatEdge> repeat_edges_;
+  void ComputeRepeatEdges(const std::vector<std::array<std::uint64_t, 4>>& class_bytes);
+
+  // Per state, the state whose position it takes (empty: none folds): the states of a big format
+  // automaton that no token tells apart share one position (automata/cfg/state_fold.h), so a
+  // 25k-state `email` automaton is walked once per fold, not per state.
+  static constexpr std::int32_t kMinFoldStates = 1024;
+  std::vector<StateId> fold_rep_;
+  std::string fold_stopped_at_;
+  void FoldBigRules(const CompileDeadline* deadline);
+  // PrecomputePositions with positions shared: take every state's position from the table the
+  // same program left in the store (false if there is none), or leave this grammar's table.
+  bool TakeProgramPositions() const;
+  void LeaveProgramPositions() const;
+  // Atomic: two threads may precompute one grammar at once (lockstep_grammar_precompute).
+  mutable std::atomic<bool> positions_from_program_{false};
+  // Positions of DFA states: one slot per global state.
+  mutable std::unique_ptr<std::atomic<const CfgPosition*>[]> dfa_positions_;
+  // Positions of counter items, keyed by (rule, min(min - c, L), min(max - c, L)).
+  mutable std::mutex counter_mu_;
+  mutable std::map<std::tuple<std::int32_t, std::int32_t, std::int32_t>, const CfgPosition*>
+      counter_positions_;
+  std::int32_t counter_clamp_;
+  std::vector<const TokenTrie::CountedView*> counted_views_;  // per rule (MakeCountedView)
+
+  // Signature interning.
+  struct KeyHash {
+    std::size_t operator()(const std::vector<std::int32_t>& v) const;
+  };
+  mutable std::mutex sig_mu_;
+  mutable std::unordered_map<std::vector<std::int32_t>, std::int32_t, KeyHash> sig_ids_;
+  static constexpr std::int32_t kMaxSignatures = 1 << 22;
+  // Finished masks by signature, in chunks that double in size: chunk 0 holds signatures
+  // [0, kChunk0), chunk k >= 1 holds [kChunk0 << (k - 1), kChunk0 << k). A grammar that
+  // needs a few signatures allocates and clears a few hundred bytes, not a fixed big chunk.
+  static constexpr std::int32_t kChunk0 = 64;
+  static constexpr std::int32_t kNumChunks = 17;
+  static_assert((kChunk0 << (kNumChunks - 1)) == kMaxSignatures);
+  static std::int32_t ChunkOf(std::int32_t sig) {
+    return sig < kChunk0 ? 0 : std::bit_width(static_cast<std::uint32_t>(sig)) - 6;
+  }
+  static std::int32_t ChunkBegin(std::int32_t c) { return c == 0 ? 0 : kChunk0 << (c - 1); }
+  static std::int32_t ChunkSize(std::int32_t c) { return c == 0 ? kChunk0 : kChunk0 << (c - 1); }
+  mutable std::atomic<std::atomic<std::uint32_t*>*> final_chunks_[kNumChunks];
+  mutable std::mutex chunk_mu_;
+
+  // Owner of every position; slots above point into it. Positions with equal content (common:
+  // the states of a bounded repetition like [ \t\n]{0,64}) are stored once.
+  // `owner`, if given, receives the owning pointer of the result.
+  const CfgPosition* Publish(std::unique_ptr<CfgPosition> pos,
+                             std::shared_ptr<const CfgPosition>* owner = nullptr) const;
+  // A position from the vocabulary's shared ones (content_hash set), owned by this grammar too.
+  const CfgPosition* Adopt(std::shared_ptr<const CfgPosition> pos,
+                           std::shared_ptr<const CfgPosition>* owner = nullptr) const;
+  mutable std::mutex owned_mu_;
+  mutable std::vector<std::shared_ptr<const CfgPosition>> owned_;
+  mutable std::unordered_map<std::uint64_t, std::vector<std::size_t>> by_content_;  // into owned_
+
+  mutable std::atomic<std::int64_t> cache_bytes_{0};
+  mutable std::atomic<std::int32_t> num_positions_{0};
+  mutable std::atomic<std::int32_t> shared_positions_{0};
+  mutable std::atomic<std::int64_t> sum_accepted_{0};
+  mutable std::atomic<std::int64_t> sum_uncertain_{0};
+  mutable std::atomic<std::int32_t> cached_masks_{0};
+  std::vector<std::pair<TokenId, std::int32_t>> special_of_token_;
+};
+
+}  // namespace lockstep

@@ -1,0 +1,1376 @@
+// Lowering of the grammar IR into CfgProgram: per rule a Thompson NFA over bytes, rule symbols
+// and special-token symbols, determinised by subset construction; then global state numbering,
+// byte classes, nullable and productive analysis.
+#include "automata/cfg/cfg_program.h"
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <span>
+
+#include "automata/regex/regex_compiler.h"
+#include "automata/regex/byte_nfa.h"
+#include "automata/regex/dfa_builder.h"
+
+namespace lockstep {
+namespace {
+
+using grammar::Expr;
+using grammar::ExprId;
+using grammar::ExprKind;
+
+// Symbols of the rule NFAs: bytes [0, 256), rule r at 256 + 2r, special index i at 257 + 2i.
+constexpr std::int32_t kRuleSymbolBase = 256;
+inline std::int32_t RuleSymbol(std::int32_t r) { return kRuleSymbolBase + 2 * r; }
+inline std::int32_t SpecialSymbol(std::int32_t i) { return kRuleSymbolBase + 2 * i + 1; }
+
+struct NEdge {
+  std::int32_t lo;
+  std::int32_t hi;
+  std::int32_t to;
+};
+struct NState {
+  std::vector<NEdge> edges;
+  std::vector<std::int32_t> eps;
+};
+
+struct PendingRule {
+  CfgProgram::RuleInfo info;
+  ExprId body = -1;                // kDfa rules
+  const ByteDfa* direct = nullptr;  // a kDfa rule that is exactly this automaton (no NFA pass)
+  std::shared_ptr<const ByteDfa> direct_owner;  // keeps it alive (the lowered-form cache key)
+};
+
+// A kByteDfa terminal with more states than this gets a rule of its own whose states are the
+// automaton's, copied as they are (it is already minimal and deterministic), instead of being
+// inlined into its caller's NFA and determinised again with every compile (a date-time format
+// automaton has about 11,000 states).
+constexpr std::int32_t kDirectDfaStates = 256;
+
+// A counted repetition that RegularRepeat turns into a byte automaton may have up to this many
+// times max_unrolled_states states.
+constexpr std::int32_t kRegularRepeatFactor = 4;
+
+std::string Loc(const grammar::SourceLocation& loc) {
+  if (loc.line <= 0) return {};
+  return std::to_string(loc.line) + ":" + std::to_string(loc.column);
+}
+
+// Calls f(lo, hi, target) for the maximal byte ranges of state s of `dfa` with one live target,
+// in byte order: one table lookup per run of adjacent bytes in one class, not one per byte (a
+// format automaton has tens of thousands of states).
+class DfaRanges {
+ public:
+  explicit DfaRanges(const ByteDfa& dfa) : dfa_(dfa) {
+    for (int b = 0; b < 256; ++b) {
+      if (b > 0 && dfa.byte_class[b] == dfa.byte_class[b - 1]) {
+        runs_.back().hi = b;
+      } else {
+        runs_.push_back({b, b, dfa.byte_class[b]});
+      }
+    }
+  }
+  template <typename F>
+  void ForEach(StateId s, F&& f) const {
+    const StateId* row = dfa_.next.data() + static_cast<std::size_t>(s) * dfa_.num_classes;
+    std::int32_t lo = -1, hi = -1;
+    StateId cur = ByteDfa::kDead;
+    for (const Run& run : runs_) {
+      const StateId t = row[run.cls];
+      if (t == cur && t != ByteDfa::kDead && hi + 1 == run.lo) {
+        hi = run.hi;
+        continue;
+      }
+      if (cur != ByteDfa::kDead) f(lo, hi, cur);
+      cur = t;
+      lo = run.lo;
+      hi = run.hi;
+    }
+    if (cur != ByteDfa::kDead) f(lo, hi, cur);
+  }
+
+ private:
+  struct Run {
+    std::int32_t lo, hi, cls;
+  };
+  const ByteDfa& dfa_;
+  std::vector<Run> runs_;
+};
+
+struct SharedDfa;
+
+class Lowering {
+ public:
+  Lowering(const grammar::Grammar& g, const Vocabulary& vocab, const CfgCompileOptions& options)
+      : pure_memo_(g.exprs.size() + g.rules.size(), -1),
+        size_memo_(g.exprs.size(), -1),
+        g_(g),
+        vocab_(vocab),
+        options_(options) {}
+
+  Result<CfgProgram> Run();
+
+ private:
+  // NFA states are pooled across the rules of one compile (their edge lists keep their capacity).
+  std::int32_t NewState() {
+    if (nfa_live_ < nfa_.size()) {
+      nfa_[nfa_live_].edges.clear();
+      nfa_[nfa_live_].eps.clear();
+    } else {
+      nfa_.emplace_back();
+    }
+    ++nfa_live_;
+    if (static_cast<std::int32_t>(nfa_live_) > options_.max_states * 4) overflow_ = true;
+    return static_cast<std::int32_t>(nfa_live_ - 1);
+  }
+  void Edge(std::int32_t from, std::int32_t lo, std::int32_t hi, std::int32_t to) {
+    nfa_[from].edges.push_back({lo, hi, to});
+  }
+  void Eps(std::int32_t from, std::int32_t to) { nfa_[from].eps.push_back(to); }
+
+  bool IsPureTerminal(ExprId e);
+  // A rule whose body only uses terminals and other such rules (never itself): inlined at its
+  // references when small, so token masks see through it (fewer rule boundaries, fewer
+  // uncertain tokens).
+  bool IsPureTerminalRule(grammar::RuleId r);
+  // Fills pure_memo_ for every node reachable from `node` (expressions are nodes [0, E), rules
+  // [E, E + R)), depth first with an explicit stack: chains of rules can be deeper than the
+  // C++ stack.
+  void ComputePure(std::int64_t node);
+  std::vector<std::int8_t> pure_memo_;  // per node: -1 unknown, 0 no, 1 yes, 2 on the DFS path
+  // Estimated NFA states of `e` with its pure-terminal rule references inlined, saturating at
+  // kSizeCap. Memoised per expression and computed without recursion: pure rules form a DAG
+  // whose shared parts (a schema's chain of optional-member rules, each referring twice to the
+  // next) would otherwise be counted once per path, 2^n times for n members.
+  std::int64_t EstimateSize(ExprId e);
+  std::vector<std::int64_t> size_memo_;  // per expression, -1 unknown
+  Status Build(ExprId e, std::int32_t from, std::int32_t* to, int depth);
+  Status BuildRepeat(const Expr& x, ExprId e, std::int32_t from, std::int32_t* to, int depth);
+  // A counted repetition of pure terminals too big to unroll, whose body can restart where it
+  // could also go on or can match empty (`([^x]+){0,99}`): its minimal byte automaton, when
+  // that has at most kRegularRepeatFactor * max_unrolled_states states; null otherwise (it stays
+  // a counter rule).
+  Result<std::shared_ptr<const ByteDfa>> RegularRepeat(const Expr& x, ExprId e, int depth);
+  std::map<ExprId, std::shared_ptr<const ByteDfa>> regular_repeat_;  // null: stays a counter
+  // The minimal automaton of the NFA states [mark, nfa_live_) from start to end; null if they
+  // hold a rule or special-token edge or the automaton would exceed `max_states` states.
+  std::shared_ptr<const ByteDfa> FragmentDfa(std::size_t mark, std::int32_t start, std::int32_t end,
+                                             std::int32_t max_states);
+  // Copies `dfa` into the NFA between `from` and a new end state.
+  void EmitDfa(const ByteDfa& dfa, std::int32_t from, std::int32_t* to);
+  Result<std::int32_t> SpecialIndex(const Expr& x);
+  std::int32_t AddRule(PendingRule r) {
+    rules_.push_back(std::move(r));
+    return static_cast<std::int32_t>(rules_.size() - 1);
+  }
+  Status Determinise(std::int32_t rule, std::int32_t nfa_start, std::int32_t nfa_end);
+  // Rules marked shared (grammar::Rule::shared): the determinised automaton of an NFA seen in an
+  // earlier compile is taken from a process-wide cache keyed by the NFA (rule symbols numbered
+  // by first appearance). LowerShared appends it and returns true on a hit; otherwise it leaves
+  // the key in shared_key_ for StoreShared, called after Determinise.
+  bool LowerShared(std::int32_t rule, std::int32_t nfa_start, std::int32_t nfa_end);
+  void StoreShared(std::size_t first_state);
+  // Appends a shared automaton as rule `rule`'s states, its rule edges mapped through `refs`.
+  void AppendShared(std::int32_t rule, const SharedDfa& dfa,
+                    std::span<const std::int32_t> refs);
+  std::vector<std::int32_t> shared_key_;
+  std::vector<std::int32_t> shared_refs_;  // ordinal -> rule of the NFA just keyed
+  bool shared_keyed_ = false;
+  void CopyDfa(std::int32_t rule, const ByteDfa& dfa, const std::shared_ptr<const ByteDfa>& owner);
+  std::map<const ByteDfa*, std::int32_t> direct_rule_of_;
+
+  // The deadline's error, located at the rule being lowered (or the whole grammar's analysis).
+  Status DeadlineError() const {
+    if (current_rule_ < 0) {
+      return options_.deadline.Error("the grammar (nullable and productive rules)");
+    }
+    return options_.deadline.Error("rule '" + rules_[current_rule_].info.name + "'");
+  }
+  std::int32_t current_rule_ = -1;
+
+  const grammar::Grammar& g_;
+  const Vocabulary& vocab_;
+  const CfgCompileOptions& options_;
+  std::vector<PendingRule> rules_;
+  std::map<ExprId, std::int32_t> aux_rule_of_expr_;
+  std::map<ExprId, std::int32_t> counter_rule_of_expr_;
+  std::map<std::string, std::int32_t> special_index_;
+  std::vector<TokenId> specials_;
+  std::vector<NState> nfa_;  // the NFA of the rule being lowered: its first nfa_live_ states
+  std::size_t nfa_live_ = 0;
+  bool overflow_ = false;
+
+  // Per-rule DFAs, in global numbering once appended.
+  struct DState {
+    std::int32_t rule;
+    bool accepting;
+    struct ByteRange {
+      std::int32_t lo, hi, to;
+    };
+    std::vector<ByteRange> bytes;  // [lo, hi] -> target, sorted, disjoint
+    std::vector<std::pair<std::int32_t, std::int32_t>> nts;    // (rule, target)
+    std::vector<std::pair<std::int32_t, std::int32_t>> sps;    // (special, target)
+  };
+  std::vector<DState> dstates_;
+};
+
+bool Lowering::IsPureTerminal(ExprId e) {
+  if (pure_memo_[e] < 0) ComputePure(e);
+  return pure_memo_[e] == 1;
+}
+
+bool Lowering::IsPureTerminalRule(grammar::RuleId r) {
+  const std::int64_t node = static_cast<std::int64_t>(g_.exprs.size()) + r;
+  if (pure_memo_[node] < 0) ComputePure(node);
+  return pure_memo_[node] == 1;
+}
+
+void Lowering::ComputePure(std::int64_t root) {
+  const auto num_exprs = static_cast<std::int64_t>(g_.exprs.size());
+  const auto num_rules = static_cast<std::int64_t>(g_.rules.size());
+  // A node's dependencies: an expression's children, a reference's rule, a rule's body.
+  auto for_each_dep = [&](std::int64_t n, auto&& f) {
+    if (n >= num_exprs) {
+      const ExprId body = g_.rules[n - num_exprs].body;
+      if (body >= 0) f(body);
+      return;
+    }
+    const Expr& x = g_.expr(static_cast<ExprId>(n));
+    if (x.kind == ExprKind::kRuleRef) {
+      if (x.rule >= 0 && x.rule < num_rules) f(num_exprs + x.rule);
+    } else if (x.kind == ExprKind::kSequence || x.kind == ExprKind::kChoice ||
+               x.kind == ExprKind::kRepeat) {
+      for (ExprId c : x.children) f(c);
+    }
+  };
+  // A node met again while on the DFS path is on a cycle of references: not pure (that is
+  // the recursion the rule definition excludes), and so is every node on that cycle.
+  std::vector<std::pair<std::int64_t, bool>> stack = {{root, false}};
+  while (!stack.empty()) {
+    auto& [n, expanded] = stack.back();
+    if (!expanded) {
+      if (pure_memo_[n] >= 0) {  // done, or on the path (a cycle: read as 0 by the parent)
+        stack.pop_back();
+        continue;
+      }
+      expanded = true;
+      pure_memo_[n] = 2;
+      const std::int64_t self = n;
+      for_each_dep(self, [&](std::int64_t d) {
+        if (pure_memo_[d] < 0) stack.push_back({d, false});
+      });
+      continue;
+    }
+    const std::int64_t self = n;
+    stack.pop_back();
+    bool pure = true;
+    if (self < num_exprs) {
+      const Expr& x = g_.expr(static_cast<ExprId>(self));
+      if (x.kind == ExprKind::kSpecialToken) pure = false;
+      if (x.kind == ExprKind::kRuleRef && (x.rule < 0 || x.rule >= num_rules)) pure = false;
+      if (x.kind == ExprKind::kRepeat && x.count) pure = false;  // a counter rule
+    } else if (g_.rules[self - num_exprs].body < 0) {
+      pure = false;
+    }
+    for_each_dep(self, [&](std::int64_t d) { pure = pure && pure_memo_[d] == 1; });
+    pure_memo_[self] = pure ? 1 : 0;
+  }
+}
+
+// Size estimates saturate here: far above any budget, and sums of two never overflow.
+constexpr std::int64_t kSizeCap = std::int64_t{1} << 40;
+std::int64_t SatAdd(std::int64_t a, std::int64_t b) { return std::min(kSizeCap, a + b); }
+std::int64_t SatMul(std::int64_t a, std::int64_t b) {
+  return a != 0 && b > kSizeCap / a ? kSizeCap : std::min(kSizeCap, a * b);
+}
+
+std::int64_t Lowering::EstimateSize(ExprId root) {
+  if (size_memo_[root] >= 0) return size_memo_[root];
+  // The expression a node's size depends on besides its children: an inlined rule's body.
+  auto inlined_body = [&](const Expr& x) -> ExprId {
+    if (x.kind != ExprKind::kRuleRef || x.rule < 0 ||
+        x.rule >= static_cast<std::int32_t>(g_.rules.size()) || !IsPureTerminalRule(x.rule)) {
+      return -1;
+    }
+    return g_.rules[x.rule].body;
+  };
+  // Post-order without recursion; pure rules are never recursive, so this is a DAG walk.
+  std::vector<std::pair<ExprId, bool>> stack = {{root, false}};
+  while (!stack.empty()) {
+    auto [e, expanded] = stack.back();
+    if (size_memo_[e] >= 0) {
+      stack.pop_back();
+      continue;
+    }
+    const Expr& x = g_.expr(e);
+    if (!expanded) {
+      stack.back().second = true;
+      if (const ExprId b = inlined_body(x); b >= 0 && size_memo_[b] < 0) {
+        stack.push_back({b, false});
+      }
+      if (x.kind == ExprKind::kSequence || x.kind == ExprKind::kChoice ||
+          x.kind == ExprKind::kRepeat) {
+        for (ExprId c : x.children)
+          if (size_memo_[c] < 0) stack.push_back({c, false});
+      }
+      continue;
+    }
+    stack.pop_back();
+    std::int64_t size = 0;
+    switch (x.kind) {
+      case ExprKind::kEmpty:
+        size = 1;
+        break;
+      case ExprKind::kLiteral:
+        size = static_cast<std::int64_t>(x.text.size()) + 1;
+        break;
+      case ExprKind::kCharClass:
+        size = 4 * static_cast<std::int64_t>(x.ranges.size()) + 8;
+        break;
+      case ExprKind::kLexeme:
+        size = 64;
+        break;
+      case ExprKind::kByteDfa:
+        size = x.dfa ? SatAdd(SatMul(2 * static_cast<std::int64_t>(x.dfa->num_states),
+                                     x.dfa->num_classes),
+                              8)
+                     : 8;
+        break;
+      case ExprKind::kRuleRef: {
+        const ExprId b = inlined_body(x);
+        size = b >= 0 ? size_memo_[b] : 2;
+        break;
+      }
+      case ExprKind::kRepeat: {
+        const std::int64_t copies = x.max == Expr::kUnbounded ? std::int64_t{x.min} + 1 : x.max;
+        size = SatAdd(SatMul(size_memo_[x.children[0]], std::max<std::int64_t>(copies, 1)), 2);
+        break;
+      }
+      default:
+        size = 2;
+        for (ExprId c : x.children) size = SatAdd(size, size_memo_[c]);
+        break;
+    }
+    size_memo_[e] = size;
+  }
+  return size_memo_[root];
+}
+
+Result<std::int32_t> Lowering::SpecialIndex(const Expr& x) {
+  auto it = special_index_.find(x.text);
+  if (it != special_index_.end()) return it->second;
+  TokenId id = vocab_.FindToken(x.text);
+  if (id == kNoToken) {
+    return Status(StatusCode::kInvalidGrammar,
+                  "special token '" + x.text + "' is not in the vocabulary", Loc(x.loc));
+  }
+  std::int32_t idx = static_cast<std::int32_t>(specials_.size());
+  specials_.push_back(id);
+  special_index_[x.text] = idx;
+  return idx;
+}
+
+Status Lowering::Build(ExprId e, std::int32_t from, std::int32_t* to, int depth) {
+  if (options_.deadline.Poll()) return DeadlineError();
+  if (depth > 10000) {
+    return Status(StatusCode::kResourceLimit, "grammar expression nested too deeply",
+                  Loc(g_.expr(e).loc));
+  }
+  if (overflow_) {
+    return Status(StatusCode::kResourceLimit,
+                  "grammar automaton exceeds max_states (" +
+                      std::to_string(options_.max_states) + ")",
+                  Loc(g_.expr(e).loc));
+  }
+  const Expr& x = g_.expr(e);
+  switch (x.kind) {
+    case ExprKind::kEmpty:
+      *to = from;
+      return Status::Ok();
+    case ExprKind::kLiteral: {
+      std::int32_t cur = from;
+      for (unsigned char c : x.text) {
+        std::int32_t n = NewState();
+        Edge(cur, c, c, n);
+        cur = n;
+      }
+      *to = cur;
+      return Status::Ok();
+    }
+    case ExprKind::kCharClass: {
+      std::int32_t end = NewState();
+      std::vector<Utf8Sequence> seqs;
+      for (const CodepointRange& r : x.ranges) SplitUtf8Range(r.lo, r.hi, &seqs);
+      for (const Utf8Sequence& q : seqs) {
+        std::int32_t cur = from;
+        for (std::int32_t k = 0; k < q.len; ++k) {
+          std::int32_t n = k + 1 == q.len ? end : NewState();
+          Edge(cur, q.lo[k], q.hi[k], n);
+          cur = n;
+        }
+      }
+      *to = end;
+      return Status::Ok();
+    }
+    case ExprKind::kRuleRef: {
+      if (x.rule < 0 || x.rule >= static_cast<std::int32_t>(g_.rules.size())) {
+        return Status(StatusCode::kInvalidGrammar, "reference to an undefined rule", Loc(x.loc));
+      }
+      if (IsPureTerminalRule(x.rule) && EstimateSize(e) <= options_.max_unrolled_states) {
+        return Build(g_.rules[x.rule].body, from, to, depth + 1);
+      }
+      std::int32_t n = NewState();
+      Edge(from, RuleSymbol(x.rule), RuleSymbol(x.rule), n);
+      *to = n;
+      return Status::Ok();
+    }
+    case ExprKind::kSpecialToken: {
+      Result<std::int32_t> idx = SpecialIndex(x);
+      if (!idx.ok()) return idx.status();
+      std::int32_t n = NewState();
+      Edge(from, SpecialSymbol(*idx), SpecialSymbol(*idx), n);
+      *to = n;
+      return Status::Ok();
+    }
+    case ExprKind::kSequence: {
+      std::int32_t cur = from;
+      for (ExprId c : x.children) LOCKSTEP_RETURN_IF_ERROR(Build(c, cur, &cur, depth + 1));
+      *to = cur;
+      return Status::Ok();
+    }
+    case ExprKind::kChoice: {
+      std::int32_t end = NewState();
+      for (ExprId c : x.children) {
+        std::int32_t s = NewState();
+        Eps(from, s);
+        std::int32_t t;
+        LOCKSTEP_RETURN_IF_ERROR(Build(c, s, &t, depth + 1));
+        Eps(t, end);
+      }
+      *to = end;
+      return Status::Ok();
+    }
+    case ExprKind::kRepeat:
+      return BuildRepeat(x, e, from, to, depth);
+    case ExprKind::kLexeme:
+    case ExprKind::kByteDfa: {
+      const ByteDfa* dfa = x.dfa.get();
+      ByteDfa compiled;
+      if (x.kind == ExprKind::kLexeme) {
+        RegexCompileOptions ro;
+        ro.deadline = options_.deadline;
+        Result<ByteDfa> r = CompileRegexToDfa(x.text, ro);
+        if (!r.ok() && options_.deadline.PassedNow()) return DeadlineError();
+        if (!r.ok()) {
+          return Status(StatusCode::kInvalidGrammar,
+                        "bad regex terminal /" + x.text + "/: " + r.status().message(),
+                        Loc(x.loc));
+        }
+        compiled = std::move(*r);
+        dfa = &compiled;
+      } else if (dfa == nullptr) {
+        return Status(StatusCode::kInvalidGrammar, "DFA terminal without an automaton", Loc(x.loc));
+      } else if (dfa->num_states > kDirectDfaStates) {
+        auto it = direct_rule_of_.find(dfa);
+        std::int32_t r;
+        if (it != direct_rule_of_.end()) {
+          r = it->second;
+        } else {
+          PendingRule pr;
+          pr.info.kind = CfgProgram::RuleKind::kDfa;
+          pr.info.name = "(dfa " + std::to_string(dfa->num_states) + " states)";
+          pr.direct = dfa;
+          pr.direct_owner = x.dfa;
+          r = AddRule(std::move(pr));
+          direct_rule_of_[dfa] = r;
+        }
+        std::int32_t n = NewState();
+        Edge(from, RuleSymbol(r), RuleSymbol(r), n);
+        *to = n;
+        return Status::Ok();
+      }
+      EmitDfa(*dfa, from, to);
+      return Status::Ok();
+    }
+  }
+  return Status(StatusCode::kInternal, "unknown expression kind", Loc(x.loc));
+}
+
+void Lowering::EmitDfa(const ByteDfa& dfa, std::int32_t from, std::int32_t* to) {
+  std::int32_t end = NewState();
+  *to = end;
+  if (dfa.start == ByteDfa::kDead) return;  // matches nothing: end unreachable
+  std::vector<std::int32_t> map(dfa.num_states, -1);
+  for (StateId s = 1; s < dfa.num_states; ++s) map[s] = NewState();
+  Eps(from, map[dfa.start]);
+  const DfaRanges ranges(dfa);
+  for (StateId s = 1; s < dfa.num_states; ++s) {
+    if (dfa.IsAccepting(s)) Eps(map[s], end);
+    ranges.ForEach(
+        s, [&](std::int32_t lo, std::int32_t hi, StateId t) { Edge(map[s], lo, hi, map[t]); });
+  }
+}
+
+std::shared_ptr<const ByteDfa> Lowering::FragmentDfa(std::size_t mark, std::int32_t start,
+                                                     std::int32_t end, std::int32_t max_states) {
+  // As a ByteNfa: state 0 matches, state 1 + (v - mark) is v's entry, a chain of splits over
+  // v's byte edges, epsilon edges and (at `end`) the match.
+  ByteNfa nfa;
+  const std::size_t n = nfa_live_ - mark;
+  nfa.states.resize(1 + n);
+  nfa.states[ByteNfa::kMatchState].kind = NfaStateKind::kMatch;
+  auto entry = [&](std::size_t v) { return static_cast<StateId>(1 + (v - mark)); };
+  auto push = [&](const NfaState& st) {
+    nfa.states.push_back(st);
+    return static_cast<StateId>(nfa.states.size() - 1);
+  };
+  std::vector<StateId> alts;
+  for (std::size_t v = mark; v < nfa_live_; ++v) {
+    alts.clear();
+    for (const NEdge& ed : nfa_[v].edges) {
+      if (ed.lo >= kRuleSymbolBase) return nullptr;
+      NfaState b;
+      b.kind = NfaStateKind::kByte;
+      b.lo = static_cast<std::uint8_t>(ed.lo);
+      b.hi = static_cast<std::uint8_t>(ed.hi);
+      b.out = entry(static_cast<std::size_t>(ed.to));
+      alts.push_back(push(b));
+    }
+    for (std::int32_t u : nfa_[v].eps) alts.push_back(entry(static_cast<std::size_t>(u)));
+    if (static_cast<std::int32_t>(v) == end) alts.push_back(ByteNfa::kMatchState);
+    NfaState head;
+    if (alts.empty()) {
+      head.kind = NfaStateKind::kFail;
+    } else if (alts.size() == 1) {
+      head.kind = NfaStateKind::kEps;
+      head.out = alts[0];
+    } else {
+      StateId rest = alts.back();
+      for (std::size_t i = alts.size() - 2; i >= 1; --i) {
+        NfaState sp;
+        sp.kind = NfaStateKind::kSplit;
+        sp.out = alts[i];
+        sp.out1 = rest;
+        rest = push(sp);
+      }
+      head.kind = NfaStateKind::kSplit;
+      head.out = alts[0];
+      head.out1 = rest;
+    }
+    nfa.states[entry(v)] = head;
+  }
+  nfa.start = entry(static_cast<std::size_t>(start));
+  RegexCompileOptions ro;
+  ro.max_dfa_states = max_states;
+  ro.max_subset_elements = std::int64_t{1} << 22;
+  Result<SubsetDfa> subset = BuildSubsetDfa(nfa, ro);
+  if (!subset.ok()) return nullptr;
+  return std::make_shared<const ByteDfa>(MinimizeDfa(*subset));
+}
+
+// The repetition B{m,n} of a body automaton B, by subset construction over configurations
+// (c, q): c pieces done, the current one in state q of B (q = kNotStarted before its first byte).
+// Configurations whose futures another one of the same set holds are left out, so counts stay
+// few: for c1 < c2 both at least m (any counts when B matches empty), (c2, q) can only do what
+// (c1, q) does with fewer pieces left. An unbounded repetition counts up to m only. Exact: a set
+// accepts the union of its configurations' futures, which the pruning leaves as it was.
+namespace {
+
+constexpr std::int32_t kNotStarted = -1;
+
+std::shared_ptr<const ByteDfa> CountedDfa(const ByteDfa& body, std::int32_t min, std::int32_t max,
+                                          std::int32_t max_states) {
+  using Config = std::pair<std::int32_t, std::int32_t>;  // (q, c): sorted by state, then count
+  const std::int32_t nc = body.num_classes;
+  const bool nullable = body.IsAccepting(body.start);
+  // Empty pieces make up any missing count: a nullable body repeated needs no minimum.
+  const std::int32_t m = nullable ? 0 : min;
+  const bool bounded = max != Expr::kUnbounded;
+  auto closure = [&](std::vector<Config>& set) {
+    for (std::size_t i = 0; i < set.size(); ++i) {
+      const auto [q, c] = set[i];
+      if (q == kNotStarted || !body.IsAccepting(q)) continue;
+      const std::int32_t done = bounded ? c + 1 : std::min(c + 1, m);
+      if (!bounded || done <= max) set.push_back({kNotStarted, done});
+    }
+    std::sort(set.begin(), set.end());
+    std::size_t w = 0;
+    for (std::size_t i = 0; i < set.size(); ++i) {
+      // Per state: every count below m, then the smallest at or past it.
+      if (w > 0 && set[w - 1].first == set[i].first &&
+          (set[w - 1] == set[i] || set[w - 1].second >= m)) {
+        continue;
+      }
+      set[w++] = set[i];
+    }
+    set.resize(w);
+  };
+  std::map<std::vector<Config>, StateId> index;
+  std::vector<std::vector<Config>> sets;
+  auto intern = [&](std::vector<Config>& set) -> StateId {
+    if (set.empty()) return 0;
+    auto [it, fresh] = index.try_emplace(set, static_cast<StateId>(sets.size()));
+    if (fresh) sets.push_back(set);
+    return it->second;
+  };
+  sets.emplace_back();  // state 0: the empty set, dead
+  SubsetDfa out;
+  out.num_classes = nc;
+  out.byte_class = body.byte_class;
+  std::vector<Config> cur = {{kNotStarted, 0}};
+  closure(cur);
+  out.start = intern(cur);
+  std::size_t elements = 0;
+  for (StateId s = 1; s < static_cast<StateId>(sets.size()); ++s) {
+    if (static_cast<std::int32_t>(sets.size()) > max_states || elements > (std::size_t{1} << 22)) {
+      return nullptr;
+    }
+    elements += sets[s].size();
+    out.next.resize(sets.size() * static_cast<std::size_t>(nc), 0);
+    for (std::int32_t cls = 0; cls < nc; ++cls) {
+      cur.clear();
+      for (const auto& [q, c] : sets[s]) {
+        StateId t;
+        if (q == kNotStarted) {
+          if (bounded && c >= max) continue;
+          t = body.next[static_cast<std::size_t>(body.start) * nc + cls];
+        } else {
+          t = body.next[static_cast<std::size_t>(q) * nc + cls];
+        }
+        if (t != ByteDfa::kDead) cur.push_back({t, c});
+      }
+      closure(cur);
+      const StateId t = intern(cur);
+      out.next.resize(sets.size() * static_cast<std::size_t>(nc), 0);
+      out.next[static_cast<std::size_t>(s) * nc + cls] = t;
+    }
+  }
+  out.num_states = static_cast<std::int32_t>(sets.size());
+  out.next.resize(sets.size() * static_cast<std::size_t>(nc), 0);
+  out.accepting.assign(sets.size(), 0);
+  for (std::size_t s = 1; s < sets.size(); ++s) {
+    for (const auto& [q, c] : sets[s]) {
+      if (q == kNotStarted && c >= m) out.accepting[s] = 1;
+    }
+  }
+  ByteDfa dfa = MinimizeDfa(out);
+  if (dfa.num_states - 1 > max_states) return nullptr;
+  return std::make_shared<const ByteDfa>(std::move(dfa));
+}
+
+// A body that can restart where it could also go on (some accepting state and the start state
+// both take a byte: `[^x]+`, `a|ab`) or that matches empty: a counter over it keeps an item per
+// possible split, so it is worth a byte automaton. Other bodies (one JSON string character, one
+// whitespace byte) cost a counter item or two per byte and stay counters.
+bool Restartable(const ByteDfa& body) {
+  if (body.start == ByteDfa::kDead) return false;
+  if (body.IsAccepting(body.start)) return true;
+  const std::int32_t nc = body.num_classes;
+  const StateId* start_row = &body.next[static_cast<std::size_t>(body.start) * nc];
+  for (StateId q = body.accept_begin; q < body.num_states; ++q) {
+    const StateId* row = &body.next[static_cast<std::size_t>(q) * nc];
+    for (std::int32_t c = 0; c < nc; ++c) {
+      if (row[c] != ByteDfa::kDead && start_row[c] != ByteDfa::kDead) return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+Result<std::shared_ptr<const ByteDfa>> Lowering::RegularRepeat(const Expr& x, ExprId e, int depth) {
+  auto memo = regular_repeat_.find(e);
+  if (memo != regular_repeat_.end()) return memo->second;
+  // The body alone, as NFA states nothing else reaches; taken back once read. The automaton may
+  // take a few times the unrolling budget: the counter it replaces would cost an item per count
+  // at every byte, where an unrolled copy costs nothing at run time.
+  const std::int32_t limit = kRegularRepeatFactor * std::max(options_.max_unrolled_states, 1);
+  const std::size_t mark = nfa_live_;
+  const std::int32_t start = NewState();
+  std::int32_t end;
+  LOCKSTEP_RETURN_IF_ERROR(Build(x.children[0], start, &end, depth + 1));
+  std::shared_ptr<const ByteDfa> body = FragmentDfa(mark, start, end, 4 * limit);
+  nfa_live_ = mark;
+  std::shared_ptr<const ByteDfa> result;
+  if (body != nullptr && Restartable(*body)) result = CountedDfa(*body, x.min, x.max, 4 * limit);
+  if (result != nullptr && result->num_states - 1 > limit) result = nullptr;
+  regular_repeat_[e] = result;
+  return result;
+}
+
+Status Lowering::BuildRepeat(const Expr& x, ExprId e, std::int32_t from, std::int32_t* to,
+                             int depth) {
+  const std::int32_t min = x.min;
+  const std::int32_t max = x.max;
+  if (min < 0 || (max != Expr::kUnbounded && max < min)) {
+    return Status(StatusCode::kInvalidGrammar, "bad repetition bounds", Loc(x.loc));
+  }
+  if (min > options_.max_repeat || max > options_.max_repeat) {
+    return Status(StatusCode::kResourceLimit,
+                  "repetition bound exceeds max_repeat (" + std::to_string(options_.max_repeat) +
+                      ")",
+                  Loc(x.loc));
+  }
+  const ExprId child = x.children[0];
+  if (max == 0) {
+    *to = from;
+    return Status::Ok();
+  }
+  auto optional_copy = [&](std::int32_t s, std::int32_t* t) -> Status {
+    std::int32_t end = NewState();
+    Eps(s, end);
+    std::int32_t c;
+    LOCKSTEP_RETURN_IF_ERROR(Build(child, s, &c, depth + 1));
+    Eps(c, end);
+    *t = end;
+    return Status::Ok();
+  };
+  auto star = [&](std::int32_t s, std::int32_t* t) -> Status {
+    std::int32_t loop = NewState();
+    Eps(s, loop);
+    std::int32_t c;
+    LOCKSTEP_RETURN_IF_ERROR(Build(child, loop, &c, depth + 1));
+    Eps(c, loop);
+    *t = loop;
+    return Status::Ok();
+  };
+  if (min == 0 && max == 1) return optional_copy(from, to);
+  if (min == 0 && max == Expr::kUnbounded) return star(from, to);
+  if (min == 1 && max == Expr::kUnbounded) {
+    std::int32_t c;
+    LOCKSTEP_RETURN_IF_ERROR(Build(child, from, &c, depth + 1));
+    return star(c, to);
+  }
+  if (!x.count && IsPureTerminal(child) && EstimateSize(e) <= options_.max_unrolled_states) {
+    std::int32_t cur = from;
+    for (std::int32_t i = 0; i < min; ++i) LOCKSTEP_RETURN_IF_ERROR(Build(child, cur, &cur, depth + 1));
+    if (max == Expr::kUnbounded) return star(cur, to);
+    // Nested optionals: a?(a?(a?)) shape keeps the NFA linear.
+    std::int32_t end = NewState();
+    Eps(cur, end);
+    for (std::int32_t i = min; i < max; ++i) {
+      std::int32_t c;
+      LOCKSTEP_RETURN_IF_ERROR(Build(child, cur, &c, depth + 1));
+      Eps(c, end);
+      cur = c;
+    }
+    *to = end;
+    return Status::Ok();
+  }
+  if (!x.count && IsPureTerminal(child)) {
+    std::shared_ptr<const ByteDfa> regular;
+    LOCKSTEP_ASSIGN_OR_RETURN(regular, RegularRepeat(x, e, depth));
+    if (regular != nullptr) {
+      EmitDfa(*regular, from, to);
+      return Status::Ok();
+    }
+  }
+  // A native counter rule over the child (a rule of its own unless it is a plain reference).
+  std::int32_t child_rule;
+  const Expr& cx = g_.expr(child);
+  if (cx.kind == ExprKind::kRuleRef) {
+    child_rule = cx.rule;
+  } else {
+    auto it = aux_rule_of_expr_.find(child);
+    if (it != aux_rule_of_expr_.end()) {
+      child_rule = it->second;
+    } else {
+      PendingRule pr;
+      pr.info.kind = CfgProgram::RuleKind::kDfa;
+      pr.info.name = "(repeat@" + (Loc(x.loc).empty() ? std::to_string(e) : Loc(x.loc)) + ")";
+      pr.body = child;
+      child_rule = AddRule(std::move(pr));
+      aux_rule_of_expr_[child] = child_rule;
+    }
+  }
+  // One counter rule per expression: a repetition built twice (its body read as a fragment by an
+  // enclosing repetition that then stays a counter) does not leave an unused copy.
+  if (auto known = counter_rule_of_expr_.find(e); known != counter_rule_of_expr_.end()) {
+    std::int32_t n = NewState();
+    Edge(from, RuleSymbol(known->second), RuleSymbol(known->second), n);
+    *to = n;
+    return Status::Ok();
+  }
+  PendingRule counter;
+  counter.info.kind = CfgProgram::RuleKind::kCounter;
+  counter.info.name = "(counter{" + std::to_string(min) + "," +
+                      (max == Expr::kUnbounded ? std::string() : std::to_string(max)) + "})";
+  counter.info.child = child_rule;
+  counter.info.min = min;
+  counter.info.max = max == Expr::kUnbounded ? CfgProgram::kUnbounded : max;
+  std::int32_t cr = AddRule(std::move(counter));
+  counter_rule_of_expr_[e] = cr;
+  std::int32_t n = NewState();
+  Edge(from, RuleSymbol(cr), RuleSymbol(cr), n);
+  *to = n;
+  return Status::Ok();
+}
+
+void EpsClosure(const std::vector<NState>& nfa, std::vector<std::int32_t>* set,
+                std::vector<std::uint32_t>* mark, std::uint32_t stamp) {
+  std::vector<std::int32_t>& s = *set;
+  for (std::int32_t x : s) (*mark)[x] = stamp;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    for (std::int32_t t : nfa[s[i]].eps) {
+      if ((*mark)[t] != stamp) {
+        (*mark)[t] = stamp;
+        s.push_back(t);
+      }
+    }
+  }
+  std::sort(s.begin(), s.end());
+}
+
+
+// Sorted sets of NFA states interned in one flat pool (open addressing over their indices): the
+// subset construction's kernels and closures without an allocation per set.
+class SetTable {
+ public:
+  SetTable() : off_{0} {}
+  std::int32_t size() const { return static_cast<std::int32_t>(hash_.size()); }
+  std::span<const std::int32_t> Get(std::int32_t i) const {
+    return {pool_.data() + off_[i], pool_.data() + off_[i + 1]};
+  }
+  // {index of s, whether it was added now}.
+  std::pair<std::int32_t, bool> Intern(std::span<const std::int32_t> s) {
+    if (slots_.empty()) slots_.assign(64, -1);
+    const std::uint64_t h = Hash(s);
+    std::size_t mask = slots_.size() - 1, i = h & mask;
+    for (; slots_[i] >= 0; i = (i + 1) & mask) {
+      const std::int32_t id = slots_[i];
+      if (hash_[id] != h) continue;
+      std::span<const std::int32_t> t = Get(id);
+      if (t.size() == s.size() && std::equal(t.begin(), t.end(), s.begin())) return {id, false};
+    }
+    const std::int32_t id = size();
+    pool_.insert(pool_.end(), s.begin(), s.end());
+    off_.push_back(static_cast<std::uint32_t>(pool_.size()));
+    hash_.push_back(h);
+    slots_[i] = id;
+    if (static_cast<std::size_t>(size()) * 2 > slots_.size()) {
+      slots_.assign(slots_.size() * 2, -1);
+      mask = slots_.size() - 1;
+      for (std::int32_t j = 0; j < size(); ++j) {
+        std::size_t k = hash_[j] & mask;
+        while (slots_[k] >= 0) k = (k + 1) & mask;
+        slots_[k] = j;
+      }
+    }
+    return {id, true};
+  }
+
+ private:
+  static std::uint64_t Hash(std::span<const std::int32_t> s) {
+    std::uint64_t h = 1469598103934665603ull;
+    for (std::int32_t x : s) h = (h ^ static_cast<std::uint32_t>(x)) * 1099511628211ull;
+    return h ^ (h >> 29);
+  }
+  std::vector<std::int32_t> pool_;
+  std::vector<std::uint32_t> off_;
+  std::vector<std::uint64_t> hash_;
+  std::vector<std::int32_t> slots_;
+};
+
+Status Lowering::Determinise(std::int32_t rule, std::int32_t nfa_start, std::int32_t nfa_end) {
+  std::vector<std::uint32_t> mark(nfa_.size(), 0);
+  std::uint32_t stamp = 0;
+  SetTable sets;  // closures: DFA state base + i is sets.Get(i)
+  const std::int32_t base = static_cast<std::int32_t>(dstates_.size());
+  // Kernels (the targets before their epsilon closure) seen before skip the closure: many
+  // intervals and states step into the same kernel.
+  SetTable kernels;
+  std::vector<std::int32_t> state_of_kernel;
+  std::vector<std::int32_t> closure;
+  // `kernel`: sorted, no duplicates.
+  auto intern = [&](std::span<const std::int32_t> kernel) -> std::int32_t {
+    auto [ki, kfresh] = kernels.Intern(kernel);
+    if (!kfresh) return state_of_kernel[ki];
+    closure.assign(kernel.begin(), kernel.end());
+    EpsClosure(nfa_, &closure, &mark, ++stamp);
+    auto [si, sfresh] = sets.Intern(closure);
+    const std::int32_t id = base + si;
+    state_of_kernel.push_back(id);
+    if (sfresh) {
+      DState d;
+      d.rule = rule;
+      d.accepting = false;
+      dstates_.push_back(std::move(d));
+    }
+    return id;
+  };
+  const std::int32_t start_set[1] = {nfa_start};
+  std::int32_t start = intern(start_set);
+  rules_[rule].info.start = start;
+  // Per DFA state, the byte edges of its NFA states cut [0, 256) into intervals on which the
+  // target set is constant: one intern per interval, not per byte (a UTF-8 class or an inlined
+  // lexeme DFA spans whole ranges).
+  struct ByteEdge {
+    std::int32_t lo, hi, to;
+  };
+  std::vector<ByteEdge> edges;
+  std::vector<std::int32_t> cuts;
+  std::vector<std::pair<std::int32_t, std::int32_t>> by_sym;  // (symbol, NFA target)
+  std::vector<std::int32_t> targets;
+  std::vector<std::int32_t> prev_key, k;
+  for (std::int32_t i = 0; i < sets.size(); ++i) {
+    if (options_.deadline.Poll()) return DeadlineError();
+    if (static_cast<std::int32_t>(dstates_.size()) > options_.max_states) {
+      return Status(StatusCode::kResourceLimit,
+                    "grammar automaton exceeds max_states (" +
+                        std::to_string(options_.max_states) + ") in rule '" +
+                        rules_[rule].info.name + "'");
+    }
+    edges.clear();
+    cuts.clear();
+    by_sym.clear();
+    bool acc = false;
+    for (std::int32_t ns : sets.Get(i)) {  // (a view into the pool: no intern in this loop)
+      if (ns == nfa_end) acc = true;
+      for (const NEdge& ed : nfa_[ns].edges) {
+        if (ed.lo < 256) {
+          const std::int32_t hi = std::min<std::int32_t>(ed.hi, 255);
+          edges.push_back({ed.lo, hi, ed.to});
+          cuts.push_back(ed.lo);
+          cuts.push_back(hi + 1);
+        } else {
+          by_sym.emplace_back(ed.lo, ed.to);
+        }
+      }
+    }
+    std::sort(cuts.begin(), cuts.end());
+    cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+    const std::int32_t sid = base + i;
+    std::vector<DState::ByteRange> bytes;
+    prev_key.clear();
+    std::int32_t prev_target = -1;
+    for (std::size_t c = 0; c + 1 < cuts.size(); ++c) {
+      const std::int32_t lo = cuts[c], hi = cuts[c + 1] - 1;
+      k.clear();
+      for (const ByteEdge& e : edges) {
+        if (e.lo <= lo && hi <= e.hi) k.push_back(e.to);
+      }
+      if (k.empty()) continue;
+      std::sort(k.begin(), k.end());
+      k.erase(std::unique(k.begin(), k.end()), k.end());
+      std::int32_t t;
+      if (prev_target >= 0 && k == prev_key) {
+        t = prev_target;
+      } else {
+        t = intern(k);
+        prev_key = k;
+        prev_target = t;
+      }
+      if (!bytes.empty() && bytes.back().to == t && bytes.back().hi + 1 == lo) {
+        bytes.back().hi = hi;
+      } else {
+        bytes.push_back({lo, hi, t});
+      }
+    }
+    std::vector<std::pair<std::int32_t, std::int32_t>> nts, sps;
+    std::sort(by_sym.begin(), by_sym.end());
+    by_sym.erase(std::unique(by_sym.begin(), by_sym.end()), by_sym.end());
+    for (std::size_t a = 0; a < by_sym.size();) {
+      const std::int32_t sym = by_sym[a].first;
+      targets.clear();
+      for (; a < by_sym.size() && by_sym[a].first == sym; ++a) targets.push_back(by_sym[a].second);
+      std::int32_t t = intern(targets);
+      std::int32_t idx = (sym - kRuleSymbolBase) / 2;
+      if ((sym - kRuleSymbolBase) % 2 == 0) {
+        nts.emplace_back(idx, t);
+      } else {
+        sps.emplace_back(idx, t);
+      }
+    }
+    DState& d = dstates_[sid];  // after the interns (they may reallocate)
+    d.accepting = acc;
+    d.bytes = std::move(bytes);
+    d.nts = std::move(nts);
+    d.sps = std::move(sps);
+  }
+  return Status::Ok();
+}
+
+// A rule automaton lowered once and shared by every later compile that needs it, in local
+// numbering, flat: state i has byte ranges bytes[byte_begin[i] .. byte_begin[i + 1]) and rule
+// edges nts[nt_begin[i] .. nt_begin[i + 1]), the rule given by its ordinal in the compile's own
+// reference list. Two process-wide caches hold them, each bounded:
+//   - big DFA terminals (a format automaton: email has 25,099 states), keyed by the automaton,
+//     which the entry keeps alive so its address cannot be reused (SharedRanges);
+//   - shared rules (grammar::Rule::shared), keyed by the rule's whole NFA (LowerShared).
+struct SharedDfa {
+  std::shared_ptr<const ByteDfa> owner;
+  std::uint64_t serial = 0;  // nonzero once in the big-terminal cache (RuleInfo::shared_source)
+  StateId start = 0;
+  std::vector<std::uint8_t> accepting;
+  std::vector<std::uint32_t> byte_begin{0};
+  std::vector<std::array<std::int32_t, 3>> bytes;  // lo, hi, local target
+  std::vector<std::uint32_t> nt_begin{0};
+  std::vector<std::pair<std::int32_t, std::int32_t>> nts;  // ordinal, local target
+  std::size_t Bytes() const {
+    return accepting.size() + (byte_begin.size() + nt_begin.size()) * 4 + bytes.size() * 12 +
+           nts.size() * 8;
+  }
+};
+
+constexpr std::int32_t kSharedLoweringStates = 4096;
+constexpr std::size_t kSharedLoweringBytes = std::size_t{64} << 20;  // bound on the DFA cache
+
+std::shared_ptr<const SharedDfa> SharedRanges(const std::shared_ptr<const ByteDfa>& dfa) {
+  static std::mutex mu;
+  static auto* cache = new std::unordered_map<const ByteDfa*, std::shared_ptr<const SharedDfa>>;
+  static std::size_t cached_bytes = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto it = cache->find(dfa.get()); it != cache->end()) return it->second;
+  }
+  auto lowered = std::make_shared<SharedDfa>();
+  lowered->owner = dfa;
+  lowered->start = dfa->start - 1;  // the dead state 0 is not copied
+  const DfaRanges ranges(*dfa);
+  for (StateId s = 1; s < dfa->num_states; ++s) {
+    lowered->accepting.push_back(dfa->IsAccepting(s) ? 1 : 0);
+    ranges.ForEach(s, [&](std::int32_t lo, std::int32_t hi, StateId t) {
+      lowered->bytes.push_back({lo, hi, t - 1});
+    });
+    lowered->byte_begin.push_back(static_cast<std::uint32_t>(lowered->bytes.size()));
+    lowered->nt_begin.push_back(0);
+  }
+  const std::size_t bytes = lowered->Bytes() + dfa->next.size() * sizeof(StateId);
+  static std::uint64_t serials = 0;
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = cache->find(dfa.get()); it != cache->end()) return it->second;
+  if (cached_bytes + bytes <= kSharedLoweringBytes) {
+    lowered->serial = ++serials;
+    cache->emplace(dfa.get(), lowered);
+    cached_bytes += bytes;
+  }
+  return lowered;
+}
+
+struct SharedKeyHash {
+  std::size_t operator()(const std::vector<std::int32_t>& k) const {
+    std::uint64_t h = 0x9e3779b97f4a7c15ull ^ k.size();
+    for (std::int32_t v : k) h = (h ^ static_cast<std::uint32_t>(v)) * 0x100000001b3ull;
+    return static_cast<std::size_t>(h ^ (h >> 29));
+  }
+};
+constexpr std::size_t kSharedDfaNfaStates = 4096;       // larger NFAs are not keyed
+constexpr std::size_t kSharedDfaBudgetStates = 1 << 16;  // all cached rule automata together
+std::mutex shared_dfa_mu;
+auto* shared_dfas =
+    new std::unordered_map<std::vector<std::int32_t>, std::shared_ptr<const SharedDfa>, SharedKeyHash>;
+std::size_t shared_dfa_states = 0;
+
+void Lowering::AppendShared(std::int32_t rule, const SharedDfa& dfa,
+                            std::span<const std::int32_t> refs) {
+  const auto base = static_cast<std::int32_t>(dstates_.size());
+  for (std::size_t i = 0; i + 1 < dfa.byte_begin.size(); ++i) {
+    DState d;
+    d.rule = rule;
+    d.accepting = dfa.accepting[i] != 0;
+    d.bytes.reserve(dfa.byte_begin[i + 1] - dfa.byte_begin[i]);
+    for (std::uint32_t e = dfa.byte_begin[i]; e < dfa.byte_begin[i + 1]; ++e) {
+      const auto& [lo, hi, to] = dfa.bytes[e];
+      d.bytes.push_back({lo, hi, base + to});
+    }
+    for (std::uint32_t e = dfa.nt_begin[i]; e < dfa.nt_begin[i + 1]; ++e) {
+      d.nts.emplace_back(refs[dfa.nts[e].first], base + dfa.nts[e].second);
+    }
+    std::sort(d.nts.begin(), d.nts.end());  // by rule, as Determinise leaves them
+    dstates_.push_back(std::move(d));
+  }
+  rules_[rule].info.start = base + dfa.start;
+}
+
+bool Lowering::LowerShared(std::int32_t rule, std::int32_t nfa_start, std::int32_t nfa_end) {
+  shared_keyed_ = false;
+  if (nfa_live_ > kSharedDfaNfaStates) return false;
+  std::vector<std::int32_t>& key = shared_key_;
+  key.clear();
+  shared_refs_.clear();
+  key.push_back(nfa_start);
+  key.push_back(nfa_end);
+  for (std::size_t i = 0; i < nfa_live_; ++i) {
+    const NState& st = nfa_[i];
+    key.push_back(static_cast<std::int32_t>(st.edges.size()));
+    for (const NEdge& e : st.edges) {
+      if (e.lo < kRuleSymbolBase) {
+        key.push_back(e.lo);
+        key.push_back(e.hi);
+      } else {
+        if ((e.lo - kRuleSymbolBase) % 2 != 0) return false;  // special tokens: not shared
+        const std::int32_t r = (e.lo - kRuleSymbolBase) / 2;
+        auto it = std::find(shared_refs_.begin(), shared_refs_.end(), r);
+        const auto ord = static_cast<std::int32_t>(it - shared_refs_.begin());
+        if (it == shared_refs_.end()) shared_refs_.push_back(r);
+        key.push_back(-1 - ord);
+        key.push_back(-1 - ord);
+      }
+      key.push_back(e.to);
+    }
+    key.push_back(static_cast<std::int32_t>(st.eps.size()));
+    key.insert(key.end(), st.eps.begin(), st.eps.end());
+  }
+  shared_keyed_ = true;
+  std::shared_ptr<const SharedDfa> hit;
+  {
+    std::lock_guard<std::mutex> lock(shared_dfa_mu);
+    if (auto it = shared_dfas->find(key); it != shared_dfas->end()) hit = it->second;
+  }
+  if (!hit) return false;
+  AppendShared(rule, *hit, shared_refs_);
+  return true;
+}
+
+void Lowering::StoreShared(std::size_t first_state) {
+  if (!shared_keyed_) return;
+  const std::size_t n = dstates_.size() - first_state;
+  {
+    std::lock_guard<std::mutex> lock(shared_dfa_mu);
+    if (shared_dfa_states + n > kSharedDfaBudgetStates || shared_dfas->count(shared_key_)) return;
+  }
+  auto dfa = std::make_shared<SharedDfa>();
+  const auto base = static_cast<std::int32_t>(first_state);  // the start (Determinise's first)
+  for (std::size_t i = 0; i < n; ++i) {
+    const DState& d = dstates_[first_state + i];
+    dfa->accepting.push_back(d.accepting ? 1 : 0);
+    for (const DState::ByteRange& b : d.bytes) dfa->bytes.push_back({b.lo, b.hi, b.to - base});
+    dfa->byte_begin.push_back(static_cast<std::uint32_t>(dfa->bytes.size()));
+    for (const auto& [r, to] : d.nts) {  // every rule edge of the DFA comes from the NFA's
+      const auto ord = static_cast<std::int32_t>(
+          std::find(shared_refs_.begin(), shared_refs_.end(), r) - shared_refs_.begin());
+      dfa->nts.emplace_back(ord, to - base);
+    }
+    dfa->nt_begin.push_back(static_cast<std::uint32_t>(dfa->nts.size()));
+  }
+  std::lock_guard<std::mutex> lock(shared_dfa_mu);
+  if (shared_dfa_states + n <= kSharedDfaBudgetStates &&
+      shared_dfas->emplace(shared_key_, std::move(dfa)).second) {
+    shared_dfa_states += n;
+  }
+}
+
+void Lowering::CopyDfa(std::int32_t rule, const ByteDfa& dfa,
+                       const std::shared_ptr<const ByteDfa>& owner) {
+  if (owner != nullptr && owner.get() == &dfa && dfa.num_states >= kSharedLoweringStates) {
+    const std::shared_ptr<const SharedDfa> shared = SharedRanges(owner);
+    AppendShared(rule, *shared, {});
+    rules_[rule].info.shared_source = shared->serial;
+    return;
+  }
+  const std::int32_t base = static_cast<std::int32_t>(dstates_.size()) - 1;  // DFA state 1 -> base+1
+  const DfaRanges ranges(dfa);
+  for (StateId s = 1; s < dfa.num_states; ++s) {
+    DState d;
+    d.rule = rule;
+    d.accepting = dfa.IsAccepting(s);
+    ranges.ForEach(s, [&](std::int32_t lo, std::int32_t hi, StateId t) {
+      d.bytes.push_back({lo, hi, base + t});
+    });
+    dstates_.push_back(std::move(d));
+  }
+  rules_[rule].info.start = base + dfa.start;
+}
+
+Result<CfgProgram> Lowering::Run() {
+  if (g_.root < 0 || g_.root >= static_cast<std::int32_t>(g_.rules.size())) {
+    return Status(StatusCode::kInvalidGrammar, "the grammar has no root rule");
+  }
+  for (const grammar::Rule& r : g_.rules) {
+    PendingRule pr;
+    pr.info.kind = CfgProgram::RuleKind::kDfa;
+    pr.info.name = r.name;
+    pr.body = r.body;
+    rules_.push_back(std::move(pr));
+  }
+  // Rules may be appended (counters, their children) while lowering: index loop.
+  for (std::size_t r = 0; r < rules_.size(); ++r) {
+    current_rule_ = static_cast<std::int32_t>(r);
+    if (options_.deadline.PassedNow()) return DeadlineError();
+    if (rules_[r].info.kind != CfgProgram::RuleKind::kDfa) continue;
+    if (const ByteDfa* direct = rules_[r].direct) {
+      if (direct->start == ByteDfa::kDead) {
+        // The empty language: a start state with no way out (trimmed as unproductive below).
+        DState d;
+        d.rule = static_cast<std::int32_t>(r);
+        d.accepting = false;
+        rules_[r].info.start = static_cast<std::int32_t>(dstates_.size());
+        dstates_.push_back(std::move(d));
+      } else {
+        CopyDfa(static_cast<std::int32_t>(r), *direct, rules_[r].direct_owner);
+      }
+      if (static_cast<std::int32_t>(dstates_.size()) > options_.max_states) {
+        return Status(StatusCode::kResourceLimit,
+                      "grammar automaton exceeds max_states (" +
+                          std::to_string(options_.max_states) + ")");
+      }
+      continue;
+    }
+    nfa_live_ = 0;
+    std::int32_t start = NewState();
+    std::int32_t end;
+    LOCKSTEP_RETURN_IF_ERROR(Build(rules_[r].body, start, &end, 0));
+
+    if (overflow_) {
+      return Status(StatusCode::kResourceLimit,
+                    "grammar automaton exceeds max_states (" +
+                        std::to_string(options_.max_states) + ")");
+    }
+    const bool shared = options_.reuse_shared_rules && r < g_.rules.size() && g_.rules[r].shared;
+    if (shared && LowerShared(static_cast<std::int32_t>(r), start, end)) {
+      if (static_cast<std::int32_t>(dstates_.size()) > options_.max_states) {
+        return Status(StatusCode::kResourceLimit,
+                      "grammar automaton exceeds max_states (" +
+                          std::to_string(options_.max_states) + ")");
+      }
+      continue;
+    }
+    const std::size_t first_state = dstates_.size();
+    LOCKSTEP_RETURN_IF_ERROR(Determinise(static_cast<std::int32_t>(r), start, end));
+    if (shared) StoreShared(first_state);
+  }
+
+  CfgProgram p;
+  const std::int32_t nr = static_cast<std::int32_t>(rules_.size());
+  const std::int32_t ns = static_cast<std::int32_t>(dstates_.size());
+  for (auto& r : rules_) p.rules.push_back(r.info);
+  p.root = g_.root;
+  p.special_tokens = specials_;
+
+  // Nullable: fixpoint.
+  std::vector<std::uint8_t> null_state(ns, 0);
+  current_rule_ = -1;
+  bool changed = true;
+  while (changed) {
+    if (options_.deadline.PassedNow()) return DeadlineError();
+    changed = false;
+    for (std::int32_t s = ns - 1; s >= 0; --s) {
+      if (null_state[s]) continue;
+      bool v = dstates_[s].accepting;
+      for (auto& [r, t] : dstates_[s].nts) v = v || (p.rules[r].nullable && null_state[t]);
+      if (v) {
+        null_state[s] = 1;
+        changed = true;
+      }
+    }
+    for (std::int32_t r = 0; r < nr; ++r) {
+      auto& ri = p.rules[r];
+      bool v = ri.kind == CfgProgram::RuleKind::kDfa ? null_state[ri.start] != 0
+                                                    : (ri.min == 0 || p.rules[ri.child].nullable);
+      if (v && !ri.nullable) {
+        ri.nullable = true;
+        changed = true;
+      }
+    }
+  }
+  // Productive: fixpoint.
+  std::vector<std::uint8_t> prod_state(ns, 0), prod_rule(nr, 0);
+  changed = true;
+  while (changed) {
+    if (options_.deadline.PassedNow()) return DeadlineError();
+    changed = false;
+    for (std::int32_t s = ns - 1; s >= 0; --s) {
+      if (prod_state[s]) continue;
+      const DState& d = dstates_[s];
+      bool v = d.accepting;
+      for (const auto& br : d.bytes) v = v || prod_state[br.to];
+      for (auto& [i, t] : d.sps) v = v || prod_state[t];
+      for (auto& [r, t] : d.nts) v = v || (prod_rule[r] && prod_state[t]);
+      if (v) {
+        prod_state[s] = 1;
+        changed = true;
+      }
+    }
+    for (std::int32_t r = 0; r < nr; ++r) {
+      if (prod_rule[r]) continue;
+      const auto& ri = p.rules[r];
+      bool v = ri.kind == CfgProgram::RuleKind::kDfa ? prod_state[ri.start] != 0
+                                                    : (ri.min == 0 || prod_rule[ri.child]);
+      if (v) {
+        prod_rule[r] = 1;
+        changed = true;
+      }
+    }
+  }
+  if (!prod_rule[p.root]) {
+    return Status(StatusCode::kUnsatisfiable,
+                  "the root rule '" + p.rules[p.root].name + "' derives no finite string",
+                  Loc(g_.rule(g_.root).loc));
+  }
+  for (std::int32_t r = 0; r < nr; ++r) {
+    auto& ri = p.rules[r];
+    if (ri.kind == CfgProgram::RuleKind::kCounter && !prod_rule[ri.child]) ri.max = 0;
+  }
+
+  // Global tables with byte classes (intervals between transition boundaries).
+  std::array<bool, 257> boundary{};
+  boundary[0] = true;
+  for (const DState& d : dstates_) {
+    // Class boundaries: where the (productive) target changes between adjacent bytes.
+    std::int32_t prev_hi = -1, prev_to = -1;
+    for (const auto& br : d.bytes) {
+      const std::int32_t to = prod_state[br.to] ? br.to : -1;
+      if (br.lo != prev_hi + 1) {  // a gap (no transition) before this range
+        if (prev_to != -1) boundary[prev_hi + 1] = true;
+        if (to != -1) boundary[br.lo] = true;
+      } else if (to != prev_to) {
+        boundary[br.lo] = true;
+      }
+      prev_hi = br.hi;
+      prev_to = to;
+    }
+    if (prev_hi >= 0 && prev_hi < 255 && prev_to != -1) boundary[prev_hi + 1] = true;
+  }
+  std::int32_t cls = -1;
+  for (int b = 0; b < 256; ++b) {
+    if (boundary[b]) ++cls;
+    p.byte_class[b] = static_cast<std::uint8_t>(cls);
+  }
+  p.num_classes = cls + 1;
+  p.num_states = ns;
+  p.next.assign(static_cast<std::size_t>(ns) * p.num_classes, CfgProgram::kDead);
+  p.accepting.assign(ns, 0);
+  p.state_rule.assign(ns, 0);
+  p.has_bytes.assign(ns, 0);
+  p.byte_first.assign(ns, {});
+  p.nt_begin.assign(ns + 1, 0);
+  p.sp_begin.assign(ns + 1, 0);
+  for (std::int32_t s = 0; s < ns; ++s) {
+    const DState& d = dstates_[s];
+    p.accepting[s] = d.accepting ? 1 : 0;
+    p.state_rule[s] = d.rule;
+    for (const auto& br : d.bytes) {
+      if (!prod_state[br.to]) continue;
+      for (std::int32_t c = p.byte_class[br.lo]; c <= p.byte_class[br.hi]; ++c) {
+        p.next[static_cast<std::size_t>(s) * p.num_classes + c] = br.to;
+      }
+      p.has_bytes[s] = 1;
+      for (std::int32_t w = br.lo >> 6; w <= br.hi >> 6; ++w) {  // bits lo..hi
+        const std::int32_t a = std::max(br.lo, w * 64) - w * 64;
+        const std::int32_t b = std::min(br.hi, w * 64 + 63) - w * 64;
+        p.byte_first[s][w] |= (~std::uint64_t{0} >> (63 - b)) & (~std::uint64_t{0} << a);
+      }
+    }
+    for (auto& [r, t] : d.nts) {
+      if (prod_rule[r] && prod_state[t]) p.nt_edges.emplace_back(r, t);
+    }
+    p.nt_begin[s + 1] = static_cast<std::int32_t>(p.nt_edges.size());
+    for (auto& [i, t] : d.sps) {
+      if (prod_state[t]) p.sp_edges.emplace_back(i, t);
+    }
+    p.sp_begin[s + 1] = static_cast<std::int32_t>(p.sp_edges.size());
+  }
+  return p;
+}
+
+}  // namespace
+
+Result<CfgProgram> CompileCfg(const grammar::Grammar& g, const Vocabulary& vocab,
+                              const CfgCompileOptions& options) {
+  Lowering lowering(g, vocab, options);
+  return lowering.Run();
+}
+
+}  // namespace lockstep

@@ -1,0 +1,727 @@
+#include "automata/cfg/earley.h"
+
+#include <algorithm>
+
+namespace lockstep {
+namespace {
+
+constexpr std::size_t kLinearLimit = 24;
+// An origin set larger than this, completed into, gets an index of its waiting items
+// (SetMeta::waiting) instead of a scan per completion.
+constexpr std::size_t kIndexWaiting = 64;
+// ...once its scans have passed over this many times its size in items that were not waiting
+// (building the index costs a few scans).
+constexpr std::size_t kWasteBeforeIndex = 4;
+
+inline std::uint64_t ItemHash(const EarleyItem& it) {
+  std::uint64_t h = static_cast<std::uint32_t>(it.rule) * 0x9E3779B97F4A7C15ull;
+  h ^= static_cast<std::uint32_t>(it.state) * 0xC2B2AE3D27D4EB4Full;
+  h ^= static_cast<std::uint32_t>(it.origin + 1) * 0x165667B19E3779F9ull;
+  return h ^ (h >> 29);
+}
+inline bool SameItem(const EarleyItem& a, const EarleyItem& b) {
+  return a.rule == b.rule && a.state == b.state && a.origin == b.origin;
+}
+
+std::uint64_t KeyHash(const std::vector<std::int32_t>& key) {
+  std::uint64_t h = 0x84222325CBF29CE4ull ^ key.size();
+  for (std::int32_t x : key) {
+    h ^= static_cast<std::uint32_t>(x);
+    h *= 0xBF58476D1CE4E5B9ull;
+    h ^= h >> 31;
+  }
+  return h;
+}
+
+// Past this many scanned items the quick test for a repeated (rule, state) is skipped and the
+// items are grouped directly; each group's members are checked against at most this many
+// candidates (the largest keys), so a wide group costs linear work, not quadratic.
+constexpr std::size_t kPairwiseItems = 6;
+constexpr std::size_t kQuickFilterItems = 32;
+constexpr std::size_t kSubsumeCandidates = 8;
+
+}  // namespace
+
+EarleyParser::EarleyParser(const CfgProgram* program, std::int32_t max_depth,
+                           std::int64_t max_step_items)
+    : p_(program), max_depth_(max_depth), max_step_items_(max_step_items) {
+  items_.reserve(256);
+  set_begin_.reserve(64);
+  meta_.reserve(64);
+}
+
+void EarleyParser::Reset() {
+  items_.clear();
+  set_begin_.clear();
+  meta_.clear();
+  origins_.clear();
+  origin_free_.clear();
+  std::fill(origin_buckets_.begin(), origin_buckets_.end(), -1);
+  origin_heads_ = 0;
+  depth_exceeded_ = false;
+  items_exceeded_ = false;
+  // Sized here, not at construction: a scratch parser is reused for a later program at the
+  // same address (CfgGrammar's WalkScratch keys its parsers by the program's address).
+  if (predicted_.size() != static_cast<std::size_t>(p_->NumRules())) {
+    predicted_.assign(static_cast<std::size_t>(p_->NumRules()), 0);
+    set_stamp_ = 0;
+  }
+}
+
+void EarleyParser::BeginSet() {
+  cur_begin_ = items_.size();
+  closure_end_ = cur_begin_;
+  set_begin_.push_back(static_cast<std::int32_t>(cur_begin_));
+  meta_.emplace_back();
+  table_active_ = false;
+  saturated_.clear();
+  step_items_ = 0;
+  if (++set_stamp_ == 0) {  // (wrapped: forget every stamp)
+    std::fill(predicted_.begin(), predicted_.end(), 0);
+    set_stamp_ = 1;
+  }
+}
+
+bool EarleyParser::EndSet() {
+  if (items_.size() == cur_begin_) {
+    set_begin_.pop_back();
+    meta_.pop_back();
+    return false;
+  }
+  return true;
+}
+
+void EarleyParser::PopTo(std::int32_t num_sets) {
+  if (num_sets >= this->num_sets()) return;
+  for (std::int32_t s = this->num_sets() - 1; s >= num_sets; --s) {
+    for (std::int32_t e = meta_[s].origin_head; e >= 0; e = origins_[e].next_in_set) {
+      if (origins_[e].keyed && origins_[e].rep == s) UnlinkOrigin(e);
+      origin_free_.push_back(e);
+    }
+  }
+  meta_.resize(num_sets);
+  items_.resize(set_begin_[num_sets]);
+  set_begin_.resize(num_sets);
+}
+
+void EarleyParser::RebuildTable() {
+  const std::size_t n = items_.size() - cur_begin_;
+  std::size_t cap = 64;
+  while (cap < 4 * n) cap <<= 1;
+  table_.assign(cap, -1);
+  const std::size_t m = cap - 1;
+  for (std::size_t i = cur_begin_; i < items_.size(); ++i) {
+    std::size_t h = ItemHash(items_[i]) & m;
+    while (table_[h] >= 0) h = (h + 1) & m;
+    table_[h] = static_cast<std::int32_t>(i);
+  }
+  table_active_ = true;
+}
+
+void EarleyParser::Append(const EarleyItem& it) {
+  items_.push_back(it);
+  const std::size_t n = items_.size() - cur_begin_;
+  if (!table_active_) {
+    if (n > kLinearLimit) RebuildTable();
+    return;
+  }
+  if (2 * n > table_.size()) {
+    RebuildTable();
+    return;
+  }
+  const std::size_t m = table_.size() - 1;
+  std::size_t h = ItemHash(it) & m;
+  while (table_[h] >= 0) h = (h + 1) & m;
+  table_[h] = static_cast<std::int32_t>(items_.size() - 1);
+}
+
+void EarleyParser::Add(const EarleyItem& it) {
+  if (!table_active_) {
+    for (std::size_t i = cur_begin_; i < items_.size(); ++i) {
+      if (SameItem(items_[i], it)) return;
+    }
+    items_.push_back(it);
+    if (items_.size() - cur_begin_ > kLinearLimit) RebuildTable();
+    return;
+  }
+  std::size_t m = table_.size() - 1, h = ItemHash(it) & m;
+  while (table_[h] >= 0) {
+    if (SameItem(items_[table_[h]], it)) return;
+    h = (h + 1) & m;
+  }
+  table_[h] = static_cast<std::int32_t>(items_.size());
+  items_.push_back(it);
+  if (2 * (items_.size() - cur_begin_) > table_.size()) RebuildTable();
+}
+
+// Counts saturate: for c1 < c2 both at or past SaturatesFrom, (C, c2, j) can only do what
+// (C, c1, j) does, with fewer repetitions left (C^{0..max-c2} within C^{0..max-c1}, or with a
+// nullable body C^{max-c2} within C^{max-c1}), and both are accepting. So each (C, j) keeps its
+// smallest saturated count. An item lowered after Closure processed it has completed already
+// (accepting either way); only its child may still need predicting (it was at max).
+void EarleyParser::AddSaturated(const EarleyItem& it) {
+  for (std::int32_t idx : saturated_) {
+    EarleyItem& q = items_[idx];
+    if (q.rule != it.rule || q.origin != it.origin) continue;
+    if (q.state <= it.state) return;
+    const std::int32_t old = q.state;
+    q.state = it.state;  // (its slot in table_ stays put: saturated items never go through Add)
+    const CfgProgram::RuleInfo& r = p_->rules[it.rule];
+    if (static_cast<std::size_t>(idx) < closure_end_ && r.max != CfgProgram::kUnbounded &&
+        old >= r.max && it.state < r.max) {
+      Predict(r.child, num_sets() - 1, q.depth + 1);
+    }
+    return;
+  }
+  saturated_.push_back(static_cast<std::int32_t>(items_.size()));
+  Append(it);
+}
+
+bool EarleyParser::ItemAccepting(const EarleyItem& it) const {
+  const CfgProgram::RuleInfo& r = p_->rules[it.rule];
+  if (r.kind == CfgProgram::RuleKind::kDfa) return p_->accepting[it.state] != 0;
+  return it.state >= r.min || p_->rules[r.child].nullable;
+}
+
+bool EarleyParser::ItemHasFuture(const EarleyItem& it) const {
+  const CfgProgram::RuleInfo& r = p_->rules[it.rule];
+  if (r.kind == CfgProgram::RuleKind::kDfa) {
+    const StateId s = it.state;
+    return p_->has_bytes[s] || p_->nt_begin[s] != p_->nt_begin[s + 1] ||
+           p_->sp_begin[s] != p_->sp_begin[s + 1];
+  }
+  return r.max == CfgProgram::kUnbounded || it.state < r.max;
+}
+
+bool EarleyParser::WaitsOn(const EarleyItem& q, std::int32_t rule) const {
+  const CfgProgram::RuleInfo& r = p_->rules[q.rule];
+  if (r.kind == CfgProgram::RuleKind::kDfa) {
+    for (std::int32_t e = p_->nt_begin[q.state]; e < p_->nt_begin[q.state + 1]; ++e) {
+      if (p_->nt_edges[e].first == rule) return true;
+    }
+    return false;
+  }
+  return r.child == rule && (r.max == CfgProgram::kUnbounded || q.state < r.max);
+}
+
+void EarleyParser::Predict(std::int32_t rule, std::int32_t k, std::int32_t depth) {
+  if (depth > max_depth_) {
+    depth_exceeded_ = true;
+    meta_[k].flags |= 2;
+    return;
+  }
+  // (k is always the set under construction.)
+  if (predicted_[rule] == set_stamp_) {
+    ++step_items_;
+    return;
+  }
+  predicted_[rule] = set_stamp_;
+  const CfgProgram::RuleInfo& r = p_->rules[rule];
+  Add({rule, r.kind == CfgProgram::RuleKind::kDfa ? r.start : 0, k, depth});
+}
+
+void EarleyParser::AdvanceOver(const EarleyItem& p, std::int32_t rule, std::int32_t from) {
+  const CfgProgram::RuleInfo& pr = p_->rules[p.rule];
+  // An item predicted in `from` leaves it here: it takes its origin class's representative.
+  auto origin = [&] {
+    return p.origin == from && from > 0 && MayRepeat(from, p.rule) ? OriginOf(from, p.rule, p.depth)
+                                                                    : p.origin;
+  };
+  if (pr.kind == CfgProgram::RuleKind::kDfa) {
+    const StateId s = p.state;
+    for (std::int32_t e = p_->nt_begin[s]; e < p_->nt_begin[s + 1]; ++e) {
+      if (p_->nt_edges[e].first == rule) Add({p.rule, p_->nt_edges[e].second, origin(), p.depth});
+    }
+    return;
+  }
+  if (pr.child != rule) return;
+  if (pr.max != CfgProgram::kUnbounded && p.state >= pr.max) return;
+  std::int32_t c = p.state + 1;
+  // Unbounded: counts past min behave alike; cap so the state space stays finite.
+  if (pr.max == CfgProgram::kUnbounded && c > pr.min) c = pr.min;
+  const EarleyItem next{p.rule, c, origin(), p.depth};
+  if (c >= SaturatesFrom(p.rule)) {
+    AddSaturated(next);
+  } else {
+    Add(next);
+  }
+}
+
+void EarleyParser::Complete(std::int32_t rule, std::int32_t origin, std::int32_t k) {
+  if (origin < 0) {
+    meta_[k].flags |= 1;
+    return;
+  }
+  // Items with an origin past set 0 took it from OriginOf, whose entry lists the origin's items
+  // waiting on the rule: no scan of the whole origin set (which, completed into at every byte,
+  // would cost its size per byte).
+  if (const std::int32_t h = HeadEntry(origin, rule); h >= 0) {
+    const std::size_t n = origins_[h].waiting.size();
+    step_items_ += static_cast<std::int64_t>(n);
+    for (std::size_t w = 0; w < n; ++w) {
+      const EarleyItem p = items_[origins_[h].waiting[w]];  // (origins_ may grow in AdvanceOver)
+      AdvanceOver(p, rule, origin);
+    }
+    return;
+  }
+  const std::size_t b = set_begin_[origin];
+  const std::size_t e = origin + 1 < num_sets() ? set_begin_[origin + 1] : items_.size();
+  // A big origin set whose scans mostly find nothing waiting (a chain of nested rules closing at
+  // once, each waited on by one item) gets its index once the scans have wasted a few times
+  // its size; one whose items mostly wait on what completes (a counter item per count) is
+  // scanned: the index would cost more than it saves.
+  if (e - b > kIndexWaiting &&
+      ((meta_[origin].flags & 4) != 0 || meta_[origin].wasted > kWasteBeforeIndex * (e - b))) {
+    const auto& index = WaitingIndex(origin);
+    std::size_t w = static_cast<std::size_t>(
+        std::lower_bound(index.begin(), index.end(), std::make_pair(rule, std::int32_t{-1})) -
+        index.begin());
+    const std::size_t first = w;
+    // (A copy of each item: AdvanceOver adds to items_. It never grows meta_.)
+    for (; w < index.size() && index[w].first == rule; ++w) {
+      const EarleyItem p = items_[index[w].second];
+      AdvanceOver(p, rule, origin);
+    }
+    step_items_ += static_cast<std::int64_t>(w - first) + 1;
+    return;
+  }
+  step_items_ += static_cast<std::int64_t>(e - b);
+  const std::size_t before = items_.size();
+  for (std::size_t j = b; j < e; ++j) {
+    const EarleyItem p = items_[j];
+    AdvanceOver(p, rule, origin);
+  }
+  if (e - b > kIndexWaiting) {
+    meta_[origin].wasted += (e - b) - std::min(e - b, items_.size() - before);
+  }
+}
+
+const std::vector<std::pair<std::int32_t, std::int32_t>>& EarleyParser::WaitingIndex(
+    std::int32_t o) {
+  SetMeta& meta = meta_[o];
+  if ((meta.flags & 4) != 0) return meta.waiting;
+  meta.flags |= 4;
+  meta.waiting.clear();
+  const std::int32_t base = set_begin_[o];
+  const std::span<const EarleyItem> items = set(o);
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    const EarleyItem& q = items[i];
+    const CfgProgram::RuleInfo& r = p_->rules[q.rule];
+    const std::int32_t idx = base + static_cast<std::int32_t>(i);
+    if (r.kind == CfgProgram::RuleKind::kDfa) {
+      for (std::int32_t e = p_->nt_begin[q.state]; e < p_->nt_begin[q.state + 1]; ++e) {
+        meta.waiting.push_back({p_->nt_edges[e].first, idx});
+      }
+    } else if (r.max == CfgProgram::kUnbounded || q.state < r.max) {
+      meta.waiting.push_back({r.child, idx});
+    }
+  }
+  step_items_ += static_cast<std::int64_t>(items.size());
+  std::sort(meta.waiting.begin(), meta.waiting.end());
+  meta.waiting.erase(std::unique(meta.waiting.begin(), meta.waiting.end()), meta.waiting.end());
+  return meta.waiting;
+}
+
+std::int32_t EarleyParser::HeadEntry(std::int32_t o, std::int32_t rule) const {
+  if (o <= 0) return -1;
+  for (std::int32_t e = meta_[o].origin_head; e >= 0; e = origins_[e].next_in_set) {
+    if (origins_[e].rule == rule) return origins_[e].keyed && origins_[e].rep == o ? e : -1;
+  }
+  return -1;
+}
+
+void EarleyParser::Closure(std::int32_t k, bool budgeted) {
+  for (std::size_t i = cur_begin_; i < items_.size() && !(budgeted && OverBudget()); ++i) {
+    closure_end_ = i + 1;
+    const EarleyItem it = items_[i];
+    const CfgProgram::RuleInfo& r = p_->rules[it.rule];
+    if (r.kind == CfgProgram::RuleKind::kDfa) {
+      const StateId s = it.state;
+      if (p_->accepting[s] && it.origin != k) Complete(it.rule, it.origin, k);
+      for (std::int32_t e = p_->nt_begin[s]; e < p_->nt_begin[s + 1]; ++e) {
+        const auto [sub, target] = p_->nt_edges[e];
+        Predict(sub, k, it.depth + 1);
+        if (p_->rules[sub].nullable) Add({it.rule, target, it.origin, it.depth});
+      }
+    } else {
+      if (ItemAccepting(it) && it.origin != k) Complete(it.rule, it.origin, k);
+      if (r.max == CfgProgram::kUnbounded || it.state < r.max) Predict(r.child, k, it.depth + 1);
+    }
+  }
+}
+
+// --- origin classes ------------------------------------------------------------------------------
+//
+// The future of an item (R, s, o) after it completes R is decided by the items of o that wait on
+// R: advanced over R, they go on in the set where R completed. Those of them that were predicted
+// in o itself (origin o, written kSelf in the key) later complete into o again, through o's
+// items waiting on their own rules; the key follows that chain, so it holds every item of o the
+// item's future can reach. Two sets with equal keys for R give (R, s, o1) and (R, s, o2) the same
+// future (the map o1 -> o2 is a bisimulation of the parses), so the item keeps one origin: the
+// first set of its class. Depths are part of the key, so the nesting limit sees the same depths.
+// Set 0 is never merged: its root item has an implicit bottom waiting on it that no key shows.
+
+void EarleyParser::OriginKey(std::int32_t o, std::int32_t rule, std::int32_t depth,
+                             std::vector<std::int32_t>& key, std::vector<std::int32_t>* waiting) {
+  key.clear();
+  key.push_back(rule);
+  key.push_back(depth);
+  rel_.assign(1, rule);
+  const std::span<const EarleyItem> items = set(o);
+  const std::int32_t base = set_begin_[o];
+  for (std::size_t r = 0; r < rel_.size(); ++r) {
+    const std::int32_t y = rel_[r];
+    tuples_.clear();
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      const EarleyItem& q = items[i];
+      if (!WaitsOn(q, y)) continue;
+      tuples_.push_back({q.rule, q.state, q.origin == o ? kSelf : q.origin, q.depth,
+                         base + static_cast<std::int32_t>(i)});
+    }
+    step_items_ += static_cast<std::int64_t>(items.size());
+    // (Sets list their items in the order they were made, mostly sorted already.)
+    if (!std::is_sorted(tuples_.begin(), tuples_.end())) std::sort(tuples_.begin(), tuples_.end());
+    if (r == 0 && waiting != nullptr) {
+      waiting->clear();
+      for (const auto& t : tuples_) waiting->push_back(t[4]);
+    }
+    key.push_back(y);
+    key.push_back(static_cast<std::int32_t>(tuples_.size()));
+    for (const auto& t : tuples_) key.insert(key.end(), t.begin(), t.begin() + 4);
+    // In sorted order, so that equal sets describe their rules in the same order.
+    for (const auto& t : tuples_) {
+      if (t[2] == kSelf && std::find(rel_.begin(), rel_.end(), t[0]) == rel_.end()) {
+        rel_.push_back(t[0]);
+      }
+    }
+  }
+}
+
+bool EarleyParser::KeyWithin(const std::vector<std::int32_t>& a,
+                             const std::vector<std::int32_t>& b) {
+  if (a[0] != b[0] || a[1] != b[1]) return false;
+  std::size_t i = 2, j = 2;
+  auto less = [](const std::int32_t* x, const std::int32_t* y) {
+    return std::lexicographical_compare(x, x + 4, y, y + 4);
+  };
+  // Every group of a (a rule and its waiting items) within b's group for the same rule, b's
+  // groups in the same order (b may describe more rules after them).
+  while (i < a.size()) {
+    if (j >= b.size() || a[i] != b[j]) return false;
+    const std::size_t ea = i + 2 + 4 * static_cast<std::size_t>(a[i + 1]);
+    const std::size_t eb = j + 2 + 4 * static_cast<std::size_t>(b[j + 1]);
+    std::size_t ib = j + 2;
+    for (std::size_t ia = i + 2; ia < ea; ia += 4) {
+      while (ib < eb && less(&b[ib], &a[ia])) ib += 4;
+      if (ib >= eb || !std::equal(&a[ia], &a[ia] + 4, &b[ib])) return false;
+      ib += 4;
+    }
+    i = ea;
+    j = eb;
+  }
+  return true;
+}
+
+std::int32_t EarleyParser::OriginOf(std::int32_t o, std::int32_t rule, std::int32_t depth) {
+  if (o <= 0) return o;
+  for (std::int32_t e = meta_[o].origin_head; e >= 0; e = origins_[e].next_in_set) {
+    if (origins_[e].rule == rule && origins_[e].depth == depth) return origins_[e].rep;
+  }
+  // Origins multiply when a rule is predicted again while an earlier instance of it is still
+  // open (a body that restarts at every byte, a counter inside a counter, left recursion): set o
+  // then holds an item of the rule from an earlier origin that can still go on (one at the end
+  // of its automaton, `"x"?` after its x, only completes). Otherwise the items keep o, unkeyed.
+  // (MayRepeat, a per-set filter, keeps most callers from getting here at all: a JSON value or
+  // string predicted once costs a filter test.)
+  const std::span<const EarleyItem> items = set(o);
+  const bool repeated = std::any_of(items.begin(), items.end(), [&](const EarleyItem& q) {
+    return q.rule == rule && q.origin != o && ItemHasFuture(q);
+  });
+  step_items_ += static_cast<std::int64_t>(items.size());
+  std::int32_t e;
+  if (!origin_free_.empty()) {
+    e = origin_free_.back();
+    origin_free_.pop_back();
+  } else {
+    e = static_cast<std::int32_t>(origins_.size());
+    origins_.emplace_back();
+  }
+  // Lists entry e in set o's entries.
+  auto link = [&](std::uint64_t hash, std::int32_t rep, bool keyed) -> OriginEntry& {
+    OriginEntry& entry = origins_[e];
+    entry.hash = hash;
+    entry.set = o;
+    entry.rule = rule;
+    entry.depth = depth;
+    entry.rep = rep;
+    entry.next_in_set = meta_[o].origin_head;
+    entry.next_in_bucket = -1;
+    entry.keyed = keyed;
+    meta_[o].origin_head = e;
+    return entry;
+  };
+  if (!repeated) {
+    link(0, o, false);
+    return o;
+  }
+  OriginKey(o, rule, depth, key_a_, &waiting_a_);
+  const std::uint64_t h = KeyHash(key_a_);
+  std::int32_t rep = o;
+  if (!origin_buckets_.empty()) {
+    const std::size_t m = origin_buckets_.size() - 1;
+    for (std::int32_t e = origin_buckets_[h & m]; e >= 0; e = origins_[e].next_in_bucket) {
+      const OriginEntry& c = origins_[e];
+      // Only earlier sets: a representative never outlives the sets that use it.
+      if (c.hash == h && c.rule == rule && c.depth == depth && c.set < o && c.key == key_a_) {
+        rep = c.set;
+        break;
+      }
+    }
+  }
+  if (rep == o && 2 * (origin_heads_ + 1) > static_cast<std::int32_t>(origin_buckets_.size())) {
+    GrowOriginBuckets();  // (before e is listed: it is chained below)
+  }
+  OriginEntry& entry = link(h, rep, true);
+  if (rep == o) {
+    entry.key.swap(key_a_);
+    entry.waiting.swap(waiting_a_);
+    const std::size_t m = origin_buckets_.size() - 1;
+    entry.next_in_bucket = origin_buckets_[h & m];
+    origin_buckets_[h & m] = e;
+    ++origin_heads_;
+  }
+  return rep;
+}
+
+void EarleyParser::UnlinkOrigin(std::int32_t e) {
+  const std::size_t m = origin_buckets_.size() - 1;
+  std::int32_t* link = &origin_buckets_[origins_[e].hash & m];
+  while (*link != e) link = &origins_[*link].next_in_bucket;
+  *link = origins_[e].next_in_bucket;
+  --origin_heads_;
+}
+
+void EarleyParser::GrowOriginBuckets() {
+  origin_buckets_.assign(std::max<std::size_t>(64, 2 * origin_buckets_.size()), -1);
+  const std::size_t m = origin_buckets_.size() - 1;
+  for (std::int32_t s = 0; s < num_sets(); ++s) {
+    for (std::int32_t e = meta_[s].origin_head; e >= 0; e = origins_[e].next_in_set) {
+      if (!origins_[e].keyed || origins_[e].rep != s) continue;
+      origins_[e].next_in_bucket = origin_buckets_[origins_[e].hash & m];
+      origin_buckets_[origins_[e].hash & m] = e;
+    }
+  }
+}
+
+// Items a byte carries on with equal (rule, state) and origins o1, o2: when o1's key is within
+// o2's (every item o1 has waiting, o2 has too), the parses from (R, s, o1) are among those from
+// (R, s, o2), and the first item is dropped. Sets after a long run of a body that can restart
+// at every byte (`([^x]+){300,400}`: set o holds counts 1..o) keep one such item, not one per
+// origin. Only scanned items are compared (the kernel, before Closure has run).
+void EarleyParser::SubsumeScanned() {
+  const std::size_t n = items_.size() - cur_begin_;
+  if (n <= kPairwiseItems) {
+    // Most steps carry a few items, none two with one (rule, state).
+    bool repeat = false;
+    for (std::size_t i = cur_begin_ + 1; i < items_.size() && !repeat; ++i) {
+      for (std::size_t j = cur_begin_; j < i && !repeat; ++j) {
+        repeat = items_[i].rule == items_[j].rule && items_[i].state == items_[j].state;
+      }
+    }
+    if (!repeat) return;
+  } else if (n <= kQuickFilterItems) {
+    // A 64-slot filter finds the repeats (it may miss some, which only leaves items in).
+    seen_.fill(~std::uint64_t{0});
+    bool repeat = false;
+    for (std::size_t i = cur_begin_; i < items_.size() && !repeat; ++i) {
+      const std::uint64_t key = (static_cast<std::uint64_t>(items_[i].rule) << 32) |
+                                static_cast<std::uint32_t>(items_[i].state);
+      std::uint64_t& slot = seen_[(key * 0x9E3779B97F4A7C15ull) >> 58];
+      repeat = slot == key;
+      slot = key;
+    }
+    if (!repeat) return;
+  }
+  groups_.clear();
+  for (std::size_t i = cur_begin_; i < items_.size(); ++i) {
+    groups_.push_back({items_[i].rule, items_[i].state, static_cast<std::int32_t>(i)});
+  }
+  std::sort(groups_.begin(), groups_.end());
+  bool dropped_any = false;
+  for (std::size_t g = 0; g < groups_.size();) {
+    std::size_t end = g + 1;
+    while (end < groups_.size() && groups_[end][0] == groups_[g][0] &&
+           groups_[end][1] == groups_[g][1]) {
+      ++end;
+    }
+    // Members: items with a keyed origin (their origin's representative entry holds the key).
+    members_.clear();
+    member_entry_.clear();
+    for (std::size_t x = g; x < end; ++x) {
+      const EarleyItem& it = items_[groups_[x][2]];
+      const std::int32_t h = HeadEntry(it.origin, it.rule);
+      if (h < 0) continue;
+      members_.push_back(groups_[x][2]);
+      member_entry_.push_back(h);
+    }
+    g = end;
+    if (members_.size() < 2) continue;
+    auto key = [&](std::size_t x) -> const std::vector<std::int32_t>& {
+      return origins_[member_entry_[x]].key;
+    };
+    // Candidates: the members with the largest keys (a key within another is not longer).
+    order_.resize(members_.size());
+    for (std::size_t x = 0; x < order_.size(); ++x) order_[x] = x;
+    std::sort(order_.begin(), order_.end(), [&](std::size_t a, std::size_t b) {
+      return key(a).size() > key(b).size() || (key(a).size() == key(b).size() && a < b);
+    });
+    const std::size_t nc = std::min(order_.size(), kSubsumeCandidates);
+    drop_.assign(members_.size(), 0);
+    for (std::size_t x = 0; x < members_.size(); ++x) {
+      for (std::size_t c = 0; c < nc; ++c) {
+        const std::size_t y = order_[c];
+        if (y == x || drop_[y]) continue;
+        step_items_ += static_cast<std::int64_t>(key(x).size() / 4);
+        // Equal keys (origins merged under different representatives): keep the first.
+        if (KeyWithin(key(x), key(y)) && (key(x) != key(y) || y < x)) {
+          drop_[x] = 1;
+          break;
+        }
+      }
+    }
+    for (std::size_t x = 0; x < members_.size(); ++x) {
+      if (!drop_[x]) continue;
+      items_[members_[x]].rule = -1;
+      dropped_any = true;
+    }
+  }
+  if (!dropped_any) return;
+  std::size_t w = cur_begin_;
+  for (std::size_t i = cur_begin_; i < items_.size(); ++i) {
+    if (items_[i].rule >= 0) items_[w++] = items_[i];
+  }
+  items_.resize(w);
+  if (items_.size() - cur_begin_ > kLinearLimit) {
+    RebuildTable();
+  } else {
+    table_active_ = false;
+  }
+  // (A pushed completion's kernel holds counter items too.)
+  saturated_.clear();
+  for (std::size_t i = cur_begin_; i < items_.size(); ++i) {
+    if (items_[i].state >= SaturatesFrom(items_[i].rule)) {
+      saturated_.push_back(static_cast<std::int32_t>(i));
+    }
+  }
+}
+
+// --- steps ---------------------------------------------------------------------------------------
+
+bool EarleyParser::MayRepeat(std::int32_t o, std::int32_t rule) {
+  constexpr std::size_t kExactOlder = 8;
+  SetMeta& meta = meta_[o];
+  if ((meta.older >> 63) == 0) {
+    meta.older = std::uint64_t{1} << 63;
+    std::vector<std::int32_t>& rules = rel_;  // (scratch; OriginKey refills it)
+    rules.clear();
+    for (const EarleyItem& q : set(o)) {
+      if (q.origin != o && ItemHasFuture(q)) {
+        meta.older |= std::uint64_t{1} << (q.rule % 63);
+        rules.push_back(q.rule);
+      }
+    }
+    step_items_ += static_cast<std::int64_t>(set(o).size());
+    if (rules.size() > kExactOlder) {
+      std::sort(rules.begin(), rules.end());
+      rules.erase(std::unique(rules.begin(), rules.end()), rules.end());
+      if (rules.size() > kExactOlder) meta.older_rules.assign(rules.begin(), rules.end());
+    }
+  }
+  if (((meta.older >> (rule % 63)) & 1) == 0) return false;
+  return meta.older_rules.empty() ||
+         std::binary_search(meta.older_rules.begin(), meta.older_rules.end(), rule);
+}
+
+bool EarleyParser::FinishStep(std::int32_t k) {
+  // (Only items whose origins are keyed representatives are compared.)
+  if (origin_heads_ > 0 && items_.size() - cur_begin_ >= 2) SubsumeScanned();
+  if (!EndSet()) return false;
+  Closure(k, /*budgeted=*/true);
+  if (OverBudget()) {
+    items_exceeded_ = true;
+    PopTo(k);
+    return false;
+  }
+  return true;
+}
+
+void EarleyParser::InitRoot() {
+  Reset();
+  BeginSet();
+  const CfgProgram::RuleInfo& r = p_->rules[p_->root];
+  Add({p_->root, r.start, 0, 0});
+  Closure(0, /*budgeted=*/false);  // bounded by the grammar, not by the input
+}
+
+void EarleyParser::InitLocal(std::int32_t rule, std::int32_t state, std::int32_t depth) {
+  Reset();
+  BeginSet();
+  Add({rule, state, -1, depth});
+  Closure(0, /*budgeted=*/false);
+}
+
+bool EarleyParser::StepByte(std::uint8_t b) {
+  const std::int32_t prev = num_sets() - 1;
+  const std::size_t pb = set_begin_[prev], pe = items_.size();
+  BeginSet();
+  const std::int32_t cls = p_->byte_class[b];
+  const std::int32_t nc = p_->num_classes;
+  for (std::size_t j = pb; j < pe; ++j) {
+    const EarleyItem it = items_[j];
+    if (p_->rules[it.rule].kind != CfgProgram::RuleKind::kDfa) continue;
+    const StateId t = p_->next[static_cast<std::size_t>(it.state) * nc + cls];
+    if (t == CfgProgram::kDead) continue;
+    // Items predicted in prev take their origin class's representative when they leave it.
+    const std::int32_t origin = it.origin == prev && prev > 0 && MayRepeat(prev, it.rule)
+                                    ? OriginOf(prev, it.rule, it.depth)
+                                    : it.origin;
+    Add({it.rule, t, origin, it.depth});
+  }
+  return FinishStep(prev + 1);
+}
+
+bool EarleyParser::StepSpecial(std::int32_t special_index) {
+  const std::int32_t prev = num_sets() - 1;
+  const std::size_t pb = set_begin_[prev], pe = items_.size();
+  BeginSet();
+  for (std::size_t j = pb; j < pe; ++j) {
+    const EarleyItem it = items_[j];
+    if (p_->rules[it.rule].kind != CfgProgram::RuleKind::kDfa) continue;
+    for (std::int32_t e = p_->sp_begin[it.state]; e < p_->sp_begin[it.state + 1]; ++e) {
+      if (p_->sp_edges[e].first == special_index) {
+        const std::int32_t origin = it.origin == prev && prev > 0 && MayRepeat(prev, it.rule)
+                                        ? OriginOf(prev, it.rule, it.depth)
+                                        : it.origin;
+        Add({it.rule, p_->sp_edges[e].second, origin, it.depth});
+      }
+    }
+  }
+  return FinishStep(prev + 1);
+}
+
+bool EarleyParser::PushCompletion(std::int32_t rule, std::int32_t origin) {
+  const std::int32_t k = num_sets();
+  BeginSet();
+  Complete(rule, origin, k);
+  return FinishStep(k);
+}
+
+bool EarleyParser::CanEnd() const {
+  const std::int32_t k = num_sets() - 1;
+  for (const EarleyItem& it : set(k)) {
+    if (it.rule == p_->root && it.origin == 0 && ItemAccepting(it)) return true;
+  }
+  return false;
+}
+
+}  // namespace lockstep

@@ -1,0 +1,231 @@
+// EarleyParser: the byte-level recogniser of a CfgProgram. One Earley set per byte consumed;
+// items are (rule, state, origin set). Items point back at their origin sets, so the sets form
+// a graph-structured stack shared by every parse alive at once: ambiguity and left recursion
+// cost nothing special, and rolling back is truncating the set stack. Nullable rules follow
+// Aycock & Horspool (advance over a nullable rule when predicting it). No recursion anywhere:
+// nesting depth is bounded by an option, never by the C++ stack.
+//
+// Local mode (InitLocal) starts from a single item whose origin is the "bottom" (-1): the
+// parse of one rule position in isolation, used to precompute token classes per position.
+// When that item's rule completes, the set is marked (bottom_completed) instead of continuing.
+//
+// Bounded sets under repetition. A counted repetition of a body that can restart at every byte
+// (`([^x]+){0,99}`) or match empty would keep one body item per origin set and one counter item
+// per count, so every set would grow with the input. Three rules keep items whose futures are
+// contained in another's out of the sets; each keeps the recognised language, and with it every
+// mask, exactly as it was (docs/grammars.md, "Bounded sets"):
+//   - saturated counts: of the counter items (C, c, j) with c past the minimum (any c when the
+//     body is nullable), only the smallest count is kept: the future C^{0..max-c} shrinks as c
+//     grows;
+//   - merged origins: an item leaving the set o where its rule was predicted takes as its origin
+//     the earliest set whose items waiting on that rule (and on the rules those predicted items
+//     complete into) are the same as o's; equal waiting items mean equal futures. Only rules
+//     repeated while an earlier instance is open (o holds an item of the rule from an earlier
+//     origin) are keyed so; the others, a JSON value predicted once, keep o at no cost;
+//   - subsumed origins: of the items a byte carries on with equal (rule, state) and origins o1,
+//     o2, the one whose origin's waiting items are a subset of the other's is dropped.
+// A per-step budget (max_step_items) bounds what is left: a byte (or special token, or pushed
+// completion) whose step creates or visits more items than that fails (items_exceeded), never a
+// hang.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <vector>
+
+#include "automata/cfg/cfg_program.h"
+
+namespace lockstep {
+
+struct EarleyItem {
+  std::int32_t rule;
+  std::int32_t state;   // kDfa: global DFA state; kCounter: repetitions done so far
+  std::int32_t origin;  // set where the rule was predicted; -1: the bottom (local mode)
+  std::int32_t depth;   // prediction depth (root = 0)
+};
+
+class EarleyParser {
+ public:
+  static constexpr std::int64_t kNoItemLimit = std::numeric_limits<std::int64_t>::max();
+  // max_step_items: items one step may create or visit (see items_exceeded).
+  EarleyParser(const CfgProgram* program, std::int32_t max_depth,
+               std::int64_t max_step_items = kNoItemLimit);
+
+  void InitRoot();
+  void InitLocal(std::int32_t rule, std::int32_t state, std::int32_t depth);
+
+  // Each appends one set and returns true, or returns false and leaves the parser unchanged.
+  bool StepByte(std::uint8_t b);
+  bool StepSpecial(std::int32_t special_index);
+  // A set holding the items of set `origin` that wait on `rule`, advanced over it (the parse
+  // right after `rule` completes with that origin), closed.
+  bool PushCompletion(std::int32_t rule, std::int32_t origin);
+  void PopTo(std::int32_t num_sets);
+
+  std::int32_t num_sets() const { return static_cast<std::int32_t>(set_begin_.size()); }
+  std::span<const EarleyItem> set(std::int32_t k) const {
+    std::size_t e = k + 1 < num_sets() ? set_begin_[k + 1] : items_.size();
+    return {items_.data() + set_begin_[k], items_.data() + e};
+  }
+  // Kernel items of set k: those not created by prediction in k. Every parse path from set k
+  // starts in the closure of a kernel item.
+  bool IsKernel(std::int32_t k, const EarleyItem& it) const {
+    return it.origin < k || (k == 0 && &it == items_.data() + set_begin_[0]);
+  }
+  bool ItemAccepting(const EarleyItem& it) const;
+  // Whether the item can still consume something (bytes, specials or a rule).
+  bool ItemHasFuture(const EarleyItem& it) const;
+  bool CanEnd() const;
+  bool bottom_completed(std::int32_t k) const { return (meta_[k].flags & 1) != 0; }
+  // Some prediction in set k was dropped because of max_depth.
+  bool truncated(std::int32_t k) const { return (meta_[k].flags & 2) != 0; }
+  // A prediction was dropped because of max_depth since the last ClearLimitFlags.
+  bool depth_exceeded() const { return depth_exceeded_; }
+  // A step failed because it would have created or visited more than max_step_items items,
+  // since the last ClearLimitFlags.
+  bool items_exceeded() const { return items_exceeded_; }
+  void ClearLimitFlags() {
+    depth_exceeded_ = false;
+    items_exceeded_ = false;
+  }
+  std::int32_t max_depth() const { return max_depth_; }
+  std::int64_t max_step_items() const { return max_step_items_; }
+  const CfgProgram& program() const { return *p_; }
+  std::size_t MemoryBytes() const {
+    return items_.capacity() * sizeof(EarleyItem) + set_begin_.capacity() * sizeof(std::int32_t) +
+           meta_.capacity() * sizeof(SetMeta) + origins_.capacity() * sizeof(OriginEntry) +
+           origin_buckets_.capacity() * sizeof(std::int32_t);
+  }
+
+ private:
+  // Origin classes (merged origins). One entry per (set, rule) whose items left that set: the
+  // set's representative for the rule (itself or an earlier set with the same waiting items).
+  // Entries of a set are listed from meta_[set].origin_head; representatives that are their own set
+  // are also chained in origin_buckets_ by the hash of their key. Entries of popped sets are
+  // freed, and a representative is never later than its set, so none outlives its set.
+  struct OriginEntry {
+    std::uint64_t hash = 0;
+    std::int32_t set = 0, rule = 0, depth = 0, rep = 0;
+    std::int32_t next_in_set = -1;
+    std::int32_t next_in_bucket = -1;
+    // False: the set held no item of `rule` from an earlier origin, so its items of the rule
+    // keep it as their origin without a key (the common case, see OriginOf).
+    bool keyed = false;
+    // Representatives only (rep == set): the key, and the indices (into items_) of the set's
+    // items waiting on `rule`, which a completion of `rule` into the set advances. (Kept when
+    // the entry is freed: reused entries do not allocate again.)
+    std::vector<std::int32_t> key;
+    std::vector<std::int32_t> waiting;
+  };
+  static constexpr std::int32_t kSelf = -2;  // an origin that is the keyed set itself
+
+  void Reset();
+  void BeginSet();
+  bool EndSet();  // closes the set under construction; false (and discarded) if empty
+  void Add(const EarleyItem& it);
+  void Append(const EarleyItem& it);  // no dedupe: appends and indexes
+  void RebuildTable();
+  // A counter item whose count is past the point where counts saturate.
+  void AddSaturated(const EarleyItem& it);
+  // budgeted: stops once the step is over budget (the step is then abandoned).
+  void Closure(std::int32_t k, bool budgeted);
+  void Complete(std::int32_t rule, std::int32_t origin, std::int32_t k);
+  void Predict(std::int32_t rule, std::int32_t k, std::int32_t depth);
+  // Advances `p`, an item of set `from`, over a completed `rule`; appends to the current set.
+  void AdvanceOver(const EarleyItem& p, std::int32_t rule, std::int32_t from);
+  // Count from which counter items of `rule` saturate (INT32_MAX: never, a DFA rule).
+  std::int32_t SaturatesFrom(std::int32_t rule) const {
+    const CfgProgram::RuleInfo& r = p_->rules[rule];
+    if (r.kind != CfgProgram::RuleKind::kCounter) return std::numeric_limits<std::int32_t>::max();
+    return p_->rules[r.child].nullable ? 0 : r.min;
+  }
+  bool WaitsOn(const EarleyItem& q, std::int32_t rule) const;
+  // Whether set o may hold an item of `rule` from an earlier origin (no: its items of the rule
+  // keep o as their origin, see OriginOf).
+  bool MayRepeat(std::int32_t o, std::int32_t rule);
+  // SetMeta::waiting of set o, built on first need.
+  const std::vector<std::pair<std::int32_t, std::int32_t>>& WaitingIndex(std::int32_t o);
+  // The origin an item of `rule` (at `depth`) predicted in set o takes when it leaves o.
+  std::int32_t OriginOf(std::int32_t o, std::int32_t rule, std::int32_t depth);
+  // What the future of an item (rule, *, o) depends on: for `rule` and every rule that o's
+  // waiting items predicted in o itself complete into, o's items waiting on it (origin o
+  // written kSelf), sorted. Equal keys: equal futures; a key within another (each group a
+  // subset): a future within the other's.
+  // `waiting`, if given, receives the indices of o's items waiting on `rule` itself.
+  void OriginKey(std::int32_t o, std::int32_t rule, std::int32_t depth,
+                 std::vector<std::int32_t>& key, std::vector<std::int32_t>* waiting = nullptr);
+  // The keyed representative entry of set o for `rule` (-1: none).
+  std::int32_t HeadEntry(std::int32_t o, std::int32_t rule) const;
+  static bool KeyWithin(const std::vector<std::int32_t>& a, const std::vector<std::int32_t>& b);
+  void UnlinkOrigin(std::int32_t e);
+  void GrowOriginBuckets();
+  // Drops the scanned items of the set under construction whose futures another one holds.
+  void SubsumeScanned();
+  // Closes the set under construction (k) after its scan; false (and discarded) if it is empty
+  // or the step went over budget.
+  bool FinishStep(std::int32_t k);
+  // The step's items so far (those it created, and those it visited) are past max_step_items:
+  // the step is abandoned.
+  bool OverBudget() const {
+    return step_items_ + static_cast<std::int64_t>(items_.size() - cur_begin_) > max_step_items_;
+  }
+
+  const CfgProgram* p_;
+  std::int32_t max_depth_;
+  std::int64_t max_step_items_;
+  // Items visited by the step under way (completions' waiting items, keys' sets, repeated
+  // predictions); with the items it created, its cost.
+  std::int64_t step_items_ = 0;
+  bool depth_exceeded_ = false;
+  bool items_exceeded_ = false;
+  std::vector<EarleyItem> items_;
+  std::vector<std::int32_t> set_begin_;
+  struct SetMeta {
+    // Bit r % 63: the set may hold an item of rule r from an earlier origin that can still go
+    // on (a rule repeated while an earlier instance is open; see OriginOf); bit 63: computed
+    // (on first need).
+    std::uint64_t older = 0;
+    // When more than kExactOlder rules set bits (a set inside a long list of optional members,
+    // each its own rule, saturates the 63 bits), the exact rules, sorted: without them every item
+    // leaving the set looked its origin up (a scan of the set each), quadratic per byte.
+    std::vector<std::int32_t> older_rules;
+    // A set of more than kIndexWaiting items whose scans wasted kWasteBeforeIndex times its
+    // size: (rule, item) for every item that waits on the rule, sorted. A chain of nested rules
+    // completing in one step (a long list of optional members, each its own rule) scanned the
+    // whole origin set per completion.
+    std::vector<std::pair<std::int32_t, std::int32_t>> waiting;
+    std::int32_t origin_head = -1;  // its origin entries
+    std::uint8_t flags = 0;         // 1 = bottom completed, 2 = truncated, 4 = waiting built
+    std::size_t wasted = 0;  // items its scans passed over without adding one (until indexed)
+  };
+  std::vector<SetMeta> meta_;  // per set
+  // Dedupe of the set under construction: linear scan while small, then a hash table.
+  std::vector<std::int32_t> table_;
+  bool table_active_ = false;
+  std::size_t cur_begin_ = 0;
+  std::size_t closure_end_ = 0;  // Closure has processed (or is processing) the items below it
+  // Saturated counter items of the set under construction (indices into items_).
+  std::vector<std::int32_t> saturated_;
+  // Per rule: the step (set_stamp_) in which it was last predicted. A set's predictions of a
+  // rule are one item, and a few hundred counter items predicting one body each cost a compare.
+  std::vector<std::uint32_t> predicted_;
+  std::uint32_t set_stamp_ = 0;
+
+  // Origin classes.
+  std::vector<OriginEntry> origins_;
+  std::vector<std::int32_t> origin_free_;
+  std::vector<std::int32_t> origin_buckets_;  // power of two
+  std::int32_t origin_heads_ = 0;
+  // Scratch.
+  std::vector<std::int32_t> key_a_, waiting_a_, rel_;
+  std::vector<std::array<std::int32_t, 5>> tuples_;  // (rule, state, origin, depth, index)
+  std::vector<std::array<std::int32_t, 3>> groups_;
+  std::vector<std::int32_t> members_, member_entry_;
+  std::vector<std::size_t> order_;
+  std::vector<std::uint8_t> drop_;
+  std::array<std::uint64_t, 64> seen_{};
+};
+
+}  // namespace lockstep

@@ -1,0 +1,621 @@
+#include "automata/cfg/position_key.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+
+namespace lockstep {
+namespace {
+
+std::uint64_t Fmix(std::uint64_t x) {
+  x ^= x >> 30;
+  x *= 0xBF58476D1CE4E5B9ull;
+  x ^= x >> 27;
+  x *= 0x94D049BB133111EBull;
+  x ^= x >> 31;
+  return x;
+}
+
+// Two independent 64-bit lanes over a stream of words. Every list in a stream is preceded by its
+// length and every reference by a tag, so a stream reads back one way only.
+struct Acc {
+  std::uint64_t a = 0x243F6A8885A308D3ull, b = 0x13198A2E03707344ull;
+  void Add(std::uint64_t x) {
+    a = Fmix(a ^ (x + 0x9E3779B97F4A7C15ull));
+    b = Fmix(b + x * 0xC2B2AE3D27D4EB4Full + 0x165667B19E3779F9ull);
+  }
+};
+
+enum : std::uint64_t {
+  kTagAcyclic = 0xA1,
+  kTagCyclic = 0xC1,
+  kTagCounter = 0xC0,
+  kTagRecursion = 0xBA,
+  kTagWholeRule = 0xB7,
+  kTagKey = 0x9051,
+  kTagSource = 0x5C,
+  kTagMember = 1,  // (a member of a cycle)
+  kTagExit = 2,
+};
+
+// Two lanes of 64x64->128 multiply-folds over the program's arrays, each array preceded by
+// its length in bytes.
+struct Fingerprinter {
+  std::uint64_t a = 0xA0761D6478BD642Full, b = 0xE7037ED1A0B428DBull;
+  static std::uint64_t Mum(std::uint64_t x, std::uint64_t y) {
+    const unsigned __int128 r = static_cast<unsigned __int128>(x) * y;
+    return static_cast<std::uint64_t>(r) ^ static_cast<std::uint64_t>(r >> 64);
+  }
+  void Block(std::uint64_t x, std::uint64_t y) {
+    a = Mum(x ^ 0x8EBC6AF09C88C6E3ull, y ^ a);
+    b = Mum(y ^ 0x589965CC75374CC3ull, x ^ b ^ 0x1D8E4E27C47D124Full);
+  }
+  void Bytes(const void* data, std::size_t n) {
+    Block(n, 0x9E3779B97F4A7C15ull);
+    const unsigned char* c = static_cast<const unsigned char*>(data);
+    std::size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+      std::uint64_t x, y;
+      std::memcpy(&x, c + i, 8);
+      std::memcpy(&y, c + i + 8, 8);
+      Block(x, y);
+    }
+    if (i < n) {
+      unsigned char tail[16] = {};
+      std::memcpy(tail, c + i, n - i);
+      std::uint64_t x, y;
+      std::memcpy(&x, tail, 8);
+      std::memcpy(&y, tail + 8, 8);
+      Block(x, y);
+    }
+  }
+  template <typename T>
+  void Vec(const std::vector<T>& v) {
+    Bytes(v.data(), v.size() * sizeof(T));
+  }
+};
+
+}  // namespace
+
+PositionKeyer::PositionKeyer(const CfgProgram* program) : p_(program) {
+  for (int b = 0; b < 256;) {
+    const std::int32_t c = p_->byte_class[b];
+    int e = b;
+    while (e + 1 < 256 && p_->byte_class[e + 1] == c) ++e;
+    class_runs_.push_back({b, e, c});
+    b = e + 1;
+  }
+  const std::int32_t nr = p_->NumRules();
+  rule_begin_.assign(nr + 1, 0);
+  for (StateId s = 0; s < p_->num_states; ++s) ++rule_begin_[p_->state_rule[s] + 1];
+  for (std::int32_t r = 0; r < nr; ++r) rule_begin_[r + 1] += rule_begin_[r];
+  rule_states_.resize(p_->num_states);
+  std::vector<std::int32_t> fill(rule_begin_.begin(), rule_begin_.end() - 1);
+  local_.resize(p_->num_states);
+  for (StateId s = 0; s < p_->num_states; ++s) {
+    const std::int32_t r = p_->state_rule[s];
+    local_[s] = fill[r] - rule_begin_[r];
+    rule_states_[fill[r]++] = s;
+  }
+  hash_.assign(p_->num_states, H{});
+  budget_ = kBudgetBase + kBudgetPerState * (static_cast<std::int64_t>(p_->num_states) +
+                                             static_cast<std::int64_t>(p_->nt_edges.size()));
+  rule_state_.assign(nr, 0);
+  counter_hash_.assign(nr, H{});
+  dependent_.assign(nr, Dependent{});
+  over_bounded_.assign(nr, 0);
+  class_bytes_begin_.assign(p_->num_classes + 1, 0);
+  for (const auto& r : class_runs_) ++class_bytes_begin_[r[2] + 1];
+  for (std::int32_t c = 0; c < p_->num_classes; ++c)
+    class_bytes_begin_[c + 1] += class_bytes_begin_[c];
+  class_bytes_.resize(class_runs_.size());
+  std::vector<std::int32_t> at(class_bytes_begin_.begin(), class_bytes_begin_.end() - 1);
+  for (const auto& r : class_runs_) {
+    class_bytes_[at[r[2]]++] = {static_cast<std::uint8_t>(r[0]), static_cast<std::uint8_t>(r[1])};
+  }
+}
+
+void PositionKeyer::RunsOf(StateId s, std::vector<Run>& runs) const {
+  runs.clear();
+  const StateId* row = p_->next.data() + static_cast<std::size_t>(s) * p_->num_classes;
+  constexpr int kSparseBytes = 48;
+  if (!p_->byte_first.empty()) {
+    // The bytes with a transition are known: a state with few of them (most states: a key's
+    // next letter, a digit, a quote) reads their runs off the bits in byte order, without a
+    // scan of the classes (a tool schema's program has 50-150 of them).
+    const std::array<std::uint64_t, 4>& bits = p_->byte_first[s];
+    int live = 0;
+    for (int w = 0; w < 4 && live <= kSparseBytes; ++w) {
+      for (std::uint64_t m = bits[w]; m != 0 && live <= kSparseBytes; m &= m - 1) ++live;
+    }
+    if (live <= kSparseBytes) {
+      for (int w = 0; w < 4; ++w) {
+        for (std::uint64_t m = bits[w]; m != 0; m &= m - 1) {
+          const int b = w * 64 + std::countr_zero(m);
+          const StateId t = row[p_->byte_class[b]];
+          if (!runs.empty() && runs.back().hi + 1 == b && runs.back().target == t) {
+            runs.back().hi = static_cast<std::uint8_t>(b);
+          } else {
+            runs.push_back({static_cast<std::uint8_t>(b), static_cast<std::uint8_t>(b), t});
+          }
+        }
+      }
+      return;
+    }
+  }
+  // Most states have a few live classes: their byte runs, sorted and merged. Otherwise every
+  // class run in byte order.
+  constexpr std::int32_t kSparse = 24;
+  std::int32_t live[kSparse];
+  std::int32_t nlive = 0;
+  for (std::int32_t c = 0; c < p_->num_classes && nlive <= kSparse; ++c) {
+    if (row[c] == CfgProgram::kDead) continue;
+    if (nlive < kSparse) live[nlive] = c;
+    ++nlive;
+  }
+  if (nlive <= kSparse) {
+    for (std::int32_t i = 0; i < nlive; ++i) {
+      const std::int32_t c = live[i];
+      for (std::int32_t k = class_bytes_begin_[c]; k < class_bytes_begin_[c + 1]; ++k) {
+        runs.push_back({class_bytes_[k][0], class_bytes_[k][1], row[c]});
+      }
+    }
+    std::sort(runs.begin(), runs.end(), [](const Run& x, const Run& y) { return x.lo < y.lo; });
+    std::size_t out = 0;
+    for (std::size_t i = 0; i < runs.size(); ++i) {
+      if (out > 0 && runs[out - 1].hi + 1 == runs[i].lo && runs[out - 1].target == runs[i].target) {
+        runs[out - 1].hi = runs[i].hi;
+      } else {
+        runs[out++] = runs[i];
+      }
+    }
+    runs.resize(out);
+    return;
+  }
+  // The class runs tile 0..255 in byte order: a run of bytes ends where the target changes.
+  StateId prev = CfgProgram::kDead;
+  int lo = 0;
+  const std::size_t nr = class_runs_.size();
+  for (std::size_t k = 0; k < nr; ++k) {
+    const StateId t = row[class_runs_[k][2]];
+    if (t == prev) continue;
+    const int at = class_runs_[k][0];
+    if (prev != CfgProgram::kDead) {
+      runs.push_back({static_cast<std::uint8_t>(lo), static_cast<std::uint8_t>(at - 1), prev});
+    }
+    prev = t;
+    lo = at;
+  }
+  if (prev != CfgProgram::kDead) runs.push_back({static_cast<std::uint8_t>(lo), 255, prev});
+}
+
+PositionKeyer::H PositionKeyer::RuleHash(std::int32_t rule) {
+  const CfgProgram::RuleInfo& r = p_->rules[rule];
+  if (rule_state_[rule] == 2)
+    return r.kind == CfgProgram::RuleKind::kCounter ? counter_hash_[rule] : hash_[r.start];
+  if (rule_state_[rule] == 1) {
+    const auto at = std::find(rule_stack_.rbegin(), rule_stack_.rend(), rule);
+    const std::int32_t up = static_cast<std::int32_t>(at - rule_stack_.rbegin());
+    Acc acc;
+    acc.Add(kTagRecursion);
+    acc.Add(static_cast<std::uint64_t>(up));
+    return {acc.a, acc.b, false, static_cast<std::int32_t>(rule_stack_.size()) - 1 - up};
+  }
+  const std::uint64_t below = stack_ids_.empty() ? 0 : stack_ids_.back();
+  if (dependent_[rule].stack_id != 0 && dependent_[rule].stack_id == below)
+    return dependent_[rule].h;
+  if (aborted_ || work_ > call_limit_) {
+    // This call's bound: give up without keeping anything about the rules in progress.
+    aborted_ = true;
+    return H{0, 0, true};
+  }
+  if (call_limit_ != INT64_MAX) {
+    // A bounded call (a fill's) does not start a rule it cannot finish: a Pass runs to its end,
+    // so a 2,000-state rule would cost a fill about 1 ms of hashing, many walks' worth. Such a
+    // rule, and the rules calling it, are left to an unbounded call (the background worker's,
+    // or none: their positions are walked, not shared); later bounded calls give up on them at
+    // once instead of hashing their callers again first.
+    const std::int64_t n = r.kind == CfgProgram::RuleKind::kCounter
+                               ? 0
+                               : PassWork(rule_begin_[rule + 1] - rule_begin_[rule]);
+    if (over_bounded_[rule] || work_ + n > call_limit_) {
+      over_bounded_[rule] = 1;
+      for (const std::int32_t caller : rule_stack_) over_bounded_[caller] = 1;
+      aborted_ = true;
+      return H{0, 0, true};
+    }
+  }
+  if (work_ > budget_) {
+    // Out of budget: no key for this rule, for good (its callers get none either).
+    if (r.kind == CfgProgram::RuleKind::kCounter) {
+      counter_hash_[rule] = H{0, 0, true};
+    } else {
+      for (std::int32_t i = rule_begin_[rule]; i < rule_begin_[rule + 1]; ++i)
+        hash_[rule_states_[i]] = H{0, 0, true};
+    }
+    rule_state_[rule] = 2;
+    return H{0, 0, true};
+  }
+  rule_state_[rule] = 1;
+  rule_stack_.push_back(rule);
+  stack_ids_.push_back(next_stack_id_++);
+  const std::int32_t level = static_cast<std::int32_t>(rule_stack_.size()) - 1;
+  H h;
+  if (r.kind == CfgProgram::RuleKind::kCounter) {
+    const H c = RuleHash(r.child);
+    h = c;
+    if (!c.none) {
+      Acc acc;
+      acc.Add(kTagCounter);
+      acc.Add(static_cast<std::uint32_t>(r.min));
+      acc.Add(static_cast<std::uint32_t>(r.max));
+      acc.Add(c.a);
+      acc.Add(c.b);
+      h = {acc.a, acc.b, false, c.lowest};
+    }
+  } else {
+    Pass(rule);
+    h = hash_[r.start];
+    // Kept only if no state of the rule depends on its callers.
+    for (std::int32_t i = rule_begin_[rule]; i < rule_begin_[rule + 1]; ++i) {
+      const H& x = hash_[rule_states_[i]];
+      h.lowest = std::min(h.lowest, x.none ? INT32_MAX : x.lowest);
+    }
+  }
+  rule_stack_.pop_back();
+  stack_ids_.pop_back();
+  if (aborted_) {
+    rule_state_[rule] = 0;  // hashed again by a later call (what it finished is kept)
+    return H{0, 0, true};
+  }
+  if (h.none || h.lowest >= level) {
+    h.lowest = INT32_MAX;
+    rule_state_[rule] = 2;
+    if (r.kind == CfgProgram::RuleKind::kCounter) {
+      counter_hash_[rule] = h;
+    } else if (!h.none) {
+      // A state that calls its own rule (directly or through others) is described with a
+      // reference to that rule, whose start it may not reach: `"(" . word ")"` in
+      // `word ::= [a-z]+ | "(" word ")"` and in `item ::= [a-z]* | "(" item ")"` read the same.
+      // Its key adds the whole rule (its start's hash, which describes every state).
+      for (std::int32_t i = rule_begin_[rule]; i < rule_begin_[rule + 1]; ++i) {
+        H& x = hash_[rule_states_[i]];
+        if (rule_states_[i] == r.start || x.none || x.lowest == INT32_MAX) continue;
+        Acc acc;
+        acc.Add(kTagWholeRule);
+        acc.Add(x.a);
+        acc.Add(x.b);
+        acc.Add(h.a);
+        acc.Add(h.b);
+        x = {acc.a, acc.b, false, INT32_MAX};
+      }
+    }
+  } else {
+    rule_state_[rule] = 0;
+    dependent_[rule] = {below, h};
+  }
+  return h;
+}
+
+void PositionKeyer::Pass(std::int32_t rule) {
+  const std::int32_t b = rule_begin_[rule], e = rule_begin_[rule + 1];
+  const std::int32_t n = e - b;
+  if (n > kMaxRuleStates) {
+    work_ += PassWork(n);  // named by rank: a few operations a state
+    // Too big to hash. A big format automaton, though, is copied unchanged from the process's
+    // cache into every grammar, its states in the same order: named by the cache entry and the
+    // state's rank (it has only byte edges).
+    const std::uint64_t source = p_->rules[rule].shared_source;
+    for (std::int32_t i = b; i < e; ++i) {
+      if (source == 0) {
+        hash_[rule_states_[i]] = H{0, 0, true};
+        continue;
+      }
+      Acc acc;
+      acc.Add(kTagSource);
+      acc.Add(source);
+      acc.Add(static_cast<std::uint64_t>(i - b));
+      hash_[rule_states_[i]] = H{acc.a, acc.b, false};
+    }
+    return;
+  }
+  work_ += PassWork(n);
+  if (static_cast<std::size_t>(pass_depth_) == pass_scratch_.size()) {
+    pass_scratch_.push_back(std::make_unique<PassScratch>());
+  }
+  PassScratch& sc = *pass_scratch_[pass_depth_];
+  struct Depth {
+    std::int32_t& d;
+    explicit Depth(std::int32_t& x) : d(x) { ++d; }
+    ~Depth() { --d; }
+  } depth(pass_depth_);
+  // Each state's byte runs and successors once, as local indices.
+  auto local = [&](StateId t) { return local_[t]; };
+  PassData& d = sc.d;
+  d.states = rule_states_.data() + b;
+  d.n = n;
+  d.runs.clear();
+  d.succ.clear();
+  d.runs_begin.assign(1, 0);
+  d.succ_begin.assign(1, 0);
+  std::vector<Run>& runs = sc.runs;
+  for (std::int32_t i = 0; i < n; ++i) {
+    const StateId u = rule_states_[b + i];
+    RunsOf(u, runs);
+    d.runs.insert(d.runs.end(), runs.begin(), runs.end());
+    d.runs_begin.push_back(static_cast<std::int32_t>(d.runs.size()));
+    for (const Run& r : runs) d.succ.push_back(local(r.target));
+    for (std::int32_t k = p_->nt_begin[u]; k < p_->nt_begin[u + 1]; ++k)
+      d.succ.push_back(local(p_->nt_edges[k].second));
+    for (std::int32_t k = p_->sp_begin[u]; k < p_->sp_begin[u + 1]; ++k)
+      d.succ.push_back(local(p_->sp_edges[k].second));
+    d.succ_begin.push_back(static_cast<std::int32_t>(d.succ.size()));
+  }
+  // Tarjan's strongly connected components, iteratively; a component is finished only after
+  // every component it reaches, so its exits are hashed when it is.
+  std::vector<std::int32_t>& index = sc.index;
+  std::vector<std::int32_t>& low = sc.low;
+  std::vector<std::uint8_t>& on_stack = sc.on_stack;
+  std::vector<std::int32_t>& stack = sc.stack;
+  auto& call = sc.call;
+  std::vector<StateId>& members = sc.members;
+  index.assign(n, -1);
+  low.assign(n, 0);
+  on_stack.assign(n, 0);
+  stack.clear();
+  call.clear();
+  std::int32_t counter = 0;
+  for (std::int32_t root = 0; root < n; ++root) {
+    if (index[root] >= 0) continue;
+    auto enter = [&](std::int32_t v) {
+      index[v] = low[v] = counter++;
+      stack.push_back(v);
+      on_stack[v] = 1;
+      call.push_back({v, d.succ_begin[v]});
+    };
+    enter(root);
+    while (!call.empty()) {
+      auto& [v, next] = call.back();
+      if (next < d.succ_begin[v + 1]) {
+        const std::int32_t w = d.succ[next++];
+        if (index[w] < 0) {
+          enter(w);
+        } else if (on_stack[w]) {
+          low[v] = std::min(low[v], index[w]);
+        }
+        continue;
+      }
+      const std::int32_t fv = v;
+      call.pop_back();
+      if (!call.empty()) low[call.back().first] = std::min(low[call.back().first], low[fv]);
+      if (low[fv] != index[fv]) continue;
+      members.clear();
+      std::int32_t w;
+      do {
+        w = stack.back();
+        stack.pop_back();
+        on_stack[w] = 0;
+        members.push_back(rule_states_[b + w]);
+      } while (w != fv);
+      const bool self_loop =
+          members.size() == 1 &&
+          std::find(d.succ.begin() + d.succ_begin[fv], d.succ.begin() + d.succ_begin[fv + 1], fv) !=
+              d.succ.begin() + d.succ_begin[fv + 1];
+      if (members.size() == 1 && !self_loop) {
+        hash_[members[0]] = Acyclic(members[0], d);
+      } else if (members.size() > kMaxCycle) {
+        for (StateId m : members) hash_[m] = H{0, 0, true};
+      } else {
+        std::sort(members.begin(), members.end());
+        Cyclic(members, d);
+      }
+    }
+  }
+}
+
+std::span<const PositionKeyer::Run> PositionKeyer::PassData::RunsOf(StateId s) const {
+  const std::int32_t i =
+      static_cast<std::int32_t>(std::lower_bound(states, states + n, s) - states);
+  return {runs.data() + runs_begin[i], runs.data() + runs_begin[i + 1]};
+}
+
+PositionKeyer::H PositionKeyer::Acyclic(StateId s, const PassData& d) {
+  if (p_->sp_begin[s] != p_->sp_begin[s + 1]) return {0, 0, true};
+  H out;
+  Acc acc;
+  const std::span<const Run> runs = d.RunsOf(s);
+  acc.Add(kTagAcyclic);
+  acc.Add(std::uint64_t{p_->accepting[s]} << 32 | runs.size());
+  for (const Run& r : runs) {
+    const H& t = hash_[r.target];
+    if (t.none) return t;
+    out.lowest = std::min(out.lowest, t.lowest);
+    acc.Add(std::uint64_t{r.lo} << 8 | r.hi);
+    acc.Add(t.a);
+    acc.Add(t.b);
+  }
+  const std::int32_t ne = p_->nt_begin[s + 1] - p_->nt_begin[s];
+  acc.Add(static_cast<std::uint64_t>(ne));
+  if (ne > 0) {
+    std::vector<std::array<std::uint64_t, 4>> edges;
+    for (std::int32_t k = p_->nt_begin[s]; k < p_->nt_begin[s + 1]; ++k) {
+      const H hr = RuleHash(p_->nt_edges[k].first);
+      const H& ht = hash_[p_->nt_edges[k].second];
+      if (hr.none) return hr;
+      if (ht.none) return ht;
+      out.lowest = std::min({out.lowest, hr.lowest, ht.lowest});
+      edges.push_back({hr.a, hr.b, ht.a, ht.b});
+    }
+    std::sort(edges.begin(), edges.end());
+    for (const auto& x : edges) {
+      for (std::uint64_t w : x) acc.Add(w);
+    }
+  }
+  out.a = acc.a;
+  out.b = acc.b;
+  return out;
+}
+
+void PositionKeyer::Cyclic(const std::vector<StateId>& members, const PassData& d) {
+  // Members (sorted by state number) are referred to by their rank; exits by their hashes. The
+  // rank order is the lowering's, which is the same for the same automaton in two grammars.
+  H out;
+  auto rank = [&](StateId t) {
+    const auto it = std::lower_bound(members.begin(), members.end(), t);
+    return it != members.end() && *it == t ? static_cast<std::int64_t>(it - members.begin()) : -1;
+  };
+  Acc acc;
+  acc.Add(kTagCyclic);
+  acc.Add(members.size());
+  auto ref = [&](StateId t) -> bool {
+    const std::int64_t r = rank(t);
+    if (r >= 0) {
+      acc.Add(kTagMember);
+      acc.Add(static_cast<std::uint64_t>(r));
+      return true;
+    }
+    const H& h = hash_[t];
+    if (h.none) return false;
+    out.lowest = std::min(out.lowest, h.lowest);
+    acc.Add(kTagExit);
+    acc.Add(h.a);
+    acc.Add(h.b);
+    return true;
+  };
+  struct Edge {
+    H rule;
+    StateId target;
+  };
+  std::vector<Edge> edges;
+  bool none = false;
+  for (StateId u : members) {
+    if (p_->sp_begin[u] != p_->sp_begin[u + 1]) {
+      none = true;
+      break;
+    }
+    const std::span<const Run> runs = d.RunsOf(u);
+    acc.Add(std::uint64_t{p_->accepting[u]} << 32 | runs.size());
+    for (const Run& r : runs) {
+      acc.Add(std::uint64_t{r.lo} << 8 | r.hi);
+      if (!ref(r.target)) none = true;
+    }
+    edges.clear();
+    for (std::int32_t k = p_->nt_begin[u]; k < p_->nt_begin[u + 1]; ++k) {
+      const H hr = RuleHash(p_->nt_edges[k].first);
+      if (hr.none) none = true;
+      out.lowest = std::min(out.lowest, hr.lowest);
+      edges.push_back({hr, p_->nt_edges[k].second});
+    }
+    if (none) break;
+    // Sorted by the called rule's hash; equal rules keep their order (another order in another
+    // grammar only misses a match).
+    std::stable_sort(edges.begin(), edges.end(), [](const Edge& x, const Edge& y) {
+      return std::tie(x.rule.a, x.rule.b) < std::tie(y.rule.a, y.rule.b);
+    });
+    acc.Add(edges.size());
+    for (const Edge& x : edges) {
+      acc.Add(x.rule.a);
+      acc.Add(x.rule.b);
+      if (!ref(x.target)) none = true;
+    }
+    if (none) break;
+  }
+  for (std::size_t i = 0; i < members.size(); ++i) {
+    if (none) {
+      hash_[members[i]] = H{0, 0, true};
+      continue;
+    }
+    Acc m = acc;
+    m.Add(i);
+    hash_[members[i]] = {m.a, m.b, false, out.lowest};
+  }
+}
+
+PositionKeyer::PositionKeyer(const PositionKeyer& o, const CfgProgram* program)
+    : p_(program),
+      class_runs_(o.class_runs_),
+      rule_begin_(o.rule_begin_),
+      rule_states_(o.rule_states_),
+      local_(o.local_),
+      hash_(o.hash_),
+      rule_state_(o.rule_state_),
+      counter_hash_(o.counter_hash_),
+      dependent_(o.dependent_),
+      next_stack_id_(o.next_stack_id_),
+      class_bytes_begin_(o.class_bytes_begin_),
+      class_bytes_(o.class_bytes_),
+      work_(o.work_),
+      budget_(o.budget_),
+      over_bounded_(o.over_bounded_) {}
+
+std::int64_t PositionKeyer::Bytes() const {
+  return static_cast<std::int64_t>(
+      sizeof(*this) + class_runs_.capacity() * sizeof(class_runs_[0]) +
+      (rule_begin_.capacity() + rule_states_.capacity() + local_.capacity() +
+       class_bytes_begin_.capacity()) * 4 +
+      (hash_.capacity() + counter_hash_.capacity()) * sizeof(H) + rule_state_.capacity() +
+      dependent_.capacity() * sizeof(Dependent) + over_bounded_.capacity() +
+      class_bytes_.capacity() * 2);
+}
+
+PositionKey ProgramFingerprint(const CfgProgram& p) {
+  Fingerprinter fp;
+  const std::int64_t head[4] = {p.num_states, p.num_classes, p.root, p.NumRules()};
+  fp.Bytes(head, sizeof head);
+  fp.Bytes(p.byte_class.data(), p.byte_class.size());
+  fp.Vec(p.next);
+  fp.Vec(p.accepting);
+  fp.Vec(p.state_rule);
+  fp.Vec(p.nt_begin);
+  std::vector<std::int32_t> flat;
+  flat.reserve(2 * std::max(p.nt_edges.size(), p.sp_edges.size()));
+  for (const auto& [r, t] : p.nt_edges) flat.insert(flat.end(), {r, t});
+  fp.Vec(flat);
+  fp.Vec(p.sp_begin);
+  flat.clear();
+  for (const auto& [i, t] : p.sp_edges) flat.insert(flat.end(), {i, t});
+  fp.Vec(flat);
+  std::vector<std::uint64_t> rules;
+  rules.reserve(p.rules.size() * 4);
+  for (const CfgProgram::RuleInfo& r : p.rules) {
+    rules.push_back(static_cast<std::uint64_t>(r.kind) << 32 | static_cast<std::uint32_t>(r.start));
+    rules.push_back(static_cast<std::uint64_t>(static_cast<std::uint32_t>(r.child)) << 32 |
+                    static_cast<std::uint32_t>(r.min));
+    rules.push_back(static_cast<std::uint64_t>(static_cast<std::uint32_t>(r.max)) << 1 |
+                    (r.nullable ? 1 : 0));
+    rules.push_back(r.shared_source);
+  }
+  fp.Vec(rules);
+  return {Fmix(fp.a), Fmix(fp.b ^ 0x243F6A8885A308D3ull)};
+}
+
+std::optional<PositionKey> PositionKeyer::KnownKey(StateId s,
+                                                   const std::array<std::uint64_t, 4>& follow) const {
+  const H& h = hash_[s];
+  if (h.none) return std::nullopt;
+  Acc acc;
+  acc.Add(kTagKey);
+  acc.Add(h.a);
+  acc.Add(h.b);
+  for (std::uint64_t w : follow) acc.Add(w);
+  return PositionKey{acc.a, acc.b};
+}
+
+std::optional<PositionKey> PositionKeyer::Key(StateId s,
+                                              const std::array<std::uint64_t, 4>& follow,
+                                              std::int64_t max_work) {
+  const std::int32_t rule = p_->state_rule[s];
+  if (rule_state_[rule] != 2) {
+    call_limit_ = max_work >= INT64_MAX - work_ ? INT64_MAX : work_ + max_work;
+    aborted_ = false;
+    RuleHash(rule);  // at the bottom of the stack: independent
+    call_limit_ = INT64_MAX;
+    if (aborted_) {
+      aborted_ = false;
+      return std::nullopt;
+    }
+  }
+  return KnownKey(s, follow);
+}
+
+}  // namespace lockstep

@@ -1,0 +1,316 @@
+#include "automata/cfg/state_fold.h"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <map>
+#include <numeric>
+#include <string>
+#include <unordered_map>
+
+namespace lockstep {
+namespace {
+
+using Bytes = std::array<std::uint64_t, 4>;
+
+bool Has(const Bytes& b, std::uint8_t x) { return (b[x >> 6] >> (x & 63)) & 1; }
+
+// What the fold needs of the trie for the states reading alphabet A: tokens are compared on their
+// first `depth` bytes by Moore's refinement, and beyond that node by node. The depth is the least
+// one below which the trie holds at most kDeepBudget nodes within A: the deep part is a few long
+// tokens (in Llama-3, runs of '-' up to 96 bytes, while no run of letters and digits is longer
+// than 36; from a state inside a date-time, every token of its digits and signs longer than 6
+// bytes is such a run).
+// At most kMaxRounds rounds of refinement (each costs a pass over all states).
+constexpr std::int64_t kDeepBudget = 256;
+constexpr std::int32_t kMaxRounds = 32;
+
+struct Alphabet {
+  // The round whose class decides a state reading A: the longest token prefix within A, at most
+  // `depth` (the byte after a token's prefix within A kills its run from every such state).
+  std::int32_t round = 0;
+  // The nodes within A below depth `depth` and those on their paths, depth-first: depth, byte,
+  // and the index past the node's subtree in this list.
+  struct Node {
+    std::uint16_t depth;
+    std::uint8_t byte;
+    std::uint32_t end;
+  };
+  std::vector<Node> deep;
+};
+
+Alphabet Analyze(const TokenTrie& trie, const Bytes& a) {
+  const std::span<const TokenTrie::Node> nodes = trie.nodes();
+  const std::uint32_t n = static_cast<std::uint32_t>(trie.num_nodes());
+  std::vector<std::int64_t> at_depth(static_cast<std::size_t>(trie.max_depth()) + 2, 0);
+  std::int32_t longest = 0;
+  for (std::uint32_t i = 0; i < n;) {
+    if (Has(a, nodes[i].byte)) {
+      ++at_depth[nodes[i].depth];
+      longest = std::max<std::int32_t>(longest, nodes[i].depth);
+      ++i;
+    } else {
+      i = nodes[i].subtree_end;
+    }
+  }
+  std::int32_t depth = longest;
+  for (std::int64_t below = 0; depth > 0 && below + at_depth[depth] <= kDeepBudget; --depth) {
+    below += at_depth[depth];
+  }
+  depth = std::min(depth, kMaxRounds);
+  Alphabet out;
+  out.round = depth;
+  if (depth == longest) return out;
+  // Nodes within A deeper than `depth`, with their ancestors, in trie order.
+  // The listed nodes whose subtrees are still open: (trie index, index into out.deep).
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> open;
+  auto close_to = [&](std::size_t d) {
+    while (open.size() > d) {
+      out.deep[open.back().second].end = static_cast<std::uint32_t>(out.deep.size());
+      open.pop_back();
+    }
+  };
+  std::vector<std::uint32_t> stack;  // trie indices of the current path (all within A)
+  for (std::uint32_t i = 0; i < n;) {
+    const TokenTrie::Node& v = nodes[i];
+    if (!Has(a, v.byte)) {
+      i = v.subtree_end;
+      continue;
+    }
+    stack.resize(v.depth - 1);
+    stack.push_back(i);
+    if (v.depth <= depth) {
+      ++i;
+      continue;
+    }
+    // A deep node: list its ancestors not listed yet (the open ones are its path's prefix).
+    std::size_t common = 0;
+    while (common < open.size() && common < stack.size() && open[common].first == stack[common]) {
+      ++common;
+    }
+    close_to(common);
+    for (std::size_t d = common; d < stack.size(); ++d) {
+      open.emplace_back(stack[d], static_cast<std::uint32_t>(out.deep.size()));
+      out.deep.push_back({nodes[stack[d]].depth, nodes[stack[d]].byte, 0});
+    }
+    ++i;
+  }
+  close_to(0);
+  return out;
+}
+
+std::uint64_t Mix(std::uint64_t h, std::uint64_t x) {
+  h ^= x + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+  return h * 0xFF51AFD7ED558CCDull;
+}
+
+}  // namespace
+
+std::vector<std::int32_t> FoldStatesForTokens(const CfgProgram& p, std::span<const StateId> states,
+                                              std::span<const std::uint8_t> finish,
+                                              const TokenTrie& trie,
+                                              const CompileDeadline* deadline) {
+  const std::int32_t n = static_cast<std::int32_t>(states.size());
+  std::vector<std::int32_t> rep(n);
+  std::iota(rep.begin(), rep.end(), 0);
+  if (n < 2) return rep;
+  auto passed = [deadline] { return deadline != nullptr && deadline->Poll(); };
+  std::vector<std::int32_t> local(p.num_states, -1);
+  for (std::int32_t i = 0; i < n; ++i) local[states[i]] = i;
+  for (StateId s : states) {
+    if (p.nt_begin[s] != p.nt_begin[s + 1]) return rep;
+    if (!p.sp_begin.empty() && p.sp_begin[s] != p.sp_begin[s + 1]) return rep;
+  }
+  // The byte classes with distinct columns over these states (most of a program's classes
+  // split bytes for other rules), and the bytes of each.
+  const std::int32_t nc = p.num_classes;
+  std::vector<std::int32_t> cols;  // a class per distinct column
+  std::vector<Bytes> col_bytes;
+  {
+    std::vector<std::uint64_t> hash(nc, 0);
+    for (std::int32_t c = 0; c < nc; ++c) {
+      std::uint64_t h = 0;
+      bool live = false;
+      for (StateId s : states) {
+        const StateId t = p.next[static_cast<std::size_t>(s) * nc + c];
+        live |= t != CfgProgram::kDead;
+        h = Mix(h, static_cast<std::uint64_t>(t));
+      }
+      hash[c] = live ? h : 0;
+      if (!live) continue;  // dead from every state: tells no two states apart
+      std::int32_t same = -1;
+      for (std::size_t k = 0; k < cols.size() && same < 0; ++k) {
+        if (hash[cols[k]] != h) continue;
+        bool eq = true;
+        for (StateId s : states) {
+          const std::size_t row = static_cast<std::size_t>(s) * nc;
+          if (p.next[row + c] != p.next[row + cols[k]]) {
+            eq = false;
+            break;
+          }
+        }
+        if (eq) same = static_cast<std::int32_t>(k);
+      }
+      if (same < 0) {
+        same = static_cast<std::int32_t>(cols.size());
+        cols.push_back(c);
+        col_bytes.push_back({});
+      }
+      for (int b = 0; b < 256; ++b) {
+        if (p.byte_class[b] == c) col_bytes[same][b >> 6] |= std::uint64_t{1} << (b & 63);
+      }
+    }
+  }
+  const std::int32_t k = static_cast<std::int32_t>(cols.size());
+  // Successors by local index (-1: dead).
+  std::vector<std::int32_t> succ(static_cast<std::size_t>(n) * k);
+  for (std::int32_t i = 0; i < n; ++i) {
+    for (std::int32_t c = 0; c < k; ++c) {
+      const StateId t = p.next[static_cast<std::size_t>(states[i]) * nc + cols[c]];
+      if (t != CfgProgram::kDead && local[t] < 0) return rep;  // leaves the rule: not a byte DFA
+      succ[static_cast<std::size_t>(i) * k + c] = t == CfgProgram::kDead ? -1 : local[t];
+    }
+  }
+  // A(s): the bytes read on some path from s, to a fixpoint over the predecessors.
+  std::vector<Bytes> reads(n, Bytes{});
+  std::vector<std::int32_t> pred_begin(n + 1, 0), preds;
+  for (std::int32_t i = 0; i < n; ++i) {
+    for (std::int32_t c = 0; c < k; ++c) {
+      const std::int32_t t = succ[static_cast<std::size_t>(i) * k + c];
+      if (t < 0) continue;
+      for (int w = 0; w < 4; ++w) reads[i][w] |= col_bytes[c][w];
+      ++pred_begin[t + 1];
+    }
+  }
+  for (std::int32_t i = 0; i < n; ++i) pred_begin[i + 1] += pred_begin[i];
+  preds.resize(pred_begin[n]);
+  {
+    std::vector<std::int32_t> fill(pred_begin.begin(), pred_begin.end() - 1);
+    for (std::int32_t i = 0; i < n; ++i) {
+      for (std::int32_t c = 0; c < k; ++c) {
+        const std::int32_t t = succ[static_cast<std::size_t>(i) * k + c];
+        if (t >= 0) preds[fill[t]++] = i;
+      }
+    }
+  }
+  std::vector<std::int32_t> work(n);
+  std::iota(work.begin(), work.end(), 0);
+  std::vector<std::uint8_t> queued(n, 1);
+  while (!work.empty()) {
+    const std::int32_t t = work.back();
+    work.pop_back();
+    queued[t] = 0;
+    for (std::int32_t e = pred_begin[t]; e < pred_begin[t + 1]; ++e) {
+      const std::int32_t i = preds[e];
+      bool grew = false;
+      for (int w = 0; w < 4; ++w) {
+        const std::uint64_t x = reads[i][w] | reads[t][w];
+        grew |= x != reads[i][w];
+        reads[i][w] = x;
+      }
+      if (grew && !queued[i]) {
+        queued[i] = 1;
+        work.push_back(i);
+      }
+    }
+  }
+  // Per alphabet: the round that decides its states and the long tokens' part of the trie.
+  std::vector<Alphabet> alphabets;
+  std::vector<std::int32_t> alphabet_of(n);
+  {
+    std::map<Bytes, std::int32_t> memo;
+    for (std::int32_t i = 0; i < n; ++i) {
+      if (passed()) return rep;
+      auto [it, fresh] = memo.try_emplace(reads[i], static_cast<std::int32_t>(alphabets.size()));
+      if (fresh) alphabets.push_back(Analyze(trie, reads[i]));
+      alphabet_of[i] = it->second;
+    }
+  }
+  std::vector<std::int32_t> round(n);
+  for (std::int32_t i = 0; i < n; ++i) round[i] = alphabets[alphabet_of[i]].round;
+  // The long tokens' runs: per state, the status at every listed node (0 dead, its subtree
+  // skipped; 1 alive; 2 alive and the rule may finish), interned.
+  std::vector<std::int32_t> deep_id(n);
+  {
+    std::unordered_map<std::string, std::int32_t> ids;
+    std::string sig;
+    std::vector<StateId> at(static_cast<std::size_t>(trie.max_depth()) + 2);
+    for (std::int32_t i = 0; i < n; ++i) {
+      if (passed()) return rep;
+      const std::vector<Alphabet::Node>& deep = alphabets[alphabet_of[i]].deep;
+      sig.clear();
+      at[0] = states[i];
+      for (std::uint32_t v = 0; v < deep.size();) {
+        const StateId t = p.Step(at[deep[v].depth - 1], deep[v].byte);
+        if (t == CfgProgram::kDead) {
+          sig.push_back(0);
+          v = deep[v].end;
+        } else {
+          sig.push_back(finish[local[t]] ? 2 : 1);
+          at[deep[v].depth] = t;
+          ++v;
+        }
+      }
+      deep_id[i] = ids.try_emplace(sig, static_cast<std::int32_t>(ids.size())).first->second;
+    }
+  }
+  // Moore's refinement. Round 0: by finish; round r + 1: by the round-r classes of the state
+  // and of its successors (dead apart). Rows are compared exactly, never by hash alone.
+  std::vector<std::int32_t> cls(n), next_cls(n), decided(n, -1);
+  for (std::int32_t i = 0; i < n; ++i) cls[i] = finish[i] ? 1 : 0;
+  const bool both = std::any_of(finish.begin(), finish.end(), [](auto f) { return f != 0; }) &&
+                    std::any_of(finish.begin(), finish.end(), [](auto f) { return f == 0; });
+  std::int32_t num_cls = both ? 2 : 1, left = n;
+  const std::size_t width = static_cast<std::size_t>(k) + 1;
+  std::vector<std::int32_t> rows(static_cast<std::size_t>(n) * width);
+  std::size_t slots = 1;
+  while (slots < 2 * static_cast<std::size_t>(n)) slots <<= 1;
+  std::vector<std::int32_t> table(slots);
+  for (std::int32_t r = 0; left > 0; ++r) {
+    if (deadline != nullptr && deadline->PassedNow()) return rep;
+    for (std::int32_t i = 0; i < n; ++i) {
+      if (round[i] == r) decided[i] = cls[i], --left;
+    }
+    if (left == 0) break;
+    std::fill(table.begin(), table.end(), -1);
+    std::int32_t count = 0;
+    for (std::int32_t i = 0; i < n; ++i) {
+      std::int32_t* row = &rows[i * width];
+      row[0] = cls[i];
+      for (std::int32_t c = 0; c < k; ++c) {
+        const std::int32_t t = succ[static_cast<std::size_t>(i) * k + c];
+        row[c + 1] = t < 0 ? -1 : cls[t];
+      }
+      std::uint64_t h = 0;
+      for (std::size_t j = 0; j < width; ++j) h = Mix(h, static_cast<std::uint32_t>(row[j]));
+      for (std::size_t slot = h & (slots - 1);; slot = (slot + 1) & (slots - 1)) {
+        const std::int32_t o = table[slot];
+        if (o < 0) {
+          table[slot] = i;
+          next_cls[i] = count++;
+          break;
+        }
+        if (std::memcmp(&rows[o * width], row, width * sizeof(std::int32_t)) == 0) {
+          next_cls[i] = next_cls[o];
+          break;
+        }
+      }
+    }
+    cls.swap(next_cls);
+    if (count == num_cls) {
+      // Stable: every later round is this one.
+      for (std::int32_t i = 0; i < n; ++i) {
+        if (decided[i] < 0) decided[i] = cls[i];
+      }
+      break;
+    }
+    num_cls = count;
+  }
+  std::map<std::array<std::int32_t, 3>, std::int32_t> first;
+  for (std::int32_t i = 0; i < n; ++i) {
+    rep[i] = first.try_emplace({alphabet_of[i], decided[i], deep_id[i]}, i).first->second;
+  }
+  return rep;
+}
+
+}  // namespace lockstep

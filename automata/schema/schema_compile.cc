@@ -1,0 +1,993 @@
+// JSON Schema compiler: structure. This file's external interface is CompileSchemaToGrammar and
+// RenderInstance (schema_compile.h). Each conjunction of in-place subschemas becomes one grammar
+// rule (memoised, so $ref recursion is rule recursion); the model (schema_compile_model.cc)
+// expands it into alternatives of merged facts, emitted here per instance type: literals and
+// tries for enums, lexical terminals for strings and numbers, counted rule chains for objects
+// (commas and min/maxProperties), native counters for arrays.
+#include "automata/schema/schema_compile.h"
+
+#include <algorithm>
+#include <climits>
+#include <map>
+
+#include "automata/regex/dfa_builder.h"
+#include "automata/schema/schema_compile_internal.h"
+
+namespace lockstep::schema {
+namespace {
+
+using namespace internal;  // NOLINT: the compiler's own internals
+using grammar::Expr;
+using grammar::ExprId;
+using grammar::ExprKind;
+using grammar::RuleId;
+
+// The intersection of two byte automata, minimal (numbers that are not integers: a number
+// terminal times the plain-decimal-with-fraction automaton).
+// difference: L(a) minus L(b) instead of the intersection.
+Result<ByteDfa> ProductDfa(const ByteDfa& a, const ByteDfa& b, std::int32_t max_states,
+                           const CompileDeadline& deadline, bool difference = false) {
+  SubsetDfa s;
+  std::map<std::pair<int, int>, int> classes;
+  std::vector<std::pair<int, int>> class_of;
+  for (int c = 0; c < 256; ++c) {
+    auto key = std::make_pair(int{a.byte_class[c]}, int{b.byte_class[c]});
+    auto [it, added] = classes.emplace(key, static_cast<int>(class_of.size()));
+    if (added) class_of.push_back(key);
+    s.byte_class[c] = static_cast<std::uint8_t>(it->second);
+  }
+  s.num_classes = static_cast<std::int32_t>(class_of.size());
+  std::map<std::pair<StateId, StateId>, StateId> ids;
+  std::vector<std::pair<StateId, StateId>> states = {{ByteDfa::kDead, ByteDfa::kDead}};
+  auto id_of = [&](StateId x, StateId y) -> StateId {
+    if (x == ByteDfa::kDead || (y == ByteDfa::kDead && !difference)) return 0;
+    auto [it, added] = ids.emplace(std::make_pair(x, y), static_cast<StateId>(states.size()));
+    if (added) states.emplace_back(x, y);
+    return it->second;
+  };
+  s.start = id_of(a.start, b.start);
+  for (std::size_t i = 0; i < states.size(); ++i) {
+    if (deadline.Poll()) return deadline.Error("");
+    if (static_cast<std::int64_t>(states.size()) > max_states) {
+      return Status(StatusCode::kResourceLimit,
+                    "number automaton product over max_dfa_states = " + std::to_string(max_states));
+    }
+    auto [x, y] = states[i];
+    bool in_b = y != ByteDfa::kDead && b.IsAccepting(y);
+    s.accepting.push_back(i != 0 && a.IsAccepting(x) && (difference ? !in_b : in_b));
+    for (auto [cx, cy] : class_of) {
+      StateId nx = i == 0 ? ByteDfa::kDead : a.next[x * a.num_classes + cx];
+      StateId ny = i == 0 || y == ByteDfa::kDead ? ByteDfa::kDead : b.next[y * b.num_classes + cy];
+      s.next.push_back(id_of(nx, ny));
+    }
+  }
+  s.num_states = static_cast<std::int32_t>(states.size());
+  if (deadline.PassedNow()) return deadline.Error("");
+  return MinimizeDfa(s);
+}
+
+class Emitter {
+ public:
+  Emitter(const Schema& s, const SchemaCompileOptions& o)
+      : s_(s), o_(WithLexicalDeadline(o)), m_(s, o_) {}
+
+  Result<SchemaGrammar> Run() {
+    if (!s_.validation_vocabulary()) {
+      return Status(StatusCode::kUnsupported,
+                    "the meta-schema leaves out the validation vocabulary", "/$schema");
+    }
+    if (o_.whitespace == Whitespace::kFlexible) {
+      ws_rule_ = NewRule("ws");
+      Expr cls;
+      cls.kind = ExprKind::kCharClass;
+      cls.ranges = {{U'\t', U'\n'}, {U'\r', U'\r'}, {U' ', U' '}};
+      g_.rules[ws_rule_].body = Rep(Add(std::move(cls)), 0, std::max(0, o_.max_whitespace_run));
+    }
+    RuleId root = NewRule("root");
+    g_.root = root;
+    auto body = CompileConj({{&s_.root(), 0}}, 0);
+    if (!body.ok()) return body.status();
+    if (IsNever(*body)) {
+      return Status(StatusCode::kUnsatisfiable, "the schema admits no instance", "");
+    }
+    g_.rules[root].body = Seq({Ws(), *body, Ws()});
+    LOCKSTEP_RETURN_IF_ERROR(Budget(""));
+    grammar::NormalizeOptions no;
+    no.deadline = o_.deadline;
+    LOCKSTEP_RETURN_IF_ERROR(grammar::Normalize(g_, no));
+    SchemaGrammar out;
+    out.grammar = std::move(g_);
+    out.relaxed = std::move(m_.relaxed());
+    return out;
+  }
+
+ private:
+  // The lexical automata (strings, numbers, formats) run under the schema's deadline.
+  static SchemaCompileOptions WithLexicalDeadline(SchemaCompileOptions o) {
+    o.lexical.deadline = o.deadline;
+    return o;
+  }
+
+  // ---- IR builders (every ExprId has one parent; shared parts are rules) ----
+  ExprId Add(Expr e) { return g_.Add(std::move(e)); }
+  ExprId Never() {
+    Expr e;
+    e.kind = ExprKind::kCharClass;
+    return Add(std::move(e));
+  }
+  bool IsNever(ExprId id) const {
+    const Expr& e = g_.expr(id);
+    return e.kind == ExprKind::kCharClass && e.ranges.empty();
+  }
+  bool IsEmpty(ExprId id) const { return g_.expr(id).kind == ExprKind::kEmpty; }
+  ExprId Empty() { return Add(Expr{}); }
+  ExprId Lit(std::string t) {
+    if (t.empty()) return Empty();
+    Expr e;
+    e.kind = ExprKind::kLiteral;
+    e.text = std::move(t);
+    return Add(std::move(e));
+  }
+  ExprId Ref(RuleId r) {
+    Expr e;
+    e.kind = ExprKind::kRuleRef;
+    e.rule = r;
+    return Add(std::move(e));
+  }
+  ExprId Seq(std::vector<ExprId> xs) {
+    std::vector<ExprId> kept;
+    for (ExprId x : xs) {
+      if (IsNever(x)) return Never();
+      if (!IsEmpty(x)) kept.push_back(x);
+    }
+    if (kept.empty()) return Empty();
+    if (kept.size() == 1) return kept[0];
+    Expr e;
+    e.kind = ExprKind::kSequence;
+    e.children = std::move(kept);
+    return Add(std::move(e));
+  }
+  ExprId Alt(std::vector<ExprId> xs) {
+    std::vector<ExprId> kept;
+    for (ExprId x : xs)
+      if (!IsNever(x)) kept.push_back(x);
+    if (kept.empty()) return Never();
+    if (kept.size() == 1) return kept[0];
+    Expr e;
+    e.kind = ExprKind::kChoice;
+    e.children = std::move(kept);
+    return Add(std::move(e));
+  }
+  // max < 0: unbounded.
+  ExprId Rep(ExprId x, std::int64_t min, std::int64_t max) {
+    if (max >= 0 && min > max) return Never();
+    if (max == 0) return Empty();
+    if (IsNever(x)) return min == 0 ? Empty() : Never();
+    if (min == 1 && max == 1) return x;
+    if (min > INT32_MAX - 1 || max > INT32_MAX - 1) {
+      if (overflow_.ok()) {
+        overflow_ = Status(StatusCode::kResourceLimit, "repetition bound above 2^31", cur_loc_);
+      }
+      return Never();
+    }
+    Expr e;
+    e.kind = ExprKind::kRepeat;
+    e.children = {x};
+    e.min = static_cast<std::int32_t>(min);
+    e.max = max < 0 ? Expr::kUnbounded : static_cast<std::int32_t>(max);
+    return Add(std::move(e));
+  }
+  ExprId Ws() { return ws_rule_ < 0 ? Empty() : Ref(ws_rule_); }
+  ExprId Comma() { return Seq({Ws(), Lit(","), Ws()}); }
+  RuleId NewRule(std::string name) {
+    grammar::Rule r;
+    r.name = std::move(name);
+    g_.rules.push_back(std::move(r));
+    return static_cast<RuleId>(g_.rules.size() - 1);
+  }
+  RuleId RuleOf(ExprId body, const char* prefix) {
+    RuleId r = NewRule(prefix + std::to_string(g_.rules.size()));
+    g_.rules[r].body = body;
+    return r;
+  }
+  Status Budget(const std::string& loc) {
+    if (!overflow_.ok()) return overflow_;
+    if (static_cast<std::int64_t>(g_.exprs.size()) > o_.max_exprs) {
+      return Status(StatusCode::kResourceLimit,
+                    "the schema's grammar exceeds the budget of " + std::to_string(o_.max_exprs) +
+                        " expressions (max_exprs)",
+                    loc);
+    }
+    return Status::Ok();
+  }
+
+  // ---- conjunctions -> rules ----
+
+  Result<ExprId> CompileConj(Conj c, int depth) {
+    std::sort(c.begin(), c.end());
+    c.erase(std::unique(c.begin(), c.end()), c.end());
+    std::string key;  // field by field: Node has padding bytes
+    for (const Node& n : c) {
+      auto addr = reinterpret_cast<std::uintptr_t>(n.j);
+      key.append(reinterpret_cast<const char*>(&addr), sizeof(addr));
+      key.append(reinterpret_cast<const char*>(&n.skip), sizeof(n.skip));
+    }
+    // Expanded in schema order (not address order), so which of several unsupported keywords
+    // is reported does not vary from run to run.
+    // (Each location computed once: a comparison that made two strings was most of the time of
+    // conjunction-heavy schemas.)
+    std::vector<std::pair<std::string, Node>> by_loc;
+    by_loc.reserve(c.size());
+    for (const Node& n : c) by_loc.emplace_back(m_.Loc(n.j), n);
+    std::stable_sort(by_loc.begin(), by_loc.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (std::size_t i = 0; i < c.size(); ++i) c[i] = by_loc[i].second;
+    if (auto it = memo_.find(key); it != memo_.end()) {
+      return it->second.never ? Never() : Ref(it->second.rule);
+    }
+    std::string loc = c.empty() ? "" : m_.Loc(c[0].j);
+    if (o_.deadline.Poll()) return o_.deadline.Error(loc);
+    if (depth > o_.max_depth) {
+      return Status(
+          StatusCode::kResourceLimit,
+          "subschemas nested deeper than max_depth (" + std::to_string(o_.max_depth) + ")", loc);
+    }
+    RuleId r = NewRule("s" + std::to_string(g_.rules.size()));
+    memo_[key] = {r, false};
+    // The empty conjunction is "any value": its rules (and those made for its members and
+    // items) are the same in every schema, so lowering may reuse their automata.
+    struct MarkShared {
+      grammar::Grammar& g;
+      std::size_t first;
+      bool on;
+      ~MarkShared() {
+        if (!on) return;
+        for (std::size_t i = first; i < g.rules.size(); ++i) g.rules[i].shared = true;
+      }
+    } mark_shared{g_, static_cast<std::size_t>(r), c.empty()};
+    auto fl = m_.Expand(c);
+    if (!fl.ok()) return fl.status();
+    ExprId body;
+    if (fl->never) {
+      body = Never();
+    } else if (fl->split >= 0) {
+      std::vector<ExprId> alts;
+      for (const Conj& alt : m_.Alternatives(*fl)) {
+        auto e = CompileConj(alt, depth + 1);
+        if (!e.ok()) return e;
+        alts.push_back(*e);
+      }
+      body = Alt(std::move(alts));
+    } else {
+      auto f = m_.BuildFacts(*fl);
+      if (!f.ok()) return f.status();
+      cur_loc_ = loc;
+      auto e = FactsExpr(*f, depth);
+      if (!e.ok()) return e;
+      body = *e;
+    }
+    LOCKSTEP_RETURN_IF_ERROR(Budget(loc));
+    g_.rules[r].body = body;
+    if (IsNever(body)) {
+      memo_[key].never = true;
+      return Never();
+    }
+    return Ref(r);
+  }
+
+  Result<ExprId> FactsExpr(const Facts& f, int depth) {
+    if (f.enum_vals) {
+      std::vector<json> vals;
+      // The values live in f as long as the scope: their checks are shared.
+      Model::CheckScope scope(&m_);
+      std::optional<Result<ObjectPlan>> plan;
+      for (const json& v : *f.enum_vals) {
+        if (v.is_object() && (f.types & kTObject) && !plan) plan.emplace(m_.PlanObject(f));
+        if (plan && !plan->ok()) return plan->status();
+        auto ok = m_.CheckFacts(f, v, 0, plan ? &**plan : nullptr);
+        if (!ok.ok()) return ok.status();
+        if (*ok && std::none_of(vals.begin(), vals.end(),
+                                [&](const json& x) { return JsonEqual(x, v); })) {
+          vals.push_back(v);
+        }
+      }
+      return EnumExpr(vals);
+    }
+    auto excluded = [&](const json& v) {
+      return std::any_of(f.not_in.begin(), f.not_in.end(),
+                         [&](const json& x) { return JsonEqual(x, v); });
+    };
+    std::vector<ExprId> alts;
+    if ((f.types & kTNull) && !excluded(json(nullptr))) alts.push_back(Lit("null"));
+    if (f.types & kTBool) {
+      if (!excluded(json(true))) alts.push_back(Lit("true"));
+      if (!excluded(json(false))) alts.push_back(Lit("false"));
+    }
+    if (f.types & kTString) {
+      StringConstraint sc;
+      sc.min_length = f.min_len;
+      sc.max_length = f.max_len;
+      sc.pattern = f.pattern;
+      sc.format = f.format;
+      for (const json& v : f.not_in)
+        if (v.is_string()) sc.excluded.push_back(v.get<std::string>());
+      if (!sc.max_length || *sc.max_length >= sc.min_length) {
+        auto e = AddStringExpr(&g_, sc, o_.lexical);
+        if (e.ok()) {
+          alts.push_back(*e);
+        } else if (e.status().code() != StatusCode::kUnsatisfiable) {
+          return WithLoc(e.status(), f.str_loc.empty() ? cur_loc_ : f.str_loc);
+        }
+      }
+    }
+    if (f.types & kTNumber) {
+      auto e = NumberExpr(f);
+      if (!e.ok()) return e;
+      alts.push_back(*e);
+    }
+    if (f.types & kTObject) {
+      auto e = ObjectExpr(f, depth);
+      if (!e.ok()) return e;
+      alts.push_back(*e);
+    }
+    if (f.types & kTArray) {
+      auto e = ArrayExpr(f, depth);
+      if (!e.ok()) return e;
+      alts.push_back(*e);
+    }
+    return Alt(std::move(alts));
+  }
+
+  // The keyword's JSON Pointer as the location. A lexical error located inside the keyword's
+  // value (a regex "offset N") keeps that as part of the message.
+  static Status WithLoc(const Status& st, const std::string& loc) {
+    if (!st.location().empty() && st.location()[0] == '/') return st;
+    if (st.location().empty()) return Status(st.code(), st.message(), loc);
+    return Status(st.code(), st.message() + " (at " + st.location() + " in the value)", loc);
+  }
+
+  // ---- enums ----
+
+  ExprId ValueExpr(const json& v) {
+    if (!v.is_object() && !v.is_array()) return Lit(RenderScalar(v));
+    if (ws_rule_ < 0) return Lit(RenderPlain(v, -1, 0));
+    std::vector<ExprId> parts = {Lit(v.is_object() ? "{" : "[")};
+    bool first = true;
+    for (auto it = v.begin(); it != v.end(); ++it) {
+      parts.push_back(first ? Ws() : Comma());
+      first = false;
+      if (v.is_object()) {
+        parts.push_back(Lit(RenderJsonString(it.key())));
+        parts.push_back(Ws());
+        parts.push_back(Lit(":"));
+        parts.push_back(Ws());
+      }
+      parts.push_back(ValueExpr(*it));
+    }
+    parts.push_back(Ws());
+    parts.push_back(Lit(v.is_object() ? "}" : "]"));
+    return Seq(std::move(parts));
+  }
+
+  ExprId EnumExpr(const std::vector<json>& vals) {
+    bool scalars = std::none_of(vals.begin(), vals.end(),
+                                [](const json& v) { return v.is_object() || v.is_array(); });
+    if (!scalars || vals.size() < 4) {
+      std::vector<ExprId> alts;
+      for (const json& v : vals) alts.push_back(ValueExpr(v));
+      return Alt(std::move(alts));
+    }
+    std::vector<std::string> texts;
+    for (const json& v : vals) texts.push_back(RenderScalar(v));
+    std::sort(texts.begin(), texts.end());
+    texts.erase(std::unique(texts.begin(), texts.end()), texts.end());
+    return Trie(texts, 0, texts.size(), 0);
+  }
+
+  // Strings [lo, hi) share their first `at` bytes; a radix trie cut at code point boundaries.
+  ExprId Trie(const std::vector<std::string>& t, std::size_t lo, std::size_t hi, std::size_t at) {
+    if (hi - lo == 1) return Lit(t[lo].substr(at));
+    const std::string& a = t[lo];
+    const std::string& b = t[hi - 1];
+    std::size_t end = at;
+    while (end < a.size() && end < b.size() && a[end] == b[end]) ++end;
+    while (end > at && end < a.size() && (static_cast<unsigned char>(a[end]) & 0xC0) == 0x80) --end;
+    std::vector<ExprId> alts;
+    std::size_t i = lo;
+    if (t[i].size() == end) alts.push_back(Empty()), ++i;
+    while (i < hi) {
+      auto cp_len = [&](const std::string& s) {
+        auto c = static_cast<unsigned char>(s[end]);
+        return std::size_t{c < 0x80 ? 1u : c < 0xE0 ? 2u : c < 0xF0 ? 3u : 4u};
+      };
+      std::string head = t[i].substr(end, cp_len(t[i]));
+      std::size_t j = i + 1;
+      while (j < hi && t[j].compare(end, head.size(), head) == 0) ++j;
+      alts.push_back(Trie(t, i, j, end));
+      i = j;
+    }
+    return Seq({Lit(a.substr(at, end - at)), Alt(std::move(alts))});
+  }
+
+  // ---- numbers ----
+
+  Result<ExprId> NumberExpr(const Facts& f) {
+    std::string loc = f.num_loc.empty() ? cur_loc_ : f.num_loc;
+    // Numbers that must not be integers (e.g. not: {type: integer}): under the formatting policy
+    // exactly the plain decimals with a nonzero last fraction digit.
+    const bool fraction_only = !(f.types & kTInt);
+    bool integer = !(f.types & kTFrac);
+    std::vector<json> cuts;
+    for (const json& v : f.not_in) {
+      if (!v.is_number()) continue;
+      if (std::none_of(cuts.begin(), cuts.end(), [&](const json& x) { return JsonEqual(x, v); }))
+        cuts.push_back(v);
+    }
+    std::sort(cuts.begin(), cuts.end(),
+              [](const json& a, const json& b) { return CompareNumbers(a, b) < 0; });
+    std::vector<ExprId> alts;
+    std::optional<json> lo = f.min;
+    bool lo_excl = f.min_excl;
+    auto interval = [&](const std::optional<json>& l, bool lx, const std::optional<json>& h,
+                        bool hx) -> Status {
+      NumberConstraint c;
+      c.integer = integer;
+      if (l) c.minimum = DecimalBound{l->dump(), lx};
+      if (h) c.maximum = DecimalBound{h->dump(), hx};
+      if (f.multiple_of) c.multiple_of = f.multiple_of->dump();
+      auto e = AddNumberExpr(&g_, c, o_.lexical);
+      if (e.ok() && fraction_only) {
+        auto frac = FractionOnly(*e);
+        if (!frac.ok()) {
+          Status st = WithLoc(frac.status(), loc);
+          if (!m_.Relax(st)) return st;
+        } else {
+          e = *frac;
+        }
+      }
+      if (e.ok()) {
+        alts.push_back(*e);
+      } else if (e.status().code() != StatusCode::kUnsatisfiable) {
+        return WithLoc(e.status(), loc);
+      }
+      return Status::Ok();
+    };
+    for (const json& cut : cuts) {
+      if (lo && CompareNumbers(cut, *lo) < 0) continue;
+      if (f.max && CompareNumbers(cut, *f.max) > 0) continue;
+      LOCKSTEP_RETURN_IF_ERROR(interval(lo, lo_excl, cut, true));
+      lo = cut;
+      lo_excl = true;
+    }
+    LOCKSTEP_RETURN_IF_ERROR(interval(lo, lo_excl, f.max, f.max_excl));
+    return Alt(std::move(alts));
+  }
+
+  Result<ExprId> FractionOnly(ExprId number) {
+    static const ByteDfa* kFraction = [] {
+      auto d = CompileRegexToDfa("-?(0|[1-9][0-9]*)\\.[0-9]*[1-9]");
+      return new ByteDfa(std::move(*d));
+    }();
+    const Expr& e = g_.expr(number);
+    ByteDfa dfa;
+    if (e.kind == ExprKind::kByteDfa && e.dfa) {
+      dfa = *e.dfa;
+    } else if (e.kind == ExprKind::kLexeme) {
+      auto d = CompileRegexToDfa(e.text);
+      if (!d.ok()) return d.status();
+      dfa = std::move(*d);
+    } else {
+      return Status(StatusCode::kUnsupported,
+                    "numbers that must not be integers: this number terminal is not one automaton");
+    }
+    auto p = ProductDfa(dfa, *kFraction, o_.lexical.max_dfa_states, o_.deadline);
+    if (!p.ok()) return p.status();
+    if (p->start == ByteDfa::kDead) return Never();
+    Expr out;
+    out.kind = ExprKind::kByteDfa;
+    out.dfa = std::make_shared<const ByteDfa>(std::move(*p));
+    return Add(std::move(out));
+  }
+
+  // The string tokens `c` admits, as one automaton (key classes of patternProperties).
+  Result<ByteDfa> KeyDfa(const StringConstraint& c) {
+    if (!c.pattern && !c.max_length && c.min_length == 0 && !c.format && c.excluded.empty()) {
+      // Every string token under canonical escaping (RenderJsonString).
+      return CompileRegexToDfa(
+          "\"([^\"\\\\\\x00-\\x1F]|\\\\[\"\\\\bfnrt]|\\\\u00(0[0-7]|0b|0e|0f|1[0-9a-f]))*\"");
+    }
+    grammar::Grammar scratch;
+    auto id = AddStringExpr(&scratch, c, o_.lexical);
+    if (!id.ok()) {
+      if (id.status().code() == StatusCode::kUnsatisfiable) return ByteDfa{};
+      return id.status();
+    }
+    const Expr& e = scratch.expr(*id);
+    if (e.kind == ExprKind::kByteDfa && e.dfa) return *e.dfa;
+    if (e.kind == ExprKind::kLexeme) return CompileRegexToDfa(e.text);
+    return Status(StatusCode::kUnsupported,
+                  "patternProperties: this key terminal is not one automaton, so its key classes "
+                  "cannot be built");
+  }
+
+  // Extra members when patternProperties apply: one member kind per class of keys (the patterns
+  // a key matches), 2^n classes for n patterns.
+  Status PatternExtras(const ObjectPlan& plan, int depth, std::vector<ExprId>* kinds) {
+    const std::size_t n = plan.patterns.size();
+    if (n > 4) {
+      return Status(StatusCode::kUnsupported,
+                    "more than 4 patternProperties in one subschema (2^n key classes)", plan.loc);
+    }
+    auto base = KeyDfa(plan.extra_key);
+    if (!base.ok()) return WithLoc(base.status(), plan.loc);
+    std::vector<ByteDfa> pats;
+    for (const auto& [pat, sub] : plan.patterns) {
+      StringConstraint sc;
+      sc.pattern = pat;
+      auto d = KeyDfa(sc);
+      if (!d.ok()) return WithLoc(d.status(), plan.loc + Model::JsonPointerSegmentOf(pat));
+      pats.push_back(std::move(*d));
+    }
+    for (std::size_t mask = 0; mask < (std::size_t{1} << n); ++mask) {
+      if (mask == 0 && !plan.rest_allowed) continue;
+      ByteDfa keys = *base;
+      for (std::size_t t = 0; t < n && keys.start != ByteDfa::kDead; ++t) {
+        auto d = ProductDfa(keys, pats[t], o_.lexical.max_dfa_states, o_.deadline,
+                            !(mask & (std::size_t{1} << t)));
+        if (!d.ok()) return WithLoc(d.status(), plan.loc);
+        keys = std::move(*d);
+      }
+      if (keys.start == ByteDfa::kDead) continue;
+      Conj c = plan.extra_conj;
+      for (std::size_t t = 0; t < n; ++t)
+        if (mask & (std::size_t{1} << t)) c.push_back({plan.patterns[t].second, 0});
+      if (mask == 0 && plan.pattern_rest) c.push_back({plan.pattern_rest, 0});
+      auto v = CompileConj(c, depth + 1);
+      if (!v.ok()) return v.status();
+      if (IsNever(*v)) continue;
+      Expr key;
+      key.kind = ExprKind::kByteDfa;
+      key.dfa = std::make_shared<const ByteDfa>(std::move(keys));
+      kinds->push_back(Seq({Add(std::move(key)), Ws(), Lit(":"), Ws(), *v}));
+    }
+    return Status::Ok();
+  }
+
+  // ---- objects ----
+
+  Result<ExprId> ObjectExpr(const Facts& f, int depth) {
+    auto plan = m_.PlanObject(f);
+    if (!plan.ok()) return plan.status();
+    if (plan->never) return Never();
+    struct M {
+      RuleId rule;
+      bool required;
+    };
+    std::vector<M> members;
+    for (const Member& m : plan->members) {
+      if (m.forbidden) continue;
+      auto v = CompileConj(m.conj, depth + 1);
+      if (!v.ok()) return v;
+      if (IsNever(*v)) {
+        if (m.required) return Never();
+        continue;
+      }
+      ExprId e = Seq({Lit(RenderJsonString(m.key)), Ws(), Lit(":"), Ws(), *v});
+      members.push_back({RuleOf(e, "m"), m.required});
+    }
+    RuleId extra = -1;
+    if (plan->extras) {
+      std::vector<ExprId> kinds;
+      Status st = plan->patterns.empty() ? Status::Ok() : PatternExtras(*plan, depth, &kinds);
+      if (!st.ok() && !m_.Relax(st)) return st;
+      if (!st.ok()) kinds.clear();
+      if (plan->patterns.empty() || !st.ok()) {
+        // Relaxed patterns: any value.
+        auto v = CompileConj(st.ok() ? plan->extra_conj : Conj{}, depth + 1);
+        if (!v.ok()) return v;
+        if (!IsNever(*v)) {
+          auto k = AddStringExpr(&g_, plan->extra_key, o_.lexical);
+          if (k.ok()) {
+            kinds.push_back(Seq({*k, Ws(), Lit(":"), Ws(), *v}));
+          } else if (k.status().code() != StatusCode::kUnsatisfiable) {
+            return WithLoc(k.status(), cur_loc_);
+          }
+        }
+      }
+      ExprId x = Alt(std::move(kinds));
+      if (!IsNever(x)) extra = RuleOf(x, "x");
+    }
+    const std::int64_t min_p = f.min_props;
+    const std::optional<std::int64_t> max_p = f.max_props;
+    if (max_p && *max_p < min_p) return Never();
+    const std::int64_t cap = max_p ? *max_p : std::max<std::int64_t>(min_p, 1);
+    const auto n = static_cast<std::int64_t>(members.size());
+    if ((n + 1) * (std::min(n, cap) + 1) > 400000) {
+      return Status(StatusCode::kResourceLimit,
+                    "too many (property, count) states for minProperties/maxProperties", cur_loc_);
+    }
+    auto tail = [&](std::int64_t c) -> ExprId {
+      std::int64_t rmin = std::max<std::int64_t>(0, min_p - c);
+      std::int64_t rmax = max_p ? *max_p - c : -1;
+      if (extra < 0) rmax = 0;
+      if (rmax == 0) return rmin > 0 ? Never() : Empty();
+      if (c > 0) return Rep(Seq({Comma(), Ref(extra)}), rmin, rmax);
+      ExprId e = Seq({Ws(), Ref(extra),
+                      Rep(Seq({Comma(), Ref(extra)}), std::max<std::int64_t>(0, rmin - 1),
+                          rmax < 0 ? -1 : rmax - 1)});
+      return rmin == 0 ? Alt({Empty(), e}) : e;
+    };
+    // state[c] of position i: c members emitted so far (saturated at cap).
+    std::vector<RuleId> next;
+    for (std::int64_t i = n; i >= 0; --i) {
+      std::int64_t top = std::min(i, cap);
+      std::vector<RuleId> cur(top + 1);
+      for (std::int64_t c = 0; c <= top; ++c) {
+        ExprId body;
+        if (i == n) {
+          body = tail(c);
+        } else {
+          const M& m = members[i];
+          ExprId emit =
+              (max_p && c == *max_p)
+                  ? Never()
+                  : Seq({c > 0 ? Comma() : Ws(), Ref(m.rule), Ref(next[std::min(c + 1, cap)])});
+          ExprId skip = m.required ? Never() : Ref(next[c]);
+          body = Alt({emit, skip});
+        }
+        cur[c] = RuleOf(body, "o");
+      }
+      next = std::move(cur);
+      LOCKSTEP_RETURN_IF_ERROR(Budget(cur_loc_));
+    }
+    return Seq({Lit("{"), Ref(next[0]), Ws(), Lit("}")});
+  }
+
+  // ---- arrays ----
+
+  Result<ExprId> ArrayExpr(const Facts& f, int depth) {
+    ArrayPlan plan = m_.PlanArray(f);
+    const std::int64_t min_i = f.min_items;
+    const std::optional<std::int64_t> max_i = f.max_items;
+    if (max_i && *max_i < min_i) return Never();
+    if (f.contains) {
+      auto e = ContainsExpr(f, plan, depth);
+      if (e.ok() || !m_.Relax(e.status())) return e;
+    }
+    if (f.unique && !(max_i && *max_i <= 1)) {
+      auto e = UniqueExpr(f, plan);
+      if (e.ok() || !m_.Relax(e.status())) return e;
+    }
+    auto rest = CompileConj(plan.rest, depth + 1);
+    if (!rest.ok()) return rest;
+    bool rest_never = IsNever(*rest);
+    RuleId r = rest_never ? -1 : RuleOf(*rest, "i");
+    auto p = static_cast<std::int64_t>(plan.prefix.size());
+    if (max_i) p = std::min(p, *max_i);
+    std::int64_t rmin = std::max<std::int64_t>(0, min_i - p);
+    std::int64_t rmax = max_i ? *max_i - p : -1;
+    if (rest_never) rmax = 0;
+    ExprId t;
+    if (rmax == 0) {
+      t = rmin > 0 ? Never() : Empty();
+    } else if (p > 0) {
+      t = Rep(Seq({Comma(), Ref(r)}), rmin, rmax);
+    } else {
+      ExprId e = Seq({Ws(), Ref(r),
+                      Rep(Seq({Comma(), Ref(r)}), std::max<std::int64_t>(0, rmin - 1),
+                          rmax < 0 ? -1 : rmax - 1)});
+      t = rmin == 0 ? Alt({Empty(), e}) : e;
+    }
+    for (std::int64_t i = p - 1; i >= 0; --i) {
+      auto e = CompileConj(plan.prefix[i], depth + 1);
+      if (!e.ok()) return e;
+      ExprId emit = Seq({i == 0 ? Ws() : Comma(), *e, t});
+      t = Alt({emit, i >= min_i ? Empty() : Never()});
+    }
+    return Seq({Lit("["), t, Ws(), Lit("]")});
+  }
+
+  Result<ExprId> ContainsExpr(const Facts& f, const ArrayPlan& plan, int depth) {
+    std::string loc = m_.KwLoc(f.contains_owner, "contains");
+    const std::int64_t a = f.min_contains;
+    const std::optional<std::int64_t> b = f.max_contains;
+    if (!plan.prefix.empty() || f.unique || f.max_items || f.min_items > a) {
+      return Status(StatusCode::kUnsupported,
+                    "contains together with prefixItems, uniqueItems, maxItems or a minItems above "
+                    "the contains count",
+                    loc);
+    }
+    if (b && *b < a) return Never();
+    Conj yes = m_.ContainsConj(f, false), no = m_.ContainsConj(f, true);
+    auto y0 = CompileConj(yes, depth + 1);
+    if (!y0.ok()) return y0;
+    auto n0 = CompileConj(no, depth + 1);
+    if (!n0.ok()) return n0;
+    RuleId ry = IsNever(*y0) ? -1 : RuleOf(*y0, "cy");
+    RuleId rn = IsNever(*n0) ? -1 : RuleOf(*n0, "cn");
+    auto Y = [&] { return ry < 0 ? Never() : Ref(ry); };
+    auto N = [&] { return rn < 0 ? Never() : Ref(rn); };
+    auto ns = [&] { return Rep(Seq({Comma(), N()}), 0, -1); };
+    // Items before the first match: "N , N , ... ,".
+    auto npre = [&] { return Alt({Empty(), Seq({Ws(), N(), ns(), Ws(), Lit(",")})}); };
+    auto more = [&](std::int64_t lo, std::int64_t hi) {
+      return Rep(Seq({Comma(), Y(), ns()}), lo, hi);
+    };
+    ExprId content;
+    if (a >= 1) {
+      content = Seq({npre(), Ws(), Y(), ns(), more(a - 1, b ? *b - 1 : -1)});
+    } else {
+      std::vector<ExprId> alts = {Empty(), Seq({Ws(), N(), ns()})};
+      if (!b || *b > 0) alts.push_back(Seq({npre(), Ws(), Y(), ns(), more(0, b ? *b - 1 : -1)}));
+      content = Alt(std::move(alts));
+    }
+    return Seq({Lit("["), content, Ws(), Lit("]")});
+  }
+
+  // uniqueItems over items drawn from a small finite set: one rule per subset of values used so
+  // far (its size is the position, which picks the prefixItems subschema).
+  Result<ExprId> UniqueExpr(const Facts& f, const ArrayPlan& plan) {
+    const char* kWhy =
+        "uniqueItems is enforced only on items drawn from a small finite set (enum, const, "
+        "boolean, null; at most 10 values)";
+    std::vector<json> all;
+    std::vector<std::vector<int>> allowed;  // per position (prefix..., rest): indices in `all`
+    for (std::size_t i = 0; i <= plan.prefix.size(); ++i) {
+      auto vals = m_.FiniteValues(i < plan.prefix.size() ? plan.prefix[i] : plan.rest);
+      if (!vals.ok()) return vals.status();
+      if (!*vals) return Status(StatusCode::kUnsupported, kWhy, f.unique_loc);
+      std::vector<int> idx;
+      for (const json& x : **vals) {
+        auto it =
+            std::find_if(all.begin(), all.end(), [&](const json& y) { return JsonEqual(x, y); });
+        if (it == all.end()) it = all.insert(all.end(), x);
+        idx.push_back(static_cast<int>(it - all.begin()));
+      }
+      allowed.push_back(std::move(idx));
+      if (all.size() > 10) return Status(StatusCode::kUnsupported, kWhy, f.unique_loc);
+    }
+    const int k = static_cast<int>(all.size());
+    const std::int64_t max_i = std::min<std::int64_t>(f.max_items.value_or(k), k);
+    if (f.min_items > max_i) return Never();
+    std::vector<RuleId> rules(std::size_t{1} << k);
+    for (auto& r : rules) {
+      std::string name = "u";  // (not "u" + ...: g++ 12 warns falsely about that one here)
+      name += std::to_string(g_.rules.size());
+      r = NewRule(std::move(name));
+    }
+    for (std::size_t s = 0; s < rules.size(); ++s) {
+      int count = __builtin_popcount(static_cast<unsigned>(s));
+      std::vector<ExprId> alts;
+      if (count >= f.min_items) alts.push_back(Empty());
+      if (count < max_i) {
+        const auto& here = allowed[std::min<std::size_t>(count, plan.prefix.size())];
+        for (int x : here) {
+          if (s & (std::size_t{1} << x)) continue;
+          alts.push_back(Seq({count == 0 ? Ws() : Comma(), ValueExpr(all[x]),
+                              Ref(rules[s | (std::size_t{1} << x)])}));
+        }
+      }
+      g_.rules[rules[s]].body = Alt(std::move(alts));
+    }
+    return Seq({Lit("["), Ref(rules[0]), Ws(), Lit("]")});
+  }
+
+  struct MemoEntry {
+    RuleId rule;
+    bool never;
+  };
+
+  const Schema& s_;
+  SchemaCompileOptions o_;
+  Model m_;
+  grammar::Grammar g_;
+  RuleId ws_rule_ = -1;
+  std::map<std::string, MemoEntry> memo_;
+  Status overflow_;
+  std::string cur_loc_;
+};
+
+// ---- RenderInstance ----
+
+// The deadline's error once it has passed (a failed check is then not an answer), else ok.
+Status DeadlineOf(const Model& m, const Conj& c) {
+  const CompileDeadline& d = m.options().deadline;
+  if (!d.PassedNow()) return Status::Ok();
+  return d.Error(c.empty() ? "" : m.Loc(c[0].j));
+}
+
+Result<std::string> Render(Model& m, const Conj& c, const json& v, int indent, int depth) {
+  if (depth > 1000 || (!v.is_object() && !v.is_array())) return RenderPlain(v, indent, depth);
+  std::shared_ptr<Model::Expansion> e = m.ExpandCached(c);
+  if (!e->flat.ok() || e->flat->never) {
+    LOCKSTEP_RETURN_IF_ERROR(DeadlineOf(m, c));
+    return RenderPlain(v, indent, depth);
+  }
+  if (e->flat->split >= 0) {
+    for (const Conj& alt : m.Alternatives(*e->flat)) {
+      auto ok = m.Check(alt, v);
+      if (ok.ok() && *ok) return Render(m, alt, v, indent, depth);
+      LOCKSTEP_RETURN_IF_ERROR(DeadlineOf(m, alt));
+    }
+    return RenderPlain(v, indent, depth);
+  }
+  const Result<Facts>& f = m.FactsOf(*e);
+  if (!f.ok() || f->enum_vals) return RenderPlain(v, indent, depth);
+  if (v.empty()) return std::string(v.is_object() ? "{}" : "[]");
+  std::string pad = Newline(indent, depth + 1);
+  std::string out;
+  bool first = true;
+  auto item = [&](const std::string* key, const Conj& sub, const json& x) -> Status {
+    out += first ? "" : ",";
+    first = false;
+    out += pad;
+    if (key) out += RenderJsonString(*key) + (indent < 0 ? ":" : ": ");
+    LOCKSTEP_ASSIGN_OR_RETURN(std::string inner, Render(m, sub, x, indent, depth + 1));
+    out += inner;
+    return Status::Ok();
+  };
+  if (v.is_object()) {
+    const Result<ObjectPlan>& plan = m.PlanOf(*e);
+    if (!plan.ok()) {
+      LOCKSTEP_RETURN_IF_ERROR(DeadlineOf(m, c));
+      return RenderPlain(v, indent, depth);
+    }
+    out += '{';
+    for (const Member& mem : plan->members) {
+      if (auto it = v.find(mem.key); it != v.end()) {
+        LOCKSTEP_RETURN_IF_ERROR(item(&mem.key, mem.conj, *it));
+      }
+    }
+    for (auto& [k, x] : v.items()) {
+      if (plan->declared.count(k)) continue;
+      auto c = m.ExtraConj(*plan, k);
+      LOCKSTEP_RETURN_IF_ERROR(item(&k, c.ok() && *c ? **c : Conj{}, x));
+    }
+  } else {
+    ArrayPlan plan = m.PlanArray(*f);
+    out += '[';
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      LOCKSTEP_RETURN_IF_ERROR(
+          item(nullptr, i < plan.prefix.size() ? plan.prefix[i] : plan.rest, v[i]));
+    }
+  }
+  out += Newline(indent, depth);
+  out += v.is_object() ? "}" : "]";
+  return out;
+}
+
+// PropertyOrderOf by SAX events: no document is built (this runs with every compile).
+class OrderCollector : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  explicit OrderCollector(PropertyOrder* out) : out_(out) {}
+  bool null() override { return Scalar(); }
+  bool boolean(bool) override { return Scalar(); }
+  bool number_integer(number_integer_t) override { return Scalar(); }
+  bool number_unsigned(number_unsigned_t) override { return Scalar(); }
+  bool number_float(number_float_t, const string_t&) override { return Scalar(); }
+  bool string(string_t&) override { return Scalar(); }
+  bool binary(binary_t&) override { return Scalar(); }
+  bool start_object(std::size_t) override { return Open(true); }
+  bool end_object() override { return Close(); }
+  bool start_array(std::size_t) override { return Open(false); }
+  bool end_array() override { return Close(); }
+  bool key(string_t& k) override {
+    Frame& f = stack_.back();
+    f.key = k;
+    if (f.keys != nullptr && std::find(f.keys->begin(), f.keys->end(), k) == f.keys->end()) {
+      f.keys->push_back(k);
+    }
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
+    return false;
+  }
+
+ private:
+  struct Frame {
+    std::string ptr;
+    bool object;
+    std::size_t index = 0;
+    std::string key;
+    std::vector<std::string>* keys = nullptr;  // a `properties` object: its keys, in order
+  };
+  // The pointer of the value about to start, below the top frame.
+  std::string ChildPointer() const {
+    if (stack_.empty()) return {};
+    const Frame& f = stack_.back();
+    return f.object ? f.ptr + Model::JsonPointerSegmentOf(f.key)
+                    : f.ptr + "/" + std::to_string(f.index);
+  }
+  bool Open(bool object) {
+    Frame f;
+    f.object = object;
+    if (stack_.size() <= 2000) {
+      f.ptr = ChildPointer();
+      if (object && !stack_.empty() && stack_.back().object && stack_.back().key == "properties") {
+        f.keys = &(*out_)[f.ptr];
+      }
+    }
+    stack_.push_back(std::move(f));
+    return true;
+  }
+  bool Close() {
+    stack_.pop_back();
+    return Scalar();
+  }
+  bool Scalar() {
+    if (!stack_.empty() && !stack_.back().object) ++stack_.back().index;
+    return true;
+  }
+  PropertyOrder* out_;
+  std::vector<Frame> stack_;
+};
+
+}  // namespace
+
+PropertyOrder PropertyOrderOf(std::string_view schema_json) {
+  PropertyOrder out;
+  OrderCollector collector(&out);
+  if (!nlohmann::json::sax_parse(schema_json.begin(), schema_json.end(), &collector)) return {};
+  return out;
+}
+
+Result<SchemaGrammar> CompileSchemaToGrammar(const Schema& schema,
+                                             const SchemaCompileOptions& options) {
+  try {
+    Emitter e(schema, options);
+    return e.Run();
+  } catch (const std::bad_alloc&) {
+    return Status(StatusCode::kResourceLimit, "out of memory compiling the schema");
+  } catch (const std::exception& e) {
+    return Status(StatusCode::kInvalidSchema, std::string("malformed schema: ") + e.what(), "");
+  }
+}
+
+namespace {
+SchemaCompileOptions RenderOptions(SchemaCompileOptions o) {
+  // Never unbounded: without a deadline of the caller's, the default compile deadline.
+  if (!o.deadline.active()) {
+    o.deadline = CompileDeadline(CompileOptions{}.compile_timeout_ms, nullptr);
+  }
+  o.lexical.deadline = o.deadline;
+  return o;
+}
+}  // namespace
+
+InstanceRenderer::InstanceRenderer(const Schema& schema, const SchemaCompileOptions& options)
+    : schema_(schema), model_(std::make_unique<Model>(schema, RenderOptions(options))) {}
+
+InstanceRenderer::~InstanceRenderer() = default;
+
+Result<std::string> InstanceRenderer::Render(const nlohmann::json& instance, int indent) {
+  try {
+    // The instance outlives the checks: their results are shared by every level.
+    Model::CheckScope scope(model_.get());
+    Result<std::string> out = schema::Render(*model_, {{&schema_.root(), 0}}, instance, indent, 0);
+    // A rendering finished after the deadline may rest on checks that failed for it.
+    const CompileDeadline& d = model_->options().deadline;
+    if (out.ok() && d.PassedNow()) return d.Error("");
+    return out;
+  } catch (const std::bad_alloc&) {
+    return Status(StatusCode::kResourceLimit, "out of memory rendering the instance");
+  } catch (const std::exception&) {
+    return RenderPlain(instance, indent, 0);
+  }
+}
+
+Result<std::string> TryRenderInstance(const Schema& schema, const nlohmann::json& instance,
+                                      int indent, const SchemaCompileOptions& options) {
+  try {
+    return InstanceRenderer(schema, options).Render(instance, indent);
+  } catch (const std::bad_alloc&) {
+    return Status(StatusCode::kResourceLimit, "out of memory rendering the instance");
+  }
+}
+
+std::string RenderInstance(const Schema& schema, const nlohmann::json& instance, int indent,
+                           const SchemaCompileOptions& options) {
+  Result<std::string> r = TryRenderInstance(schema, instance, indent, options);
+  return r.ok() ? std::move(r).value() : RenderPlain(instance, indent, 0);
+}
+
+}  // namespace lockstep::schema

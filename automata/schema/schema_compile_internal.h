@@ -1,0 +1,266 @@
+// Internals of the JSON Schema compiler shared by its files: the conjunction model (a set of
+// schema nodes that apply in place to one instance), its expansion into merged facts, and the
+// instance checker that mirrors the compiled semantics (enum filtering, RenderInstance).
+// Private to automata/schema_compile*.cc.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "automata/schema/schema_compile.h"
+
+namespace lockstep::schema::internal {
+
+using json = nlohmann::json;
+
+// Instance types as bits; "number" is kTInt | kTFrac.
+enum : std::uint8_t {
+  kTNull = 1,
+  kTBool = 2,
+  kTObject = 4,
+  kTArray = 8,
+  kTString = 16,
+  kTInt = 32,
+  kTFrac = 64,
+  kTNumber = kTInt | kTFrac,
+  kTAll = 127,
+};
+
+// Keywords of a node already accounted for elsewhere in the conjunction.
+enum : std::uint16_t {
+  kSkipRef = 1,      // $ref / $ls:node targets are in the conjunction
+  kSkipAllOf = 2,    // allOf members are in the conjunction
+  kSkipRewrite = 4,  // not / oneOf / if / dependent* are rewritten into the conjunction
+  kSkipAnyOf = 8,    // the anyOf was split on
+  kSkipExpanded = kSkipRef | kSkipAllOf | kSkipRewrite,
+};
+
+struct Node {
+  const json* j = nullptr;
+  std::uint16_t skip = 0;
+  bool operator<(const Node& o) const { return j != o.j ? j < o.j : skip < o.skip; }
+  bool operator==(const Node& o) const { return j == o.j && skip == o.skip; }
+};
+using Conj = std::vector<Node>;
+
+// A conjunction after expansion: never, or leaves with at most one pending anyOf to split on.
+struct Flat {
+  bool never = false;
+  std::vector<Node> leaves;
+  int split = -1;  // index in leaves of the node whose anyOf is split
+};
+
+// The keywords of the leaves merged per instance type.
+struct Facts {
+  std::uint8_t types = kTAll;
+  std::optional<std::vector<json>> enum_vals;
+  std::vector<json> not_in;
+  // numbers
+  std::optional<json> min, max;
+  bool min_excl = false, max_excl = false;
+  std::optional<json> multiple_of;
+  std::string num_loc;
+  // strings
+  std::int64_t min_len = 0;
+  std::optional<std::int64_t> max_len;
+  std::optional<std::string> pattern;
+  std::optional<std::string> format;
+  std::string str_loc;
+  // objects
+  std::vector<const json*> obj;
+  std::vector<std::string> required;
+  std::set<std::string> absent;
+  std::int64_t min_props = 0;
+  std::optional<std::int64_t> max_props;
+  // arrays
+  std::vector<const json*> arr;
+  std::int64_t min_items = 0;
+  std::optional<std::int64_t> max_items;
+  bool unique = false;
+  std::string unique_loc;
+  const json* contains = nullptr;  // the contains subschema
+  const json* contains_owner = nullptr;
+  std::int64_t min_contains = 1;
+  std::optional<std::int64_t> max_contains;
+};
+
+struct Member {
+  std::string key;
+  bool required = false;
+  bool forbidden = false;
+  Conj conj;
+};
+
+struct ObjectPlan {
+  bool never = false;
+  std::vector<Member> members;  // declared order
+  std::set<std::string> declared;
+  std::unordered_map<std::string, std::size_t> member_index;  // key -> index in members
+  bool extras = true;
+  StringConstraint extra_key;
+  bool extra_key_none = false;  // propertyNames admits no name outside the declared ones
+  Conj extra_conj;
+  // patternProperties (of one subschema): an extra key takes extra_conj plus the subschema of
+  // every pattern it matches; matching none, pattern_rest (its additionalProperties), or is not
+  // allowed when that is false.
+  std::vector<std::pair<std::string, const json*>> patterns;
+  const json* pattern_rest = nullptr;
+  bool rest_allowed = true;
+  std::string loc;
+};
+
+struct ArrayPlan {
+  std::vector<Conj> prefix;
+  Conj rest;
+};
+
+class Model {
+ public:
+  Model(const Schema& s, const SchemaCompileOptions& o) : s_(s), o_(o) {}
+
+  const Schema& schema() const { return s_; }
+  const SchemaCompileOptions& options() const { return o_; }
+  std::vector<RelaxedKeyword>& relaxed() { return relaxed_; }
+  // Lenient mode: records `st` as a relaxed keyword and returns true (the caller then drops the
+  // constraint, accepting a superset); strict: false (the caller returns `st`).
+  bool Relax(const Status& st) {
+    // (An error because the deadline passed is never relaxed: it is no answer about the keyword.)
+    if (!o_.lenient || o_.deadline.PassedNow()) return false;
+    relaxed_.push_back({st.location(), st.message() + " (dropped)"});
+    return true;
+  }
+
+  std::string Loc(const json* j) const;
+  std::string KwLoc(const json* j, const std::string& kw) const {
+    return Loc(j) + JsonPointerSegmentOf(kw);
+  }
+  static std::string JsonPointerSegmentOf(const std::string& kw);
+
+  Result<Flat> Expand(const Conj& in);
+  // The alternatives of a split flat conjunction.
+  std::vector<Conj> Alternatives(const Flat& f) const;
+  Result<Facts> BuildFacts(const Flat& f);
+  Result<ObjectPlan> PlanObject(const Facts& f);
+  ArrayPlan PlanArray(const Facts& f) const;
+  // The conjunction a declared or extra key's value must satisfy.
+  Result<Conj> PropConj(const Facts& f, const std::string& key);
+  Conj ContainsConj(const Facts& f, bool negated);
+  // unevaluatedProperties / unevaluatedItems of `j` used as a plain fallback (no allOf / $ref
+  // next to it; with them it is rewritten by the annotations they produce); nullptr if none.
+  const json* UnevaluatedFallback(const json* j, const char* kw) const;
+  // The conjunction for the value of a key outside the declared names; nullopt: not allowed.
+  Result<std::optional<Conj>> ExtraConj(const ObjectPlan& p, const std::string& key);
+
+  // Does `v` satisfy the conjunction, under the compiled semantics. Results are memoised by
+  // conjunction and value address while a CheckScope is open (Check opens one when none is),
+  // and every conjunction is expanded once per Model (ExpandCached), so checking a value costs
+  // one visit per (conjunction, sub-value) pair, not one per path through shared subschemas.
+  // kResourceLimit, at the subschema being checked, once options().deadline has passed.
+  Result<bool> Check(const Conj& c, const json& v, int depth = 0);
+  // `plan`: PlanObject(f) when the caller has it.
+  Result<bool> CheckFacts(const Facts& f, const json& v, int depth,
+                          const ObjectPlan* plan = nullptr);
+  Result<bool> StringMatches(const StringConstraint& c, const std::string& s);
+
+  // Expand, BuildFacts and PlanObject of one conjunction (exactly as given: the order of its
+  // nodes decides which anyOf is split first), each computed once per Model.
+  struct Expansion {
+    Result<Flat> flat = Status(StatusCode::kInternal, "not expanded");
+    std::optional<Result<Facts>> facts;
+    std::optional<Result<ObjectPlan>> plan;
+  };
+  std::shared_ptr<Expansion> ExpandCached(const Conj& c);
+  const Result<Facts>& FactsOf(Expansion& e);
+  const Result<ObjectPlan>& PlanOf(Expansion& e);
+  // Keeps Check's results while it is open (the values checked must outlive it).
+  class CheckScope {
+   public:
+    explicit CheckScope(Model* m) : m_(m) { ++m_->check_scopes_; }
+    ~CheckScope() {
+      if (--m_->check_scopes_ == 0) m_->check_memo_.clear();
+    }
+    CheckScope(const CheckScope&) = delete;
+    CheckScope& operator=(const CheckScope&) = delete;
+
+   private:
+    Model* m_;
+  };
+
+  // The negation of a node as a synthetic node (shallow: subschemas are negated lazily).
+  Result<const json*> Negate(const json* n);
+  const json* MakeSynth(json j, const std::string& loc);
+  json NodeRef(const json* n);
+
+  // Finite set of values a conjunction admits, when it is small and known (uniqueItems).
+  Result<std::optional<std::vector<json>>> FiniteValues(const Conj& c, int depth = 0);
+
+ private:
+  Result<const json*> Rewrite(const json* j, const char* kw);
+  Result<const json*> RewriteUnevaluated(const json* j, const char* kw);
+  void RegisterLocs(const json* j, const std::string& loc);
+  // The facts of one oneOf branch for Disjoint; nullopt when it splits (no cheap test).
+  Result<std::optional<Facts>> BranchFacts(const json* n);
+  Result<bool> Disjoint(const std::optional<Facts>& a, const std::optional<Facts>& b);
+  // Sound, cheap emptiness tests on the keywords of expanded leaves alone (a pending anyOf only
+  // narrows the conjunction further): disjoint types, a property both required and absent (then
+  // no object), enum / const values that the types or another enum exclude. Expand cuts such a
+  // conjunction at once, before its alternatives are multiplied out: a oneOf of n object
+  // branches that are not provably disjoint expands into n times the product of the negated
+  // branches' alternatives, most of them of a type or a presence the branch excludes.
+  bool Contradictory(const std::vector<const json*>& leaves) const;
+
+  const Schema& s_;
+  SchemaCompileOptions o_;
+  std::vector<RelaxedKeyword> relaxed_;
+  std::deque<json> synth_;
+  std::unordered_map<const json*, std::string> synth_loc_;
+  std::vector<const json*> table_;
+  std::unordered_map<const json*, int> table_index_;
+  std::map<std::pair<const json*, std::string>, const json*> rewrite_cache_;
+  std::unordered_map<const json*, const json*> negation_cache_;
+  std::set<const json*> negating_;
+  struct Scratch {
+    grammar::Grammar g;
+    grammar::ExprId e = -1;
+    Status status;
+  };
+  std::map<std::string, std::unique_ptr<Scratch>> scratch_;
+  std::map<std::string, std::shared_ptr<const ByteDfa>> lexeme_dfas_;
+  std::map<std::string, int> dynamic_anchor_counts_;
+  // ExpandCached: by the conjunction's bytes; dropped whole past kMaxExpansions entries.
+  std::unordered_map<std::string, std::shared_ptr<Expansion>> expansions_;
+  // Check: by the sorted conjunction's bytes and the value's address, while a scope is open.
+  std::unordered_map<std::string, bool> check_memo_;
+  int check_scopes_ = 0;
+  bool UniqueDynamicAnchor(const json& target);
+
+  friend bool IrMatch(Model*, const grammar::Grammar&, grammar::ExprId, const std::string&);
+  std::set<std::size_t> Ends(const grammar::Grammar& g, grammar::ExprId e, const std::string& t,
+                             std::size_t pos, int depth);
+};
+
+// Helpers on JSON values.
+std::uint8_t TypeOf(const json& v);
+std::uint8_t TypeBits(const json& type_keyword);
+bool IsIntegral(const json& v);
+using ::lockstep::schema::CompareNumbers;  // shared with the validator (json_schema.h)
+using ::lockstep::schema::JsonEqual;
+using ::lockstep::schema::IsMultipleOf;
+using ::lockstep::schema::CodePoints;
+// The least common multiple of two positive JSON numbers, exact in decimal (nullopt when too
+// large).
+std::optional<json> LcmOf(const json& a, const json& b);
+// The value rendered under the formatting policy, in its own member order.
+std::string RenderPlain(const json& v, int indent, int depth);
+std::string RenderScalar(const json& v);
+// "" when compact (indent < 0), else a newline and depth * indent spaces.
+std::string Newline(int indent, int depth);
+
+}  // namespace lockstep::schema::internal

@@ -1,0 +1,1039 @@
+// The JSON Schema compiler's model of a schema: conjunctions of in-place subschemas, expanded
+// through $ref / allOf and rewritten (not, oneOf, if/then/else, dependencies) into a disjunction
+// of merged facts; negation as synthetic nodes; and the checker of instances under the compiled
+// semantics. Used by schema_compile.cc (grammar emission and RenderInstance).
+#include <algorithm>
+#include <cmath>
+#include <string_view>
+#include <vector>
+
+#include "automata/schema/schema_compile_internal.h"
+#include "grammar/base/json_pointer.h"
+
+namespace lockstep::schema::internal {
+
+// ---- JSON value helpers ----
+
+bool IsIntegral(const json& j) {
+  if (j.is_number_integer()) return true;
+  if (!j.is_number_float()) return false;
+  double d = j.get<double>();
+  return std::isfinite(d) && std::floor(d) == d;
+}
+
+std::uint8_t TypeOf(const json& v) {
+  switch (v.type()) {
+    case json::value_t::null:
+      return kTNull;
+    case json::value_t::boolean:
+      return kTBool;
+    case json::value_t::object:
+      return kTObject;
+    case json::value_t::array:
+      return kTArray;
+    case json::value_t::string:
+      return kTString;
+    default:
+      return IsIntegral(v) ? kTInt : kTFrac;
+  }
+}
+
+static std::uint8_t TypeBit(const std::string& t) {
+  if (t == "null") return kTNull;
+  if (t == "boolean") return kTBool;
+  if (t == "object") return kTObject;
+  if (t == "array") return kTArray;
+  if (t == "string") return kTString;
+  if (t == "integer") return kTInt;
+  if (t == "number") return kTNumber;
+  return 0;
+}
+
+std::uint8_t TypeBits(const json& t) {
+  if (t.is_string()) return TypeBit(t.get<std::string>());
+  std::uint8_t m = 0;
+  if (t.is_array())
+    for (const json& x : t)
+      if (x.is_string()) m |= TypeBit(x.get<std::string>());
+  return m;
+}
+
+namespace {
+// mantissa * 10^exponent, from the shortest round-trip text (exact decimal multipleOf).
+struct Dec {
+  unsigned __int128 m = 0;
+  int e = 0;
+  bool ok = true;
+};
+Dec ToDec(const json& j) {
+  Dec d;
+  std::string t = j.dump();
+  if (!t.empty() && t[0] == '-') t.erase(0, 1);
+  int exp = 0;
+  if (std::size_t p = t.find_first_of("eE"); p != std::string::npos) {
+    exp = std::atoi(t.c_str() + p + 1);
+    t.erase(p);
+  }
+  if (std::size_t dot = t.find('.'); dot != std::string::npos) {
+    exp -= static_cast<int>(t.size() - dot - 1);
+    t.erase(dot, 1);
+  }
+  std::size_t first = t.find_first_not_of('0');
+  t = first == std::string::npos ? "0" : t.substr(first);
+  while (t.size() > 1 && t.back() == '0') t.pop_back(), ++exp;
+  if (t.size() > 36) return d.ok = false, d;
+  for (char c : t) d.m = d.m * 10 + static_cast<unsigned>(c - '0');
+  d.e = t == "0" ? 0 : exp;
+  return d;
+}
+}  // namespace
+
+std::optional<json> LcmOf(const json& a, const json& b) {
+  Dec x = ToDec(a), y = ToDec(b);
+  if (!x.ok || !y.ok || x.m == 0 || y.m == 0) return std::nullopt;
+  int e = std::min(x.e, y.e);
+  unsigned __int128 limit = 1;
+  for (int i = 0; i < 36; ++i) limit *= 10;
+  auto scale = [&](Dec d) -> std::optional<unsigned __int128> {
+    unsigned __int128 m = d.m;
+    for (int k = d.e; k > e; --k) {
+      if (m > limit) return std::nullopt;
+      m *= 10;
+    }
+    return m;
+  };
+  auto mx = scale(x), my = scale(y);
+  if (!mx || !my) return std::nullopt;
+  unsigned __int128 g = *mx, h = *my;
+  while (h != 0) {
+    unsigned __int128 t = g % h;
+    g = h;
+    h = t;
+  }
+  unsigned __int128 l = *mx / g;
+  if (l > limit / *my) return std::nullopt;
+  l *= *my;
+  std::string digits;
+  for (unsigned __int128 v = l; v != 0; v /= 10)
+    digits.insert(digits.begin(), char('0' + int(v % 10)));
+  std::string text;
+  if (e >= 0) {
+    text = digits + std::string(static_cast<std::size_t>(e), '0');
+  } else {
+    auto frac = static_cast<std::size_t>(-e);
+    if (digits.size() <= frac) digits.insert(0, frac - digits.size() + 1, '0');
+    text = digits.substr(0, digits.size() - frac) + "." + digits.substr(digits.size() - frac);
+  }
+  json out = json::parse(text, nullptr, false);
+  if (out.is_discarded()) return std::nullopt;
+  return out;
+}
+
+std::string RenderScalar(const json& v) {
+  if (v.is_null()) return "null";
+  if (v.is_boolean()) return v.get<bool>() ? "true" : "false";
+  if (v.is_string()) return RenderJsonString(v.get_ref<const std::string&>());
+  return RenderJsonNumber(v);
+}
+
+std::string Newline(int indent, int depth) {
+  std::string s;
+  if (indent < 0) return s;
+  s.push_back('\n');
+  s.append(static_cast<std::size_t>(depth) * static_cast<std::size_t>(indent), ' ');
+  return s;
+}
+
+std::string RenderPlain(const json& v, int indent, int depth) {
+  if (!v.is_object() && !v.is_array()) return RenderScalar(v);
+  if (v.empty()) return v.is_object() ? "{}" : "[]";
+  std::string out(1, v.is_object() ? '{' : '[');
+  std::string pad = Newline(indent, depth + 1);
+  bool first = true;
+  for (auto it = v.begin(); it != v.end(); ++it) {
+    if (!first) out += ",";
+    first = false;
+    out += pad;
+    if (v.is_object()) out += RenderJsonString(it.key()) + (indent < 0 ? ":" : ": ");
+    out += RenderPlain(*it, indent, depth + 1);
+  }
+  out += Newline(indent, depth);
+  out += v.is_object() ? '}' : ']';
+  return out;
+}
+
+// ---- locations and synthetic nodes ----
+
+std::string Model::JsonPointerSegmentOf(const std::string& kw) { return JsonPointerSegment(kw); }
+
+std::string Model::Loc(const json* j) const {
+  if (s_.Info(j)) return s_.Location(j);
+  auto it = synth_loc_.find(j);
+  return it == synth_loc_.end() ? "" : it->second;
+}
+
+void Model::RegisterLocs(const json* j, const std::string& loc) {
+  if (s_.Info(j)) return;
+  synth_loc_.emplace(j, loc);
+  if (j->is_object() || j->is_array()) {
+    for (const json& c : *j) RegisterLocs(&c, loc);
+  }
+}
+
+const json* Model::MakeSynth(json j, const std::string& loc) {
+  synth_.push_back(std::move(j));
+  RegisterLocs(&synth_.back(), loc);
+  return &synth_.back();
+}
+
+json Model::NodeRef(const json* n) {
+  auto [it, added] = table_index_.emplace(n, static_cast<int>(table_.size()));
+  if (added) table_.push_back(n);
+  return json{{"$ls:node", json::array({it->second})}};
+}
+
+// ---- expansion ----
+
+// A $dynamicRef resolves statically when no other subschema (in any loaded document) declares
+// the same $dynamicAnchor name: the dynamic scope can then only find that one.
+bool Model::UniqueDynamicAnchor(const json& target) {
+  const json& a = target["$dynamicAnchor"];
+  if (!a.is_string()) return false;
+  if (dynamic_anchor_counts_.empty()) {
+    dynamic_anchor_counts_[""] = 0;  // computed
+    for (const json* n : s_.Nodes()) {
+      if (!n->is_object()) continue;
+      auto it = n->find("$dynamicAnchor");
+      if (it != n->end() && it->is_string()) ++dynamic_anchor_counts_[it->get<std::string>()];
+    }
+  }
+  auto it = dynamic_anchor_counts_.find(a.get<std::string>());
+  return it != dynamic_anchor_counts_.end() && it->second == 1;
+}
+
+namespace {
+const json* Kw(const json& j, const char* k) {
+  auto it = j.find(k);
+  return it == j.end() ? nullptr : &*it;
+}
+bool IsTrivial(const json& j) {
+  return (j.is_boolean() && j.get<bool>()) || (j.is_object() && j.empty());
+}
+}  // namespace
+
+Result<Flat> Model::Expand(const Conj& in) {
+  Flat flat;
+  bool draft7 = s_.draft() == Draft::k7;
+  std::vector<Node> work(in.rbegin(), in.rend());
+  std::set<Node> seen;
+  std::vector<const json*> order;
+  std::unordered_map<const json*, std::uint16_t> skips;
+  std::size_t steps = 0;
+  while (!work.empty()) {
+    Node n = work.back();
+    work.pop_back();
+    if (!seen.insert(n).second) continue;
+    if (++steps > 1000000) {
+      return Status(StatusCode::kResourceLimit, "schema expansion too large", Loc(n.j));
+    }
+    if (o_.deadline.Poll()) return o_.deadline.Error(Loc(n.j));
+    const json& j = *n.j;
+    if (j.is_boolean()) {
+      if (!j.get<bool>()) {
+        flat.never = true;
+        return flat;
+      }
+      continue;
+    }
+    if (!j.is_object() || j.empty()) continue;
+    bool original = s_.Info(n.j) != nullptr;
+    if (!(n.skip & kSkipRef)) {
+      if (j.contains("$ref")) {
+        const json* t = s_.RefTarget(n.j);
+        if (!t) return Status(StatusCode::kInvalidSchema, "unresolved $ref", KwLoc(n.j, "$ref"));
+        work.push_back({t, 0});
+        if (draft7 && original) continue;  // draft-07: $ref overrides its siblings
+      }
+      if (!draft7 && j.contains("$dynamicRef")) {
+        const json* t = s_.DynamicRefTarget(n.j);
+        if (!t) {
+          return Status(StatusCode::kInvalidSchema, "unresolved $dynamicRef",
+                        KwLoc(n.j, "$dynamicRef"));
+        }
+        if (t->is_object() && t->contains("$dynamicAnchor") && !UniqueDynamicAnchor(*t)) {
+          return Status(StatusCode::kUnsupported,
+                        "$dynamicRef to a $dynamicAnchor depends on the dynamic scope, which the "
+                        "grammar cannot track",
+                        KwLoc(n.j, "$dynamicRef"));
+        }
+        work.push_back({t, 0});
+      }
+      if (const json* ids = Kw(j, "$ls:node")) {
+        for (const json& i : *ids) work.push_back({table_[i.get<int>()], 0});
+      }
+    }
+    if (!(n.skip & kSkipAllOf)) {
+      if (const json* all = Kw(j, "allOf"); all && all->is_array()) {
+        for (auto it = all->rbegin(); it != all->rend(); ++it) work.push_back({&*it, 0});
+      }
+    }
+    if (!(n.skip & kSkipRewrite)) {
+      static const char* kRewritten[] = {"not",
+                                         "oneOf",
+                                         "if",
+                                         "dependentRequired",
+                                         "dependentSchemas",
+                                         "dependencies",
+                                         "unevaluatedProperties",
+                                         "unevaluatedItems"};
+      for (const char* kw : kRewritten) {
+        if (!j.contains(kw)) continue;
+        auto r = Rewrite(n.j, kw);
+        if (!r.ok()) return r.status();
+        if (*r) work.push_back({*r, 0});
+      }
+    }
+    auto [it, added] = skips.emplace(n.j, n.skip | kSkipExpanded);
+    if (added) {
+      order.push_back(n.j);
+    } else {
+      it->second |= n.skip;
+    }
+  }
+  // A subschema and its negation in one conjunction: nothing satisfies both. Nested oneOf / if /
+  // not bring them together (branch i next to "not branch j" whose subschemas share a $ref);
+  // cut here, before the alternatives of both are multiplied out (each level of such nesting
+  // multiplied the work by about ten). Strict mode only: a lenient negation may be relaxed to a
+  // superset of the complement.
+  if (!o_.lenient) {
+    for (const json* j : order) {
+      auto it = negation_cache_.find(j);
+      if (it != negation_cache_.end() && skips.count(it->second)) {
+        flat.never = true;
+        return flat;
+      }
+    }
+  }
+  if (Contradictory(order)) {
+    flat.never = true;
+    return flat;
+  }
+  for (const json* j : order) {
+    std::uint16_t sk = skips[j];
+    flat.leaves.push_back({j, sk});
+    if (flat.split < 0 && !(sk & kSkipAnyOf) && j->contains("anyOf")) {
+      flat.split = static_cast<int>(flat.leaves.size()) - 1;
+    }
+  }
+  return flat;
+}
+
+bool Model::Contradictory(const std::vector<const json*>& leaves) const {
+  std::uint8_t types = kTAll;
+  std::vector<const std::string*> required, absent;
+  std::vector<const json*> value_sets;  // enum arrays; a const as a one-value "set" below
+  std::vector<const json*> consts;
+  for (const json* j : leaves) {
+    if (!j->is_object()) continue;
+    if (const json* t = Kw(*j, "type")) types &= TypeBits(*t);
+    if (const json* t = Kw(*j, "$ls:types"); t && t->is_number_integer()) {
+      types &= t->get<std::uint8_t>();
+    }
+    for (auto [kw, out] : {std::pair{"required", &required}, std::pair{"$ls:absent", &absent}}) {
+      if (const json* r = Kw(*j, kw); r && r->is_array()) {
+        for (const json& x : *r)
+          if (x.is_string()) out->push_back(&x.get_ref<const std::string&>());
+      }
+    }
+    if (const json* e = Kw(*j, "enum"); e && e->is_array()) value_sets.push_back(e);
+    if (const json* c = Kw(*j, "const")) consts.push_back(c);
+  }
+  // The required names, sorted and once each.
+  std::vector<std::string_view> names;
+  names.reserve(required.size());
+  for (const std::string* r : required) names.push_back(*r);
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  for (const std::string* a : absent) {
+    if (std::binary_search(names.begin(), names.end(), std::string_view(*a))) {
+      types &= static_cast<std::uint8_t>(~kTObject);  // no object; other instances ignore both
+      break;
+    }
+  }
+  // A required property whose `properties` subschemas admit disjoint values (const / enum): no
+  // object. allOf of `if: {properties: {kind: {const: ...}}}` / `then` pairs (one per kind) is
+  // the common shape: two `if`s taken together with a negated one (which requires `kind`) are
+  // cut here, so the alternatives grow with the number of kinds, not 2^kinds.
+  if ((types & kTObject) && !names.empty()) {
+    for (std::string_view r : names) {
+      std::vector<const json*> vals;
+      bool constrained = false;
+      for (const json* j : leaves) {
+        const json* props = j->is_object() ? Kw(*j, "properties") : nullptr;
+        if (props == nullptr || !props->is_object()) continue;
+        auto p = props->find(std::string(r));
+        // (A subschema with $ref is left alone: in draft-07 its siblings would not apply.)
+        if (p == props->end() || !p->is_object() || p->contains("$ref")) continue;
+        std::vector<const json*> allowed;
+        if (const json* c = Kw(*p, "const")) {
+          allowed.push_back(c);
+        } else if (const json* e = Kw(*p, "enum"); e && e->is_array() && e->size() <= 256) {
+          for (const json& x : *e) allowed.push_back(&x);
+        } else {
+          continue;
+        }
+        if (!constrained) {
+          vals = std::move(allowed);
+          constrained = true;
+          continue;
+        }
+        std::erase_if(vals, [&](const json* v) {
+          return std::none_of(allowed.begin(), allowed.end(),
+                              [&](const json* x) { return JsonEqual(*v, *x); });
+        });
+      }
+      if (constrained && vals.empty()) {
+        types &= static_cast<std::uint8_t>(~kTObject);
+        break;
+      }
+    }
+  }
+  if (types == 0) return true;
+  if (value_sets.empty() && consts.empty()) return false;
+  // The values of one enum (or const) that the types admit and every other enum / const holds.
+  std::vector<const json*> vals;
+  if (!consts.empty()) {
+    vals.push_back(consts[0]);
+  } else {
+    for (const json& x : *value_sets[0]) vals.push_back(&x);
+  }
+  std::erase_if(vals, [&](const json* v) { return (TypeOf(*v) & types) == 0; });
+  std::size_t work = 0;
+  auto keep_in = [&](auto&& holds) {
+    std::erase_if(vals, [&](const json* v) { return !holds(*v); });
+  };
+  for (const json* c : consts) keep_in([&](const json& v) { return ++work, JsonEqual(v, *c); });
+  for (const json* e : value_sets) {
+    if (work + vals.size() * e->size() > 100000) break;  // big enums: left to the facts
+    keep_in([&](const json& v) {
+      return std::any_of(e->begin(), e->end(),
+                         [&](const json& x) { return ++work, JsonEqual(v, x); });
+    });
+  }
+  return vals.empty();
+}
+
+std::vector<Conj> Model::Alternatives(const Flat& f) const {
+  std::vector<Conj> out;
+  const json& any = (*f.leaves[f.split].j)["anyOf"];
+  for (const json& b : any) {
+    Conj c = f.leaves;
+    c[f.split].skip |= kSkipAnyOf;
+    c.push_back({&b, 0});
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+// ---- rewriting into anyOf ----
+
+Result<std::optional<Facts>> Model::BranchFacts(const json* n) {
+  auto e = ExpandCached({{n, 0}});
+  if (!e->flat.ok()) return e->flat.status();
+  if (e->flat->never) {
+    Facts none;
+    none.types = 0;
+    return std::optional<Facts>(std::move(none));
+  }
+  if (e->flat->split >= 0) return std::optional<Facts>();
+  const Result<Facts>& f = FactsOf(*e);
+  if (!f.ok()) return f.status();
+  return std::optional<Facts>(*f);
+}
+
+Result<bool> Model::Disjoint(const std::optional<Facts>& fa, const std::optional<Facts>& fb) {
+  // Cheap, sound tests only: disjoint types, disjoint finite value sets, or a required
+  // property whose values are disjoint finite sets.
+  if (!fa || !fb) return false;
+  const Facts& x = *fa;
+  const Facts& y = *fb;
+  if ((x.types & y.types) == 0) return true;
+  auto disjoint_values = [](const std::vector<json>& p, const std::vector<json>& q) {
+    for (const json& u : p)
+      for (const json& v : q)
+        if (JsonEqual(u, v)) return false;
+    return true;
+  };
+  if (x.enum_vals && y.enum_vals && disjoint_values(*x.enum_vals, *y.enum_vals)) return true;
+  // Objects only on both sides, a property required by both with disjoint const/enum values.
+  if ((x.types & y.types) == kTObject) {
+    for (const std::string& k : x.required) {
+      if (std::find(y.required.begin(), y.required.end(), k) == y.required.end()) continue;
+      auto px = PropConj(x, k);
+      auto py = PropConj(y, k);
+      if (!px.ok() || !py.ok()) continue;
+      auto values = [&](const Conj& c) -> std::optional<std::vector<json>> {
+        auto e = ExpandCached(c);
+        if (!e->flat.ok() || e->flat->never || e->flat->split >= 0) return std::nullopt;
+        const Result<Facts>& f = FactsOf(*e);
+        if (!f.ok() || !f->enum_vals) return std::nullopt;
+        return f->enum_vals;
+      };
+      auto vx = values(*px), vy = values(*py);
+      if (vx && vy && disjoint_values(*vx, *vy)) return true;
+    }
+  }
+  return false;
+}
+
+const json* Model::UnevaluatedFallback(const json* j, const char* kw) const {
+  if (s_.draft() == Draft::k7 || j->contains("allOf") || j->contains("$ref")) return nullptr;
+  return Kw(*j, kw);
+}
+
+// unevaluated* next to allOf / $ref (and `not`, which yields no annotations): the subschemas
+// reached through them all hold when the instance is valid, so the evaluated names (items) are
+// known statically: the keyword becomes additionalProperties after those names (items after
+// that prefix). Applicators whose annotations depend on the instance stay unsupported.
+Result<const json*> Model::RewriteUnevaluated(const json* j, const char* kw) {
+  const json& v = (*j)[kw];
+  if (IsTrivial(v) || s_.draft() == Draft::k7 || !(j->contains("allOf") || j->contains("$ref"))) {
+    return nullptr;
+  }
+  const bool props = std::string(kw) == "unevaluatedProperties";
+  std::string loc = KwLoc(j, kw);
+  std::set<std::string> names, patterns;
+  std::size_t prefix = 0;
+  bool all = false;
+  std::vector<const json*> stack = {j};
+  std::set<const json*> seen;
+  while (!stack.empty()) {
+    const json* n = stack.back();
+    stack.pop_back();
+    if (!seen.insert(n).second || !n->is_object()) continue;
+    for (const char* app : {"anyOf", "oneOf", "if", "dependentSchemas", "$dynamicRef"}) {
+      if (n->contains(app)) {
+        return Status(StatusCode::kUnsupported,
+                      std::string(kw) + " next to " + app +
+                          " depends on which branches the instance satisfies",
+                      loc);
+      }
+    }
+    if (props) {
+      if ((n != j && n->contains(kw)) || n->contains("additionalProperties")) all = true;
+      if (const json* p = Kw(*n, "properties"); p && p->is_object())
+        for (auto& [k, x] : p->items()) names.insert(k);
+      if (const json* p = Kw(*n, "patternProperties"); p && p->is_object())
+        for (auto& [k, x] : p->items()) patterns.insert(k);
+    } else {
+      if (n->contains("contains")) {
+        return Status(StatusCode::kUnsupported,
+                      "unevaluatedItems next to contains depends on which items match", loc);
+      }
+      if ((n != j && n->contains(kw)) || n->contains("items")) all = true;
+      if (const json* p = Kw(*n, "prefixItems"); p && p->is_array())
+        prefix = std::max(prefix, p->size());
+    }
+    if (n->contains("$ref")) {
+      if (const json* t = s_.RefTarget(n)) stack.push_back(t);
+    }
+    if (const json* a = Kw(*n, "allOf"); a && a->is_array())
+      for (const json& x : *a) stack.push_back(&x);
+  }
+  if (all) return nullptr;
+  json out;
+  if (props) {
+    json p = json::object(), pp = json::object();
+    for (const std::string& k : names) p[k] = json::object();
+    for (const std::string& k : patterns) pp[k] = json::object();
+    if (!p.empty()) out["properties"] = p;
+    if (!pp.empty()) out["patternProperties"] = pp;
+    out["additionalProperties"] = NodeRef(&v);
+  } else {
+    if (prefix > 0) out["prefixItems"] = json::array();
+    for (std::size_t i = 0; i < prefix; ++i) out["prefixItems"].push_back(json::object());
+    out["items"] = NodeRef(&v);
+  }
+  return MakeSynth(std::move(out), loc);
+}
+
+Result<const json*> Model::Rewrite(const json* j, const char* kw) {
+  auto key = std::make_pair(j, std::string(kw));
+  if (auto it = rewrite_cache_.find(key); it != rewrite_cache_.end()) return it->second;
+  if (std::string(kw) == "unevaluatedProperties" || std::string(kw) == "unevaluatedItems") {
+    auto r = RewriteUnevaluated(j, kw);
+    if (!r.ok()) return r.status();
+    rewrite_cache_[key] = *r;
+    return *r;
+  }
+
+  bool draft7 = s_.draft() == Draft::k7;
+  const json& v = (*j)[kw];
+  std::string loc = KwLoc(j, kw);
+  const json* out = nullptr;
+  std::string k = kw;
+  if (k == "not") {
+    auto n = Negate(&v);
+    if (!n.ok()) return n.status();
+    out = *n;
+  } else if (k == "oneOf" && v.is_array()) {
+    // Each branch's facts once: n branches make n(n-1)/2 pairs.
+    std::vector<std::optional<Facts>> facts;
+    for (const json& b : v) {
+      auto f = BranchFacts(&b);
+      if (!f.ok()) return f.status();
+      facts.push_back(std::move(*f));
+    }
+    bool disjoint = true;
+    for (std::size_t a = 0; a < v.size() && disjoint; ++a) {
+      for (std::size_t b = a + 1; b < v.size() && disjoint; ++b) {
+        if (o_.deadline.Poll()) return o_.deadline.Error(loc);
+        auto d = Disjoint(facts[a], facts[b]);
+        if (!d.ok()) return d.status();
+        disjoint = *d;
+      }
+    }
+    json any = json::array();
+    if (disjoint || v.size() <= 1) {
+      for (const json& b : v) any.push_back(NodeRef(&b));
+    } else if (v.size() > 12) {
+      if (!o_.lenient) {
+        return Status(StatusCode::kUnsupported,
+                      "oneOf with more than 12 branches that are not provably disjoint", loc);
+      }
+      relaxed_.push_back({loc, "oneOf treated as anyOf (branches not provably disjoint)"});
+      for (const json& b : v) any.push_back(NodeRef(&b));
+    } else {
+      // Exactly one: branch i and the negation of every other branch.
+      for (std::size_t a = 0; a < v.size(); ++a) {
+        json all = json::array({NodeRef(&v[a])});
+        for (std::size_t b = 0; b < v.size(); ++b)
+          if (b != a) all.push_back(json{{"not", NodeRef(&v[b])}});
+        any.push_back(json{{"allOf", all}});
+      }
+    }
+    out = MakeSynth(json{{"anyOf", any}}, loc);
+  } else if (k == "if") {
+    const json* then = Kw(*j, "then");
+    const json* els = Kw(*j, "else");
+    if (then || els) {
+      json t = json::array({NodeRef(&v)});
+      if (then) t.push_back(NodeRef(then));
+      json e = json::array({json{{"not", NodeRef(&v)}}});
+      if (els) e.push_back(NodeRef(els));
+      out = MakeSynth(json{{"anyOf", json::array({json{{"allOf", t}}, json{{"allOf", e}}})}}, loc);
+    }
+  } else if ((k == "dependentRequired" && !draft7) || (k == "dependentSchemas" && !draft7) ||
+             (k == "dependencies" && draft7)) {
+    json all = json::array();
+    if (v.is_object()) {
+      for (auto& [name, dep] : v.items()) {
+        json absent = json{{"$ls:absent", json::array({name})}};
+        if (dep.is_array()) {
+          if (k == "dependentSchemas" || dep.empty()) continue;
+          json req = json::array({name});
+          for (const json& x : dep) req.push_back(x);
+          all.push_back(json{
+              {"anyOf", json::array({absent, json{{"$ls:types", kTObject}, {"required", req}}})}});
+        } else {
+          if (k == "dependentRequired" || IsTrivial(dep)) continue;
+          json present = NodeRef(&dep);
+          present["$ls:types"] = kTObject;
+          present["required"] = json::array({name});
+          all.push_back(json{{"anyOf", json::array({absent, present})}});
+        }
+      }
+    }
+    if (!all.empty()) out = MakeSynth(json{{"allOf", all}}, loc);
+  }
+  rewrite_cache_[key] = out;
+  return out;
+}
+
+// ---- negation ----
+
+Result<const json*> Model::Negate(const json* n) {
+  if (auto it = negation_cache_.find(n); it != negation_cache_.end()) return it->second;
+  std::string loc = Loc(n);
+  if (n->is_boolean()) {
+    const json* r = MakeSynth(json(!n->get<bool>()), loc);
+    negation_cache_[n] = r;
+    return r;
+  }
+  if (!n->is_object()) return MakeSynth(json(false), loc);
+  if (negating_.size() > 1000) {
+    return Status(StatusCode::kResourceLimit, "`not` over a $ref chain deeper than 1000", loc);
+  }
+  if (!negating_.insert(n).second) {
+    return Status(StatusCode::kUnsupported, "a $ref cycle under `not` cannot be negated", loc);
+  }
+  bool draft7 = s_.draft() == Draft::k7;
+  bool original = s_.Info(n) != nullptr;
+  json alts = json::array();
+  Status failure;
+  auto unsupported = [&](const std::string& kw, const std::string& why) {
+    std::string where = KwLoc(n, kw);
+    if (o_.lenient) {
+      relaxed_.push_back({where, "negation of `" + kw + "` relaxed to true: " + why});
+      alts.push_back(json::object());
+    } else if (failure.ok()) {
+      failure =
+          Status(StatusCode::kUnsupported,
+                 "`" + kw + "` cannot be negated (needed by not, oneOf or if): " + why, where);
+    }
+  };
+  auto negate_sub = [&](const json* sub) -> bool {
+    auto r = Negate(sub);
+    if (!r.ok()) {
+      if (failure.ok()) failure = r.status();
+      return false;
+    }
+    alts.push_back(NodeRef(*r));
+    return true;
+  };
+  auto typed = [](std::uint8_t t, json extra) {
+    extra["$ls:types"] = t;
+    return extra;
+  };
+  auto lazy_not = [&](const json* sub) { return json{{"not", NodeRef(sub)}}; };
+  bool has_ref = n->contains("$ref");
+  if (has_ref) {
+    const json* t = s_.RefTarget(n);
+    if (t) negate_sub(t);
+  }
+  if (!(has_ref && draft7 && original)) {
+    for (auto& [k, v] : n->items()) {
+      if (!failure.ok()) break;
+      if (k == "$ls:node") {
+        for (const json& i : v) negate_sub(table_[i.get<int>()]);
+      } else if (k == "type" || k == "$ls:types") {
+        std::uint8_t m = k == "type" ? TypeBits(v) : v.get<std::uint8_t>();
+        if ((kTAll & ~m) != 0) alts.push_back(json{{"$ls:types", kTAll & ~m}});
+      } else if (k == "enum") {
+        alts.push_back(json{{"$ls:notIn", v}});
+      } else if (k == "const") {
+        alts.push_back(json{{"$ls:notIn", json::array({v})}});
+      } else if (k == "$ls:notIn") {
+        alts.push_back(json{{"enum", v}});
+      } else if (k == "minimum" || k == "maximum") {
+        bool is_min = k == "minimum";
+        const json* ex = Kw(*n, is_min ? "exclusiveMinimum" : "exclusiveMaximum");
+        bool excl = ex && ex->is_boolean() && ex->get<bool>();
+        const char* opp = is_min ? (excl ? "maximum" : "exclusiveMaximum")
+                                 : (excl ? "minimum" : "exclusiveMinimum");
+        alts.push_back(typed(kTNumber, json{{opp, v}}));
+      } else if (k == "exclusiveMinimum" || k == "exclusiveMaximum") {
+        if (!v.is_number()) continue;
+        alts.push_back(typed(kTNumber, json{{k == "exclusiveMinimum" ? "maximum" : "minimum", v}}));
+      } else if (k == "minLength" || k == "minItems" || k == "minProperties") {
+        std::uint8_t t = k == "minLength" ? kTString : k == "minItems" ? kTArray : kTObject;
+        std::string opp = k == "minLength"  ? "maxLength"
+                          : k == "minItems" ? "maxItems"
+                                            : "maxProperties";
+        if (v.get<double>() > 0) {
+          alts.push_back(
+              typed(t, json{{opp, static_cast<std::int64_t>(std::ceil(v.get<double>())) - 1}}));
+        }
+      } else if (k == "maxLength" || k == "maxItems" || k == "maxProperties") {
+        std::uint8_t t = k == "maxLength" ? kTString : k == "maxItems" ? kTArray : kTObject;
+        std::string opp = k == "maxLength"  ? "minLength"
+                          : k == "maxItems" ? "minItems"
+                                            : "minProperties";
+        alts.push_back(
+            typed(t, json{{opp, static_cast<std::int64_t>(std::floor(v.get<double>())) + 1}}));
+      } else if (k == "required") {
+        for (const json& name : v)
+          alts.push_back(typed(kTObject, json{{"$ls:absent", json::array({name})}}));
+      } else if (k == "$ls:absent") {
+        for (const json& name : v)
+          alts.push_back(typed(kTObject, json{{"required", json::array({name})}}));
+      } else if (k == "properties") {
+        for (auto& [name, sub] : v.items()) {
+          if (IsTrivial(sub)) continue;
+          alts.push_back(typed(kTObject, json{{"required", json::array({name})},
+                                              {"properties", json{{name, lazy_not(&sub)}}}}));
+        }
+      } else if (k == "items") {
+        if (IsTrivial(v)) continue;
+        if (v.is_array() || (!draft7 && n->contains("prefixItems"))) {
+          unsupported(k, "items after a prefix");
+        } else {
+          alts.push_back(typed(kTArray, json{{"contains", lazy_not(&v)}}));
+        }
+      } else if (k == "contains") {
+        if (!draft7 && (n->contains("minContains") || n->contains("maxContains"))) {
+          unsupported(k, "with minContains/maxContains");
+        } else {
+          alts.push_back(typed(kTArray, json{{"items", lazy_not(&v)}}));
+        }
+      } else if (k == "anyOf") {
+        json all = json::array();
+        for (const json& b : v) all.push_back(lazy_not(&b));
+        alts.push_back(json{{"allOf", all}});
+      } else if (k == "allOf") {
+        for (const json& b : v) alts.push_back(lazy_not(&b));
+      } else if (k == "oneOf") {
+        json none = json::array();
+        for (const json& b : v) none.push_back(lazy_not(&b));
+        alts.push_back(json{{"allOf", none}});
+        for (std::size_t a = 0; a < v.size(); ++a)
+          for (std::size_t b = a + 1; b < v.size(); ++b)
+            alts.push_back(json{{"allOf", json::array({NodeRef(&v[a]), NodeRef(&v[b])})}});
+      } else if (k == "not") {
+        alts.push_back(NodeRef(&v));
+      } else if (k == "if") {
+        const json* then = Kw(*n, "then");
+        const json* els = Kw(*n, "else");
+        if (then) alts.push_back(json{{"allOf", json::array({NodeRef(&v), lazy_not(then)})}});
+        if (els) alts.push_back(json{{"allOf", json::array({lazy_not(&v), lazy_not(els)})}});
+      } else if ((k == "dependentRequired" && !draft7) || (k == "dependencies" && draft7) ||
+                 (k == "dependentSchemas" && !draft7)) {
+        for (auto& [name, dep] : v.items()) {
+          if (dep.is_array()) {
+            if (k == "dependentSchemas") continue;
+            for (const json& other : dep) {
+              alts.push_back(typed(kTObject, json{{"required", json::array({name})},
+                                                  {"$ls:absent", json::array({other})}}));
+            }
+          } else if (k != "dependentRequired" && !IsTrivial(dep)) {
+            json x = lazy_not(&dep);
+            x["$ls:types"] = kTObject;
+            x["required"] = json::array({name});
+            alts.push_back(x);
+          }
+        }
+      } else if (k == "uniqueItems") {
+        if (v.is_boolean() && v.get<bool>()) unsupported(k, "it would require duplicate items");
+      } else if (k == "format") {
+        if (o_.format_assertion) unsupported(k, "formats have no complement automaton");
+      } else if (k == "multipleOf" || k == "pattern") {
+        unsupported(k, "no complement automaton");
+      } else if (k == "additionalProperties" || k == "patternProperties" || k == "propertyNames" ||
+                 k == "prefixItems" || k == "additionalItems" || k == "unevaluatedProperties" ||
+                 k == "unevaluatedItems" || k == "$dynamicRef" || k == "minContains" ||
+                 k == "maxContains") {
+        if (k == "minContains" || k == "maxContains") continue;  // with contains
+        if (k == "additionalItems" && !(n->contains("items") && (*n)["items"].is_array())) continue;
+        if (!draft7 && k == "additionalItems") continue;
+        if (draft7 && (k == "prefixItems" || k == "unevaluatedProperties" ||
+                       k == "unevaluatedItems" || k == "$dynamicRef"))
+          continue;
+        if (IsTrivial(v)) continue;
+        unsupported(k, "not expressible as a grammar");
+      }
+      // Everything else is an annotation or unknown: no assertion to negate.
+    }
+  }
+  negating_.erase(n);
+  if (!failure.ok()) return failure;
+  const json* r;
+  if (alts.empty()) {
+    r = MakeSynth(json(false), loc);
+  } else if (alts.size() == 1) {
+    r = MakeSynth(alts[0], loc + "/not");
+  } else {
+    r = MakeSynth(json{{"anyOf", alts}}, loc + "/not");
+  }
+  negation_cache_[n] = r;
+  return r;
+}
+
+// ---- facts ----
+
+Result<Facts> Model::BuildFacts(const Flat& flat) {
+  Facts f;
+  bool draft7 = s_.draft() == Draft::k7;
+  auto tighten_min = [&](const json& v, bool excl, const std::string& where) {
+    if (!f.min || CompareNumbers(v, *f.min) > 0 ||
+        (CompareNumbers(v, *f.min) == 0 && excl && !f.min_excl)) {
+      f.min = v, f.min_excl = excl;
+    }
+    f.num_loc = where;
+  };
+  auto tighten_max = [&](const json& v, bool excl, const std::string& where) {
+    if (!f.max || CompareNumbers(v, *f.max) < 0 ||
+        (CompareNumbers(v, *f.max) == 0 && excl && !f.max_excl)) {
+      f.max = v, f.max_excl = excl;
+    }
+    f.num_loc = where;
+  };
+  auto count = [](const json& v) { return static_cast<std::int64_t>(v.get<double>()); };
+  for (const Node& leaf : flat.leaves) {
+    const json& j = *leaf.j;
+    if (!j.is_object()) continue;
+    bool in_obj = false, in_arr = false;
+    for (auto& [k, v] : j.items()) {
+      if (k == "type") {
+        f.types &= TypeBits(v);
+      } else if (k == "$ls:types") {
+        f.types &= v.get<std::uint8_t>();
+      } else if (k == "enum" || k == "const") {
+        std::vector<json> vals;
+        if (k == "const") {
+          vals.push_back(v);
+        } else {
+          for (const json& x : v) vals.push_back(x);
+        }
+        if (f.enum_vals) {
+          std::vector<json> keep;
+          for (const json& x : *f.enum_vals) {
+            if (std::any_of(vals.begin(), vals.end(),
+                            [&](const json& y) { return JsonEqual(x, y); }))
+              keep.push_back(x);
+          }
+          f.enum_vals = std::move(keep);
+        } else {
+          f.enum_vals = std::move(vals);
+        }
+      } else if (k == "$ls:notIn") {
+        for (const json& x : v) f.not_in.push_back(x);
+      } else if (k == "minimum" || k == "maximum") {
+        if (!v.is_number()) continue;
+        const json* ex = Kw(j, k == "minimum" ? "exclusiveMinimum" : "exclusiveMaximum");
+        bool excl = ex && ex->is_boolean() && ex->get<bool>();
+        if (k == "minimum") {
+          tighten_min(v, excl, KwLoc(leaf.j, k));
+        } else {
+          tighten_max(v, excl, KwLoc(leaf.j, k));
+        }
+      } else if (k == "exclusiveMinimum" && v.is_number()) {
+        tighten_min(v, true, KwLoc(leaf.j, k));
+      } else if (k == "exclusiveMaximum" && v.is_number()) {
+        tighten_max(v, true, KwLoc(leaf.j, k));
+      } else if (k == "multipleOf" && v.is_number()) {
+        f.num_loc = KwLoc(leaf.j, k);
+        if (!f.multiple_of || IsMultipleOf(v, *f.multiple_of)) {
+          f.multiple_of = v;
+        } else if (auto lcm =
+                       IsMultipleOf(*f.multiple_of, v) ? std::nullopt : LcmOf(*f.multiple_of, v)) {
+          // Multiples of both: exactly the multiples of their least common multiple.
+          f.multiple_of = *lcm;
+        } else if (!IsMultipleOf(*f.multiple_of, v)) {
+          Status st(StatusCode::kUnsupported,
+                    "two multipleOf values (" + f.multiple_of->dump() + " and " + v.dump() +
+                        ") on one number, neither a multiple of the other",
+                    KwLoc(leaf.j, k));
+          if (!Relax(st)) return st;
+        }
+      } else if (k == "minLength") {
+        f.min_len = std::max<std::int64_t>(f.min_len, std::ceil(v.get<double>()));
+      } else if (k == "maxLength") {
+        auto m = static_cast<std::int64_t>(std::floor(v.get<double>()));
+        f.max_len = f.max_len ? std::min(*f.max_len, m) : m;
+      } else if (k == "pattern") {
+        if (f.pattern && *f.pattern != v.get<std::string>()) {
+          Status st(StatusCode::kUnsupported,
+                    "two different patterns apply to one string (intersection not supported)",
+                    KwLoc(leaf.j, k));
+          if (!Relax(st)) return st;
+          continue;
+        }
+        f.pattern = v.get<std::string>();
+        f.str_loc = KwLoc(leaf.j, k);
+      } else if (k == "format") {
+        if (!o_.format_assertion || !v.is_string()) continue;
+        std::string fmt = v.get<std::string>();
+        if (!FormatSupported(fmt)) {
+          if (!o_.lenient) {
+            return Status(StatusCode::kUnsupported, "format \"" + fmt + "\" is not enforced",
+                          KwLoc(leaf.j, k));
+          }
+          relaxed_.push_back({KwLoc(leaf.j, k), "format \"" + fmt + "\" not enforced"});
+          continue;
+        }
+        if (f.format && *f.format != fmt) {
+          Status st(StatusCode::kUnsupported, "two different formats on one string",
+                    KwLoc(leaf.j, k));
+          if (!Relax(st)) return st;
+          continue;
+        }
+        f.format = fmt;
+        f.str_loc = KwLoc(leaf.j, k);
+      } else if (k == "properties" || k == "patternProperties" || k == "additionalProperties" ||
+                 k == "propertyNames" || (k == "unevaluatedProperties" && !draft7)) {
+        in_obj = true;
+      } else if (k == "required") {
+        for (const json& x : v) f.required.push_back(x.get<std::string>());
+      } else if (k == "$ls:absent") {
+        for (const json& x : v) f.absent.insert(x.get<std::string>());
+      } else if (k == "minProperties") {
+        f.min_props = std::max<std::int64_t>(f.min_props, std::ceil(v.get<double>()));
+      } else if (k == "maxProperties") {
+        f.max_props = f.max_props ? std::min(*f.max_props, count(v)) : count(v);
+      } else if (k == "items" || (k == "prefixItems" && !draft7) ||
+                 (k == "additionalItems" && draft7) || (k == "unevaluatedItems" && !draft7)) {
+        in_arr = true;
+      } else if (k == "minItems") {
+        f.min_items = std::max<std::int64_t>(f.min_items, std::ceil(v.get<double>()));
+      } else if (k == "maxItems") {
+        f.max_items = f.max_items ? std::min(*f.max_items, count(v)) : count(v);
+      } else if (k == "uniqueItems") {
+        if (v.is_boolean() && v.get<bool>()) f.unique = true, f.unique_loc = KwLoc(leaf.j, k);
+      } else if (k == "contains") {
+        if (f.contains && f.contains != &v) {
+          Status st(StatusCode::kUnsupported, "two contains keywords on one array",
+                    KwLoc(leaf.j, k));
+          if (!Relax(st)) return st;
+          continue;
+        }
+        f.contains = &v;
+        f.contains_owner = leaf.j;
+        if (!draft7) {
+          if (const json* m = Kw(j, "minContains")) f.min_contains = count(*m);
+          if (const json* m = Kw(j, "maxContains")) f.max_contains = count(*m);
+        }
+      }
+    }
+    if (in_obj) f.obj.push_back(leaf.j);
+    if (in_arr) f.arr.push_back(leaf.j);
+    // unevaluated*: exact only without in-place applicators whose annotations they would see.
+    if (!draft7) {
+      for (const char* u : {"unevaluatedProperties", "unevaluatedItems"}) {
+        const json* uv = Kw(j, u);
+        if (!uv || IsTrivial(*uv)) continue;
+        // (allOf / $ref next to them are rewritten in Expand, see RewriteUnevaluated.)
+        if (j.contains("allOf") || j.contains("$ref")) continue;
+        for (const char* app :
+             {"anyOf", "oneOf", "if", "$dynamicRef", "dependentSchemas", "$ls:node", "contains"}) {
+          if (std::string(app) == "contains" && std::string(u) == "unevaluatedProperties") continue;
+          if (j.contains(app)) {
+            Status st(StatusCode::kUnsupported,
+                      std::string(u) + " next to in-place applicators (" + app +
+                          ") depends on their annotations",
+                      KwLoc(leaf.j, u));
+            if (!Relax(st)) return st;
+            if (std::string(u) == "unevaluatedProperties") {
+              f.obj.erase(std::remove(f.obj.begin(), f.obj.end(), leaf.j), f.obj.end());
+              if (j.contains("properties") || j.contains("patternProperties") ||
+                  j.contains("additionalProperties") || j.contains("propertyNames")) {
+                relaxed_.back().message += "; its sibling object keywords are dropped too";
+              }
+            } else {
+              f.arr.erase(std::remove(f.arr.begin(), f.arr.end(), leaf.j), f.arr.end());
+              relaxed_.back().message += "; its sibling array keywords are dropped too";
+            }
+            break;
+          }
+        }
+      }
+    }
+  }
+  return f;
+}
+
+Conj Model::ContainsConj(const Facts& f, bool negated) {
+  ArrayPlan p = PlanArray(f);
+  Conj c = p.rest;
+  if (!negated) {
+    c.push_back({f.contains, 0});
+  } else {
+    auto key = std::make_pair(f.contains, std::string("$ls:notContains"));
+    const json*& neg = rewrite_cache_[key];
+    if (!neg)
+      neg = MakeSynth(json{{"not", NodeRef(f.contains)}}, KwLoc(f.contains_owner, "contains"));
+    c.push_back({neg, 0});
+  }
+  return c;
+}
+
+}  // namespace lockstep::schema::internal

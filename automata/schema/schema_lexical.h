@@ -1,0 +1,98 @@
+// Lexical pieces of the JSON Schema compiler: the terminals of a schema's grammar, built as exact
+// byte automata or native-counter IR (never floating-point shortcuts, never m copies of a node).
+//
+// Formatting policy for values (docs/json-schema.md):
+// - strings are written with canonical escaping: `\"`, `\\`, `\b \f \n \r \t`, other control
+//   characters below U+0020 as `\u00xx` (lowercase hex), everything else as raw UTF-8 (no `\/`, no
+//   `\u` for printable characters). This is what `json.dumps(..., ensure_ascii=False)` writes;
+// - an integer-valued number is written as an integer (`-?(0|[1-9][0-9]*)`), other numbers in plain
+//   decimal (`-?(0|[1-9][0-9]*)\.[0-9]+`) when bounds or multipleOf apply; an unconstrained
+//   `number` also accepts every JSON number syntax (fraction, exponent).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "automata/regex/regex_compiler.h"
+#include "grammar/ir/grammar_ir.h"
+#include "lockstep/status.h"
+
+namespace lockstep::schema {
+
+struct LexicalOptions {
+  // Budget on the states of one automaton (product constructions included): kResourceLimit past it.
+  std::int32_t max_dfa_states = 100000;
+  // Strings whose only constraint is `excluded` (the keys left to additionalProperties, `not:
+  // {enum}`) are built directly from a trie of the excluded values (linear in their bytes) rather
+  // than by the general product construction; false forces the general one (tests compare them).
+  bool direct_exclusion = true;
+  // Past it, kResourceLimit (polled per automaton state while building; a format automaton
+  // that was not finished is not cached).
+  CompileDeadline deadline;
+};
+
+// A bound as written in the schema: the JSON number text of `minimum` etc. (exact decimal).
+struct DecimalBound {
+  std::string value;  // e.g. "0", "-2.5", "1e3", "0.0001"
+  bool exclusive = false;
+};
+
+struct NumberConstraint {
+  bool integer = false;  // `type: integer`
+  std::optional<DecimalBound> minimum;
+  std::optional<DecimalBound> maximum;
+  std::optional<std::string> multiple_of;  // JSON number text, > 0
+};
+
+// Appends to `g` an expression matching exactly the JSON texts (under the formatting policy) of
+// the numbers satisfying `c`. kUnsatisfiable when no number does; kUnsupported (with a message
+// saying why) for what cannot be made exact.
+// Always one kByteDfa node (shared for the unconstrained `number` and `integer`); sizes are a few
+// states per bound digit times the multipleOf remainder count M (multipleOf 7: 7, 2.5: 25,
+// 0.01: 1). kResourceLimit when M exceeds max_dfa_states; kInvalidArgument for a malformed bound
+// or a multipleOf <= 0.
+Result<grammar::ExprId> AddNumberExpr(grammar::Grammar* g, const NumberConstraint& c,
+                                      const LexicalOptions& options = {});
+
+struct StringConstraint {
+  std::int64_t min_length = 0;             // code points
+  std::optional<std::int64_t> max_length;  // code points
+  std::optional<std::string> pattern;      // ECMA-262 subset (the regex front end); unanchored
+  std::optional<std::string> format;       // "date", "email", ... (see FormatSupported)
+  // Decoded values that must NOT match (property names already declared; `not: {enum}`).
+  std::vector<std::string> excluded;
+  // Patterns (same syntax and search semantics as `pattern`) the value must match NONE of: the
+  // keys left to additionalProperties are those matching no patternProperties pattern.
+  std::vector<std::string> not_patterns;
+};
+
+// Appends an expression matching the whole JSON string token, quotes included, under canonical
+// escaping, of exactly the string values satisfying `c`.
+// Shapes: lengths only -> kSequence('"', kRepeat{min,max}(kChoice(kCharClass, kByteDfa escape)),
+// '"') (native counter, no automaton); anything with pattern/format/excluded/not_patterns -> one
+// kByteDfa (format alone: shared, built once per process; with lengths the automaton has about
+// (maxLength + 1) x (pattern states) states, kResourceLimit past max_dfa_states).
+// Patterns have JSON Schema's search semantics; '^'/'$' are honoured at the ends of top-level
+// alternatives, elsewhere they are kUnsupported. Formats outside FormatSupported: kUnsupported.
+Result<grammar::ExprId> AddStringExpr(grammar::Grammar* g, const StringConstraint& c,
+                                      const LexicalOptions& options = {});
+
+// True for the formats AddStringExpr enforces exactly.
+bool FormatSupported(std::string_view format);
+
+// The automaton of a supported format over the decoded value's UTF-8 bytes (no quotes, no
+// escaping), built once per process and shared; kUnsupported for other formats.
+Result<std::shared_ptr<const ByteDfa>> FormatContentDfa(std::string_view format);
+
+// Canonical renderings under the formatting policy (for enum/const literals and for tests).
+std::string RenderJsonString(std::string_view utf8);
+// Integers and integer-valued doubles as integers; other doubles as plain decimals (shortest
+// round-trip digits, no exponent).
+std::string RenderJsonNumber(const nlohmann::json& number);
+
+}  // namespace lockstep::schema

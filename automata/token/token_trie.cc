@@ -1,0 +1,305 @@
+// Builds the flat depth-first token trie from the vocabulary's sorted byte strings: each token
+// adds the nodes past its longest common prefix with the previous one.
+#include "automata/token/token_trie.h"
+
+#include <algorithm>
+#include <numeric>
+#include <string_view>
+#include <tuple>
+
+#include "lockstep/bitmask.h"
+
+namespace lockstep {
+
+TokenTrie::TokenTrie(const Vocabulary& vocab) {
+  struct Entry {
+    std::string_view bytes;
+    TokenId id;
+  };
+  std::vector<Entry> entries;
+  entries.reserve(vocab.size());
+  for (TokenId id = 0; id < vocab.size(); ++id) {
+    TokenKind kind = vocab.Kind(id);
+    std::string_view bytes = vocab.TokenBytes(id);
+    if ((kind == TokenKind::kNormal || kind == TokenKind::kByte) && !bytes.empty()) {
+      entries.push_back({bytes, id});
+    }
+  }
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    int c = a.bytes.compare(b.bytes);
+    return c < 0 || (c == 0 && a.id < b.id);
+  });
+
+  // path[d] = index of the node at depth d+1 on the current root-to-leaf path.
+  std::vector<std::uint32_t> path;
+  std::string_view prev;
+  nodes_.reserve(entries.size() * 3);
+  tokens_.reserve(entries.size());
+  for (const auto& [bytes, id] : entries) {
+    std::size_t common = 0;
+    while (common < prev.size() && common < bytes.size() && prev[common] == bytes[common]) {
+      ++common;
+    }
+    // Nodes deeper than the common prefix are finished: their subtree ends here.
+    for (std::size_t d = common; d < path.size(); ++d) nodes_[path[d]].subtree_end = nodes_.size();
+    path.resize(common);
+    for (std::size_t d = common; d < bytes.size(); ++d) {
+      path.push_back(static_cast<std::uint32_t>(nodes_.size()));
+      nodes_.push_back(Node{0, static_cast<std::uint32_t>(tokens_.size()),
+                            static_cast<std::uint16_t>(d + 1),
+                            static_cast<std::uint8_t>(bytes[d])});
+    }
+    // Identical byte strings (e.g. SentencePiece "▁" and <0x20>) share the node; a token always
+    // ends at the last node added, whose token range is still open.
+    tokens_.push_back(id);
+    max_depth_ = std::max<std::int32_t>(max_depth_, static_cast<std::int32_t>(bytes.size()));
+    prev = bytes;
+  }
+  for (std::uint32_t idx : path) nodes_[idx].subtree_end = nodes_.size();
+  nodes_.push_back(Node{static_cast<std::uint32_t>(nodes_.size() + 1),
+                        static_cast<std::uint32_t>(tokens_.size()), 0, 0});
+  // Children lists (the root's last): node i's children are kids_[kids_begin_[i], kids_begin_[i+1]).
+  const std::uint32_t n = static_cast<std::uint32_t>(num_nodes());
+  kids_begin_.assign(n + 2, 0);
+  kids_.reserve(n);
+  kid_bytes_.reserve(n);
+  auto list = [&](std::uint32_t first, std::uint32_t stop) {
+    for (std::uint32_t c = first; c < stop; c = nodes_[c].subtree_end) {
+      kids_.push_back(c);
+      kid_bytes_.push_back(nodes_[c].byte);
+    }
+  };
+  for (std::uint32_t i = 0; i < n; ++i) {
+    kids_begin_[i] = static_cast<std::uint32_t>(kids_.size());
+    list(i + 1, nodes_[i].subtree_end);
+  }
+  kids_begin_[n] = static_cast<std::uint32_t>(kids_.size());
+  list(0, n);
+  kids_begin_[n + 1] = static_cast<std::uint32_t>(kids_.size());
+}
+
+std::uint32_t TokenTrie::NextChild(std::uint32_t parent, const std::uint64_t* allowed,
+                                   int after, std::uint32_t none) const {
+  const std::uint32_t p = parent == kRoot ? static_cast<std::uint32_t>(num_nodes()) : parent;
+  const std::uint8_t* bytes = kid_bytes_.data();
+  std::uint32_t lo = kids_begin_[p];
+  const std::uint32_t hi = kids_begin_[p + 1];
+  int b = after + 1;
+  while (b < 256 && lo < hi) {
+    // The next allowed byte >= b.
+    int w = b >> 6;
+    std::uint64_t x = allowed[w] & (~std::uint64_t{0} << (b & 63));
+    while (x == 0 && ++w < 4) x = allowed[w];
+    if (x == 0) break;
+    b = w * 64 + __builtin_ctzll(x);
+    // The first child with byte >= b.
+    lo = static_cast<std::uint32_t>(std::lower_bound(bytes + lo, bytes + hi, static_cast<std::uint8_t>(b)) - bytes);
+    if (lo == hi) break;
+    if (bytes[lo] == b) return kids_[lo];
+    b = bytes[lo];
+  }
+  return none;
+}
+
+std::size_t TokenTrie::TableHash::operator()(const std::vector<std::int16_t>& v) const {
+  std::uint64_t h = 0xCBF29CE484222325ull ^ v.size();
+  for (std::int16_t x : v) {
+    h ^= static_cast<std::uint16_t>(x);
+    h *= 0x100000001B3ull;
+  }
+  return static_cast<std::size_t>(h ^ (h >> 29));
+}
+
+namespace {
+
+// `items` (key, token) into ids and keys, the largest key first: a counting sort (keys are at
+// most a token's length).
+void SortByKeyDescending(const std::vector<std::pair<std::uint16_t, TokenId>>& items,
+                         std::vector<TokenId>& ids, std::vector<std::uint16_t>& keys) {
+  std::size_t max_key = 0;
+  for (const auto& [key, id] : items) max_key = std::max<std::size_t>(max_key, key);
+  std::vector<std::uint32_t> at(max_key + 2, 0);
+  for (const auto& [key, id] : items) ++at[max_key - key + 1];
+  for (std::size_t k = 1; k < at.size(); ++k) at[k] += at[k - 1];
+  ids.resize(items.size());
+  keys.resize(items.size());
+  for (const auto& [key, id] : items) {
+    const std::uint32_t slot = at[max_key - key]++;
+    keys[slot] = key;
+    ids[slot] = id;
+  }
+}
+
+}  // namespace
+
+const TokenTrie::ByLength& TokenTrie::LongestFirst() const {
+  std::call_once(by_length_once_, [this] {
+    // A token at node i is nodes_[i].depth bytes long.
+    std::vector<std::pair<std::uint16_t, TokenId>> items;
+    items.reserve(tokens_.size());
+    const std::uint32_t n = static_cast<std::uint32_t>(num_nodes());
+    for (std::uint32_t i = 0; i < n; ++i) {
+      for (std::uint32_t j = nodes_[i].token_begin; j < nodes_[i + 1].token_begin; ++j) {
+        items.push_back({nodes_[i].depth, tokens_[j]});
+      }
+    }
+    SortByKeyDescending(items, by_length_.ids, by_length_.lengths);
+  });
+  return by_length_;
+}
+
+const TokenTrie::CountedView* TokenTrie::Counted(const std::vector<std::int16_t>& unit) const {
+  {
+    std::lock_guard<std::mutex> lock(region_mu_);
+    auto f = counted_.find(unit);
+    if (f != counted_.end()) return f->second.get();
+    if (counted_.size() >= 256) return nullptr;
+  }
+  const std::size_t n = unit.size() / 257;
+  const std::int16_t* finished = unit.data() + n * 256;
+  auto view = std::make_unique<CountedView>();
+  TokenId max_id = 0;
+  for (TokenId t : tokens_) max_id = std::max(max_id, t);
+  view->inside_bits.assign(PaddedBitmaskWords(max_id + 1), 0);
+  std::vector<std::pair<std::uint16_t, TokenId>> inside;
+  // Per depth: the unit state and the units finished.
+  std::vector<std::int16_t> state(max_depth_ + 1, 0);
+  std::vector<std::uint16_t> units(max_depth_ + 1, 0);
+  const std::uint32_t nodes = static_cast<std::uint32_t>(num_nodes());
+  std::uint32_t i = 0;
+  while (i < nodes) {
+    const Node& node = nodes_[i];
+    const std::int16_t q = state[node.depth - 1];
+    const std::uint16_t k = units[node.depth - 1];
+    std::int16_t t = unit[static_cast<std::size_t>(q) * 256 + node.byte];
+    if (t == kRegionDead) {
+      if (q == 0 && k > 0) {  // between units, on a byte no unit starts with
+        for (std::uint32_t j = node.token_begin; j < nodes_[node.subtree_end].token_begin; ++j) {
+          view->exits.push_back({tokens_[j], k, static_cast<std::uint16_t>(node.depth - 1)});
+        }
+      }
+      i = node.subtree_end;
+      continue;
+    }
+    std::uint16_t kk = k;
+    if (finished[t] != 0) {
+      t = 0;
+      ++kk;
+    }
+    state[node.depth] = t;
+    units[node.depth] = kk;
+    const std::uint16_t need = static_cast<std::uint16_t>(kk + (t != 0 ? 1 : 0));
+    for (std::uint32_t j = node.token_begin; j < nodes_[i + 1].token_begin; ++j) {
+      view->inside_bits[static_cast<std::size_t>(tokens_[j]) >> 5] |= 1u << (tokens_[j] & 31);
+      inside.push_back({need, tokens_[j]});
+    }
+    ++i;
+  }
+  view->inside_count = static_cast<std::int32_t>(inside.size());
+  SortByKeyDescending(inside, view->by_need, view->need);  // the most units needed first
+  std::stable_sort(view->exits.begin(), view->exits.end(),
+                   [](const CountedView::Exit& a, const CountedView::Exit& b) {
+                     return a.units < b.units;
+                   });
+  std::lock_guard<std::mutex> lock(region_mu_);
+  auto [it, fresh] = counted_.emplace(unit, std::move(view));
+  return it->second.get();
+}
+
+const TokenTrie::RegionView* TokenTrie::Region(const std::vector<std::int16_t>& table,
+                                               const Vocabulary& vocab, bool* built) const {
+  {
+    std::lock_guard<std::mutex> lock(region_mu_);
+    auto f = regions_.find(table);
+    if (f != regions_.end()) return f->second.get();
+    if (regions_.size() >= 1024) return nullptr;
+  }
+  if (built != nullptr) *built = true;
+  auto view = std::make_unique<RegionView>();
+  TokenId max_id = 0;
+  for (TokenId t : tokens_) max_id = std::max(max_id, t);
+  view->inside_bits.assign(PaddedBitmaskWords(max_id + 1), 0);
+  struct Exit {
+    std::int32_t q;
+    std::string_view suffix;
+    TokenId id;
+    std::uint16_t offset;
+  };
+  std::vector<Exit> exits;
+  std::vector<std::int32_t> state(max_depth_ + 1, 0);
+  const std::uint32_t n = static_cast<std::uint32_t>(num_nodes());
+  std::uint32_t i = 0;
+  while (i < n) {
+    const Node& node = nodes_[i];
+    const std::int32_t q = state[node.depth - 1];
+    const std::int16_t t = table[static_cast<std::size_t>(q) * 256 + node.byte];
+    if (t == kRegionDead) {
+      i = node.subtree_end;
+      continue;
+    }
+    if (t == kRegionExit) {
+      for (std::uint32_t j = node.token_begin; j < nodes_[node.subtree_end].token_begin; ++j) {
+        std::string_view bytes = vocab.TokenBytes(tokens_[j]);
+        exits.push_back({q, bytes.substr(node.depth - 1), tokens_[j],
+                         static_cast<std::uint16_t>(node.depth - 1)});
+      }
+      i = node.subtree_end;
+      continue;
+    }
+    state[node.depth] = t;
+    for (std::uint32_t j = node.token_begin; j < nodes_[i + 1].token_begin; ++j) {
+      view->inside_bits[static_cast<std::size_t>(tokens_[j]) >> 5] |= 1u << (tokens_[j] & 31);
+      ++view->inside_count;
+    }
+    ++i;
+  }
+  if (exits.size() > tokens_.size() / 4) {
+    // Most tokens leave the region (a narrow loop such as [a-z]*): the view would hold most of
+    // the vocabulary again and save no walking. Remembered as unusable.
+    std::lock_guard<std::mutex> lock(region_mu_);
+    auto [it, fresh] = regions_.emplace(table, nullptr);
+    return it->second.get();
+  }
+  std::sort(exits.begin(), exits.end(), [](const Exit& a, const Exit& b) {
+    return std::tie(a.q, a.suffix, a.id) < std::tie(b.q, b.suffix, b.id);
+  });
+  view->exit_tokens = static_cast<std::int64_t>(exits.size());
+  std::vector<std::uint32_t> path;
+  std::string_view prev;
+  for (std::size_t e = 0; e < exits.size(); ++e) {
+    const Exit& x = exits[e];
+    if (view->groups.empty() || view->groups.back().q != x.q) {
+      for (std::uint32_t idx : path) view->nodes[idx].subtree_end = view->nodes.size();
+      path.clear();
+      prev = {};
+      if (!view->groups.empty()) view->groups.back().end = view->nodes.size();
+      view->groups.push_back({x.q, static_cast<std::uint32_t>(view->nodes.size()), 0});
+    }
+    std::size_t common = 0;
+    while (common < prev.size() && common < x.suffix.size() && prev[common] == x.suffix[common]) {
+      ++common;
+    }
+    for (std::size_t d = common; d < path.size(); ++d) {
+      view->nodes[path[d]].subtree_end = view->nodes.size();
+    }
+    path.resize(common);
+    for (std::size_t d = common; d < x.suffix.size(); ++d) {
+      path.push_back(static_cast<std::uint32_t>(view->nodes.size()));
+      view->nodes.push_back(Node{0, static_cast<std::uint32_t>(view->tokens.size()),
+                                 static_cast<std::uint16_t>(d + 1),
+                                 static_cast<std::uint8_t>(x.suffix[d])});
+    }
+    view->tokens.push_back(x.id);
+    view->offsets.push_back(x.offset);
+    prev = x.suffix;
+  }
+  for (std::uint32_t idx : path) view->nodes[idx].subtree_end = view->nodes.size();
+  if (!view->groups.empty()) view->groups.back().end = view->nodes.size();
+  view->nodes.push_back(Node{static_cast<std::uint32_t>(view->nodes.size() + 1),
+                             static_cast<std::uint32_t>(view->tokens.size()), 0, 0});
+  std::lock_guard<std::mutex> lock(region_mu_);
+  auto [it, fresh] = regions_.emplace(table, std::move(view));
+  return it->second.get();
+}
+
+}  // namespace lockstep

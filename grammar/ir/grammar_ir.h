@@ -1,0 +1,139 @@
+// Grammar IR: the one representation every grammar front end (GBNF, Lark-style EBNF, and later
+// JSON Schema) produces and the pushdown runtime (automata/earley_*) consumes. Flat and
+// integer-indexed like RegexAst: expressions live in one arena and refer to children by id.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "grammar/ir/byte_dfa.h"
+#include "grammar/base/deadline.h"
+#include "grammar/regex/regex_ast.h"
+#include "lockstep/status.h"
+
+namespace lockstep::grammar {
+
+using ExprId = std::int32_t;
+using RuleId = std::int32_t;
+
+enum class ExprKind : std::uint8_t {
+  kEmpty,         // matches the empty string only
+  kLiteral,       // the bytes of `text` (UTF-8), in order
+  kCharClass,     // one code point from `ranges` (sorted, disjoint, non-adjacent, no surrogates;
+                  // negation is resolved by the front end); empty ranges: matches nothing
+  kRuleRef,       // the rule `rule`
+  kSequence,      // children in order
+  kChoice,        // any one child
+  kRepeat,        // children[0] between min and max times (max == kUnbounded: no limit). A native
+                  // counter: the runtime never expands it into copies
+  kLexeme,        // a regex terminal: `text` is the pattern (lockstep regex syntax, full match)
+  kSpecialToken,  // one special token of the vocabulary, by name in `text` (e.g. "<|eot_id|>")
+  kByteDfa,       // a terminal given as a minimal byte automaton (`dfa`): built in code by the
+                  // JSON Schema compiler (number ranges, string patterns intersected with lengths,
+                  // property names outside a set). No text syntax: prints as /<dfa N states>/
+};
+
+struct SourceLocation {
+  std::int32_t line = 0;    // 1-based; 0 when unknown (built in code)
+  std::int32_t column = 0;  // 1-based, in bytes
+};
+
+struct Expr {
+  static constexpr std::int32_t kUnbounded = -1;
+
+  ExprKind kind = ExprKind::kEmpty;
+  std::string text;                    // kLiteral, kLexeme, kSpecialToken
+  std::vector<CodepointRange> ranges;  // kCharClass
+  RuleId rule = -1;                    // kRuleRef
+  std::vector<ExprId> children;        // kSequence, kChoice, kRepeat (one child)
+  std::int32_t min = 0;                // kRepeat
+  std::int32_t max = 0;                // kRepeat; kUnbounded for * and +
+  // kRepeat: stays a counter rule, never unrolled into the automaton, when the bounds count
+  // (not ?, *, +). A JSON string's minLength/maxLength: a counter over one character takes its
+  // positions from the vocabulary's counted view (automata/token/token_trie.h), where each unrolled
+  // count would be a state of its own, walked over the whole vocabulary.
+  bool count = false;
+  std::shared_ptr<const ByteDfa> dfa;  // kByteDfa (shared, immutable)
+  SourceLocation loc;
+};
+
+struct Rule {
+  std::string name;
+  ExprId body = -1;
+  SourceLocation loc;
+  // The rule does not depend on the constraint being compiled (a JSON Schema's rules for "any
+  // value"): lowering may take its automaton from an earlier compile with the same rule NFA. A
+  // hint only: the cache is keyed by the rule's whole NFA, so a wrong hint costs memory, never
+  // exactness.
+  bool shared = false;
+};
+
+struct Grammar {
+  std::vector<Expr> exprs;
+  std::vector<Rule> rules;
+  RuleId root = -1;  // the start rule ("root" in GBNF, "start" in Lark)
+
+  const Expr& expr(ExprId id) const { return exprs[id]; }
+  const Rule& rule(RuleId id) const { return rules[id]; }
+  // Builders: append a node and return its id.
+  ExprId Add(Expr e) {
+    exprs.push_back(std::move(e));
+    return static_cast<ExprId>(exprs.size() - 1);
+  }
+  RuleId FindRule(std::string_view name) const {
+    for (std::size_t i = 0; i < rules.size(); ++i)
+      if (rules[i].name == name) return static_cast<RuleId>(i);
+    return -1;
+  }
+};
+
+enum class GrammarSyntax : std::uint8_t {
+  kAuto,  // GBNF if the first rule uses "::=", else Lark
+  kGbnf,  // llama.cpp's GBNF
+  kLark,  // Lark-style EBNF, %ignore-free subset
+};
+
+struct GrammarParseOptions {
+  // Deepest nesting of groups accepted; deeper is kResourceLimit (never a stack overflow).
+  std::int32_t max_nesting_depth = 1000;
+  // Largest repetition bound accepted in {m,n}; larger is kResourceLimit.
+  std::int32_t max_repeat = 100000;
+  // Unused rules are an error by default (likely typos); set to keep them as warnings.
+  bool allow_unused_rules = false;
+};
+
+// Parses grammar text into the IR. Errors are kInvalidGrammar with location "line:column" and a
+// message that quotes the offending line with a caret; undefined rules, unused rules, duplicate
+// rules and a missing root ("root" for GBNF, "start" for Lark) are reported.
+Result<Grammar> ParseGbnf(std::string_view text, const GrammarParseOptions& options = {});
+Result<Grammar> ParseLark(std::string_view text, const GrammarParseOptions& options = {});
+Result<Grammar> ParseGrammar(std::string_view text, GrammarSyntax syntax = GrammarSyntax::kAuto,
+                             const GrammarParseOptions& options = {});
+
+// GBNF text that ParseGbnf reads back into a structurally equal grammar (round trip). Lexemes
+// print as the Lark-compatible extension /regex/, special tokens as <[name]>.
+std::string PrintGbnf(const Grammar& g);
+
+// Same rules (by name, in order), same root, same expression trees (locations ignored).
+bool StructurallyEqual(const Grammar& a, const Grammar& b);
+
+// nullable[r]: rule r derives the empty string. Exact (fixpoint over the IR).
+std::vector<bool> NullableRules(const Grammar& g);
+
+struct NormalizeOptions {
+  bool inline_single_use = true;  // inline rules referenced once (not the root, not recursive)
+  bool dedupe_rules = true;       // merge rules with identical bodies
+  bool flatten = true;            // flatten nested sequences/choices, merge adjacent literals,
+                                  // drop kEmpty from sequences, fold repeat{1,1}
+  // Past it, kResourceLimit naming the rule being rewritten (polled per rule and per round).
+  CompileDeadline deadline;
+};
+
+// Rewrites `g` in place into an equivalent grammar (same language); removes rules that become
+// unreachable. Keeps root. Idempotent.
+Status Normalize(Grammar& g, const NormalizeOptions& options = {});
+
+}  // namespace lockstep::grammar

@@ -1,0 +1,169 @@
+// The limits a grammar's mask fill works within, on the real Llama-3 vocabulary: a grammar with
+// hundreds of rules still fills from its cached positions (no walk of the whole trie per fill),
+// masks stay exact up to and past the nesting limit (where cached positions would be wrong and
+// the fill must walk the real parser), and position keys of a mutually recursive grammar, whose
+// hashing would otherwise grow exponentially, stay bounded while the masks stay exact.
+#include <gtest/gtest.h>
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "automata/cfg/cfg_grammar.h"
+#include "automata/cfg/earley.h"
+#include "lockstep/compiler.h"
+#include "lockstep/matcher.h"
+#include "lockstep/vocabulary.h"
+
+namespace lockstep {
+namespace {
+
+std::shared_ptr<const Vocabulary> Llama3() {
+  static auto v = *Vocabulary::Load("llama3");
+  return v;
+}
+
+const GrammarCompiler& Compiler() {
+  static GrammarCompiler compiler(Llama3());
+  return compiler;
+}
+
+std::vector<TokenId> Encode(const std::string& text) {
+  EncodeOptions eo;
+  eo.add_dummy_prefix = false;
+  return *Llama3()->Encode(text, eo);
+}
+
+// Steps through `text` token by token; before every token (and at the end) the matcher's mask
+// must equal CfgGrammar::FullWalkMask of the same parser state (no position, no cache: one walk
+// of the whole trie by the full Earley parser). Stops early where the text is refused (past a
+// limit) when `may_stop`. Returns the number of fills that walked the whole trie themselves.
+int CompareAlong(const std::shared_ptr<const CompiledGrammar>& g, const std::string& text,
+                 bool may_stop = false) {
+  const CfgGrammar& cfg = g->cfg();
+  Matcher m(g);
+  EarleyParser parser(&cfg.program(), cfg.max_depth());
+  parser.InitRoot();
+  std::vector<std::uint32_t> fast(cfg.mask_words()), full(cfg.mask_words());
+  const std::vector<TokenId> ids = Encode(text);
+  int full_walks = 0;
+  for (std::size_t k = 0; k <= ids.size(); ++k) {
+    m.FillNextTokenBitmask(fast);
+    full_walks += Matcher::LastFillTrace().full_walks;
+    cfg.FullWalkMask(parser, full);
+    EXPECT_EQ(fast, full) << "mask before token " << k << " of " << text;
+    if (k == ids.size()) break;
+    const std::string_view bytes = Llama3()->TokenBytes(ids[k]);
+    const bool in = (full[ids[k] >> 5] >> (ids[k] & 31)) & 1;
+    if (!in && may_stop) break;
+    EXPECT_TRUE(m.AcceptToken(ids[k])) << "token " << k << " of " << text;
+    for (unsigned char b : bytes) EXPECT_TRUE(parser.StepByte(b));
+  }
+  return full_walks;
+}
+
+// 300 optional properties, each an object of its own: a rule each, and a member list lowered
+// as a chain of rules (after member i, an optional rule for the members after it).
+std::string HundredsOfProperties(int n, bool recursive) {
+  std::ostringstream schema;
+  schema << R"({"type": "object", "additionalProperties": false, "properties": {)";
+  for (int i = 0; i < n; ++i) {
+    schema << (i > 0 ? ", " : "") << "\"p" << i << R"(": {"type": "object", "properties": {"x)"
+           << i << R"(": {"type": "integer"}}, "required": ["x)" << i
+           << R"("], "additionalProperties": false})";
+  }
+  if (recursive) schema << R"(, "self": {"$ref": "#"})";
+  schema << "}}";
+  return schema.str();
+}
+
+TEST(FillLimits, AGrammarWithHundredsOfRulesFillsFromItsPositions) {
+  // The nesting headroom a fill needs is none for a grammar without recursion whose deepest
+  // nesting is within the limit (it can never meet the limit). With headroom counted as the
+  // chain of rules predicted without a byte (here the member chain, 300 long) per token byte,
+  // every fill walked the whole trie (30 ms each on Kubernetes schemas). After a comma the set
+  // holds a kernel per later member (~300): their cached positions' union, not a walk. And the
+  // parse of one byte stays linear in the members: completing the chain of member rules, or
+  // leaving a set where each member rule was predicted, once scanned the whole set per rule,
+  // and went over the per-byte item budget, refusing valid text.
+  const int n = 300;
+  auto g = Compiler().CompileSchema(HundredsOfProperties(n, /*recursive=*/false));
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  ASSERT_GE((*g)->Stats().rules, n);
+  const std::string last = std::to_string(n - 1);
+  EXPECT_EQ(CompareAlong(*g, "{\"p7\": {\"x7\": 12}, \"p" + last + "\": {\"x" + last + "\": -3}}"),
+            0);
+  EXPECT_EQ(CompareAlong(*g, "{\"p0\": {\"x0\": 1},\"p1\": {\"x1\": 2},  \"p2\": {\"x2\": 3}}"), 0);
+}
+
+TEST(FillLimits, ARecursiveGrammarWithHundredsOfRulesKeepsExactMasks) {
+  // The same with a property back to the root: recursion, so the headroom is counted: a chain
+  // of 300 rules predicted without a byte, 300 levels a byte, so that only tokens of more than
+  // about 10000 / 300 bytes could pass the nesting limit. Those are checked against the parse;
+  // the fills come from the positions (they walked the whole trie over the parser before, 10-15
+  // ms each on recursive real-world schemas), within the per-byte item budget.
+  auto g = Compiler().CompileSchema(HundredsOfProperties(300, /*recursive=*/true));
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_EQ(CompareAlong(*g, R"({"p7": {"x7": 12}, "self": {"p299": {"x299": -3}, "self": {}}})"),
+            0);
+}
+
+TEST(FillLimits, MasksStayExactUpToAndPastTheNestingLimit) {
+  // Right recursion one level per space, with a low limit: a cached position would allow the
+  // vocabulary's long runs of spaces that the parser must refuse near the limit, so the fill
+  // has to see the limit coming.
+  CompileOptions options;
+  options.max_nesting_depth = 48;
+  auto g = Compiler().CompileGrammar(R"(root ::= " " root | "[" (root ("," root)*)? "]" | "x")",
+                                     options);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  for (int spaces : {1, 7, 20, 40, 47, 60}) {
+    CompareAlong(*g, std::string(spaces, ' ') + "x", /*may_stop=*/true);
+  }
+  CompareAlong(*g, "[[[x],[ [x]]],  x]");
+}
+
+TEST(FillLimits, MutuallyRecursiveRulesGetBoundedKeysAndExactMasks) {
+  // Every rule calls every rule: a position's key describes the rules it calls, and a rule whose
+  // description refers back to a caller is described again under each caller stack, which
+  // grows exponentially with the number of rules. The keyer's budget bounds it; states past the
+  // budget get no key (their positions are walked, not shared) and masks do not change.
+  const int n = 40;
+  std::ostringstream text;
+  text << "root ::= r0 [ ]{0,64}\n";
+  for (int i = 0; i < n; ++i) {
+    text << "r" << i << " ::= \"a" << i << "\"";
+    for (int j = 0; j < n; ++j) text << " | \"(\" r" << j << " \")\"";
+    text << "\n";
+  }
+  auto g = Compiler().CompileGrammar(text.str());
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  const CfgGrammar& cfg = (*g)->cfg();
+  for (StateId s = 0; s < cfg.program().num_states; ++s) (void)cfg.KeyOfState(s);
+  CompareAlong(*g, "(((((a3)))))  ");
+  CompareAlong(*g, "((a39))");
+}
+
+// The JSON string body's view of the trie is built with the compiler: the first string value a
+// new compiler's grammar meets fills from it (no whole-trie walk to build it then), and its
+// masks stay exact.
+TEST(FillLimits, AStringBodyViewIsReadyWithTheCompiler) {
+  GrammarCompiler fresh(Llama3());
+  CompileOptions o;
+  o.background_positions = false;
+  auto g = fresh.CompileSchema(
+      R"({"type": "object", "properties": {"city": {"type": "string"}, "n": {"type": "integer"}}})",
+      o);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  Matcher m(*g);
+  ASSERT_TRUE(m.AcceptString(R"({"city":"Par)"));
+  std::vector<std::uint32_t> mask((*g)->cfg().mask_words());
+  m.FillNextTokenBitmask(mask);
+  EXPECT_EQ(Matcher::LastFillTrace().regions_built, 0);
+  EXPECT_GT(Matcher::LastFillTrace().region_walks + Matcher::LastFillTrace().positions_shared, 0)
+      << "the string body's position came neither from the view nor from the store";
+  CompareAlong(*g, R"({"city": "Paris \"Nord\"", "n": 12})");
+}
+
+}  // namespace
+}  // namespace lockstep

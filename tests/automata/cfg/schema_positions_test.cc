@@ -1,0 +1,104 @@
+// Grammar positions computed the fast way (the rule's automaton walked without a parser where it
+// can, string bodies and other wide loops shared across grammars as trie regions of the
+// vocabulary) against a mask computed with no position at all: one walk of the whole token trie
+// by the full Earley parser (CfgGrammar::FullWalkMask). Replays the real Llama-3 traces of the
+// JSONSchemaBench dev set, every schema compiled by one GrammarCompiler so that later schemas
+// reuse the regions earlier ones built, and compares both masks before every token and at the end.
+// Also checks the finished-mask cache: the same parser state filled again (now from the cache,
+// in its compact form) gives the same mask.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "automata/cfg/cfg_grammar.h"
+#include "automata/cfg/earley.h"
+#include "lockstep/compiler.h"
+#include "lockstep/vocabulary.h"
+#include "test_data.h"
+
+namespace lockstep {
+namespace {
+
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+
+struct Trace {
+  std::string schema;
+  std::vector<TokenId> ids;
+};
+
+// One trace per schema, every `stride`-th dev-set schema that has one.
+std::vector<Trace> LoadTraces(int stride) {
+  const std::string root = testing::SharedDataDir();
+  std::map<std::string, std::vector<TokenId>> first_trace;
+  std::ifstream tin(root + "/traces/llama3-glaive-dev.jsonl");
+  std::string line;
+  while (std::getline(tin, line)) {
+    json j = json::parse(line, nullptr, false);
+    if (j.is_discarded()) continue;
+    first_trace.emplace(j.value("file", ""), j["ids"].get<std::vector<TokenId>>());
+  }
+  std::vector<Trace> out;
+  int k = 0;
+  for (const auto& [file, ids] : first_trace) {
+    if (k++ % stride != 0) continue;
+    std::ifstream in(root + "/jsonschemabench-dev/maskbench/" + file);
+    json j = json::parse(in, nullptr, false);
+    if (j.is_discarded() || !j.contains("schema")) continue;
+    out.push_back({j["schema"].dump(), ids});
+  }
+  return out;
+}
+
+TEST(SchemaPositions, FastPositionsEqualFullTrieWalkOnDevTraces) {
+  if (!testing::HaveSharedData()) {
+    GTEST_SKIP() << "../shared/data not found: the dev-set traces are needed";
+  }
+  const int schemas = std::max(4, static_cast<int>(80 * testing::TestScale()));
+  std::vector<Trace> traces = LoadTraces(std::max(1, 1600 / schemas));
+  ASSERT_GE(traces.size(), 4u);
+  auto vocab = Vocabulary::Load("llama3");
+  ASSERT_TRUE(vocab.ok()) << vocab.status().ToString();
+  GrammarCompiler compiler(*vocab);
+  long steps = 0, compared_schemas = 0, cache_hits_checked = 0;
+  for (const Trace& t : traces) {
+    auto g = compiler.CompileSchema(t.schema);
+    if (!g.ok()) continue;  // the refused ones are listed by schema_devset_test
+    ++compared_schemas;
+    const CfgGrammar& cfg = (*g)->cfg();
+    EarleyParser parser(&cfg.program(), cfg.max_depth());
+    parser.InitRoot();
+    std::vector<std::int32_t> sigs;
+    std::vector<std::uint32_t> fast(cfg.mask_words()), again(cfg.mask_words()),
+        full(cfg.mask_words());
+    for (std::size_t k = 0; k <= t.ids.size(); ++k) {
+      cfg.FillMask(parser, sigs, fast);
+      cfg.FullWalkMask(parser, full);
+      ++steps;
+      ASSERT_EQ(fast, full) << "schema " << t.schema.substr(0, 200) << "\nstep " << k;
+      cfg.FillMask(parser, sigs, again);  // from the finished-mask cache now
+      ASSERT_EQ(again, full) << "cached mask differs at step " << k;
+      ++cache_hits_checked;
+      if (k == t.ids.size()) break;
+      const TokenId id = t.ids[k];
+      if (!((fast[id >> 5] >> (id & 31)) & 1)) break;  // key order other than declared: stop
+      bool ok = true;
+      for (unsigned char c : (*vocab)->TokenBytes(id)) ok = ok && parser.StepByte(c);
+      ASSERT_TRUE(ok) << "token allowed by the mask but not accepted, step " << k;
+    }
+  }
+  std::printf("%ld schemas, %ld masks compared with the full trie walk (and again from cache)\n",
+              compared_schemas, steps);
+  EXPECT_GE(compared_schemas, 4);
+  EXPECT_GE(steps, 40 * compared_schemas / 4);
+}
+
+}  // namespace
+}  // namespace lockstep

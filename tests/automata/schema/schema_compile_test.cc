@@ -1,0 +1,1035 @@
+// The JSON Schema compiler (automata/schema/schema_compile.h) keyword by keyword: each schema is
+// compiled and run through a real Matcher on the Llama-3 vocabulary (canonical tokenisation,
+// mask checked before every token, EOS at the end) on many generated instances, rendered compact
+// and indented; the validator (grammar/schema/json_schema.h) is the oracle. Then the errors: codes and
+// JSON Pointers, lenient warnings, budgets, deep recursion, whitespace policy, declared order.
+#include "automata/schema/schema_compile.h"
+
+#include "automata/cfg/cfg_grammar.h"
+#include "automata/cfg/cfg_program.h"
+#include "automata/cfg/position_key.h"
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <fstream>
+#include <filesystem>
+#include <functional>
+#include <chrono>
+#include <map>
+#include <random>
+#include <set>
+
+#include "grammar/schema/json_schema.h"
+#include "lockstep/compiler.h"
+#include "lockstep/matcher.h"
+#include "lockstep/vocabulary.h"
+#include "test_data.h"
+#include "util/grammar_walk.h"
+
+namespace lockstep::schema {
+namespace {
+
+using json = nlohmann::json;
+
+const GrammarCompiler& Compiler() {
+  static const GrammarCompiler* compiler = [] {
+    auto vocab = Vocabulary::Load("llama3");
+    EXPECT_TRUE(vocab.ok()) << vocab.status().ToString();
+    return new GrammarCompiler(*vocab);
+  }();
+  return *compiler;
+}
+
+// True when `text` is accepted token by token with the mask checked, then EOS.
+bool Feed(const std::shared_ptr<const CompiledGrammar>& g, const std::string& text) {
+  const Vocabulary& vocab = Compiler().vocabulary();
+  EncodeOptions eo;
+  eo.add_dummy_prefix = false;
+  auto ids = vocab.Encode(text, eo);
+  if (!ids.ok()) return false;
+  Matcher m(g);
+  std::vector<std::uint32_t> mask(BitmaskWords(vocab.logits_width()));
+  for (TokenId id : *ids) {
+    m.FillNextTokenBitmask(mask);
+    if (!((mask[id >> 5] >> (id & 31)) & 1)) return false;
+    if (!m.AcceptToken(id)) return false;
+  }
+  m.FillNextTokenBitmask(mask);
+  TokenId eos = vocab.eos();
+  return ((mask[eos >> 5] >> (eos & 31)) & 1) && m.AcceptToken(eos);
+}
+
+// Values found anywhere in the schema (consts, enums, bounds, property names) seed the
+// generator so that many instances sit on the boundaries.
+void Harvest(const json& s, std::vector<json>* values, std::vector<std::string>* keys) {
+  if (s.is_object()) {
+    for (auto& [k, v] : s.items()) {
+      if (k == "properties" && v.is_object())
+        for (auto& [name, sub] : v.items()) keys->push_back(name);
+      if (k == "required" && v.is_array())
+        for (const json& n : v) keys->push_back(n.get<std::string>());
+      if (k == "const") values->push_back(v);
+      if (k == "enum")
+        for (const json& x : v) values->push_back(x);
+      if (v.is_number()) {
+        values->push_back(v);
+        if (v.is_number_integer()) {
+          values->push_back(v.get<std::int64_t>() + 1);
+          values->push_back(v.get<std::int64_t>() - 1);
+        }
+      }
+      Harvest(v, values, keys);
+    }
+  } else if (s.is_array()) {
+    for (const json& x : s) Harvest(x, values, keys);
+  }
+}
+
+class Gen {
+ public:
+  Gen(const json& schema, std::uint32_t seed) : rng_(seed) {
+    Harvest(schema, &values_, &keys_);
+    for (const char* k : {"x", "a", "b", "name"}) keys_.push_back(k);
+    for (json v : {json(nullptr), json(true), json(false), json(0), json(1), json(-1), json(2.5),
+                   json(10), json(100), json(""), json("a"), json("abc"), json("hello world"),
+                   json("2024-01-31"), json("x@y.com"), json("ab\"c\\\n\u00e9")})
+      values_.push_back(v);
+  }
+  json Value(int depth = 0) {
+    int r = Pick(10);
+    if (depth < 3 && r == 0) return Array(depth);
+    if (depth < 3 && r == 1) return Object(depth);
+    return values_[Pick(static_cast<int>(values_.size()))];
+  }
+  json Array(int depth) {
+    json a = json::array();
+    int n = Pick(5);
+    for (int i = 0; i < n; ++i) a.push_back(Value(depth + 1));
+    if (n >= 2 && Pick(3) == 0) a.push_back(a[0]);  // duplicates for uniqueItems
+    return a;
+  }
+  json Object(int depth) {
+    json o = json::object();
+    int n = Pick(5);
+    for (int i = 0; i < n; ++i) o[keys_[Pick(static_cast<int>(keys_.size()))]] = Value(depth + 1);
+    return o;
+  }
+  int Pick(int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng_); }
+
+ private:
+  std::mt19937 rng_;
+  std::vector<json> values_;
+  std::vector<std::string> keys_;
+};
+
+struct Outcome {
+  int valid = 0, invalid = 0, over = 0, under = 0;
+};
+
+// Compiles `schema` and compares grammar acceptance with the validator on the given instances
+// plus `generated` random ones (and the values found in the schema).
+Outcome Compare(const std::string& schema_text, const std::vector<json>& instances,
+                int generated = 150, bool format_assertion = false) {
+  Outcome out;
+  auto schema = Schema::Load(schema_text);
+  EXPECT_TRUE(schema.ok()) << schema.status().ToString();
+  if (!schema.ok()) return out;
+  SchemaCompileOptions so;
+  so.format_assertion = format_assertion;
+  auto ir = CompileSchemaToGrammar(**schema, so);
+  EXPECT_TRUE(ir.ok()) << schema_text << ": " << ir.status().ToString();
+  if (!ir.ok()) return out;
+  auto g = Compiler().CompileGrammarIr(ir->grammar);
+  EXPECT_TRUE(g.ok()) << g.status().ToString();
+  if (!g.ok()) return out;
+  ValidateOptions vo;
+  vo.format_assertion = format_assertion;
+  auto validator = Validator::Create(*schema, vo);
+  EXPECT_TRUE(validator.ok());
+  std::vector<json> all = instances;
+  Gen gen(json::parse(schema_text), 7);
+  for (int i = 0; i < generated; ++i) all.push_back(gen.Value());
+  std::set<std::string> seen;
+  for (const json& inst : all) {
+    if (!seen.insert(inst.dump()).second) continue;
+    auto valid = validator->Validate(inst);
+    EXPECT_TRUE(valid.ok());
+    (*valid ? out.valid : out.invalid) += 1;
+    for (int indent : {-1, 2}) {
+      std::string text = RenderInstance(**schema, inst, indent, so);
+      bool accepted = Feed(*g, text);
+      if (accepted == *valid) continue;
+      (*valid ? out.over : out.under) += 1;
+      ADD_FAILURE() << (*valid ? "valid instance rejected: " : "invalid instance accepted: ")
+                    << text << "\n  schema: " << schema_text;
+    }
+  }
+  return out;
+}
+
+void ExpectExact(const std::string& schema, const std::vector<json>& instances = {},
+                 bool format_assertion = false) {
+  Outcome o = Compare(schema, instances, 150, format_assertion);
+  EXPECT_EQ(o.over, 0);
+  EXPECT_EQ(o.under, 0);
+}
+
+TEST(SchemaCompile, TypesAndTypeArrays) {
+  ExpectExact(R"({"type": "string"})");
+  ExpectExact(R"({"type": "integer"})", {1.0, 1.5, -0.0});
+  ExpectExact(R"({"type": ["null", "boolean", "number"]})");
+  ExpectExact(R"({"type": "array"})");
+  ExpectExact(R"({})", {json::parse(R"({"a": [1, {"b": null}], "c": "d"})")});
+  ExpectExact(R"(true)");
+}
+
+TEST(SchemaCompile, EnumAndConst) {
+  ExpectExact(R"({"enum": ["a", "b", 1, null, {"x": [1, 2]}, [true]]})",
+              {json::parse(R"({"x": [1, 2]})"), json::parse("[true]"), 1.0});
+  ExpectExact(R"({"const": "hello world"})");
+  ExpectExact(R"({"type": "string", "enum": ["a", 1, "abc"], "maxLength": 1})");
+}
+
+TEST(SchemaCompile, LargeEnumCompilesFast) {
+  json values = json::array();
+  for (int i = 0; i < 10000; ++i) values.push_back("value-" + std::to_string(i * 7919 % 100003));
+  std::string text = json{{"enum", values}}.dump();
+  auto t0 = std::chrono::steady_clock::now();
+  auto g = Compiler().CompileSchema(text);
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_LT(s, 20.0);  // generous: a guard against quadratic blow-ups, not a benchmark
+  EXPECT_TRUE(Feed(*g, "\"value-7919\""));
+  EXPECT_FALSE(Feed(*g, "\"value-7\""));
+}
+
+TEST(SchemaCompile, ObjectsRequiredOptionalAdditional) {
+  ExpectExact(
+      R"({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"},
+                 "c": {"type": "boolean"}}, "required": ["b"], "additionalProperties": false})",
+      {json::parse(R"({"b": "x"})"), json::parse(R"({"a": 1, "b": "x", "c": true})"),
+       json::parse(R"({"a": 1, "c": true})"), json::parse(R"({})")});
+  ExpectExact(
+      R"({"properties": {"a": {"type": "integer"}}, "additionalProperties": {"type": "string"}})",
+      {json::parse(R"({"a": 1, "z": "s"})"), json::parse(R"({"z": 1})")});
+  ExpectExact(R"({"properties": {"a": {"const": 1}}})",
+              {json::parse(R"({"a": 1, "b": 2})"), json::parse(R"({"b": 2})")});
+  ExpectExact(R"({"required": ["x"], "properties": {"a": false}})",
+              {json::parse(R"({"x": 1})"), json::parse(R"({"x": 1, "a": 1})")});
+}
+
+TEST(SchemaCompile, PropertyCounts) {
+  ExpectExact(
+      R"({"properties": {"a": {}, "b": {}, "c": {}}, "minProperties": 2, "maxProperties": 3})");
+  ExpectExact(R"({"maxProperties": 1})");
+  ExpectExact(
+      R"({"minProperties": 1, "additionalProperties": false, "properties": {"a": {}, "b": {}}})");
+}
+
+TEST(SchemaCompile, PatternPropertiesAndPropertyNames) {
+  ExpectExact(
+      R"({"patternProperties": {"^x": {"type": "integer"}}, "additionalProperties": false})",
+      {json::parse(R"({"x1": 1, "xa": 2})"), json::parse(R"({"y": 1})")});
+  ExpectExact(R"({"patternProperties": {"^x": {"type": "integer"}}})",
+              {json::parse(R"({"x1": 1, "y": "s"})"), json::parse(R"({"x1": "s"})")});
+  ExpectExact(R"({"properties": {"xa": {"maximum": 5}}, "patternProperties": {"a$": {"minimum": 2}},
+                 "additionalProperties": {"type": "string"}})",
+              {json::parse(R"({"xa": 1})"), json::parse(R"({"xa": 3, "ba": 7, "c": "s"})"),
+               json::parse(R"({"c": 1})")});
+  ExpectExact(R"({"patternProperties": {"^x": {"type": "integer"}, "y$": {"minimum": 3}},
+                 "additionalProperties": {"type": "string"}})",
+              {json::parse(R"({"xy": 4, "y": 1, "z": "s"})"), json::parse(R"({"xy": 2})")});
+  ExpectExact(R"({"propertyNames": {"maxLength": 1}})");
+  ExpectExact(
+      R"({"propertyNames": {"enum": ["a", "b"]}, "properties": {"a": {"type": "string"}}})");
+}
+
+TEST(SchemaCompile, Dependencies) {
+  ExpectExact(R"({"dependentRequired": {"a": ["b"]}})",
+              {json::parse(R"({"a": 1})"), json::parse(R"({"a": 1, "b": 2})")});
+  ExpectExact(R"({"dependentSchemas": {"a": {"properties": {"b": {"type": "string"}}}}})",
+              {json::parse(R"({"a": 1, "b": 2})"), json::parse(R"({"a": 1, "b": "s"})")});
+  ExpectExact(R"({"$schema": "http://json-schema.org/draft-07/schema#",
+                 "dependencies": {"a": ["b"], "x": {"required": ["name"]}}})");
+}
+
+TEST(SchemaCompile, Arrays) {
+  ExpectExact(R"({"items": {"type": "integer"}, "minItems": 1, "maxItems": 3})");
+  ExpectExact(R"({"prefixItems": [{"type": "string"}, {"type": "integer"}], "items": false})",
+              {json::parse(R"(["a", 1])"), json::parse(R"(["a"])"), json::parse(R"(["a", 1, 2])")});
+  ExpectExact(R"({"$schema": "http://json-schema.org/draft-07/schema#",
+                 "items": [{"type": "string"}], "additionalItems": {"type": "boolean"}})");
+  ExpectExact(R"({"contains": {"const": 1}, "minContains": 2, "maxContains": 3})",
+              {json::parse("[1, 1]"), json::parse("[1, 2, 1, 1, 1]"), json::parse("[2, 1, 2, 1]")});
+  ExpectExact(R"({"contains": {"type": "string"}, "minContains": 0, "maxContains": 1})");
+  ExpectExact(R"({"items": {"enum": ["a", "b", "c"]}, "uniqueItems": true})",
+              {json::parse(R"(["a", "b"])"), json::parse(R"(["a", "a"])")});
+  ExpectExact(R"({"items": {"type": "boolean"}, "uniqueItems": true, "minItems": 1})");
+  ExpectExact(
+      R"({"prefixItems": [{"type": "boolean"}, {"const": 1}], "items": {"enum": [1, true, "x"]},
+                 "uniqueItems": true})",
+      {json::parse(R"([true, 1, "x"])"), json::parse(R"([true, 1, true])"),
+       json::parse(R"([false, 1, true, "x"])")});
+}
+
+TEST(SchemaCompile, StringsAndNumbers) {
+  ExpectExact(R"({"type": "string", "minLength": 2, "maxLength": 5})");
+  ExpectExact(R"({"type": "string", "pattern": "^[a-c]+$"})");
+  ExpectExact(R"({"type": "integer", "minimum": -1, "exclusiveMaximum": 10, "multipleOf": 2})");
+  ExpectExact(R"({"$schema": "http://json-schema.org/draft-07/schema#", "type": "number",
+                 "minimum": 0, "maximum": 100})");
+  ExpectExact(R"({"type": "string", "format": "date"})", {json("2024-02-30")}, true);
+  ExpectExact(R"({"allOf": [{"multipleOf": 3}, {"multipleOf": 5}], "maximum": 100})",
+              {json(15), json(30), json(9), json(10)});
+  ExpectExact(R"({"allOf": [{"multipleOf": 0.5}, {"multipleOf": 0.3}], "maximum": 10})",
+              {json(1.5), json(3), json(0.6), json(4.5)});
+}
+
+TEST(SchemaCompile, Combinators) {
+  ExpectExact(R"({"anyOf": [{"type": "string", "maxLength": 1}, {"type": "integer"}]})");
+  ExpectExact(R"({"oneOf": [{"type": "integer"}, {"minimum": 2}]})", {json(1), json(2.5), json(3)});
+  ExpectExact(
+      R"({"oneOf": [{"properties": {"kind": {"const": "a"}, "x": {"type": "integer"}}, "required": ["kind"]},
+                           {"properties": {"kind": {"const": "b"}, "y": {"type": "string"}}, "required": ["kind"]}]})",
+      {json::parse(R"({"kind": "a", "x": 1})"), json::parse(R"({"kind": "b", "y": "s"})"),
+       json::parse(R"({"kind": "b", "y": 1})")});
+  ExpectExact(R"({"allOf": [{"type": ["integer", "string"]}, {"type": "integer", "minimum": 3},
+                            {"maximum": 10}]})");
+  ExpectExact(R"({"allOf": [{"properties": {"a": {"type": "integer"}}, "required": ["a"]},
+                            {"properties": {"a": {"minimum": 0}, "b": {"type": "string"}}}]})",
+              {json::parse(R"({"a": 1, "b": "s"})"), json::parse(R"({"a": -1})")});
+  ExpectExact(R"({"not": {"type": "string"}})");
+  ExpectExact(R"({"not": {"enum": [1, "a"]}})");
+  ExpectExact(R"({"type": "object", "not": {"required": ["a"]}})");
+  ExpectExact(R"({"if": {"properties": {"a": {"const": 1}}, "required": ["a"]},
+                 "then": {"required": ["b"]}, "else": {"required": ["c"]}})",
+              {json::parse(R"({"a": 1, "b": 1})"), json::parse(R"({"a": 2, "c": 1})")});
+}
+
+TEST(SchemaCompile, UnevaluatedNextToAllOfAndRef) {
+  ExpectExact(R"({"$defs": {"base": {"properties": {"id": {"type": "integer"}}}},
+                 "allOf": [{"$ref": "#/$defs/base"}, {"properties": {"name": {"type": "string"}}}],
+                 "unevaluatedProperties": false})",
+              {json::parse(R"({"id": 1, "name": "a"})"), json::parse(R"({"id": 1, "other": 2})")});
+  ExpectExact(
+      R"({"allOf": [{"prefixItems": [{"type": "integer"}]}], "unevaluatedItems": {"type": "string"}})",
+      {json::parse(R"([1, "a", "b"])"), json::parse(R"([1, 2])")});
+  ExpectExact(
+      R"({"properties": {"a": {}}, "not": {"required": ["b"]}, "unevaluatedProperties": {"type": "integer"}})");
+}
+
+TEST(SchemaCompile, RefsAndRecursion) {
+  ExpectExact(R"({"$defs": {"node": {"type": "object", "properties": {"value": {"type": "integer"},
+                 "next": {"anyOf": [{"type": "null"}, {"$ref": "#/$defs/node"}]}}, "required": ["value"]}},
+                 "$ref": "#/$defs/node"})",
+              {json::parse(R"({"value": 1, "next": {"value": 2, "next": null}})"),
+               json::parse(R"({"value": 1, "next": {"next": null}})")});
+  ExpectExact(R"({"type": ["array", "integer"], "items": {"$ref": "#"}})",
+              {json::parse("[1, [2, [3, []]]]"), json::parse("[1, [2, [\"x\"]]]")});
+}
+
+TEST(SchemaCompile, BooleanFalseIsUnsatisfiable) {
+  auto s = Schema::Load("false");
+  ASSERT_TRUE(s.ok());
+  auto g = CompileSchemaToGrammar(**s);
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), StatusCode::kUnsatisfiable);
+}
+
+// ---- errors ----
+
+Status CompileError(const std::string& text, SchemaCompileOptions so = {}) {
+  auto s = Schema::Load(text);
+  if (!s.ok()) return s.status();
+  auto g = CompileSchemaToGrammar(**s, so);
+  return g.ok() ? Status::Ok() : g.status();
+}
+
+TEST(SchemaCompileErrors, UnsupportedKeywordsNameTheirPointer) {
+  const std::pair<const char*, const char*> kCases[] = {
+      {R"({"properties": {"tags": {"type": "array", "items": {"type": "string"}, "uniqueItems": true}}})",
+       "/properties/tags/uniqueItems"},
+      {R"({"patternProperties": {"a": {}, "b": {}, "c": {}, "d": {}, "e": {"type": "string"}}})",
+       "/patternProperties"},
+      {R"({"not": {"pattern": "a"}})", "/not/pattern"},
+      {R"({"$defs": {"s": {"type": "string", "format": "no-such-format"}}, "$ref": "#/$defs/s"})",
+       "/$defs/s/format"},
+      {R"({"allOf": [{"pattern": "a"}, {"pattern": "b"}]})", "/allOf/1/pattern"},
+      {R"({"unevaluatedProperties": false, "anyOf": [{"properties": {"a": {}}}]})",
+       "/unevaluatedProperties"},
+  };
+  for (const auto& [text, where] : kCases) {
+    Status st = CompileError(text);
+    EXPECT_EQ(st.code(), StatusCode::kUnsupported) << text << ": " << st.ToString();
+    EXPECT_EQ(st.location(), where) << text << ": " << st.ToString();
+  }
+}
+
+TEST(SchemaCompileErrors, LenientRelaxesAndReportsEachKeyword) {
+  auto s = Schema::Load(
+      R"({"properties": {"tags": {"type": "array", "items": {"type": "string"}, "uniqueItems": true},
+          "id": {"type": "string", "format": "no-such-format"}}})");
+  ASSERT_TRUE(s.ok());
+  SchemaCompileOptions so;
+  so.lenient = true;
+  auto g = CompileSchemaToGrammar(**s, so);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  std::set<std::string> where;
+  for (const auto& r : g->relaxed) where.insert(r.pointer);
+  EXPECT_TRUE(where.count("/properties/tags/uniqueItems"));
+  EXPECT_TRUE(where.count("/properties/id/format"));
+  auto compiled = Compiler().CompileGrammarIr(g->grammar);
+  ASSERT_TRUE(compiled.ok());
+  EXPECT_TRUE(Feed(*compiled, R"({"id":"x","tags":["a","a"]})"));
+}
+
+TEST(SchemaCompileErrors, OneOfNotProvablyDisjointLenientIsAnyOf) {
+  const char* text = R"({"oneOf": [{"pattern": "a"}, {"pattern": "b"}]})";
+  Status st = CompileError(text);
+  EXPECT_EQ(st.code(), StatusCode::kUnsupported);
+  EXPECT_EQ(st.location(), "/oneOf/1/pattern");  // branch 0 needs "not branch 1"
+  SchemaCompileOptions so;
+  so.lenient = true;
+  auto s = Schema::Load(text);
+  auto g = CompileSchemaToGrammar(**s, so);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_FALSE(g->relaxed.empty());
+}
+
+TEST(SchemaCompileErrors, BudgetIsAResourceLimit) {
+  SchemaCompileOptions so;
+  so.max_exprs = 50;
+  Status st = CompileError(
+      R"({"properties": {"a": {"type": "integer"}, "b": {"type": "string"}, "c": {"items": {}}}})",
+      so);
+  EXPECT_EQ(st.code(), StatusCode::kResourceLimit) << st.ToString();
+}
+
+TEST(SchemaCompileErrors, DeepNestingIsAResourceLimitNotACrash) {
+  std::string text = "{\"type\": \"integer\"}";
+  for (int i = 0; i < 400; ++i) text = "{\"properties\": {\"a\": " + text + "}}";
+  Status st = CompileError(text);
+  EXPECT_EQ(st.code(), StatusCode::kResourceLimit) << st.ToString();
+}
+
+TEST(SchemaCompileErrors, LongRefChainsAndCyclesCompile) {
+  json defs = json::object();
+  for (int i = 0; i < 2000; ++i) {
+    std::string target = "#/$defs/d";
+    target += std::to_string(i + 1);
+    std::string name = "d";
+    name += std::to_string(i);
+    defs[name] = {{"$ref", target}};
+  }
+  defs["d2000"] = {{"type", "integer"}};
+  json root = {{"$defs", defs}, {"$ref", "#/$defs/d0"}};
+  auto g = Compiler().CompileSchema(root.dump());
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_TRUE(Feed(*g, "12"));
+  EXPECT_FALSE(Feed(*g, "\"a\""));
+}
+
+TEST(SchemaCompileErrors, PublicEntryKeepsThePointer) {
+  auto g = Compiler().CompileSchema(R"({"properties": {"a": {"not": {"multipleOf": 2}}}})");
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), StatusCode::kUnsupported);
+  EXPECT_EQ(g.status().location(), "/properties/a/not/multipleOf");
+  auto bad = Compiler().CompileSchema(R"({"type": "nope"})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidSchema);
+  EXPECT_EQ(bad.status().location(), "/type");
+}
+
+TEST(SchemaCompileErrors, BadPatternNamesItsPointerAndOffset) {
+  auto g = Compiler().CompileSchema(R"({"properties": {"a": {"type": "string", "pattern": "^[a-z"}}})");
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), StatusCode::kInvalidRegex);
+  EXPECT_EQ(g.status().location(), "/properties/a/pattern");
+  EXPECT_NE(g.status().message().find("offset"), std::string::npos) << g.status().ToString();
+}
+
+// ---- formatting policy ----
+
+TEST(SchemaCompileFormat, WhitespaceIsBoundedAndCompactHasNone) {
+  const char* text = R"({"type": "object", "properties": {"a": {"type": "integer"}}})";
+  auto flexible = Compiler().CompileSchema(text);
+  ASSERT_TRUE(flexible.ok());
+  EXPECT_TRUE(Feed(*flexible, " {\n  \"a\" : 1\n}\n"));
+  EXPECT_TRUE(Feed(*flexible, "{" + std::string(32, ' ') + "}"));
+  EXPECT_FALSE(Feed(*flexible, "{" + std::string(33, ' ') + "}"));
+  CompileOptions co;
+  co.schema_whitespace_compact = true;
+  auto compact = Compiler().CompileSchema(text, co);
+  ASSERT_TRUE(compact.ok());
+  EXPECT_TRUE(Feed(*compact, "{\"a\":1}"));
+  EXPECT_FALSE(Feed(*compact, "{\"a\": 1}"));
+}
+
+TEST(SchemaCompileFormat, PropertiesInDeclaredOrder) {
+  const char* text = R"({"properties": {"zeta": {"type": "integer"}, "alpha": {"type": "integer"}},
+                         "required": ["zeta", "alpha"], "additionalProperties": false})";
+  auto g = Compiler().CompileSchema(text);
+  ASSERT_TRUE(g.ok());
+  EXPECT_TRUE(Feed(*g, R"({"zeta":1,"alpha":2})"));
+  EXPECT_FALSE(Feed(*g, R"({"alpha":2,"zeta":1})"));
+  auto s = Schema::Load(text);
+  SchemaCompileOptions so;
+  so.property_order = std::make_shared<const PropertyOrder>(PropertyOrderOf(text));
+  EXPECT_EQ(RenderInstance(**s, json::parse(R"({"alpha":2,"zeta":1})"), -1, so),
+            R"({"zeta":1,"alpha":2})");
+  EXPECT_EQ(RenderInstance(**s, json::parse(R"({"alpha":2,"zeta":1})"), 2, so),
+            "{\n  \"zeta\": 1,\n  \"alpha\": 2\n}");
+}
+
+// The program up to the numbering of its DFA states: rules in order, each rule's states
+// breadth-first from its start (byte classes in order, then rule and special edges as stored).
+std::vector<std::int64_t> CanonicalProgram(const CfgProgram& p) {
+  std::vector<std::int64_t> out(p.byte_class.begin(), p.byte_class.end());
+  out.push_back(p.num_classes);
+  out.push_back(p.root);
+  for (const auto& ri : p.rules) {
+    out.push_back(static_cast<std::int64_t>(ri.kind));
+    out.push_back(ri.child);
+    out.push_back(ri.min);
+    out.push_back(ri.max);
+    out.push_back(ri.nullable);
+    if (ri.kind != CfgProgram::RuleKind::kDfa || ri.start == CfgProgram::kDead) continue;
+    std::map<StateId, std::int64_t> number;
+    std::vector<StateId> queue = {ri.start};
+    number[ri.start] = 0;
+    auto id = [&](StateId t) -> std::int64_t {
+      if (t == CfgProgram::kDead) return -1;
+      auto [it, fresh] = number.emplace(t, static_cast<std::int64_t>(number.size()));
+      if (fresh) queue.push_back(t);
+      return it->second;
+    };
+    for (std::size_t q = 0; q < queue.size(); ++q) {
+      const StateId s = queue[q];
+      out.push_back(-2);
+      out.push_back(p.accepting[s]);
+      out.push_back(p.state_rule[s]);
+      for (std::int32_t c = 0; c < p.num_classes; ++c) {
+        out.push_back(id(p.next[static_cast<std::size_t>(s) * p.num_classes + c]));
+      }
+      for (std::int32_t e = p.nt_begin[s]; e < p.nt_begin[s + 1]; ++e) {
+        out.push_back(p.nt_edges[e].first);
+        out.push_back(id(p.nt_edges[e].second));
+      }
+      for (std::int32_t e = p.sp_begin[s]; e < p.sp_begin[s + 1]; ++e) {
+        out.push_back(p.sp_edges[e].first);
+        out.push_back(id(p.sp_edges[e].second));
+      }
+    }
+  }
+  return out;
+}
+
+// Rules that do not depend on the schema (the "any value" rules of open objects and untyped
+// subschemas) are lowered once per process and reused: the program must be the one a fresh
+// determinisation gives, whatever the rule numbering of the schema that reuses it.
+// Positions shared between the grammars of one vocabulary (CompileOptions::share_positions,
+// automata/cfg/position_key.h): every position a grammar takes from another grammar must equal the
+// one its own trie walk computes. Tool schemas that share structure under other names and
+// orders, then dev-set schemas (when ../shared/data is there), each compiled by the same
+// compiler; states sampled across each grammar.
+// Appends the schemas of every `step`-th dev-set file from `first`, up to `count` (scaled by
+// LOCKSTEP_TEST_SCALE, at least 4); says so when ../shared/data is absent.
+void AddDevSetSchemas(std::vector<std::string>& texts, std::size_t first, std::size_t step,
+                      int count) {
+  const std::filesystem::path dev = testing::SharedDataDir() + "/jsonschemabench-dev/maskbench";
+  if (!std::filesystem::is_directory(dev)) {
+    std::printf("note: %s absent; only the inline schemas are checked\n", dev.string().c_str());
+    return;
+  }
+  std::vector<std::filesystem::path> files;
+  for (const auto& e : std::filesystem::directory_iterator(dev)) files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  const std::size_t want = std::max<std::size_t>(4, static_cast<std::size_t>(count * testing::TestScale()));
+  for (std::size_t i = first, taken = 0; i < files.size() && taken < want; i += step) {
+    std::ifstream in(files[i]);
+    json j = json::parse(in, nullptr, false);
+    if (j.is_discarded() || !j.contains("schema")) continue;
+    texts.push_back(j["schema"].dump());
+    ++taken;
+  }
+}
+
+TEST(SharedPositions, EqualThePositionsWalkedAfresh) {
+  std::vector<std::string> texts;
+  for (const char* names : {"city,days", "town,count", "city,unit", "q,limit", "days,city"}) {
+    const std::string n(names);
+    const std::string a = n.substr(0, n.find(',')), b = n.substr(n.find(',') + 1);
+    texts.push_back(R"({"type": "object", "properties": {")" + a + R"(": {"type": "string"}, ")" +
+                    b + R"(": {"type": "integer", "minimum": 1}}, "required": [")" + a + R"("]})");
+    texts.push_back(R"({"type": "object", "properties": {")" + a +
+                    R"(": {"type": "string", "enum": ["x", "y"]}, "tags": {"type": "array", "items": {"type": "string"}}, ")" +
+                    b + R"(": {"type": "object"}}, "required": [")" + b + R"("]})");
+  }
+  AddDevSetSchemas(texts, 0, 11, 40);
+  std::int64_t checked = 0, shared = 0;
+  for (const std::string& text : texts) {
+    auto g = Compiler().CompileSchema(text);
+    if (!g.ok()) continue;  // (a dev-set schema that is refused)
+    const CfgGrammar& cfg = (*g)->cfg();
+    const std::int32_t n = cfg.program().num_states;
+    const std::int32_t stride = std::max(1, n / 40);
+    for (StateId s = 0; s < n; s += stride) {
+      const CfgPosition* p = cfg.PositionOfState(s);
+      ASSERT_NE(p, nullptr);
+      auto fresh = cfg.FreshPositionOfState(s);
+      EXPECT_TRUE(p->SameContent(*fresh)) << "state " << s << " of " << text;
+      ++checked;
+    }
+    shared += (*g)->Stats().shared_positions;
+  }
+  // The structure repeats: a good part of the positions came from other grammars.
+  EXPECT_GT(shared, checked / 4) << shared << " shared of " << checked << " checked";
+  std::printf("%lld positions checked, %lld taken from other grammars\n",
+              static_cast<long long>(checked), static_cast<long long>(shared));
+}
+
+// A state that calls its own rule is described with a reference to that rule, whose start it may
+// not reach: after "(" the two rules below read alike, but `()` is valid only in the second (its
+// rule matches empty). Each grammar, compiled after the other, must keep its own positions.
+TEST(SharedPositions, RecursiveRulesAreKeyedWhole) {
+  const char* word = "root ::= word{1,5}\nword ::= [a-z]+ | \"(\" word \")\"";
+  const char* item = "root ::= item{0,5}\nitem ::= [a-z]* | \"(\" item \")\"";
+  for (const auto& order : {std::pair{word, item}, std::pair{item, word}}) {
+    auto first = Compiler().CompileGrammar(order.first);
+    auto second = Compiler().CompileGrammar(order.second);
+    ASSERT_TRUE(first.ok() && second.ok());
+    for (const auto& g : {*first, *second}) {
+      Matcher m(g);
+      ASSERT_TRUE(m.AcceptString("ab("));
+      std::vector<std::uint32_t> fast(BitmaskWords(g->logits_width()));
+      ASSERT_TRUE(m.FillNextTokenBitmask(fast));
+      const testing::Mask slow = testing::BruteForceMask(m);
+      EXPECT_EQ(testing::AllowedIds(slow), testing::AllowedIds(fast)) << order.first;
+      const bool empty_item = g.get() == (order.first == item ? first->get() : second->get());
+      const Vocabulary& v = g->vocabulary();
+      TokenId parens = kNoToken;
+      for (TokenId t = 0; t < v.size() && parens == kNoToken; ++t) {
+        if (v.TokenBytes(t) == "()") parens = t;
+      }
+      ASSERT_NE(parens, kNoToken);
+      EXPECT_EQ((fast[parens >> 5] >> (parens & 31)) & 1, empty_item ? 1u : 0u);
+    }
+  }
+}
+
+// A big format automaton (email: 25k states) is too big for the structural key but is copied
+// unchanged into every grammar that uses it: its positions are shared by cache entry and rank.
+TEST(SharedPositions, BigFormatAutomataAreSharedToo) {
+  const std::string a = R"({"type": "object", "properties": {"to": {"type": "string", "format": "email"}}})";
+  // Other keys and values around it, the same bytes after it (the follow set is in the key).
+  const std::string b = R"({"type": "object", "properties": {"n": {"type": "integer"},
+      "sender": {"type": "string", "format": "email"}}, "required": ["n"]})";
+  std::int64_t checked = 0;
+  std::int32_t shared_in_b = 0;
+  for (const std::string& text : {a, b}) {
+    auto g = Compiler().CompileSchema(text);
+    ASSERT_TRUE(g.ok()) << g.status().ToString();
+    const CfgGrammar& cfg = (*g)->cfg();
+    const CfgProgram& p = cfg.program();
+    std::vector<StateId> big;
+    for (StateId s = 0; s < p.num_states; ++s) {
+      if (p.rules[p.state_rule[s]].shared_source != 0) big.push_back(s);
+    }
+    ASSERT_GT(big.size(), 4096u);
+    for (std::size_t i = 0; i < big.size(); i += big.size() / 25) {
+      const CfgPosition* pos = cfg.PositionOfState(big[i]);
+      ASSERT_NE(pos, nullptr);
+      EXPECT_TRUE(pos->SameContent(*cfg.FreshPositionOfState(big[i]))) << "state " << big[i];
+      ++checked;
+    }
+    if (text == b) shared_in_b = (*g)->Stats().shared_positions;
+  }
+  // The second grammar took its format positions from the first.
+  EXPECT_GE(shared_in_b, 20) << checked << " checked";
+}
+
+// The states of a big format automaton that no token tells apart take one position (the email
+// automaton counts up to 253 bytes of domain, date-time tracks leap years through the year's
+// digits; a token cannot see that far from most of their states). A folded state's position must
+// equal the walk of the trie from that state itself, and the fold must be large (else the
+// precompute walks every state again).
+TEST(SharedPositions, FoldedFormatStatesEqualTheirOwnWalks) {
+  CompileOptions options;
+  options.share_positions = false;  // the positions come from the fold, not from the store
+  for (const char* format : {"email", "hostname", "date-time"}) {
+    const std::string text =
+        std::string(R"({"type": "object", "properties": {"to": {"type": "string", "format": ")") +
+        format + R"("}}, "required": ["to"]})";
+    auto g = Compiler().CompileSchema(text, options);
+    ASSERT_TRUE(g.ok()) << g.status().ToString();
+    const CfgGrammar& cfg = (*g)->cfg();
+    const CfgProgram& p = cfg.program();
+    std::vector<StateId> big, folded;
+    std::set<StateId> firsts;
+    for (StateId s = 0; s < p.num_states; ++s) {
+      if (p.rules[p.state_rule[s]].shared_source == 0) continue;
+      big.push_back(s);
+      firsts.insert(cfg.FoldedState(s));
+      if (cfg.FoldedState(s) != s) folded.push_back(s);
+    }
+    ASSERT_GT(big.size(), 4096u) << format;
+    EXPECT_LT(firsts.size() * 3, big.size())
+        << format << ": " << firsts.size() << " folds of " << big.size();
+    // Every folded state of date-time (its walks are short), a sample of the others.
+    const std::size_t want =
+        std::string(format) == "date-time"
+            ? folded.size()
+            : std::max<std::size_t>(24, static_cast<std::size_t>(240 * testing::TestScale()));
+    std::size_t checked = 0;
+    for (std::size_t i = 0; i < folded.size();
+         i += std::max<std::size_t>(1, folded.size() / want)) {
+      const StateId s = folded[i];
+      const CfgPosition* pos = cfg.PositionOfState(s);
+      ASSERT_NE(pos, nullptr);
+      EXPECT_TRUE(pos->SameContent(*cfg.FreshPositionOfState(s)))
+          << format << " state " << s << " folded into " << cfg.FoldedState(s);
+      ++checked;
+    }
+    std::printf("%s: %zu states, %zu folds, %zu folded states checked against their own walks\n",
+                format, big.size(), firsts.size(), checked);
+  }
+}
+
+// A precomputed grammar leaves its positions, state by state, in the store under its program's
+// fingerprint; the same schema precomputed again takes them all from there (no key, no lookup,
+// no walk per state). Each taken position must equal the walk from its state, the second grammar
+// must hold as many positions as the first, and a new program must not take another's table.
+TEST(SharedPositions, APrecomputedProgramLeavesItsPositionsForTheNextCompile) {
+  CompileOptions pre;
+  pre.precompute_masks = true;
+  pre.precompute_threads = 1;
+  std::vector<std::string> texts = {
+      R"({"type": "object", "properties": {"when": {"type": "string", "format": "date-time"},
+          "n": {"type": "integer", "minimum": -5, "maximum": 120}, "tags": {"type": "array",
+          "items": {"enum": ["a", "b", "c"]}}}, "required": ["when"]})",
+  };
+  AddDevSetSchemas(texts, 7, 41, 10);
+  std::int64_t compared = 0;
+  for (const std::string& text : texts) {
+    auto first = Compiler().CompileSchema(text, pre);
+    if (!first.ok()) continue;  // (a dev-set schema that is refused)
+    auto again = Compiler().CompileSchema(text, pre);
+    ASSERT_TRUE(again.ok());
+    const CfgGrammar& a = (*first)->cfg();
+    const CfgGrammar& b = (*again)->cfg();
+    EXPECT_TRUE(b.PositionsTakenFromProgram()) << text;
+    EXPECT_EQ(b.Stats().positions, a.Stats().positions) << text;
+    const std::int32_t n = b.program().num_states;
+    const std::int32_t stride = std::max(1, n / 30);
+    for (StateId s = 0; s < n; s += stride) {
+      const CfgPosition* p = b.PositionOfState(s);
+      ASSERT_NE(p, nullptr);
+      EXPECT_TRUE(p->SameContent(*b.FreshPositionOfState(s))) << "state " << s << " of " << text;
+      ++compared;
+    }
+  }
+  // A program no grammar had before finds no table.
+  auto fresh = Compiler().CompileSchema(
+      R"({"type": "object", "properties": {"zq_unique_name_4711": {"type": "boolean"}}})", pre);
+  ASSERT_TRUE(fresh.ok());
+  EXPECT_FALSE((*fresh)->cfg().PositionsTakenFromProgram());
+  std::printf("%lld positions taken from program tables compared with fresh walks\n",
+              static_cast<long long>(compared));
+}
+
+// A schema compiled again (a new grammar, the same program) reads its position keys from the
+// keyer the first compile left in the vocabulary's store instead of hashing its automata again:
+// while the stored keyer knows a state, and from a copy of it when it does not. Every key must
+// equal the first grammar's, and those of a fresh keyer of the new program asked in the first
+// grammar's order (a recursive rule's description depends on the rule first asked).
+TEST(SharedPositions, KeysOfAProgramCompiledAgainComeFromTheStore) {
+  std::vector<std::string> texts = {
+      R"({"type": "object", "properties": {"id": {"type": "integer"}, "tags": {"type": "array",
+          "items": {"type": "string", "maxLength": 8}}, "meta": {"type": "object"}}, "required": ["id"]})",
+      R"({"anyOf": [{"type": "string", "format": "date"}, {"type": "array", "items": {"$ref": "#"}}]})",
+  };
+  AddDevSetSchemas(texts, 5, 29, 12);
+  std::int64_t compared = 0;
+  for (const std::string& text : texts) {
+    auto first = Compiler().CompileSchema(text);
+    if (!first.ok()) continue;  // (a dev-set schema that is refused)
+    const CfgGrammar& a = (*first)->cfg();
+    const std::int32_t n = a.program().num_states;
+    // The first grammar's first key is of its last state (a rule of its own, usually not the
+    // root's): the stored keyer knows that rule early, the others only once asked.
+    std::vector<StateId> order = {n - 1};
+    for (StateId s = 0; s + 1 < n; ++s) order.push_back(s);
+    std::vector<std::optional<PositionKey>> keys(n);
+    for (StateId s : order) keys[s] = a.KeyOfState(s);
+    auto again = Compiler().CompileSchema(text);
+    ASSERT_TRUE(again.ok());
+    const CfgGrammar& b = (*again)->cfg();
+    ASSERT_EQ(b.program().num_states, n);
+    const std::vector<std::optional<PositionKey>> fresh = b.FreshKeysInOrder(order);
+    for (StateId s = 0; s < n; ++s) {
+      const std::optional<PositionKey> k = b.KeyOfState(s);
+      const std::optional<PositionKey>& f = fresh[s == n - 1 ? 0 : s + 1];
+      ASSERT_EQ(k.has_value(), f.has_value()) << "state " << s << " of " << text;
+      ASSERT_EQ(k.has_value(), keys[s].has_value()) << "state " << s << " of " << text;
+      if (k) {
+        EXPECT_TRUE(*k == *f) << "state " << s << " of " << text;
+        EXPECT_TRUE(*k == *keys[s]) << "state " << s << " of " << text;
+      }
+      ++compared;
+    }
+    EXPECT_TRUE(b.KeysTakenFromStore()) << text;
+  }
+  EXPECT_GT(compared, 100);
+  std::printf("%lld keys of recompiled grammars compared with fresh keyers\n",
+              static_cast<long long>(compared));
+}
+
+// A fill's key call has a bound on the states it hashes. It must not start a rule it cannot
+// finish within that bound (a pass over a rule runs to its end), and must then give up on the
+// same rule at once when asked again; an unbounded call afterwards (the background worker's)
+// still gives every state the key a fresh keyer gives it.
+TEST(SharedPositions, ABoundedKeyCallStartsNoRuleItCannotFinish) {
+  std::string props;
+  for (int i = 0; i < 12; ++i) {
+    props += (i ? ", " : "") + std::string("\"member_") + std::to_string(i) + R"(": {"type": "integer"})";
+  }
+  auto g = Compiler().CompileSchema(R"({"type": "object", "properties": {)" + props + "}}");
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  const CfgProgram& program = (*g)->cfg().program();
+  // The biggest rule (the object's), and its states.
+  std::vector<std::int32_t> size(program.NumRules(), 0);
+  for (StateId s = 0; s < program.num_states; ++s) ++size[program.state_rule[s]];
+  const std::int32_t big =
+      static_cast<std::int32_t>(std::max_element(size.begin(), size.end()) - size.begin());
+  ASSERT_GT(size[big], 32) << "the object's rule should be far over the bound below";
+  const std::array<std::uint64_t, 4> follow = {1, 0, 0, 0};
+  PositionKeyer bounded(&program), fresh(&program);
+  for (StateId s = 0; s < program.num_states; ++s) {
+    if (program.state_rule[s] != big) continue;
+    EXPECT_FALSE(bounded.Key(s, follow, /*max_work=*/16).has_value()) << "state " << s;
+    EXPECT_EQ(bounded.work(), 0) << "a bounded call hashed part of a rule it could not finish";
+  }
+  std::int32_t keyed = 0;
+  for (StateId s = 0; s < program.num_states; ++s) {
+    const std::optional<PositionKey> a = bounded.Key(s, follow), b = fresh.Key(s, follow);
+    ASSERT_EQ(a.has_value(), b.has_value()) << "state " << s;
+    if (a) {
+      EXPECT_TRUE(*a == *b) << "state " << s;
+    }
+    keyed += a.has_value();
+  }
+  EXPECT_GT(keyed, size[big] / 2);
+}
+
+// The fingerprint that identifies a program for the keyer store changes with every field the
+// keyer reads.
+TEST(SharedPositions, ProgramFingerprintChangesWithEveryFieldTheKeysRead) {
+  auto g = Compiler().CompileSchema(R"({"type": "object", "properties": {"a": {"type": "array",
+      "items": {"type": "integer"}, "minItems": 2, "maxItems": 40}, "b": {"type": "string"}}})");
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  const CfgProgram& p = (*g)->cfg().program();
+  const PositionKey base = ProgramFingerprint(p);
+  CfgProgram copy = p;
+  EXPECT_TRUE(ProgramFingerprint(copy) == base);
+  std::int32_t counter = -1;
+  for (std::int32_t r = 0; r < p.NumRules(); ++r) {
+    if (p.IsCounter(r)) counter = r;
+  }
+  ASSERT_GE(counter, 0) << "the schema should lower its array to a counter rule";
+  ASSERT_FALSE(p.nt_edges.empty());
+  std::vector<std::pair<const char*, std::function<void(CfgProgram&)>>> changes = {
+      {"a transition", [](CfgProgram& q) { q.next[q.next.size() / 2] ^= 1; }},
+      {"acceptance", [](CfgProgram& q) { q.accepting[q.num_states / 2] ^= 1; }},
+      {"a byte class", [](CfgProgram& q) { q.byte_class['a'] = q.byte_class['{']; }},
+      {"a state's rule", [](CfgProgram& q) { q.state_rule[0] = q.state_rule[0] == 0 ? 1 : 0; }},
+      {"a rule edge's rule", [](CfgProgram& q) { q.nt_edges[0].first ^= 1; }},
+      {"a rule edge's target", [](CfgProgram& q) { q.nt_edges[0].second ^= 1; }},
+      {"where rule edges begin", [](CfgProgram& q) { ++q.nt_begin[q.num_states / 2]; }},
+      {"where special edges begin", [](CfgProgram& q) { ++q.sp_begin[q.num_states / 2]; }},
+      {"a counter's minimum", [counter](CfgProgram& q) { ++q.rules[counter].min; }},
+      {"a counter's maximum", [counter](CfgProgram& q) { ++q.rules[counter].max; }},
+      {"a counter's child", [counter](CfgProgram& q) { q.rules[counter].child ^= 1; }},
+      {"a rule's start", [](CfgProgram& q) { q.rules[q.root].start ^= 1; }},
+      {"a rule's kind", [counter](CfgProgram& q) { q.rules[counter].kind = CfgProgram::RuleKind::kDfa; }},
+      {"a rule's source", [](CfgProgram& q) { q.rules[q.root].shared_source = 7; }},
+      {"the root", [](CfgProgram& q) { q.root ^= 1; }},
+  };
+  for (const auto& [what, change] : changes) {
+    CfgProgram q = p;
+    change(q);
+    EXPECT_FALSE(ProgramFingerprint(q) == base) << what;
+  }
+}
+
+// Positions of string bodies and of the states just before them come from the vocabulary's
+// region views (docs/grammars.md): the view of the body, with the state's own first bytes walked
+// directly and, for a state that continues a declared key name, the view's results for those
+// first bytes taken out. Every such position must equal a walk of the whole trie.
+TEST(RegionViews, PositionsEqualTheWholeTrieWalk) {
+  std::vector<std::string> texts = {
+      // Open objects: keys are any string but the declared names, which share prefixes.
+      R"({"type": "object", "properties": {"name": {"type": "string"}, "nation": {"type": "string"},
+          "nav": {"type": "integer"}, "id": {"type": "string", "maxLength": 5}, "ids": {"type": "array",
+          "items": {"type": "string"}}, "x\"y": {"type": "string"}}})",
+      R"({"type": "object", "properties": {"a": {"type": "string", "pattern": "^[a-z]+$"},
+          "ab": {"type": ["string", "number", "null"]}, "abc": {"enum": ["abc", "abd", 3]}},
+          "additionalProperties": {"type": "string"}})",
+      R"({"type": "object", "properties": {"q": {"type": "string", "format": "email"},
+          "\u00e9t\u00e9": {"type": "string"}}, "additionalProperties": {"type": "object",
+          "properties": {"k": {}}}})",
+      R"({"type": "object", "properties": {"id": {"type": "string", "minLength": 1}, "tags":
+          {"type": "array", "items": {"type": "string", "minLength": 1}}, "n": {"type": "string",
+          "minLength": 2, "maxLength": 9}}, "required": ["id"]})",
+  };
+  AddDevSetSchemas(texts, 3, 13, 30);
+  std::int64_t viewed = 0, taken_out = 0;
+  for (const std::string& text : texts) {
+    auto g = Compiler().CompileSchema(text);
+    if (!g.ok()) continue;  // (a dev-set schema that is refused)
+    const CfgGrammar& cfg = (*g)->cfg();
+    std::vector<std::pair<StateId, int>> states;
+    for (StateId s = 0; s < cfg.program().num_states; ++s) {
+      const int use = cfg.RegionUseOfState(s);
+      if (use != 0) states.push_back({s, use});
+    }
+    // Up to 40 per grammar, the taken-out kind first (a whole-trie walk is a few ms).
+    std::stable_sort(states.begin(), states.end(),
+                     [](const auto& a, const auto& b) { return a.second > b.second; });
+    states.resize(std::min<std::size_t>(states.size(), 40));
+    for (const auto& [s, use] : states) {
+      auto fast = cfg.FreshPositionOfState(s);
+      auto walked = cfg.TrieWalkedPositionOfState(s);
+      ASSERT_TRUE(fast->SameContent(*walked)) << "state " << s << " (view use " << use << ") of " << text;
+      ++viewed;
+      taken_out += use == 2;
+    }
+  }
+  // Both kinds ran: string bodies, and key states whose continuations were taken out.
+  EXPECT_GT(viewed, 20);
+  EXPECT_GT(taken_out, 5);
+  std::printf("%lld positions from region views checked, %lld with first bytes taken out\n",
+              static_cast<long long>(viewed), static_cast<long long>(taken_out));
+}
+
+// A state whose only way on is a call (a member's value) takes its position from the callee's
+// start position and the callee's tails walked on from the return state. It must equal a walk
+// of the whole trie through the call, on both tokenizers' vocabularies.
+TEST(PositionsThroughACall, EqualWholeTrieWalks) {
+  std::vector<std::string> texts = {
+      R"({"type": "object", "properties": {"n": {"type": "integer"}, "x": {"type": "number",
+          "minimum": 0}, "o": {"type": "object", "properties": {"k": {"type": "boolean"}}},
+          "a": {"type": "array", "items": {"type": "integer"}}, "s": {"type": "string",
+          "maxLength": 3}, "any": {}}, "required": ["n", "o"]})",
+      R"({"type": "array", "items": {"anyOf": [{"type": "integer"}, {"type": "null"},
+          {"type": "object", "properties": {"deep": {"$ref": "#"}}}]}})",
+      R"({"type": "object", "additionalProperties": {"type": "number"}})",
+  };
+  AddDevSetSchemas(texts, 7, 17, 24);
+  for (const char* tokenizer : {"llama3", "qwen2.5"}) {
+    auto vocab = Vocabulary::Load(tokenizer);
+    ASSERT_TRUE(vocab.ok()) << vocab.status().ToString();
+    GrammarCompiler compiler(*vocab);
+    std::int64_t composed = 0;
+    for (const std::string& text : texts) {
+      CompileOptions o;
+      o.share_positions = false;  // (each composition computes its callee here)
+      auto g = compiler.CompileSchema(text, o);
+      if (!g.ok()) continue;  // (a dev-set schema that is refused)
+      const CfgGrammar& cfg = (*g)->cfg();
+      std::int32_t here = 0;
+      for (StateId s = 0; s < cfg.program().num_states && here < 30; ++s) {
+        if (!cfg.ComposesThroughCall(s)) continue;
+        auto fast = cfg.FreshPositionOfState(s);
+        auto walked = cfg.TrieWalkedPositionOfState(s);
+        ASSERT_TRUE(fast->SameContent(*walked))
+            << tokenizer << ": state " << s << " (" << fast->num_accepted << " accepted, "
+            << fast->num_uncertain << " tails; walked " << walked->num_accepted << ", "
+            << walked->num_uncertain << ") of " << text;
+        ++here;
+      }
+      composed += here;
+    }
+    EXPECT_GT(composed, 40) << tokenizer;
+    std::printf("%s: %lld composed positions equal whole-trie walks\n", tokenizer,
+                static_cast<long long>(composed));
+  }
+}
+
+// A string of `minLength: 1` (`"` then a character then the loop) has a state for its first
+// character apart from the loop's, which it equals (rule automata are not minimised): the state
+// after the opening quote is two bytes before the loop and must still use the body's view, with
+// every position equal to a walk of the whole trie.
+TEST(RegionViews, AStringOfMinLengthOneUsesTheBodyView) {
+  for (const char* text : {R"({"type": "string", "minLength": 1})",
+                           R"({"type": "array", "items": {"type": "string", "minLength": 1}})"}) {
+    auto g = Compiler().CompileSchema(text);
+    ASSERT_TRUE(g.ok()) << g.status().ToString();
+    const CfgGrammar& cfg = (*g)->cfg();
+    const CfgProgram& p = cfg.program();
+    std::int32_t two_before = 0;
+    for (StateId s = 0; s < p.num_states; ++s) {
+      auto fast = cfg.FreshPositionOfState(s);
+      auto walked = cfg.TrieWalkedPositionOfState(s);
+      ASSERT_TRUE(fast->SameContent(*walked)) << "state " << s << " of " << text;
+      // The state after an opening quote of a non-empty string: it refuses `"`.
+      bool after_quote = false;
+      for (StateId q = 0; q < p.num_states; ++q) after_quote |= p.Step(q, '"') == s && q != s;
+      if (after_quote && p.Step(s, '"') == CfgProgram::kDead && p.Step(s, 'a') != CfgProgram::kDead) {
+        EXPECT_NE(cfg.RegionUseOfState(s), 0) << "state " << s << " of " << text;
+        ++two_before;
+      }
+    }
+    EXPECT_GT(two_before, 0) << text;
+  }
+}
+
+TEST(SchemaLowering, SharedRuleCacheGivesTheSameAutomata) {
+  const char* texts[] = {
+      R"({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]})",
+      R"({"type": "array", "items": {"type": "object", "properties": {"x": {}, "y": {"enum": [1, "b"]}}}})",
+      R"({})",
+      R"({"properties": {"deep": {"properties": {"deeper": {"type": "object"}}}}, "required": ["deep"]})",
+      R"({"anyOf": [{"type": "string", "format": "date"}, {"type": "object", "minProperties": 1}]})",
+  };
+  const Vocabulary& vocab = Compiler().vocabulary();
+  int shared_rules = 0;
+  for (const char* text : texts) {
+    SCOPED_TRACE(text);
+    auto s = Schema::Load(text);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    auto g = CompileSchemaToGrammar(**s);
+    ASSERT_TRUE(g.ok()) << g.status().ToString();
+    for (const auto& r : g->grammar.rules) shared_rules += r.shared ? 1 : 0;
+    CfgCompileOptions fresh;
+    fresh.max_unrolled_states = 256;
+    fresh.reuse_shared_rules = false;
+    CfgCompileOptions reuse = fresh;
+    reuse.reuse_shared_rules = true;
+    auto a = CompileCfg(g->grammar, vocab, fresh);
+    auto b1 = CompileCfg(g->grammar, vocab, reuse);  // stores (or reuses an earlier schema's)
+    auto b2 = CompileCfg(g->grammar, vocab, reuse);  // reuses
+    ASSERT_TRUE(a.ok() && b1.ok() && b2.ok());
+    EXPECT_EQ(a->num_states, b2->num_states);
+    EXPECT_EQ(CanonicalProgram(*a), CanonicalProgram(*b1));
+    EXPECT_EQ(CanonicalProgram(*a), CanonicalProgram(*b2));
+    // byte_first (the bytes with a transition, from the lowering's ranges) matches the table.
+    ASSERT_EQ(b2->byte_first.size(), static_cast<std::size_t>(b2->num_states));
+    for (StateId st = 0; st < b2->num_states; ++st) {
+      std::array<std::uint64_t, 4> bits{};
+      for (int b = 0; b < 256; ++b) {
+        if (b2->Step(st, static_cast<std::uint8_t>(b)) != CfgProgram::kDead) bits[b >> 6] |= 1ull << (b & 63);
+      }
+      EXPECT_EQ(bits, b2->byte_first[st]) << "state " << st;
+    }
+  }
+  EXPECT_GT(shared_rules, 0);  // the cache was exercised
+  // And through the compiler: instances of the any-value rules still behave.
+  auto g = Compiler().CompileSchema(texts[1]);
+  ASSERT_TRUE(g.ok());
+  EXPECT_TRUE(Feed(*g, R"([{"x": {"k": [1, "s", null, {"z": true}]}, "y": "b"}])"));
+  EXPECT_FALSE(Feed(*g, R"([{"x": {"k": [1, "s", null, {"z": tru}]}}])"));
+}
+
+}  // namespace
+}  // namespace lockstep::schema
