@@ -15,7 +15,7 @@ test:
 
 build:
 	bash scripts/install-deps.sh
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DLOCKSTEP_BUILD_TESTS=ON -DLOCKSTEP_BUILD_BENCH=ON
 	cmake --build $(BUILD) -j $(JOBS)
 
 bench: build

@@ -14,7 +14,7 @@
 // Skips (with a message) when ../shared/data is not there.
 // And, with no shared data needed:
 //   - BM_PathologicalRepeat/<grammar>: the counted repetitions of ambiguous or nullable bodies of
-//     schemas/grammars/pathological (issue 21): AcceptString of 10 KB that belongs to the
+//     schemas/grammars/pathological: AcceptString of 10 KB that belongs to the
 //     language, then one mask fill, in µs per byte (LOCKSTEP_REPEAT_BENCH_BYTES sets the length,
 //     to measure builds where 10 KB would take minutes).
 #include <benchmark/benchmark.h>

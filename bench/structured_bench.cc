@@ -1,5 +1,5 @@
 // Triggered constraints (lockstep/structured.h) on the Llama-3 vocabulary: the cost of a mask
-// while the text is free (issue 7, acceptance 3).
+// while the text is free.
 //   - BM_StructuredFreeTextMask/<format>: time per mask (FillNextTokenBitmask) at every step of
 //     free prose (the canonical tokens of kProse below, repeated, with "<" and "[" in it) under the
 //     llama3 format (special-token trigger) and the hermes format (the text trigger <tool_call>,

@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 
-# Issue 21, acceptance 2 (per subset). µs, except RSS (MiB).
+# The targets on real-world schemas (per subset). µs, except RSS (MiB).
 TARGETS = {"mask_p50": 1.0, "mask_p99": 50.0, "mask_max": 2000.0, "first_p50": 2000.0,
            "first_p99": 50000.0, "first_max": 1e6, "rss": 1024.0}
 

@@ -1,4 +1,4 @@
-// The C ABI (include/lockstep/lockstep.h) over the C++ API, for C hosts and FFIs. This file's
+// The C ABI (include/lockstep/lockstep_c.h) over the C++ API, for C hosts and FFIs. This file's
 // external interface is just the lockstep_* functions. It is the boundary: every entry point
 // checks its pointers and sizes, converts a C++ Status once into a lockstep_status plus the
 // thread-local message, and catches every exception, so that nothing throws or aborts across it.
@@ -23,7 +23,7 @@
 #include "lockstep/batch.h"
 #include "lockstep/compiler.h"
 #include "lockstep/decoding.h"
-#include "lockstep/lockstep.h"
+#include "lockstep/lockstep_c.h"
 #include "lockstep/logits_source.h"
 #include "lockstep/matcher.h"
 #include "lockstep/sampler.h"

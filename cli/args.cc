@@ -5,8 +5,14 @@
 #include <climits>
 #include <cmath>
 #include <cstdlib>
+#include <iostream>
 
 namespace lockstep::cli {
+
+int Fail(const Status& st) {
+  std::cerr << "lockstep: " << st.ToString() << "\n";
+  return st.code() == StatusCode::kInternal ? 1 : 2;
+}
 
 Status Args::Parse(int argc, char** argv, int first) {
   bool only_positional = false;

@@ -15,6 +15,10 @@
 
 namespace lockstep::cli {
 
+// Prints "lockstep: <status>" to stderr; the exit code of a failed command: 1 for an internal
+// error, 2 for anything the user gave.
+int Fail(const Status& st);
+
 class Args {
  public:
   // `value_flags` take a value; `switches` do not. Short aliases map to long names.

@@ -27,11 +27,6 @@ double MsSince(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
-int Fail(const Status& st) {
-  std::cerr << "lockstep: " << st.ToString() << "\n";
-  return st.code() == StatusCode::kInternal ? 1 : 2;
-}
-
 std::string SourceKind(const Args& args) {
   if (args.Has("schema")) return "schema";
   if (args.Has("grammar")) return "grammar";

@@ -149,11 +149,6 @@ its reason, as does a schema that does not compile. Exit 0 when the run complete
 verdicts), 2 for a missing path, a bad flag, or a malformed --traces line (named FILE:LINE).
 )";
 
-int Fail(const Status& st) {
-  std::cerr << "lockstep: " << st.ToString() << "\n";
-  return st.code() == StatusCode::kInternal ? 1 : 2;
-}
-
 // Latencies in ns. Percentiles as bench/bench_util.h's Latencies: the sorted sample at index
 // floor(q * n), capped at n - 1.
 class Samples {

@@ -1,6 +1,6 @@
 // `lockstep bench`: replays MaskBench-style files ({"schema", "tests": [{"valid", "data"}]})
 // through the JSON Schema compiler and the matcher, timing the first mask of every schema and
-// every mask of every instance (issue 6, "Measuring a user's own workload").
+// every mask of every instance.
 #pragma once
 
 namespace lockstep::cli {

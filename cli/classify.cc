@@ -52,11 +52,6 @@ options:
 sampler flags (each step's distribution; default temperature 1, the model's own):
 )";
 
-int Fail(const Status& st) {
-  std::cerr << "lockstep: " << st.ToString() << "\n";
-  return st.code() == StatusCode::kInternal ? 1 : 2;
-}
-
 std::vector<std::string> SplitChoices(const std::string& s) {
   std::vector<std::string> out;
   std::string cur;

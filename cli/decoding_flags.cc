@@ -188,11 +188,6 @@ std::string Dump(const nlohmann::ordered_json& j) {
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-int Fail(const Status& st) {
-  std::cerr << "lockstep: " << st.ToString() << "\n";
-  return st.code() == StatusCode::kInternal ? 1 : 2;
-}
-
 }  // namespace
 
 int RunDecoding(const DecodingSetup& setup, const Args& args,

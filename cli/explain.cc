@@ -83,11 +83,6 @@ On a real generation (per step: top 16 tokens before and after the mask, the tok
 sampler flags:
 )";
 
-int Fail(const Status& st) {
-  std::cerr << "lockstep: " << st.ToString() << "\n";
-  return st.code() == StatusCode::kInternal ? 1 : 2;
-}
-
 std::vector<std::string> SplitCommas(const std::string& s) {
   std::vector<std::string> out;
   std::size_t begin = 0;

@@ -108,11 +108,6 @@ Trains the token n-gram logits source on JSONL documents ({"text": ...} per line
 with the vocabulary, and writes it to OUT (bound to the vocabulary's fingerprint).
 )";
 
-int Fail(const Status& st) {
-  std::cerr << "lockstep: " << st.ToString() << "\n";
-  return st.code() == StatusCode::kInternal ? 1 : 2;
-}
-
 std::string CorpusDir() { return DataDirectory() + "/corpus"; }
 
 std::vector<std::string> DefaultCorpus() { return DefaultNgramCorpus(DataDirectory()); }

@@ -41,11 +41,6 @@ double MsSince(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
-int Fail(const Status& st) {
-  std::cerr << "lockstep: " << st.ToString() << "\n";
-  return st.code() == StatusCode::kInternal ? 1 : 2;
-}
-
 std::string JsonString(std::string_view s) {
   return nlohmann::json(std::string(s)).dump(-1, ' ', false,
                                              nlohmann::json::error_handler_t::replace);

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "lockstep/lockstep.h"
+#include "lockstep/lockstep_c.h"
 
 namespace {
 

@@ -4,11 +4,12 @@
 # tool calls under a bundled JSON Schema (checked by `lockstep validate`), then a regex and a grammar.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/install-deps.sh
+bash scripts/install-deps.sh --demo
 BUILD=${BUILD:-build}
 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release > "$BUILD.configure.log" 2>&1 \
   || { cat "$BUILD.configure.log"; exit 1; }
-cmake --build "$BUILD" -j "$(nproc)"
+# Only what the demo runs: the command and the n-gram model it trains at build time.
+cmake --build "$BUILD" -j "$(nproc)" --target lockstep_cli lockstep_models
 L="./$BUILD/cli/lockstep"
 echo
 echo "\$ lockstep generate --schema schemas/tools/book_flight.json --seed 3 -n 3 --json"

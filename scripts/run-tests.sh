@@ -31,7 +31,8 @@ if [ ! -d ../shared/data ]; then
 fi
 
 step "release build"
-cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release > "$BUILD.configure.log" 2>&1 \
+cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DLOCKSTEP_BUILD_TESTS=ON \
+  -DLOCKSTEP_BUILD_BENCH=ON > "$BUILD.configure.log" 2>&1 \
   || { cat "$BUILD.configure.log"; echo "0 passed, 1 failed"; exit 1; }
 cmake --build "$BUILD" -j "$JOBS" || { echo "0 passed, 1 failed"; exit 1; }
 
@@ -41,7 +42,7 @@ count_ctest "$BUILD/ctest.log"
 
 step "sanitizer build (clang-14, ASan + UBSan, libFuzzer targets)"
 CC=clang-14 CXX=clang++-14 cmake -S . -B "$SAN_BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DLOCKSTEP_SANITIZE=ON -DLOCKSTEP_FUZZ=ON -DLOCKSTEP_BUILD_BENCH=OFF \
+  -DLOCKSTEP_SANITIZE=ON -DLOCKSTEP_FUZZ=ON -DLOCKSTEP_BUILD_TESTS=ON -DLOCKSTEP_BUILD_BENCH=OFF \
   > "$SAN_BUILD.configure.log" 2>&1 || { cat "$SAN_BUILD.configure.log"; failed=$((failed + 1)); }
 san_built=0
 if cmake --build "$SAN_BUILD" -j "$JOBS"; then
@@ -63,7 +64,7 @@ step "thread sanitizer build (clang-14, TSan)"
 tsan_start=$SECONDS
 if CC=clang-14 CXX=clang++-14 cmake -S . -B "$TSAN_BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
      -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -gline-tables-only -DNDEBUG" \
-     -DLOCKSTEP_TSAN=ON -DLOCKSTEP_BUILD_BENCH=OFF -DLOCKSTEP_BUILD_PYTHON=OFF \
+     -DLOCKSTEP_TSAN=ON -DLOCKSTEP_BUILD_TESTS=ON -DLOCKSTEP_BUILD_BENCH=OFF -DLOCKSTEP_BUILD_PYTHON=OFF \
      -DLOCKSTEP_BUILD_CLI=OFF > "$TSAN_BUILD.configure.log" 2>&1 \
    || { cat "$TSAN_BUILD.configure.log"; false; } \
    && cmake --build "$TSAN_BUILD" -j "$JOBS" --target concurrency_test; then

@@ -99,7 +99,7 @@ CompiledGrammarStats CompiledGrammar::Stats() const {
 }
 void CompiledGrammar::PrecomputeAllMasks() const {
   if (cfg_) {
-    cfg_->PrecomputePositions(0);  // (without a deadline it cannot fail)
+    static_cast<void>(cfg_->PrecomputePositions(0));  // without a deadline it cannot fail
     return;
   }
   for (StateId s = 1; s < impl_->dfa().num_states; ++s) impl_->CachedMask(s);

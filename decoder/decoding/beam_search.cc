@@ -34,12 +34,7 @@ Result<BeamResult> BeamSearch(LogitsSource& source, const Matcher& matcher,
                               std::span<const TokenId> prompt, const BeamOptions& options) {
   const std::int32_t width = matcher.grammar().logits_width();
   const Vocabulary& vocab = matcher.grammar().vocabulary();
-  if (source.width() != width) {
-    return Status(StatusCode::kInvalidArgument,
-                  "logits source width " + std::to_string(source.width()) +
-                      " differs from the grammar's logits width " + std::to_string(width),
-                  "logits source");
-  }
+  if (Status st = internal::CheckSourceWidth(source.width(), width); !st.ok()) return st;
   if (options.beam_width < 1) {
     return Status(StatusCode::kInvalidArgument, "beam width must be at least 1", "beam_width");
   }

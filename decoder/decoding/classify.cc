@@ -40,12 +40,7 @@ Result<ClassifyResult> Classify(LogitsSource& source, const Matcher& matcher,
                                 const ClassifyOptions& options) {
   const std::int32_t width = matcher.grammar().logits_width();
   const Vocabulary& vocab = matcher.grammar().vocabulary();
-  if (source.width() != width) {
-    return Status(StatusCode::kInvalidArgument,
-                  "logits source width " + std::to_string(source.width()) +
-                      " differs from the grammar's logits width " + std::to_string(width),
-                  "logits source");
-  }
+  if (Status st = internal::CheckSourceWidth(source.width(), width); !st.ok()) return st;
   if (!(options.floor >= 0) || options.max_nodes < 1) {
     return Status(StatusCode::kInvalidArgument, "floor must be >= 0 and max_nodes >= 1",
                   "classify options");

@@ -1,5 +1,6 @@
-// Internal helpers shared by the decoding loops (generate.cc, beam_search.cc, speculative.cc,
-// classify.cc): mask bit tests, the constrained log-softmax, inverse-CDF draws and EOS tests.
+// Internal helpers shared by the decoding loops (generate_loop.cc, beam_search.cc, speculative.cc,
+// classify.cc): the logits-width check, mask bit tests, the constrained log-softmax, inverse-CDF
+// draws and EOS tests.
 #pragma once
 
 #include <algorithm>
@@ -7,12 +8,26 @@
 #include <cstdint>
 #include <limits>
 #include <span>
+#include <string>
 #include <vector>
 
+#include "lockstep/status.h"
 #include "lockstep/types.h"
 #include "lockstep/vocabulary.h"
 
 namespace lockstep::internal {
+
+// kInvalidArgument when a logits source's width is not the grammar's logits width; `what` names
+// the source ("logits source", "target", "draft") in the message and as the location.
+inline Status CheckSourceWidth(std::int32_t source_width, std::int32_t width,
+                               const std::string& what = "logits source") {
+  if (source_width == width) return Status::Ok();
+  return Status(StatusCode::kInvalidArgument,
+                what + (what == "logits source" ? " width " : " source width ") +
+                    std::to_string(source_width) + " differs from the grammar's logits width " +
+                    std::to_string(width),
+                what);
+}
 
 inline bool MaskBit(const std::uint32_t* mask, std::int32_t i) {
   return ((mask[i >> 5] >> (i & 31)) & 1u) != 0;

@@ -49,12 +49,7 @@ const char* FinishReasonName(FinishReason r) { return r == FinishReason::kEos ? 
 Result<GenerateResult> Generate(LogitsSource& source, Matcher& matcher,
                                 std::span<const TokenId> prompt, const GenerateOptions& options) {
   const std::int32_t width = matcher.grammar().logits_width();
-  if (source.width() != width) {
-    return Status(StatusCode::kInvalidArgument,
-                  "logits source width " + std::to_string(source.width()) +
-                      " differs from the grammar's logits width " + std::to_string(width),
-                  "logits source");
-  }
+  if (Status st = internal::CheckSourceWidth(source.width(), width); !st.ok()) return st;
   Sampler sampler(options.sampler, width);
   std::vector<float> logits(width);
   std::vector<std::uint32_t> mask(PaddedBitmaskWords(width));

@@ -20,13 +20,9 @@ Result<SpeculativeResult> SpeculativeGenerate(LogitsSource& target, LogitsSource
   const std::int32_t width = matcher.grammar().logits_width();
   const Vocabulary& vocab = matcher.grammar().vocabulary();
   for (LogitsSource* s : {&target, &draft}) {
-    if (s->width() != width) {
-      return Status(StatusCode::kInvalidArgument,
-                    std::string(s == &target ? "target" : "draft") + " source width " +
-                        std::to_string(s->width()) + " differs from the grammar's logits width " +
-                        std::to_string(width),
-                    s == &target ? "target" : "draft");
-    }
+    const Status st =
+        internal::CheckSourceWidth(s->width(), width, s == &target ? "target" : "draft");
+    if (!st.ok()) return st;
   }
   if (options.gamma < 1) {
     return Status(StatusCode::kInvalidArgument, "gamma must be at least 1", "gamma");

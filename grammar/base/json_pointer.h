@@ -1,5 +1,5 @@
 // JSON Pointer (RFC 6901) segments for error locations: every front end that reports where in a
-// JSON document something is wrong (tokenizer.json, sampler presets, later JSON Schema) builds
+// JSON document something is wrong (tokenizer.json, sampler presets, JSON Schema) builds
 // its pointer with these.
 #pragma once
 

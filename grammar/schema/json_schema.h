@@ -1,5 +1,5 @@
-// The JSON Schema model shared by the validator (json_schema_validate.cc) and, later, the
-// schema -> grammar compiler: a loaded schema with every subschema indexed by its JSON Pointer,
+// The JSON Schema model shared by the validator (json_schema_validate.cc) and the schema ->
+// grammar compiler (automata/schema): a loaded schema with every subschema indexed by its JSON Pointer,
 // every `$ref` / `$dynamicRef` resolved at load time (local pointers, `$defs`/`definitions`,
 // `$anchor`, `$id` resources, preloaded remote documents; never the network), draft 2020-12 or
 // draft-07. Internal header of lockstep_grammar: users of it also link nlohmann_json.

@@ -1,5 +1,5 @@
-// GrammarCompiler and CompiledGrammar: the entry point that turns a constraint (for now a
-// regex) into a token-level automaton over one vocabulary. A CompiledGrammar is immutable after
+// GrammarCompiler and CompiledGrammar: the entry point that turns a constraint (a regex,
+// a grammar, a JSON Schema, a structured format) into a token-level automaton over one vocabulary. A CompiledGrammar is immutable after
 // compilation apart from its lazily filled, thread-safe mask cache, and is shared by any number
 // of Matchers on any number of threads.
 #pragma once

@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-#include "lockstep/lockstep.h"  // lockstep_logits_fn, the C shape of a model
+#include "lockstep/lockstep_c.h"  // lockstep_logits_fn, the C shape of a model
 #include "lockstep/status.h"
 #include "lockstep/types.h"
 

@@ -27,7 +27,8 @@ enum class StatusCode : int {
 
 const char* StatusCodeName(StatusCode code);
 
-class Status {
+// [[nodiscard]]: a Status or Result dropped on the floor is a warning (an error unchecked).
+class [[nodiscard]] Status {
  public:
   Status() = default;
   Status(StatusCode code, std::string message, std::string location = {})
@@ -49,7 +50,7 @@ class Status {
 };
 
 template <typename T>
-class Result {
+class [[nodiscard]] Result {
  public:
   Result(T value) : v_(std::move(value)) {}          // NOLINT: implicit by design
   Result(Status status) : v_(std::move(status)) {}   // NOLINT: implicit by design

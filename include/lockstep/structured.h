@@ -1,4 +1,4 @@
-// Triggered constraints (issue 7): free text, then tool calls switched on by a trigger (a string
+// Triggered constraints: free text, then tool calls switched on by a trigger (a string
 // or a special token) and off by an end marker, per a chat model's format. For hosts that
 // constrain chat models' tool calls without forcing their prose, and for the CLI's
 // `generate --tools --format`. The formats are data (schemas/formats/*.json, docs/structured.md).

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "lockstep/lockstep.h"
+#include "lockstep/lockstep_c.h"
 
 static int failures = 0;
 

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "capi/capi_test_support.h"
-#include "lockstep/lockstep.h"
+#include "lockstep/lockstep_c.h"
 
 static int failures = 0;
 

@@ -1,4 +1,4 @@
-// The C ABI (include/lockstep/lockstep.h) against the C++ API: the same tokens for the same seed
+// The C ABI (include/lockstep/lockstep_c.h) against the C++ API: the same tokens for the same seed
 // and logits (step by step and with lockstep_generate), generated text that validates against
 // the schema, every argument check (an error status and a message, never a crash), NULL frees,
 // batch fills equal to single fills, in-memory vocabularies, and the matcher's other calls.
@@ -18,7 +18,7 @@
 #include "grammar/schema/json_schema.h"
 #include "lockstep/compiler.h"
 #include "lockstep/decoding.h"
-#include "lockstep/lockstep.h"
+#include "lockstep/lockstep_c.h"
 #include "lockstep/logits_source.h"
 #include "lockstep/matcher.h"
 #include "lockstep/sampler.h"

@@ -1,13 +1,13 @@
 /* A deterministic logits source written in C and the step-by-step generation loop over the C
  * ABI, shared by the C program (capi_generation_test.c) and the C++ test (capi_test.cc), so both
- * drive lockstep.h with the same code and the same numbers. */
+ * drive lockstep_c.h with the same code and the same numbers. */
 #ifndef LOCKSTEP_TESTS_CAPI_CAPI_TEST_SUPPORT_H_
 #define LOCKSTEP_TESTS_CAPI_CAPI_TEST_SUPPORT_H_
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "lockstep/lockstep.h"
+#include "lockstep/lockstep_c.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -2,7 +2,7 @@
  * vocabulary that does not exist names the folder ("... bundled ones live in DIR/tokenizers"). */
 #include <stdio.h>
 
-#include "lockstep/lockstep.h"
+#include "lockstep/lockstep_c.h"
 
 int main(void) {
   lockstep_vocab* vocab = NULL;

@@ -1,7 +1,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "lockstep/lockstep.h"
+#include "lockstep/lockstep_c.h"
 
 /* The model: `width` logits for the `n` ids of `context`. */
 static void my_model(void* user, const int32_t* context, size_t n, float* out, int32_t width) {

@@ -102,7 +102,8 @@ def main():
     if a.config:
         cmd += ["--config", a.config]
     check(run(cmd, env), "cmake --install")
-    expected = [os.path.join(a.includedir, "lockstep", h) for h in ("lockstep.h", "compiler.h")]
+    expected = [os.path.join(a.includedir, "lockstep", h)
+                for h in ("lockstep_c.h", "lockstep.h", "compiler.h")]
     expected += [os.path.join(a.libdir, f"liblockstep_{lib}.a")
                  for lib in ("capi", "decoder", "automata", "grammar")]
     expected += [os.path.join(a.cmake_package_dir, f)
@@ -148,6 +149,13 @@ def main():
                os.path.join(HERE, "readme_example.c"), "-o", pc_program] + flags, pc_env),
           "cc readme_example.c $(pkg-config --cflags --libs lockstep)")
 
+    # Every installed header, from C++, with pkg-config's flags alone (the outside project's
+    # generated all_headers.cc).
+    pc_all = os.path.join(prefix, a.bindir, "all_headers_pkgconfig")
+    check(run([a.cxx_compiler, "-std=c++20", "-Wall", "-Wextra", "-Werror",
+               os.path.join(work, "app-build", "all_headers.cc"), "-o", pc_all] + flags, pc_env),
+          "c++ all_headers.cc $(pkg-config --cflags --libs lockstep)")
+
     # 5. Run them from the prefix, with the source tree's data still on disk.
     bindir = os.path.join(prefix, a.bindir)
     out = check(run([os.path.join(bindir, "data_dir_probe")], env), "data_dir_probe")
@@ -159,6 +167,11 @@ def main():
     for program in ("readme_c", "readme_c_only", "readme_c_pkgconfig"):
         out = check(run([os.path.join(bindir, program)], env), program)
         check_ok_json(out, f"README C program ({program})")
+    for program in ("all_headers", "all_headers_pkgconfig"):
+        out = check(run([os.path.join(bindir, program)], env), program)
+        expect(out == "ok|\n", f"{program} (every installed header, C++ and C ABI) printed {out!r}")
+    out = check(run([os.path.join(bindir, "all_headers_c")], env), "all_headers_c")
+    expect(out == "[]\n", f"all_headers_c (the C ABI's headers from C) printed {out!r}")
 
     if a.python:
         module_dir = os.path.join(prefix, a.python_dir)

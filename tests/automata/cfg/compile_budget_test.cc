@@ -1,4 +1,4 @@
-// Compiles that must end (issue 21): schemas and grammars of the shapes that made analyses over
+// Compiles that must end: schemas and grammars of the shapes that made analyses over
 // the rule graph or the schema tree exponential (shared definitions walked as trees, nested
 // combinators multiplied out), each checked by its result: it compiles and the grammar agrees
 // with the validator on valid and invalid instances, or it is refused with kResourceLimit or

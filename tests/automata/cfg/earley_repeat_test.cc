@@ -1,4 +1,4 @@
-// Counted repetitions of ambiguous or nullable bodies (issue 21, "never hang"): the grammars of
+// Counted repetitions of ambiguous or nullable bodies (they must never hang): the grammars of
 // schemas/grammars/pathological, each checked for its result, never its time: 10 KB of its
 // language accepted, a string outside refused at the right byte, CanEnd, the mask after the
 // 10 KB equal to brute force (every token tried), every short string against an independent

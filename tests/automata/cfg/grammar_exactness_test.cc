@@ -1,4 +1,4 @@
-// Acceptance 1 of the grammar runtime: along seeded random walks over every shipped grammar, on
+// The grammar runtime is exact: along seeded random walks over every shipped grammar, on
 // the Llama-3, Qwen2.5 and Mistral vocabularies, the fast token mask (adaptive position cache +
 // uncertain-tail checks + state-signature cache) equals a brute-force mask that tries each id on
 // the matcher (AcceptToken, Rollback). Steps per vocabulary: 600 per grammar at scale 1

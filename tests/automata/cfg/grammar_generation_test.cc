@@ -1,4 +1,4 @@
-// Acceptance 3 of the grammar runtime: text generated under every shipped grammar with the token
+// Generation under grammars: text generated under every shipped grammar with the token
 // n-gram logits source (trained here on schemas/corpus, as the build does for the CLI), 200
 // samples per grammar over 4 seeds, always parses: JSON with simdjson and the strict RFC 8259
 // checker, the other grammars with the independent recursive-descent checkers of

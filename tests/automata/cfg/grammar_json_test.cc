@@ -1,4 +1,4 @@
-// Acceptance 2 of the grammar runtime: the shipped JSON grammar (schemas/grammars/json.gbnf)
+// The shipped JSON grammar (schemas/grammars/json.gbnf)
 // accepts every `data` value of the official JSON-Schema-Test-Suite, compact and indented, token
 // by token in the vocabulary's canonical tokenisation (each token allowed by the mask and
 // accepted, then EOS), and rejects every document of the malformed corpus

@@ -1,4 +1,4 @@
-// Acceptance 2 of the JSON Schema compiler: every schema of the official JSON-Schema-Test-Suite
+// The JSON Schema compiler on the official suite: every schema of the official JSON-Schema-Test-Suite
 // (../shared/data/json-schema-test-suite/tests/draft2020-12 and draft7, required tests only) is
 // compiled in strict mode with `format` as an annotation (what the required tests expect); for
 // each one that compiles, every test instance is rendered (RenderInstance, compact and indented)

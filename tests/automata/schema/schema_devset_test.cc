@@ -1,4 +1,4 @@
-// JSON Schema issue, acceptance 3 (compilation half), on the JSONSchemaBench dev set
+// The JSON Schema compiler on the JSONSchemaBench dev set (compilation and exactness)
 // (../shared/data/jsonschemabench-dev/maskbench, 1,707 Glaiveai2K tool-call schemas, 1,634 valid
 // and 1,104 invalid instances) with the Llama-3 vocabulary:
 //   - every schema compiles in strict mode, or fails with an error that names a keyword's JSON

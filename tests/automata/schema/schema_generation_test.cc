@@ -1,4 +1,4 @@
-// JSON Schema issue, acceptance 3 (generation half): for every schema of the JSONSchemaBench dev
+// Generation under the JSONSchemaBench dev set: for every schema of the JSONSchemaBench dev
 // set (../shared/data/jsonschemabench-dev/maskbench) that compiles, a sample generated under its
 // grammar with the token n-gram logits source (trained here on schemas/corpus, as the build does
 // for the CLI) is an instance the validator accepts (formats asserted, as the compiler enforces

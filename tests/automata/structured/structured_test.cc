@@ -1,4 +1,4 @@
-// Triggered constraints (issue 7) on the real vocabularies of each format's family: exactness of
+// Triggered constraints on the real vocabularies of each format's family: exactness of
 // the fast mask against brute force along walks that cross triggers and end markers (triggers
 // split across tokens included), generated outputs checked by an independent parse and the
 // schema validator, and the errors for bad formats, tools and markers.
@@ -712,7 +712,7 @@ TEST(StructuredErrors, PerToolAndFreeTextErrors) {
   auto vocab = Vocab("llama3");
   GrammarCompiler compiler(vocab);
   const auto tools = Tools();
-  // A tool name the tools file does not define (acceptance 4).
+  // A tool name the tools file does not define.
   auto unknown = ParseFormat(R"({"name": "u", "trigger": {"text_template": "<function={name}>"},
       "end": {"text": "</function>"}, "tools": ["get_weather", "get_time"]})", "u.json");
   ASSERT_TRUE(unknown.ok()) << unknown.status().ToString();

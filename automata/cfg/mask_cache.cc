@@ -1,0 +1,458 @@
+// CfgGrammar's masks (cfg_grammar.h): the interned signature of a parser state, the finished-mask
+// cache by signature, and the fill: the union of the kernel positions' accepted sets, their tails
+// checked against the parse, end and special tokens; the whole-trie walk near the depth limit.
+#include "automata/cfg/cfg_grammar.h"
+
+#include <algorithm>
+#include <bit>
+#include <chrono>
+#include <climits>
+#include <cstring>
+#include <limits>
+#include <new>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <unordered_map>
+
+#include "automata/cfg/word_kernels.h"
+
+namespace lockstep {
+using namespace cfg_words;  // NOLINT: the word kernels of this folder
+
+// --- signatures and the finished-mask cache ---------------------------------------------------
+
+std::int32_t CfgGrammar::Signature(const EarleyParser& parser, std::vector<std::int32_t>& sigs,
+                                   std::int32_t k) const {
+  if (static_cast<std::int32_t>(sigs.size()) > parser.num_sets()) sigs.resize(parser.num_sets());
+  if (static_cast<std::int32_t>(sigs.size()) <= k) sigs.resize(k + 1, kUnsigned);
+  if (sigs[k] != kUnsigned) return sigs[k];
+  // A set's signature names its kernel items with their origins' signatures, so only the sets
+  // on k's origin chains are signed (after a long string, its opening set and those below it,
+  // not every byte's set).
+  thread_local std::vector<std::int32_t> key;  // scratch: no allocation per fill
+  thread_local std::vector<std::array<std::int32_t, 4>> items;
+  thread_local std::vector<std::int32_t> todo;
+  todo.clear();
+  todo.push_back(k);
+  while (!todo.empty()) {
+    const std::int32_t j = todo.back();
+    if (sigs[j] != kUnsigned) {
+      todo.pop_back();
+      continue;
+    }
+    bool pending = false;
+    for (const EarleyItem& it : parser.set(j)) {
+      if (!parser.IsKernel(j, it) || it.origin == j || sigs[it.origin] != kUnsigned) continue;
+      todo.push_back(it.origin);
+      pending = true;
+    }
+    if (pending) continue;
+    todo.pop_back();
+    items.clear();
+    bool unknown = false;
+    for (const EarleyItem& it : parser.set(j)) {
+      if (!parser.IsKernel(j, it)) continue;
+      std::int32_t osig = it.origin == j ? -3 : sigs[it.origin];
+      if (osig == -1) unknown = true;
+      items.push_back({it.rule, it.state, osig, it.depth});
+    }
+    std::int32_t id = -1;
+    if (!unknown) {
+      std::sort(items.begin(), items.end());
+      key.clear();
+      for (const auto& a : items) key.insert(key.end(), a.begin(), a.end());
+      std::lock_guard<std::mutex> lock(sig_mu_);
+      auto f = sig_ids_.find(key);
+      if (f != sig_ids_.end()) {
+        id = f->second;
+      } else if (static_cast<std::int32_t>(sig_ids_.size()) < kMaxSignatures &&
+                 ReserveBytes(static_cast<std::int64_t>(key.size() * 4 + 64))) {
+        id = static_cast<std::int32_t>(sig_ids_.size());
+        sig_ids_.emplace(key, id);
+      }
+    }
+    sigs[j] = id;
+  }
+  return sigs[k];
+}
+
+const std::uint32_t* CfgGrammar::CachedFinal(std::int32_t sig) const {
+  const std::int32_t c = ChunkOf(sig);
+  std::atomic<std::uint32_t*>* chunk = final_chunks_[c].load(std::memory_order_acquire);
+  if (chunk == nullptr) return nullptr;
+  return chunk[sig - ChunkBegin(c)].load(std::memory_order_acquire);
+}
+
+// A finished mask is kept in the smallest of four forms (JSON masks are mostly a handful of
+// tokens, nearly the whole vocabulary, or the union of a few positions' sets and some tails):
+// blob[0] = form, blob[1] = n, then
+//   kFinalBits: the mask words;   kFinalList: n allowed ids;   kFinalComplement: n blocked ids;
+//   kFinalUnion: blob[2] = m, then m position addresses (two words each), then n more ids.
+// Restoring a list form is a memset and n bit writes, cheaper than copying 16 KB from memory
+// that has left the cache, and the cache holds several times more signatures per byte. The
+// union form restores as the fill itself would without its tail checks, and spares a first
+// visit the copy into 16 KB of fresh memory (whose page faults cost more than the rest of the
+// fill on a virtual machine). Positions live as long as the grammar, so their addresses hold.
+enum : std::uint32_t { kFinalBits = 0, kFinalList = 1, kFinalComplement = 2, kFinalUnion = 3 };
+constexpr std::size_t kMaxUnionPositions = 8;
+
+void CfgGrammar::StoreFinal(std::int32_t sig, std::span<const std::uint32_t> mask,
+                            std::span<const CfgPosition* const> positions,
+                            std::span<const TokenId> added) const {
+  const std::int32_t c = ChunkOf(sig);
+  std::atomic<std::atomic<std::uint32_t*>*>& cslot = final_chunks_[c];
+  std::atomic<std::uint32_t*>* chunk = cslot.load(std::memory_order_acquire);
+  if (chunk == nullptr) {
+    std::lock_guard<std::mutex> lock(chunk_mu_);
+    chunk = cslot.load(std::memory_order_acquire);
+    if (chunk == nullptr) {
+      chunk = new std::atomic<std::uint32_t*>[ChunkSize(c)];
+      for (std::int32_t i = 0; i < ChunkSize(c); ++i) chunk[i].store(nullptr);
+      cslot.store(chunk, std::memory_order_release);
+    }
+  }
+  const std::size_t words = mask.size();
+  // Lists up to words / 8 ids (an eighth of the bitset's bytes): restoring them stays cheaper
+  // than a copy.
+  const std::size_t limit = words / 8;
+  const std::size_t ones = CountOnes(mask.data(), words);
+  thread_local std::vector<std::uint32_t> ids;
+  ids.clear();
+  std::uint32_t form = kFinalBits;
+  if (ones <= limit || static_cast<std::size_t>(width_) - ones <= limit) {
+    const bool complement = ones > limit;
+    form = complement ? kFinalComplement : kFinalList;
+    ids.resize(complement ? static_cast<std::size_t>(width_) - ones : ones);
+    std::uint32_t* dst = ids.data();
+    const std::uint32_t flip = complement ? ~0u : 0u;
+    for (std::size_t w = 0; w < words; ++w) {
+      if ((w & 7) == 0) {
+        const std::size_t next = SkipWords(mask.data(), w, words, flip);
+        if (next != w) {
+          w = next - 1;
+          continue;
+        }
+      }
+      std::uint32_t x = mask[w] ^ flip;
+      if (x == 0) continue;
+      if (complement && w + 1 == words && (width_ & 31) != 0) x &= (1u << (width_ & 31)) - 1;
+      while (x != 0) {
+        *dst++ = static_cast<std::uint32_t>(w * 32 + __builtin_ctz(x));
+        x &= x - 1;
+      }
+    }
+  } else if (!positions.empty() && positions.size() <= kMaxUnionPositions &&
+             added.size() <= words / 2) {
+    form = kFinalUnion;
+  }
+  const std::size_t head = form == kFinalUnion ? 3 + 2 * positions.size() : 2;
+  const std::size_t n = form == kFinalBits    ? words
+                        : form == kFinalUnion ? added.size()
+                                              : ids.size();
+  const std::int64_t bytes = static_cast<std::int64_t>((n + head) * 4);
+  if (!ReserveBytes(bytes)) return;
+  std::uint32_t* p = AllocWords(n + head);
+  if (p == nullptr) {
+    cache_bytes_.fetch_sub(bytes);
+    return;
+  }
+  p[0] = form;
+  p[1] = static_cast<std::uint32_t>(n);
+  if (form == kFinalBits) {
+    std::memcpy(p + head, mask.data(), words * 4);
+  } else if (form == kFinalUnion) {
+    p[2] = static_cast<std::uint32_t>(positions.size());
+    std::memcpy(p + 3, positions.data(), positions.size() * sizeof(const CfgPosition*));
+    if (n != 0) std::memcpy(p + head, added.data(), n * 4);
+  } else if (n != 0) {
+    std::memcpy(p + head, ids.data(), n * 4);
+  }
+  std::uint32_t* expected = nullptr;
+  if (!chunk[sig - ChunkBegin(c)].compare_exchange_strong(expected, p, std::memory_order_acq_rel)) {
+    FreeWords(p);
+    cache_bytes_.fetch_sub(bytes);
+    return;
+  }
+  cached_masks_.fetch_add(1);
+}
+
+void CfgGrammar::RestoreFinal(const std::uint32_t* blob, std::span<std::uint32_t> out) const {
+  const std::size_t words = mask_words();
+  const std::uint32_t n = blob[1];
+  const std::uint32_t* ids = blob + 2;
+  switch (blob[0]) {
+    case kFinalBits:
+      std::memcpy(out.data(), ids, words * 4);
+      return;
+    case kFinalList:
+      std::memset(out.data(), 0, words * 4);
+      for (std::uint32_t i = 0; i < n; ++i) out[ids[i] >> 5] |= 1u << (ids[i] & 31);
+      return;
+    case kFinalUnion: {
+      const CfgPosition* positions[kMaxUnionPositions];
+      const std::uint32_t m = blob[2];
+      std::memcpy(positions, blob + 3, m * sizeof(const CfgPosition*));
+      UnionOf(positions, static_cast<std::int32_t>(m), out);
+      ids = blob + 3 + 2 * m;
+      for (std::uint32_t i = 0; i < n; ++i) out[ids[i] >> 5] |= 1u << (ids[i] & 31);
+      return;
+    }
+    default:
+      std::memset(out.data(), 0xFF, words * 4);
+      if ((width_ & 31) != 0) out[words - 1] = (1u << (width_ & 31)) - 1;
+      for (std::uint32_t i = 0; i < n; ++i) out[ids[i] >> 5] &= ~(1u << (ids[i] & 31));
+      return;
+  }
+}
+
+// --- masks -------------------------------------------------------------------------------------
+
+FillTrace& CurrentFillTrace() {
+  thread_local FillTrace trace;
+  return trace;
+}
+
+const char* FillTrace::Kind() const {
+  if (full_walks > 0) return "full walk";
+  if (parser_walks > 0) return "parser walk";
+  if (regions_built > 0) return "region build";
+  if (region_walks > 0) return "region walk";
+  if (positions_walked > 0) return "walk";
+  if (positions_shared > 0) return "shared";
+  if (tail_nodes > 0) return "tails";
+  if (restored) return "restore";
+  return "union";
+}
+
+void CfgGrammar::FullWalkMask(EarleyParser& parser, std::span<std::uint32_t> out) const {
+  ++CurrentFillTrace().full_walks;
+  std::memset(out.data(), 0, mask_words() * 4);
+  const std::int32_t base = parser.num_sets();
+  const std::span<const TokenTrie::Node> nodes = trie_->nodes();
+  const std::uint32_t n = static_cast<std::uint32_t>(trie_->num_nodes());
+  std::uint32_t i = 0;
+  while (i < n) {
+    const TokenTrie::Node& node = nodes[i];
+    parser.PopTo(base + node.depth - 1);
+    if (!parser.StepByte(node.byte)) {
+      i = node.subtree_end;
+      continue;
+    }
+    for (TokenId tok : trie_->TokensAt(i)) SetBit(out, tok);
+    ++i;
+  }
+  parser.PopTo(base);
+  AddEndAndSpecials(parser, out);
+}
+
+void CfgGrammar::AddEndAndSpecials(EarleyParser& parser, std::span<std::uint32_t> out,
+                                   std::vector<TokenId>* added) const {
+  const std::int32_t base = parser.num_sets();
+  if (parser.CanEnd()) {
+    for (TokenId id : vocab_->eos_ids()) {
+      if (id >= 0 && id < width_) SetBitRecording(out, id, added);
+    }
+  }
+  for (const auto& [tok, idx] : special_of_token_) {
+    if (parser.StepSpecial(idx)) {
+      if (tok < width_) SetBitRecording(out, tok, added);
+      parser.PopTo(base);
+    }
+  }
+  parser.ClearLimitFlags();
+}
+
+void CfgGrammar::UnionOf(const CfgPosition* const* positions, std::int32_t n,
+                         std::span<std::uint32_t> out) const {
+  const std::size_t words = mask_words();
+  // The first bitset is copied, not OR-ed into a cleared mask.
+  std::int32_t first_bits = -1;
+  for (std::int32_t a = 0; a < n; ++a) {
+    if (!positions[a]->accepted_bits.empty()) {
+      first_bits = a;
+      break;
+    }
+  }
+  if (first_bits >= 0) {
+    std::memcpy(out.data(), positions[first_bits]->accepted_bits.data(), words * 4);
+  } else {
+    std::memset(out.data(), 0, words * 4);
+  }
+  for (std::int32_t a = 0; a < n; ++a) {
+    const CfgPosition* pos = positions[a];
+    if (a == first_bits) continue;
+    if (!pos->accepted_bits.empty()) {
+      OrWords(out.data(), pos->accepted_bits.data(), words);
+    } else {
+      for (TokenId tok : pos->accepted_list) SetBit(out, tok);
+    }
+  }
+}
+
+// Kernel counter items of one counter and origin with several counts (a counted body that can
+// restart at every byte, with a large minimum: counts 1..299 of `([a-z]+){300,400}` after 299
+// letters) each have a position of their own, walked with a local parser per count. Their tokens
+// all start with a piece of the counter's body predicted in this set, k: so they are the tokens of
+// the body's start position, with its tails checked against the real parse after the body
+// completes from k (PushCompletion advances every count at once). What a count may do without a
+// piece (complete the counter) shows as the kernels its completion left in the set. Exact; one
+// position instead of one per count.
+void CfgGrammar::GroupCounterKernels(std::int32_t k, std::vector<EarleyItem>& live) const {
+  thread_local std::vector<EarleyItem> sorted;
+  sorted = live;
+  std::sort(sorted.begin(), sorted.end(), [](const EarleyItem& a, const EarleyItem& b) {
+    return std::tie(a.rule, a.origin, a.state) < std::tie(b.rule, b.origin, b.state);
+  });
+  live.clear();
+  std::vector<std::int32_t> bodies;  // children already standing in for a group
+  for (std::size_t i = 0; i < sorted.size();) {
+    std::size_t e = i + 1;
+    while (e < sorted.size() && sorted[e].rule == sorted[i].rule &&
+           sorted[e].origin == sorted[i].origin) {
+      ++e;
+    }
+    const CfgProgram::RuleInfo& r = program_.rules[sorted[i].rule];
+    if (r.kind != CfgProgram::RuleKind::kCounter || e - i < kCounterGroup) {
+      live.insert(live.end(), sorted.begin() + i, sorted.begin() + e);
+    } else if (std::find(bodies.begin(), bodies.end(), r.child) == bodies.end()) {
+      // Every count here is below max (ItemHasFuture), so the body is predicted in k.
+      bodies.push_back(r.child);
+      live.push_back({r.child, program_.rules[r.child].start, k, sorted[i].depth + 1});
+    }
+    i = e;
+  }
+}
+
+void CfgGrammar::FillMask(EarleyParser& parser, std::vector<std::int32_t>& sigs,
+                          std::span<std::uint32_t> out) const {
+  const std::int32_t k = parser.num_sets() - 1;
+  std::int32_t deepest = 0;
+  for (const EarleyItem& it : parser.set(k)) deepest = std::max(deepest, it.depth);
+  // Near the nesting limit (a recursive grammar whose chain of predictions is long: an object of
+  // forty optional members, each predicting the next, gives 40 levels a byte): the tokens that
+  // could pass it are the long ones, checked against the parse at the end; when even short
+  // ones could, the trie is walked with the parse.
+  std::int64_t check_from = std::numeric_limits<std::int64_t>::max();
+  if (const std::int64_t left = static_cast<std::int64_t>(max_depth_) - deepest; left < depth_margin_) {
+    const std::int64_t safe = left / prediction_chain_ - 1;
+    if (safe < 8) {
+      FullWalkMask(parser, out);
+      return;
+    }
+    check_from = safe + 1;
+  }
+  const std::size_t words = mask_words();
+  // Kernel positions (few: usually one to three). A mask known to be finished never needs a
+  // position computed here: its kernels' positions were computed when it was stored.
+  thread_local std::vector<EarleyItem> live;
+  live.clear();
+  std::int32_t counters = 0;
+  for (const EarleyItem& it : parser.set(k)) {
+    if (!parser.IsKernel(k, it) || !parser.ItemHasFuture(it)) continue;
+    live.push_back(it);
+    counters += program_.IsCounter(it.rule) ? 1 : 0;
+  }
+  if (counters >= kCounterGroup) GroupCounterKernels(k, live);
+  if (live.size() > kMaxKernels) {
+    FullWalkMask(parser, out);  // pathological: exact, slower
+    return;
+  }
+  // (Scratch per thread: a set inside a long list of optional members has a kernel per member.)
+  thread_local std::vector<EarleyItem> kernel_items;
+  thread_local std::vector<const CfgPosition*> kernel_positions;
+  kernel_items.resize(live.size());
+  kernel_positions.resize(live.size());
+  EarleyItem* kernels = kernel_items.data();
+  const CfgPosition** positions = kernel_positions.data();
+  std::int32_t nk = 0;
+  const std::int32_t walked_before = CurrentFillTrace().positions_walked;
+  for (const EarleyItem& it : live) {
+    const CfgPosition* pos = PositionFor(it);
+    if (background_ && CurrentFillTrace().positions_walked != walked_before &&
+        !program_.IsCounter(it.rule)) {
+      bg_hint_.store(it.state, std::memory_order_relaxed);
+    }
+    if (pos == nullptr) {
+      FullWalkMask(parser, out);  // over the cache budget: exact, slower
+      return;
+    }
+    kernels[nk] = it;
+    positions[nk] = pos;
+    ++nk;
+  }
+  // A few positions and no tails to check (most fills): the mask is their accepted sets' union
+  // plus the end and special tokens, a copy and an OR or two, about what restoring a cached copy
+  // would cost, so it is neither looked up nor stored (storing counts, lists and copies the mask).
+  bool simple = nk <= kMaxUncachedKernels;
+  for (std::int32_t a = 0; a < nk && simple; ++a) simple = positions[a]->tails.size() <= 1;
+  std::int32_t sig = -1;
+  if (!simple) {
+    sig = Signature(parser, sigs, k);
+    if (sig >= 0) {
+      if (const std::uint32_t* m = CachedFinal(sig)) {
+        CurrentFillTrace().restored = true;
+        RestoreFinal(m, out);
+        return;
+      }
+    }
+  }
+  UnionOf(positions, nk, out);
+  // The ids the tails and the end add to the union, for the finished mask's union form.
+  thread_local std::vector<TokenId> added;
+  added.clear();
+  const bool record = !simple && sig >= 0;
+  const std::int32_t base = parser.num_sets();
+  for (std::int32_t a = 0; a < nk; ++a) {
+    const CfgPosition* pos = positions[a];
+    if (pos->tails.size() <= 1) continue;
+    const EarleyItem it = kernels[a];
+    if (!parser.PushCompletion(it.rule, it.origin)) continue;
+    const std::uint32_t n = static_cast<std::uint32_t>(pos->tails.size() - 1);
+    std::uint32_t i = 0;
+    CurrentFillTrace().tail_nodes += static_cast<std::int32_t>(n);
+    while (i < n) {
+      const CfgPosition::TailNode& node = pos->tails[i];
+      parser.PopTo(base + node.depth);
+      if (!parser.StepByte(node.byte)) {
+        i = node.subtree_end;
+        continue;
+      }
+      for (std::uint32_t t = node.token_begin; t < pos->tails[i + 1].token_begin; ++t) {
+        SetBitRecording(out, pos->tail_tokens[t], record ? &added : nullptr);
+      }
+      ++i;
+    }
+    parser.PopTo(base);
+  }
+  AddEndAndSpecials(parser, out, record ? &added : nullptr);
+  if (check_from != std::numeric_limits<std::int64_t>::max()) {
+    ClearTooDeep(parser, check_from, out);
+    if (record) StoreFinal(sig, out.first(words));  // (no longer the positions' union)
+    return;
+  }
+  if (record) StoreFinal(sig, out.first(words), {positions, static_cast<std::size_t>(nk)}, added);
+}
+
+void CfgGrammar::ClearTooDeep(EarleyParser& parser, std::int64_t min_len,
+                              std::span<std::uint32_t> out) const {
+  const TokenTrie::ByLength& by_length = trie_->LongestFirst();
+  const std::int32_t base = parser.num_sets();
+  for (std::size_t i = 0; i < by_length.ids.size() && by_length.lengths[i] >= min_len; ++i) {
+    const TokenId t = by_length.ids[i];
+    std::uint32_t& w = out[static_cast<std::size_t>(t) >> 5];
+    const std::uint32_t bit = 1u << (t & 31);
+    if ((w & bit) == 0) continue;
+    bool ok = true;
+    for (const char c : vocab_->TokenBytes(t)) {
+      if (!parser.StepByte(static_cast<std::uint8_t>(c))) {
+        ok = false;
+        break;
+      }
+    }
+    parser.PopTo(base);
+    if (!ok) w &= ~bit;
+  }
+}
+
+}  // namespace lockstep

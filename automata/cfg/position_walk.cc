@@ -1,0 +1,1223 @@
+// CfgGrammar's positions computed (cfg_grammar.h): a walk of the token trie from a rule state
+// (the automaton where it has no rule edges, the stack walk or the local Earley parser below
+// them), through the vocabulary's region and counted views where the state lies in a wide byte
+// loop or a counter, or composed from a callee's position; and the position made of a walk.
+#include "automata/cfg/cfg_grammar.h"
+
+#include <algorithm>
+#include <bit>
+#include <chrono>
+#include <climits>
+#include <cstring>
+#include <limits>
+#include <new>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <unordered_map>
+
+#include "automata/cfg/word_kernels.h"
+
+namespace lockstep {
+using namespace cfg_words;  // NOLINT: the word kernels of this folder
+
+// --- positions ---------------------------------------------------------------------------------
+
+namespace {
+
+// The walk's runtime below rule edges: the parses alive after each byte as explicit stacks
+// ("configurations": a DFA state on top of a chain of return frames), the way a recursive
+// descent would run them all at once. It computes exactly what the local Earley parser computes
+// for a position (which bytes are consumable, and where the position's own rule may finish),
+// with no origins or completion scans. Frames are interned, so equal stacks are one
+// configuration; closed configuration sets are interned too, and their byte transitions
+// memoised, so the many tokens that run through the same sets (whitespace runs, say) cost one
+// table lookup per byte. Grammars where this would not stay small (left recursion, wide
+// ambiguity) make it give up (`failed`); the position is then walked by the Earley parser.
+class StackWalk {
+ public:
+  static constexpr std::int32_t kBottom = -1;
+  struct Config {
+    StateId q;
+    std::int32_t parent;  // frame index or kBottom (q is in the position's own rule)
+    std::int32_t fresh;   // 1: the top rule has consumed nothing since it was entered
+    bool operator<(const Config& o) const {
+      return std::tie(q, parent, fresh) < std::tie(o.q, o.parent, o.fresh);
+    }
+    bool operator==(const Config& o) const {
+      return q == o.q && parent == o.parent && fresh == o.fresh;
+    }
+  };
+
+  explicit StackWalk(const CfgProgram* p) : p_(p) {}
+
+  // Forgets every set and frame (lazily: the next Start clears the tables).
+  void Reset() {
+    fresh_walk_ = true;
+    failed = false;
+  }
+  // The closed set of the single configuration (q, parent).
+  std::int32_t Start(StateId q, std::int32_t parent) {
+    Prepare();
+    ClearCur();
+    completed_ = false;
+    Add(q, parent, 0);
+    Close();
+    return InternSet();
+  }
+  // The closed set of counter `rule` after `count` repetitions as the position's own rule (a
+  // counter position): its body entered afresh; the counter finishes once a body has.
+  std::int32_t StartCounter(std::int32_t rule, std::int32_t count) {
+    Prepare();
+    ClearCur();
+    completed_ = false;
+    Counter(rule, count, kBottom, /*fresh=*/true);
+    Close();
+    return failed ? -1 : InternSet();
+  }
+  // The set after byte b from set `sid`; -1 if b leads nowhere.
+  std::int32_t Step(std::int32_t sid, std::uint8_t b) {
+    const std::int64_t key = static_cast<std::int64_t>(sid) * 256 + b;
+    std::size_t m = memo_keys_.size() - 1;
+    std::size_t h = static_cast<std::size_t>(static_cast<std::uint64_t>(key) * 0x9E3779B97F4A7C15ull >> 20) & m;
+    while (memo_keys_[h] >= 0) {
+      if (memo_keys_[h] == key) return memo_vals_[h];
+      h = (h + 1) & m;
+    }
+    ClearCur();
+    completed_ = false;
+    for (std::uint32_t j = set_begin_[sid]; j < set_begin_[sid + 1]; ++j) {
+      const StateId t = p_->Step(pool_[j].q, b);
+      if (t != CfgProgram::kDead) Add(t, pool_[j].parent, 0);
+    }
+    Close();
+    // (Empty but completed: a counter position's own counter reached its maximum on b.)
+    const std::int32_t next = (cur_.empty() && !completed_) || failed ? -1 : InternSet();
+    if (failed) return -1;
+    memo_keys_[h] = key;
+    memo_vals_[h] = next;
+    if (2 * ++memo_size_ > memo_keys_.size()) GrowMemo();
+    return next;
+  }
+  std::span<const Config> set(std::int32_t sid) const {
+    return {pool_.data() + set_begin_[sid], pool_.data() + set_begin_[sid + 1]};
+  }
+  // The position's own rule may finish at this set.
+  bool completed(std::int32_t sid) const { return set_completed_[sid] != 0; }
+
+  bool failed = false;
+
+ private:
+  // Clears the tables at the first Start after Reset.
+  void Prepare() {
+    if (fresh_walk_) {
+      fresh_walk_ = false;
+      frames_.clear();
+      frame_table_.assign(256, -1);
+      pool_.clear();
+      set_begin_.assign(1, 0);
+      set_completed_.clear();
+      set_table_.assign(256, -1);
+      memo_keys_.assign(1024, -1);
+      memo_vals_.assign(1024, -1);
+      memo_size_ = 0;
+    }
+  }
+
+  // Configurations per set: an object's optional members predict a few each (a 300-member
+  // object: about 900). Past it the walk gives up (the Earley parser walks the position).
+  static constexpr std::size_t kMaxConfigs = 1024;
+  static constexpr std::size_t kLinearConfigs = 16;
+  static constexpr std::size_t kSlots = 4096;  // > 2 * kMaxConfigs
+  struct Slot {
+    std::uint32_t generation;
+    std::int32_t index;
+  };
+  static constexpr std::int32_t kMaxDepth = 40;
+  static constexpr std::size_t kMaxFrames = 1 << 16;
+  static constexpr std::size_t kMaxPool = 1 << 20;
+  struct Frame {
+    std::int32_t rule;    // -1: return to DFA state `value`; else counter `rule` at `value` reps
+    std::int32_t value;
+    std::int32_t parent;
+    std::int32_t depth;
+  };
+
+  static std::uint64_t Mix(std::uint64_t h, std::uint32_t x) {
+    h ^= x + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+    return h;
+  }
+
+  static std::uint64_t SetHash(const Config* c, std::size_t n, bool completed) {
+    std::uint64_t h = completed ? 0x51ED27u : 0x2545F491u;
+    for (std::size_t k = 0; k < n; ++k) {
+      h = Mix(h, static_cast<std::uint32_t>(c[k].q));
+      h = Mix(h, static_cast<std::uint32_t>(c[k].parent) * 2u + static_cast<std::uint32_t>(c[k].fresh));
+    }
+    return h ^ (h >> 29);
+  }
+  static std::uint64_t FrameHash(std::int32_t rule, std::int32_t value, std::int32_t parent) {
+    std::uint64_t h = static_cast<std::uint32_t>(rule) * 0x9E3779B97F4A7C15ull;
+    h ^= static_cast<std::uint32_t>(value) * 0xC2B2AE3D27D4EB4Full;
+    h ^= static_cast<std::uint32_t>(parent + 1) * 0x165667B19E3779F9ull;
+    return h ^ (h >> 29);
+  }
+
+  std::int32_t InternSet() {
+    std::sort(cur_.begin(), cur_.end());
+    const std::uint64_t h = SetHash(cur_.data(), cur_.size(), completed_);
+    std::size_t m = set_table_.size() - 1, i = h & m;
+    while (set_table_[i] >= 0) {
+      const std::int32_t sid = set_table_[i];
+      if (set_completed_[sid] == completed_ &&
+          std::equal(cur_.begin(), cur_.end(), pool_.begin() + set_begin_[sid],
+                     pool_.begin() + set_begin_[sid + 1])) {
+        return sid;
+      }
+      i = (i + 1) & m;
+    }
+    if (pool_.size() + cur_.size() > kMaxPool) {
+      failed = true;
+      return -1;
+    }
+    const std::int32_t sid = static_cast<std::int32_t>(set_completed_.size());
+    pool_.insert(pool_.end(), cur_.begin(), cur_.end());
+    set_begin_.push_back(static_cast<std::uint32_t>(pool_.size()));
+    set_completed_.push_back(completed_ ? 1 : 0);
+    set_table_[i] = sid;
+    if (2 * set_completed_.size() > set_table_.size()) {
+      std::vector<std::int32_t> t(set_table_.size() * 2, -1);
+      const std::size_t mm = t.size() - 1;
+      for (std::int32_t k = 0; k < static_cast<std::int32_t>(set_completed_.size()); ++k) {
+        std::size_t x = SetHash(pool_.data() + set_begin_[k], set_begin_[k + 1] - set_begin_[k],
+                                set_completed_[k] != 0) & mm;
+        while (t[x] >= 0) x = (x + 1) & mm;
+        t[x] = k;
+      }
+      set_table_ = std::move(t);
+    }
+    return sid;
+  }
+
+  void GrowMemo() {
+    std::vector<std::int64_t> keys(memo_keys_.size() * 2, -1);
+    std::vector<std::int32_t> vals(keys.size(), -1);
+    const std::size_t m = keys.size() - 1;
+    for (std::size_t k = 0; k < memo_keys_.size(); ++k) {
+      if (memo_keys_[k] < 0) continue;
+      std::size_t h = static_cast<std::size_t>(
+                          static_cast<std::uint64_t>(memo_keys_[k]) * 0x9E3779B97F4A7C15ull >> 20) & m;
+      while (keys[h] >= 0) h = (h + 1) & m;
+      keys[h] = memo_keys_[k];
+      vals[h] = memo_vals_[k];
+    }
+    memo_keys_ = std::move(keys);
+    memo_vals_ = std::move(vals);
+  }
+
+  std::int32_t Intern(std::int32_t rule, std::int32_t value, std::int32_t parent) {
+    std::size_t m = frame_table_.size() - 1, i = FrameHash(rule, value, parent) & m;
+    while (frame_table_[i] >= 0) {
+      const Frame& f = frames_[frame_table_[i]];
+      if (f.rule == rule && f.value == value && f.parent == parent) return frame_table_[i];
+      i = (i + 1) & m;
+    }
+    const std::int32_t depth = parent < 0 ? 1 : frames_[parent].depth + 1;
+    if (depth > kMaxDepth || frames_.size() >= kMaxFrames) {
+      failed = true;
+      return kBottom;
+    }
+    const std::int32_t id = static_cast<std::int32_t>(frames_.size());
+    frames_.push_back({rule, value, parent, depth});
+    frame_table_[i] = id;
+    if (2 * frames_.size() > frame_table_.size()) {
+      frame_table_.assign(frame_table_.size() * 2, -1);
+      const std::size_t mm = frame_table_.size() - 1;
+      for (std::size_t k = 0; k < frames_.size(); ++k) {
+        const Frame& f = frames_[k];
+        std::size_t j = FrameHash(f.rule, f.value, f.parent) & mm;
+        while (frame_table_[j] >= 0) j = (j + 1) & mm;
+        frame_table_[j] = static_cast<std::int32_t>(k);
+      }
+    }
+    return id;
+  }
+
+  void Add(StateId q, std::int32_t parent, std::int32_t fresh) {
+    if (const std::int32_t j = Find(q, parent); j >= 0) {
+      Config& c = cur_[j];
+      if (c.fresh && !fresh) {
+        c.fresh = 0;  // may complete now: process again
+        work_.push_back(j);
+      }
+      return;
+    }
+    if (cur_.size() >= kMaxConfigs) {
+      failed = true;
+      return;
+    }
+    work_.push_back(static_cast<std::int32_t>(cur_.size()));
+    cur_.push_back({q, parent, fresh});
+    if (indexed_) Insert(static_cast<std::int32_t>(cur_.size()) - 1);
+  }
+  // The set under construction: empty, its index forgotten.
+  void ClearCur() {
+    cur_.clear();
+    indexed_ = false;
+  }
+  // cur_'s index of (q, parent), or -1. A scan while the set is small; past kLinearConfigs a
+  // hash table (an object with many optional members predicts a few configurations per member:
+  // hundreds), whose slots are stamped by generation so that it is never cleared.
+  std::int32_t Find(StateId q, std::int32_t parent) {
+    if (!indexed_) {
+      if (cur_.size() <= kLinearConfigs) {
+        for (std::size_t j = 0; j < cur_.size(); ++j) {
+          if (cur_[j].q == q && cur_[j].parent == parent) return static_cast<std::int32_t>(j);
+        }
+        return -1;
+      }
+      indexed_ = true;
+      if (slots_.empty()) slots_.assign(kSlots, {0, 0});
+      if (++generation_ == 0) {  // (wrapped: forget every stamp)
+        slots_.assign(kSlots, {0, 0});
+        generation_ = 1;
+      }
+      for (std::size_t j = 0; j < cur_.size(); ++j) Insert(static_cast<std::int32_t>(j));
+    }
+    for (std::size_t h = SlotOf(q, parent);; h = (h + 1) & (kSlots - 1)) {
+      const Slot& sl = slots_[h];
+      if (sl.generation != generation_) return -1;
+      const Config& c = cur_[sl.index];
+      if (c.q == q && c.parent == parent) return sl.index;
+    }
+  }
+  void Insert(std::int32_t j) {
+    std::size_t h = SlotOf(cur_[j].q, cur_[j].parent);
+    while (slots_[h].generation == generation_) h = (h + 1) & (kSlots - 1);
+    slots_[h] = {generation_, j};
+  }
+  static std::size_t SlotOf(StateId q, std::int32_t parent) {
+    const std::uint64_t k = static_cast<std::uint64_t>(static_cast<std::uint32_t>(q)) << 32 |
+                            static_cast<std::uint32_t>(parent);
+    return static_cast<std::size_t>((k * 0x9E3779B97F4A7C15ull) >> 40) & (kSlots - 1);
+  }
+
+  // Mirrors EarleyParser::Closure: a rule completes only once it has consumed something (a
+  // rule entered here and finished empty is covered by its `nullable` flag), counters count.
+  void Close() {
+    while (!work_.empty() && !failed) {
+      const Config c = cur_[work_.back()];
+      work_.pop_back();
+      if (p_->accepting[c.q] && !c.fresh) Return(c.parent);
+      for (std::int32_t e = p_->nt_begin[c.q]; e < p_->nt_begin[c.q + 1] && !failed; ++e) {
+        const auto [sub, target] = p_->nt_edges[e];
+        const std::int32_t ret = Intern(-1, target, c.parent);
+        if (failed) break;
+        Enter(sub, ret);
+        if (p_->rules[sub].nullable) Add(target, c.parent, c.fresh);
+      }
+    }
+    work_.clear();
+  }
+  void Return(std::int32_t parent) {
+    if (parent == kBottom) {
+      completed_ = true;
+      return;
+    }
+    const Frame f = frames_[parent];
+    if (f.rule < 0) {
+      Add(f.value, f.parent, 0);
+      return;
+    }
+    const CfgProgram::RuleInfo& r = p_->rules[f.rule];
+    if (r.max != CfgProgram::kUnbounded && f.value >= r.max) return;
+    std::int32_t c = f.value + 1;
+    if (r.max == CfgProgram::kUnbounded && c > r.min) c = r.min;
+    Counter(f.rule, c, f.parent, false);
+  }
+  void Counter(std::int32_t rule, std::int32_t count, std::int32_t parent, bool fresh) {
+    const CfgProgram::RuleInfo& r = p_->rules[rule];
+    const bool accepting = count >= r.min || p_->rules[r.child].nullable;
+    if (accepting && !fresh) Return(parent);
+    if (r.max == CfgProgram::kUnbounded || count < r.max) {
+      const std::int32_t frame = Intern(rule, count, parent);
+      if (!failed) Enter(r.child, frame);
+    }
+  }
+  void Enter(std::int32_t rule, std::int32_t parent) {
+    const CfgProgram::RuleInfo& r = p_->rules[rule];
+    if (r.kind == CfgProgram::RuleKind::kDfa) {
+      Add(r.start, parent, 1);
+    } else {
+      Counter(rule, 0, parent, true);
+    }
+  }
+
+  const CfgProgram* p_;
+  bool fresh_walk_ = true;
+  std::vector<Frame> frames_;
+  std::vector<std::int32_t> frame_table_;
+  std::vector<Config> cur_;  // the set under construction
+  bool indexed_ = false;     // cur_ is in slots_ (generation_)
+  std::vector<Slot> slots_;
+  std::uint32_t generation_ = 0;
+  bool completed_ = false;
+  std::vector<std::int32_t> work_;
+  std::vector<Config> pool_;  // interned sets: pool_[set_begin_[k], set_begin_[k + 1])
+  std::vector<std::uint32_t> set_begin_;
+  std::vector<std::uint8_t> set_completed_;
+  std::vector<std::int32_t> set_table_;
+  std::vector<std::int64_t> memo_keys_;  // (set * 256 + byte) -> next set (-1: dead)
+  std::vector<std::int32_t> memo_vals_;
+  std::size_t memo_size_ = 0;
+};
+
+}  // namespace
+
+// Scratch of one position's computation: local parsers by level (or the stack walk), accepted
+// tokens as bits, uncertain (tail, token) pairs.
+// One per thread, reused: a position's computation allocates nothing once it has warmed up.
+// Accepted ids a walk also collects as a list (sorting a longer list costs more than a scan).
+constexpr std::size_t kMaxListedIds = 256;
+
+struct CfgGrammar::WalkScratch {
+  // Ready for a position of `program` with `words` mask words.
+  void Begin(const CfgProgram* program, std::size_t words, std::size_t max_ids) {
+    if (program != owner) {
+      owner = program;
+      parsers.clear();
+      stack = StackWalk(program);
+    }
+    use_parser = false;
+    stack.failed = false;
+    bits.assign(words, 0);
+    ids.clear();
+    ids_limit = max_ids;
+    unc.clear();
+    accepted = 0;
+  }
+  const CfgProgram* owner = nullptr;
+  std::vector<std::unique_ptr<EarleyParser>> parsers;
+  StackWalk stack{nullptr};
+  bool use_parser = false;  // the stack walk gave up on this position: Earley only
+  std::vector<std::uint32_t> bits;
+  // The accepted ids as well, while they are few (ids.size() == accepted): a short list needs
+  // no scan of the bits.
+  std::vector<TokenId> ids;
+  std::size_t ids_limit = 0;
+  std::vector<std::pair<std::string_view, TokenId>> unc;
+  std::int32_t accepted = 0;
+  // WalkTrie's per-depth state.
+  std::vector<StateId> dstate;
+  std::vector<std::int32_t> level, base, used, wcount, sid, dpar, splits;
+  std::vector<std::uint32_t> jump_parent;
+  std::vector<const std::uint64_t*> jump_allowed;
+  std::vector<std::uint8_t> path_byte;
+};
+
+// Walks the depth-first trie nodes[begin, end) (token ranges into `toks`; offsets[t] is where
+// token toks[t]'s walked bytes start in its bytes, or null for 0) from DFA state `start` of
+// `rule` (or the counter item when the rule is a counter), into `out`. The walk runs on the
+// rule's byte automaton alone while it stays in states without rule edges (string bodies,
+// literals, numbers), and hands a subtree to a local Earley parser started at the state it
+// reached once a rule edge is in sight. Both agree: a state without rule edges predicts nothing,
+// so the parser's set there is that single item.
+void CfgGrammar::WalkTrie(std::span<const TokenTrie::Node> nodes, std::uint32_t begin,
+                          std::uint32_t end, const TokenId* toks, const std::uint16_t* offsets,
+                          const EarleyItem& item, StateId start, WalkScratch& out) const {
+  const CfgProgram& p = program_;
+  const bool counter = p.IsCounter(item.rule);
+  auto has_nt = [&](StateId s) { return p.nt_begin[s] != p.nt_begin[s + 1]; };
+  // Per trie depth: the DFA state (level < 0) or the local parser level and the depth of that
+  // parser's set 0. A parser level hands back to the automaton as soon as its latest set is the
+  // position's own item alone at a state without rule edges (after `ws "\""`, say); a later rule
+  // edge on the same path starts a parser one level up, so the outer one keeps its sets.
+  const std::size_t maxd = static_cast<std::size_t>(trie_->max_depth()) + 2;
+  // Each entry is written at its depth before any deeper node reads it: only depth 0 is set.
+  if (out.level.size() < maxd) {
+    out.dstate.resize(maxd);
+    out.level.resize(maxd);
+    out.base.resize(maxd);
+    out.used.resize(maxd);
+    out.wcount.resize(maxd);
+    out.sid.resize(maxd);
+    out.dpar.resize(maxd);
+    out.path_byte.resize(maxd);
+  }
+  std::vector<StateId>& dstate = out.dstate;
+  std::vector<std::int32_t>&level = out.level, &base = out.base, &used = out.used;
+  std::vector<std::uint8_t>& path_byte = out.path_byte;
+  level[0] = -1;
+  base[0] = 0;
+  used[0] = 0;
+  std::vector<std::unique_ptr<EarleyParser>>& parsers = out.parsers;
+  auto parser = [&](std::int32_t l) -> EarleyParser& {
+    while (static_cast<std::int32_t>(parsers.size()) <= l) {
+      parsers.push_back(std::make_unique<EarleyParser>(&program_, INT_MAX));
+    }
+    return *parsers[l];
+  };
+  // wcount[d] >= 0: at depth d the walk is inside the simple repetition on the rule edge of
+  // dstate[d] (RepeatEdge), after wcount[d] repetitions; -1: at dstate[d] itself.
+  std::vector<std::int32_t>& wcount = out.wcount;
+  wcount[0] = -1;
+  // Stack-walk mode (level -2): sid[d] is the configuration set at depth d.
+  StackWalk& stack = out.stack;
+  const bool use_stack = !out.use_parser;
+  std::vector<std::int32_t>& sid = out.sid;
+  // In automaton mode, dpar[d] is the stack under dstate[d] (the walk left stack mode inside a
+  // rule below the position's own, on a state that can neither finish it nor enter a rule).
+  std::vector<std::int32_t>& dpar = out.dpar;
+  dpar[0] = StackWalk::kBottom;
+  if (use_stack) stack.Reset();
+  // Starts stack mode at depth d from configuration (t, parent); false if the walk gave up.
+  auto start_stack = [&](std::int32_t d, StateId t, std::int32_t parent) {
+    sid[d] = stack.Start(t, parent);
+    level[d] = -2;
+    return !stack.failed;
+  };
+  dstate[0] = start;
+  if (counter && use_stack) {
+    // A counter position (`start` is its count): the stack walk runs the counter natively.
+    sid[0] = stack.StartCounter(item.rule, start);
+    if (stack.failed) return;
+    level[0] = -2;
+  } else if (!counter && has_nt(start) && repeat_of_[start] >= 0) {
+    wcount[0] = 0;
+  } else if (use_stack && has_nt(start)) {
+    if (!start_stack(0, start, StackWalk::kBottom)) return;
+  } else if (counter || has_nt(start)) {
+    parser(0).InitLocal(item.rule, counter ? item.state : start, 0);
+    level[0] = 0;
+    base[0] = 0;
+    used[0] = 1;
+  }
+  std::vector<std::int32_t>& splits = out.splits;
+  splits.clear();
+  const std::array<bool, 256>& follow = follow_[item.rule];
+  // Sparse jumps (whole-trie walks): below a node whose automaton state allows a few bytes out
+  // of many children, the walk jumps from one allowed child to the next instead of stepping
+  // every child. Only while no split is on the path: a dead child then has no uncertain tokens.
+  // jump_parent[d]: the node at depth d whose children are jumped (or kNoJump).
+  constexpr std::uint32_t kNoJump = 0xFFFFFFFEu;
+  const bool can_jump = offsets == nullptr && nodes.data() == trie_->nodes().data() &&
+                        begin == 0 && !counter;
+  if (out.jump_parent.size() < maxd) {
+    out.jump_parent.resize(maxd);
+    out.jump_allowed.resize(maxd);
+  }
+  std::vector<std::uint32_t>& jump_parent = out.jump_parent;
+  std::vector<const std::uint64_t*>& jump_allowed = out.jump_allowed;
+  auto sparse = [&](StateId s, std::uint32_t parent) {
+    return first_count_[s] * 8u < trie_->NumChildren(parent);
+  };
+  std::uint32_t i = begin;
+  jump_parent[0] = kNoJump;
+  if (can_jump && sparse(start, TokenTrie::kRoot)) {
+    jump_parent[0] = TokenTrie::kRoot;
+    jump_allowed[0] = first_bytes_[start].data();
+    i = trie_->NextChild(TokenTrie::kRoot, jump_allowed[0], -1, end);
+  }
+  while (i < end) {
+    const TokenTrie::Node& node = nodes[i];
+    const std::int32_t d = node.depth;
+    while (!splits.empty() && splits.back() >= d) splits.pop_back();
+    bool ok, completed = false;
+    if (d == 1 && !counter && !FirstByte(start, node.byte)) {
+      // A token failing on its first byte never completes the rule on the way: rejected.
+      ok = false;
+    } else if (level[d - 1] == -2) {
+      const std::int32_t next = stack.Step(sid[d - 1], node.byte);
+      if (stack.failed) return;
+      ok = next >= 0;
+      if (ok) {
+        completed = stack.completed(next);
+        sid[d] = next;
+        used[d] = used[d - 1];
+        wcount[d] = -1;
+        level[d] = -2;
+        const std::span<const StackWalk::Config> set = stack.set(next);
+        if (set.size() == 1 && !has_nt(set[0].q) &&
+            (set[0].parent == StackWalk::kBottom || !p.accepting[set[0].q])) {
+          level[d] = -1;
+          dstate[d] = set[0].q;
+          dpar[d] = set[0].parent;
+        }
+      }
+    } else if (level[d - 1] < 0) {
+      StateId t;
+      wcount[d] = -1;
+      if (wcount[d - 1] >= 0) {
+        // Inside a simple repetition (`ws`): one more byte of its class, or on after it.
+        const RepeatEdge& r = repeat_edges_[repeat_of_[dstate[d - 1]]];
+        const std::int32_t c = wcount[d - 1];
+        if ((r.bytes[node.byte >> 6] >> (node.byte & 63)) & 1) {
+          t = c < r.max || r.max < 0 ? dstate[d - 1] : CfgProgram::kDead;
+          if (t != CfgProgram::kDead) wcount[d] = c + 1;
+        } else {
+          t = c >= r.min ? p.Step(r.after, node.byte) : CfgProgram::kDead;
+        }
+      } else {
+        t = p.Step(dstate[d - 1], node.byte);
+      }
+      ok = t != CfgProgram::kDead;
+      if (ok && dpar[d - 1] != StackWalk::kBottom) {
+        // Inside a rule below the position's: on in the automaton until that rule may finish or
+        // enter another one.
+        used[d] = used[d - 1];
+        if (has_nt(t) || p.accepting[t]) {
+          if (!start_stack(d, t, dpar[d - 1])) return;
+          completed = stack.completed(sid[d]);
+        } else {
+          dstate[d] = t;
+          dpar[d] = dpar[d - 1];
+          level[d] = -1;
+        }
+      } else if (ok && wcount[d] >= 0) {
+        const RepeatEdge& r = repeat_edges_[repeat_of_[t]];
+        dstate[d] = t;
+        dpar[d] = StackWalk::kBottom;
+        completed = wcount[d] >= r.min && null_state_[r.after] != 0;
+        used[d] = used[d - 1];
+        level[d] = -1;
+      } else if (ok) {
+        dstate[d] = t;
+        dpar[d] = StackWalk::kBottom;
+        completed = null_state_[t] != 0;
+        used[d] = used[d - 1];
+        level[d] = -1;
+        if (has_nt(t) && repeat_of_[t] >= 0) {
+          wcount[d] = 0;
+        } else if (use_stack && has_nt(t)) {
+          if (!start_stack(d, t, StackWalk::kBottom)) return;
+        } else if (has_nt(t)) {
+          parser(used[d]).InitLocal(item.rule, t, 0);
+          level[d] = used[d];
+          base[d] = d;
+          ++used[d];
+        }
+      }
+    } else {
+      const std::int32_t l = level[d - 1], b0 = base[d - 1];
+      EarleyParser& local = parser(l);
+      local.PopTo(d - b0);
+      ok = local.StepByte(node.byte);
+      if (ok) {
+        completed = local.bottom_completed(d - b0);
+        level[d] = l;
+        base[d] = b0;
+        used[d] = used[d - 1];
+        std::span<const EarleyItem> last = local.set(d - b0);
+        wcount[d] = -1;
+        if (!counter && last.size() == 1 && last[0].origin == -1 && last[0].rule == item.rule &&
+            !has_nt(last[0].state)) {
+          level[d] = -1;
+          dstate[d] = last[0].state;
+          dpar[d] = StackWalk::kBottom;
+        }
+      }
+    }
+    path_byte[d] = node.byte;
+    if (!ok) {
+      // The subtree's tokens are uncertain at every split whose next byte (on the shared path)
+      // can follow the rule.
+      for (std::int32_t sp : splits) {
+        if (!follow[path_byte[sp + 1]]) continue;
+        for (std::uint32_t j = node.token_begin; j < nodes[node.subtree_end].token_begin; ++j) {
+          const TokenId tok = toks[j];
+          const std::size_t off = offsets != nullptr ? offsets[j] : 0;
+          out.unc.emplace_back(vocab_->TokenBytes(tok).substr(off + sp), tok);
+        }
+      }
+      const std::uint32_t jp = jump_parent[d - 1];
+      if (jp != kNoJump && splits.empty()) {
+        const std::uint32_t stop = jp == TokenTrie::kRoot ? end : nodes[jp].subtree_end;
+        i = trie_->NextChild(jp, jump_allowed[d - 1], node.byte, stop);
+      } else {
+        i = node.subtree_end;
+      }
+      continue;
+    }
+    for (std::uint32_t j = node.token_begin; j < nodes[i + 1].token_begin; ++j) {
+      out.bits[static_cast<std::size_t>(toks[j]) >> 5] |= 1u << (toks[j] & 31);
+      if (out.ids.size() < out.ids_limit) out.ids.push_back(toks[j]);
+      ++out.accepted;
+    }
+    if (completed) splits.push_back(d);
+    jump_parent[d] = kNoJump;
+    if (can_jump && level[d] == -1 && wcount[d] < 0 && splits.empty() &&
+        !has_nt(dstate[d]) && sparse(dstate[d], i)) {
+      jump_parent[d] = i;
+      jump_allowed[d] = first_bytes_[dstate[d]].data();
+      i = trie_->NextChild(i, jump_allowed[d], -1, node.subtree_end);
+      continue;
+    }
+    ++i;
+  }
+}
+
+namespace {
+// Up to 2^(Bits-1) DFA states numbered in insertion order, found by open addressing.
+template <int Bits>
+struct StateIndex {
+  static constexpr std::size_t kSlots = std::size_t{1} << Bits;
+  std::array<StateId, kSlots> key;
+  std::array<std::int16_t, kSlots> idx;
+  StateIndex() { key.fill(CfgProgram::kDead); }
+  static std::size_t Slot(StateId t) {
+    return (static_cast<std::uint32_t>(t) * 0x9E3779B9u) >> (32 - Bits);
+  }
+  std::int32_t Find(StateId t) const {
+    for (std::size_t h = Slot(t); key[h] != CfgProgram::kDead; h = (h + 1) & (kSlots - 1)) {
+      if (key[h] == t) return idx[h];
+    }
+    return -1;
+  }
+  void Insert(StateId t, std::int16_t i) {
+    std::size_t h = Slot(t);
+    while (key[h] != CfgProgram::kDead) h = (h + 1) & (kSlots - 1);
+    key[h] = t;
+    idx[h] = i;
+  }
+};
+}  // namespace
+
+// The region of DFA state s that tokens can share across grammars: the states reachable from s
+// by bytes through states without rule edges that cannot finish the rule (a string body with
+// its escapes and UTF-8 continuations, say), numbered breadth-first from s so that equal
+// regions of different grammars have equal tables. Empty when it would not pay: no wide loop
+// at s or one byte after it (a literal), or too many states.
+bool CfgGrammar::PlainState(StateId t) const {
+  return program_.nt_begin[t] == program_.nt_begin[t + 1] && !null_state_[t];
+}
+
+bool CfgGrammar::EquivalentPlainStates(StateId x, StateId y, std::int64_t& work) const {
+  const CfgProgram& p = program_;
+  std::vector<std::pair<StateId, StateId>> pairs = {{x, y}};
+  for (std::size_t k = 0; k < pairs.size(); ++k) {
+    const auto [a, b] = pairs[k];
+    if (!PlainState(a) || !PlainState(b) || p.accepting[a] != p.accepting[b] ||
+        p.sp_begin[a] != p.sp_begin[a + 1] || p.sp_begin[b] != p.sp_begin[b + 1]) {
+      return false;
+    }
+    work += p.num_classes;
+    if (work > kEquivalenceWork) return false;
+    const StateId* ra = &p.next[static_cast<std::size_t>(a) * p.num_classes];
+    const StateId* rb = &p.next[static_cast<std::size_t>(b) * p.num_classes];
+    for (std::int32_t c = 0; c < p.num_classes; ++c) {
+      if (ra[c] == rb[c]) continue;
+      if (ra[c] == CfgProgram::kDead || rb[c] == CfgProgram::kDead) return false;
+      if (std::find(pairs.begin(), pairs.end(), std::make_pair(ra[c], rb[c])) != pairs.end()) {
+        continue;
+      }
+      if (static_cast<std::int64_t>(pairs.size()) == kMaxEquivalentPairs) return false;
+      pairs.push_back({ra[c], rb[c]});
+    }
+  }
+  return true;
+}
+
+std::vector<std::pair<std::int32_t, StateId>> CfgGrammar::SuccessorsByBytes(StateId x) const {
+  const CfgProgram& p = program_;
+  std::vector<std::pair<std::int32_t, StateId>> targets;  // (-bytes, state)
+  const StateId* row = &p.next[static_cast<std::size_t>(x) * p.num_classes];
+  for (std::int32_t c = 0; c < p.num_classes; ++c) {
+    const StateId t = row[c];
+    if (t == CfgProgram::kDead || t == x || !PlainState(t)) continue;
+    auto f = std::find_if(targets.begin(), targets.end(),
+                          [&](const auto& y) { return y.second == t; });
+    if (f == targets.end()) {
+      targets.push_back({-class_size_[c], t});
+    } else {
+      f->first -= class_size_[c];
+    }
+  }
+  std::sort(targets.begin(), targets.end());
+  return targets;
+}
+
+std::vector<std::int16_t> CfgGrammar::RegionTable(StateId s, std::vector<StateId>& states,
+                                                  std::array<std::uint64_t, 4>& first_exits,
+                                                  std::array<std::uint64_t, 4>& removed) const {
+  const CfgProgram& p = program_;
+  auto plain = [&](StateId t) { return PlainState(t); };
+  states.clear();
+  if (!plain(s)) return {};
+  // Only string bodies and the states one byte before them (an opening quote) pay: a literal
+  // that runs into a body gets a table of its own per grammar, with nothing to share.
+  constexpr int kWideLoop = 48;  // bytes on a self-loop that make a loop worth sharing
+  auto wide_loop = [&](StateId t) {
+    const StateId* row = &p.next[static_cast<std::size_t>(t) * p.num_classes];
+    int loop = 0;
+    for (std::int32_t c = 0; c < p.num_classes; ++c) loop += row[c] == t ? class_size_[c] : 0;
+    return loop >= kWideLoop;
+  };
+  // Equivalence questions of this table, answered once each (EquivalentPlainStates).
+  std::int64_t equivalence_work = 0;
+  std::vector<std::tuple<StateId, StateId, bool>> answered;
+  auto equivalent = [&](StateId x, StateId y) {
+    if (x == y) return true;
+    for (const auto& [ax, ay, eq] : answered) {
+      if (ax == x && ay == y) return eq;
+    }
+    const bool eq = EquivalentPlainStates(x, y, equivalence_work);
+    answered.emplace_back(x, y, eq);
+    return eq;
+  };
+  StateId anchor = s;  // a state on the wide loop: s, or one byte after s
+  if (!wide_loop(s)) {
+    // The successors s sends the most bytes to, up to 8 of them, most first.
+    anchor = CfgProgram::kDead;
+    const auto targets = SuccessorsByBytes(s);
+    for (std::size_t k = 0; k < targets.size() && k < 8 && anchor == CfgProgram::kDead; ++k) {
+      if (wide_loop(targets[k].second)) anchor = targets[k].second;
+    }
+    if (anchor == CfgProgram::kDead && !targets.empty()) {
+      // Two bytes before the loop: s's main successor is the body's first character, a state
+      // equivalent to the loop's (`minLength: 1`). s then uses the loop's view as a state one
+      // byte before it does (below).
+      const StateId t = targets[0].second;
+      const auto next = SuccessorsByBytes(t);
+      if (!next.empty() && wide_loop(next[0].second) && equivalent(t, next[0].second)) {
+        anchor = next[0].second;
+      }
+    }
+    if (anchor == CfgProgram::kDead) return {};
+  }
+  // The region is s and the anchor's loop: the plain states reachable from the anchor that lead
+  // back to it (a string body with its escapes and UTF-8 continuations). What follows the loop
+  // (the closing quote, the next key's literal) is left out, so that every grammar's string body
+  // has the same table; tokens that leave are walked on from where they leave.
+  constexpr std::size_t kMaxExplored = 256, kMaxRegion = 64;
+  StateIndex<9> explored_index;
+  std::vector<StateId> explored;
+  auto find = [&](StateId t) { return explored_index.Find(t); };
+  auto insert = [&](StateId t) {
+    explored_index.Insert(t, static_cast<std::int16_t>(explored.size()));
+    explored.push_back(t);
+  };
+  const std::int32_t nc = p.num_classes;
+  // Forward from the anchor through plain states (bounded), keeping the edges.
+  std::vector<std::pair<std::int16_t, std::int16_t>> edges;  // (to, from), distinct
+  std::array<std::int16_t, kMaxExplored> last_from;
+  last_from.fill(-1);
+  insert(anchor);
+  for (std::size_t k = 0; k < explored.size(); ++k) {
+    const StateId* row = &p.next[static_cast<std::size_t>(explored[k]) * nc];
+    for (std::int32_t c = 0; c < nc; ++c) {
+      const StateId t = row[c];
+      if (t == CfgProgram::kDead || !plain(t)) continue;
+      std::int32_t f = find(t);
+      if (f < 0) {
+        if (explored.size() == kMaxExplored) continue;
+        insert(t);
+        f = static_cast<std::int32_t>(explored.size()) - 1;
+      }
+      if (last_from[f] == static_cast<std::int16_t>(k)) continue;
+      last_from[f] = static_cast<std::int16_t>(k);
+      edges.push_back({static_cast<std::int16_t>(f), static_cast<std::int16_t>(k)});
+    }
+  }
+  // Those that lead back to the anchor: a backward search over the kept edges.
+  std::sort(edges.begin(), edges.end());
+  std::vector<std::uint8_t> back(explored.size(), 0);
+  std::vector<std::int16_t> todo = {0};
+  back[0] = 1;
+  while (!todo.empty()) {
+    const std::int16_t v = todo.back();
+    todo.pop_back();
+    auto e = std::lower_bound(edges.begin(), edges.end(), std::make_pair(v, std::int16_t{-1}));
+    for (; e != edges.end() && e->first == v; ++e) {
+      if (!back[e->second]) {
+        back[e->second] = 1;
+        todo.push_back(e->second);
+      }
+    }
+  }
+  auto in_region = [&](StateId t) {
+    const std::int32_t f = find(t);
+    return f >= 0 && back[f];
+  };
+  // Region state 0 is s at the token's first byte, with only its transitions into the loop: a
+  // first byte that leaves the region (a digit where a value may also be a number) is walked by
+  // the caller in the trie directly (first_exits), so the table does not depend on what else s
+  // allows. A state before the loop that goes where the anchor goes on every byte it sends into
+  // the loop (a key that is not one of the declared names, some letters into: any other string
+  // byte goes on as in the string body) takes the anchor's row: its first bytes that differ
+  // (`removed`: the letters that continue a declared name) are taken out of the view's results
+  // and walked directly, and the view is the string body's own. The loop's states follow,
+  // numbered breadth-first in byte order (each class at its first byte): canonical. (s is
+  // among them too when it is on the loop.)
+  states.clear();
+  first_exits.fill(0);
+  removed.fill(0);
+  const StateId* srow = &p.next[static_cast<std::size_t>(s) * nc];
+  const StateId* arow = &p.next[static_cast<std::size_t>(anchor) * nc];
+  // Per class: s goes where the anchor goes, or (s before the loop) to a state equivalent to
+  // the anchor's.
+  bool as_anchor = s != anchor && !in_region(s);
+  std::vector<std::uint8_t> same(nc, 0);
+  for (std::int32_t c = 0; c < nc; ++c) {
+    same[c] = srow[c] == arow[c] ||
+              (as_anchor && srow[c] != CfgProgram::kDead && arow[c] != CfgProgram::kDead &&
+               !in_region(srow[c]) && in_region(arow[c]) && equivalent(srow[c], arow[c]));
+  }
+  for (std::int32_t c = 0; c < nc && as_anchor; ++c) {
+    const StateId t = srow[c];
+    if (t != CfgProgram::kDead && plain(t) && in_region(t) && !same[c]) as_anchor = false;
+  }
+  const StateId* entry_row = as_anchor ? arow : srow;
+  StateIndex<7> region_index;
+  auto rfind = [&](StateId t) { return region_index.Find(t); };
+  auto rinsert = [&](StateId t) {
+    region_index.Insert(t, static_cast<std::int16_t>(states.size()));
+    states.push_back(t);
+  };
+  states.push_back(s);
+  std::array<std::uint8_t, 256> seen;  // per byte class (at most 256)
+  for (std::size_t k = 0; k < states.size(); ++k) {
+    const StateId* row = k == 0 ? entry_row : &p.next[static_cast<std::size_t>(states[k]) * nc];
+    seen.fill(0);
+    for (int b = 0; b < 256; ++b) {
+      const std::int32_t c = p.byte_class[b];
+      if (seen[c]) continue;
+      seen[c] = 1;
+      const StateId t = row[c];
+      if (t == CfgProgram::kDead || !plain(t) || !in_region(t) || rfind(t) >= 0) continue;
+      if (states.size() == kMaxRegion) return {};
+      rinsert(t);
+    }
+  }
+  auto find_region = rfind;
+  std::vector<std::int16_t> table(states.size() * 256);
+  std::array<std::int16_t, 256> by_class;
+  auto region_target = [&](StateId t) {
+    return t != CfgProgram::kDead && plain(t) && find_region(t) >= 0;
+  };
+  for (std::size_t k = 0; k < states.size(); ++k) {
+    const StateId* row = k == 0 ? entry_row : &p.next[static_cast<std::size_t>(states[k]) * nc];
+    for (std::int32_t c = 0; c < nc; ++c) {
+      const StateId t = row[c];
+      const std::int32_t f = t == CfgProgram::kDead ? -1 : find_region(t);
+      by_class[c] = t == CfgProgram::kDead ? TokenTrie::kRegionDead
+                    : f >= 0               ? static_cast<std::int16_t>(f)
+                    : k == 0               ? TokenTrie::kRegionDead  // walked by the caller
+                                           : TokenTrie::kRegionExit;
+    }
+    for (int b = 0; b < 256; ++b) table[k * 256 + b] = by_class[p.byte_class[b]];
+  }
+  for (int b = 0; b < 256; ++b) {
+    const std::int32_t c = p.byte_class[b];
+    const std::uint64_t bit = std::uint64_t{1} << (b & 63);
+    // The view has a result for b (its entry row goes into the region) that holds for s.
+    const bool viewed = as_anchor && same[c] && region_target(arow[c]);
+    if (srow[c] != CfgProgram::kDead && !region_target(srow[c]) && !viewed) {
+      first_exits[b >> 6] |= bit;
+    }
+    if (as_anchor && region_target(arow[c]) && !same[c]) removed[b >> 6] |= bit;
+  }
+  return table;
+}
+
+int CfgGrammar::RegionUseOfState(StateId s) const {
+  std::vector<StateId> states;
+  std::array<std::uint64_t, 4> first_exits, removed;
+  const std::vector<std::int16_t> table = RegionTable(s, states, first_exits, removed);
+  if (table.empty() || trie_->Region(table, *vocab_) == nullptr) return 0;
+  return (removed[0] | removed[1] | removed[2] | removed[3]) != 0 ? 2 : 1;
+}
+
+const TokenTrie::CountedView* CfgGrammar::MakeCountedView(std::int32_t rule) const {
+  constexpr std::size_t kMaxUnitStates = 64;
+  const CfgProgram& p = program_;
+  const std::int32_t child = p.rules[rule].child;
+  if (p.rules[child].kind != CfgProgram::RuleKind::kDfa || p.rules[child].nullable) return nullptr;
+  // The unit's states from its start, numbered in the order met (the same unit in two grammars
+  // gives the same table).
+  std::vector<StateId> states{p.rules[child].start};
+  std::vector<std::int16_t> table;
+  std::vector<std::int16_t> finished;
+  for (std::size_t i = 0; i < states.size(); ++i) {
+    const StateId q = states[i];
+    if (p.nt_begin[q] != p.nt_begin[q + 1] || p.sp_begin[q] != p.sp_begin[q + 1]) return nullptr;
+    const bool fin = p.accepting[q] != 0;
+    if (fin && i == 0) return nullptr;
+    finished.push_back(fin ? 1 : 0);
+    const std::size_t row = table.size();
+    table.resize(row + 256, TokenTrie::kRegionDead);
+    for (int b = 0; b < 256; ++b) {
+      const StateId t = p.Step(q, static_cast<std::uint8_t>(b));
+      if (t == CfgProgram::kDead) continue;
+      if (fin) return nullptr;  // the unit could go on after finishing
+      auto at = std::find(states.begin(), states.end(), t);
+      if (at == states.end()) {
+        if (states.size() >= kMaxUnitStates) return nullptr;
+        states.push_back(t);
+        at = states.end() - 1;
+      }
+      table[row + b] = static_cast<std::int16_t>(at - states.begin());
+    }
+  }
+  // A byte a unit starts with must not also follow the counter.
+  for (int b = 0; b < 256; ++b) {
+    if (table[b] != TokenTrie::kRegionDead && follow_[rule][b]) return nullptr;
+  }
+  table.insert(table.end(), finished.begin(), finished.end());
+  return trie_->Counted(table);
+}
+
+void CfgGrammar::PositionFromCounted(const TokenTrie::CountedView& view, const EarleyItem& item,
+                                     WalkScratch& out) const {
+  // What the walk finds, without it: a token ending inside needs room for its units; one
+  // leaving between units is a tail where the counter may finish there, its first byte one that
+  // can follow the counter.
+  const CfgProgram::RuleInfo& r = program_.rules[item.rule];
+  const std::int64_t to_min = std::max<std::int64_t>(r.min - item.state, 0);
+  const std::int64_t room = r.max == CfgProgram::kUnbounded
+                                ? std::numeric_limits<std::int64_t>::max()
+                                : static_cast<std::int64_t>(r.max) - item.state;
+  OrWords(out.bits.data(), view.inside_bits.data(), std::min(view.inside_bits.size(), out.bits.size()));
+  out.accepted = view.inside_count;
+  for (std::size_t i = 0; i < view.by_need.size() && view.need[i] > room; ++i) {
+    const TokenId t = view.by_need[i];
+    out.bits[static_cast<std::size_t>(t) >> 5] &= ~(1u << (t & 31));
+    --out.accepted;
+  }
+  const std::array<bool, 256>& follow = follow_[item.rule];
+  auto e = std::lower_bound(view.exits.begin(), view.exits.end(), to_min,
+                            [](const TokenTrie::CountedView::Exit& x, std::int64_t k) {
+                              return x.units < k;
+                            });
+  for (; e != view.exits.end() && e->units <= room; ++e) {
+    const std::string_view bytes = vocab_->TokenBytes(e->id);
+    if (follow[static_cast<std::uint8_t>(bytes[e->offset])]) {
+      out.unc.emplace_back(bytes.substr(e->offset), e->id);
+    }
+  }
+}
+
+std::int32_t CfgGrammar::ComposableCall(StateId s) const {
+  const CfgProgram& p = program_;
+  if (p.has_bytes[s] || p.accepting[s] || null_state_[s] || p.sp_begin[s] != p.sp_begin[s + 1] ||
+      p.nt_begin[s + 1] - p.nt_begin[s] != 1 || repeat_of_[s] >= 0) {
+    return -1;
+  }
+  const std::int32_t callee = p.nt_edges[p.nt_begin[s]].first;
+  if (callee == p.state_rule[s] || p.rules[callee].nullable) return -1;
+  return callee;
+}
+
+std::unique_ptr<CfgPosition> CfgGrammar::ComputePosition(const EarleyItem& item, bool regions) const {
+  const bool counter = program_.IsCounter(item.rule);
+  // A state whose only way on is one call (a member's value: `"id":` then an integer rule, an
+  // object rule): its position is the callee's start position (computed once, shared by every
+  // call site and grammar) plus the callee's tails walked on from the state after the call.
+  // A token either stays inside the callee (accepted there, so here too) or leaves it at a
+  // split where the callee may finish on a byte that can follow it, which is exactly a tail of
+  // the callee's position: walking the tails' tries from the return state replaces a walk of
+  // the whole trie through the call. Nested calls compose the same way, a few levels deep.
+  const CfgPosition* callee_pos = nullptr;
+  StateId return_state = CfgProgram::kDead;
+  thread_local std::int32_t compose_depth = 0;
+  if (!counter && regions && compose_depth < kMaxComposeDepth) {
+    if (const std::int32_t callee = ComposableCall(item.state); callee >= 0) {
+      ++compose_depth;
+      callee_pos = PositionFor(
+          {callee, program_.IsCounter(callee) ? 0 : program_.rules[callee].start, 0, 0});
+      --compose_depth;
+      return_state = program_.nt_edges[program_.nt_begin[item.state]].second;
+    }
+  }
+  thread_local WalkScratch scratch;
+  const std::size_t words = PaddedBitmaskWords(width_);
+  scratch.Begin(&program_, words, kMaxListedIds);
+  if (callee_pos != nullptr && ComposeFromCallee(*callee_pos, item, return_state, scratch)) {
+    ++CurrentFillTrace().positions_walked;
+    return PositionFromScratch(scratch);
+  }
+  if (callee_pos != nullptr) scratch.Begin(&program_, words, kMaxListedIds);
+  std::vector<StateId> region_states;
+  std::vector<std::int16_t> table;
+  std::array<std::uint64_t, 4> first_exits, removed;
+  if (!counter && regions) table = RegionTable(item.state, region_states, first_exits, removed);
+  FillTrace& trace = CurrentFillTrace();
+  bool built = false;
+  const TokenTrie::RegionView* view =
+      table.empty() ? nullptr : trie_->Region(table, *vocab_, &built);
+  const TokenTrie::CountedView* counted =
+      counter && regions ? counted_views_[item.rule] : nullptr;
+  ++trace.positions_walked;
+  trace.regions_built += built;
+  trace.region_walks += view != nullptr || counted != nullptr;
+  if (counted != nullptr) PositionFromCounted(*counted, item, scratch);
+  for (; counted == nullptr;) {
+    if (view != nullptr) {
+      // Tokens inside the region: shared; tokens leaving it: walked from where they leave (no
+      // split before: region states cannot finish the rule).
+      OrWords(scratch.bits.data(), view->inside_bits.data(),
+              std::min(view->inside_bits.size(), words));
+      scratch.accepted = view->inside_count;
+      for (const auto& g : view->groups) {
+        WalkTrie(view->nodes, g.begin, g.end, view->tokens.data(), view->offsets.data(), item,
+                 region_states[g.q], scratch);
+        if (scratch.stack.failed) break;
+      }
+      const std::span<const TokenTrie::Node> nodes = trie_->nodes();
+      const std::uint32_t none = static_cast<std::uint32_t>(trie_->num_nodes());
+      // The view's results for first bytes on which the state differs from the anchor whose
+      // row the view starts with: out (their tokens are walked below).
+      if (!scratch.stack.failed && (removed[0] | removed[1] | removed[2] | removed[3]) != 0) {
+        auto gone = [&](TokenId t) {
+          const std::uint8_t b = static_cast<std::uint8_t>(vocab_->TokenBytes(t)[0]);
+          return (removed[b >> 6] >> (b & 63)) & 1;
+        };
+        const TokenId* toks = trie_->tokens().data();
+        for (std::uint32_t c = trie_->NextChild(TokenTrie::kRoot, removed.data(), -1, none);
+             c != none; c = trie_->NextChild(TokenTrie::kRoot, removed.data(), nodes[c].byte, none)) {
+          for (std::uint32_t j = nodes[c].token_begin; j < nodes[nodes[c].subtree_end].token_begin; ++j) {
+            std::uint32_t& w = scratch.bits[static_cast<std::size_t>(toks[j]) >> 5];
+            const std::uint32_t bit = 1u << (toks[j] & 31);
+            if (w & bit) {
+              w &= ~bit;
+              --scratch.accepted;
+            }
+          }
+        }
+        std::erase_if(scratch.ids, gone);
+        std::erase_if(scratch.unc, [&](const auto& u) { return gone(u.second); });
+      }
+      // First bytes that leave the region, or were taken out: their subtrees of the trie, from
+      // the state itself.
+      for (int w = 0; w < 4; ++w) first_exits[w] |= removed[w];
+      for (std::uint32_t c = trie_->NextChild(TokenTrie::kRoot, first_exits.data(), -1, none);
+           c != none && !scratch.stack.failed;
+           c = trie_->NextChild(TokenTrie::kRoot, first_exits.data(), nodes[c].byte, none)) {
+        WalkTrie(nodes, c, nodes[c].subtree_end, trie_->tokens().data(), nullptr, item, item.state,
+                 scratch);
+      }
+    } else {
+      WalkTrie(trie_->nodes(), 0, static_cast<std::uint32_t>(trie_->num_nodes()),
+               trie_->tokens().data(), nullptr, item, item.state, scratch);
+    }
+    if (!scratch.stack.failed) break;
+    // The stack walk gave up (left recursion, ambiguity): again with the Earley parser.
+    scratch.Begin(&program_, words, kMaxListedIds);
+    scratch.use_parser = true;
+    ++trace.parser_walks;
+  }
+  return PositionFromScratch(scratch);
+}
+
+bool CfgGrammar::ComposeFromCallee(const CfgPosition& callee, const EarleyItem& item,
+                                   StateId return_state, WalkScratch& scratch) const {
+  const std::size_t words = PaddedBitmaskWords(width_);
+  // The callee's tails as a trie the walker reads (the same node layout), each token's offset
+  // where its tail starts.
+  thread_local std::vector<TokenTrie::Node> nodes;
+  thread_local std::vector<std::uint16_t> offsets;
+  nodes.clear();
+  offsets.assign(callee.tail_tokens.size(), 0);
+  for (std::size_t i = 0; i < callee.tails.size(); ++i) {
+    const CfgPosition::TailNode& t = callee.tails[i];
+    nodes.push_back({t.subtree_end, t.token_begin, t.depth, t.byte});
+    if (i + 1 == callee.tails.size()) break;  // (the sentinel)
+    for (std::uint32_t j = t.token_begin; j < callee.tails[i + 1].token_begin; ++j) {
+      offsets[j] = static_cast<std::uint16_t>(vocab_->TokenBytes(callee.tail_tokens[j]).size() -
+                                              t.depth);
+    }
+  }
+  if (nodes.size() > 1) {
+    WalkTrie(nodes, 0, static_cast<std::uint32_t>(nodes.size() - 1), callee.tail_tokens.data(),
+             offsets.data(), item, return_state, scratch);
+    if (scratch.stack.failed) return false;
+    if (null_state_[return_state]) {
+      // This rule may finish right where the callee does: each callee tail is a tail here too
+      // (the walk above records only the splits after a byte of its own).
+      const std::array<bool, 256>& follow = follow_[item.rule];
+      for (std::size_t j = 0; j < callee.tail_tokens.size(); ++j) {
+        const TokenId t = callee.tail_tokens[j];
+        const std::string_view rest = vocab_->TokenBytes(t).substr(offsets[j]);
+        if (follow[static_cast<std::uint8_t>(rest[0])]) scratch.unc.emplace_back(rest, t);
+      }
+    }
+  }
+  // The tokens that stay inside the callee; then each token once: a token accepted either way
+  // is accepted, with no tails (a walk of the whole trie would give it none).
+  std::vector<std::uint32_t>& bits = scratch.bits;
+  if (!callee.accepted_bits.empty()) {
+    OrWords(bits.data(), callee.accepted_bits.data(), std::min(callee.accepted_bits.size(), words));
+  }
+  for (const TokenId t : callee.accepted_list) bits[static_cast<std::size_t>(t) >> 5] |= 1u << (t & 31);
+  std::int32_t accepted = 0;
+  for (std::size_t w = 0; w < words; ++w) accepted += std::popcount(bits[w]);
+  scratch.accepted = accepted;
+  scratch.ids.clear();  // (the finished position lists its tokens from the bits)
+  std::erase_if(scratch.unc, [&](const std::pair<std::string_view, TokenId>& u) {
+    return (bits[static_cast<std::size_t>(u.second) >> 5] >> (u.second & 31)) & 1;
+  });
+  return true;
+}
+
+std::unique_ptr<CfgPosition> CfgGrammar::PositionFromScratch(WalkScratch& scratch) const {
+  const std::size_t words = PaddedBitmaskWords(width_);
+  auto pos = std::make_unique<CfgPosition>();
+  std::vector<std::uint32_t>& bits = scratch.bits;
+  std::vector<std::pair<std::string_view, TokenId>>& unc = scratch.unc;
+  const std::int32_t accepted = scratch.accepted;
+  pos->num_accepted = accepted;
+  if (static_cast<std::size_t>(accepted) < words) {
+    if (scratch.ids.size() == static_cast<std::size_t>(accepted)) {
+      pos->accepted_list = scratch.ids;  // walk order; sorted below
+      std::sort(pos->accepted_list.begin(), pos->accepted_list.end());
+      pos->accepted_list.erase(std::unique(pos->accepted_list.begin(), pos->accepted_list.end()),
+                               pos->accepted_list.end());
+    } else {
+      for (std::size_t w = 0; w < words; ++w) {
+        std::uint32_t x = bits[w];
+        while (x != 0) {
+          int b = __builtin_ctz(x);
+          pos->accepted_list.push_back(static_cast<TokenId>(w * 32 + b));
+          x &= x - 1;
+        }
+      }
+    }
+  } else {
+    pos->accepted_bits = bits;
+  }
+  // Uncertain tails as a depth-first trie.
+  std::sort(unc.begin(), unc.end());
+  unc.erase(std::unique(unc.begin(), unc.end()), unc.end());
+  pos->num_uncertain = static_cast<std::int32_t>(unc.size());
+  std::vector<std::uint32_t> open;  // node indices on the current path, by depth - 1
+  std::string_view prev;
+  for (std::size_t u = 0; u < unc.size();) {
+    std::string_view tail = unc[u].first;
+    std::size_t c = 0;
+    while (c < prev.size() && c < tail.size() && prev[c] == tail[c]) ++c;
+    while (open.size() > c) {
+      pos->tails[open.back()].subtree_end = static_cast<std::uint32_t>(pos->tails.size());
+      open.pop_back();
+    }
+    for (std::size_t dd = c; dd < tail.size(); ++dd) {
+      open.push_back(static_cast<std::uint32_t>(pos->tails.size()));
+      pos->tails.push_back({0, static_cast<std::uint32_t>(pos->tail_tokens.size()),
+                            static_cast<std::uint16_t>(dd + 1),
+                            static_cast<std::uint8_t>(tail[dd])});
+    }
+    while (u < unc.size() && unc[u].first == tail) pos->tail_tokens.push_back(unc[u++].second);
+    prev = tail;
+  }
+  while (!open.empty()) {
+    pos->tails[open.back()].subtree_end = static_cast<std::uint32_t>(pos->tails.size());
+    open.pop_back();
+  }
+  pos->tails.push_back({static_cast<std::uint32_t>(pos->tails.size() + 1),
+                        static_cast<std::uint32_t>(pos->tail_tokens.size()), 0, 0});
+  pos->accepted_bits.shrink_to_fit();
+  pos->accepted_list.shrink_to_fit();
+  pos->tails.shrink_to_fit();
+  pos->tail_tokens.shrink_to_fit();
+  return pos;
+}
+
+}  // namespace lockstep
