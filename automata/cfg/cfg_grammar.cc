@@ -6,9 +6,6 @@
 #include "automata/cfg/cfg_grammar.h"
 
 #include <algorithm>
-#include <climits>
-#include <cstring>
-#include <limits>
 #include <string>
 #include <vector>
 

@@ -4,16 +4,9 @@
 #include "automata/cfg/cfg_grammar.h"
 
 #include <algorithm>
-#include <bit>
-#include <chrono>
-#include <climits>
 #include <cstring>
 #include <limits>
-#include <new>
 #include <string>
-#include <string_view>
-#include <thread>
-#include <unordered_map>
 
 #include "automata/cfg/word_kernels.h"
 

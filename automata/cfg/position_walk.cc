@@ -6,15 +6,10 @@
 
 #include <algorithm>
 #include <bit>
-#include <chrono>
 #include <climits>
-#include <cstring>
 #include <limits>
-#include <new>
 #include <string>
 #include <string_view>
-#include <thread>
-#include <unordered_map>
 
 #include "automata/cfg/word_kernels.h"
 

@@ -17,16 +17,17 @@
 
 namespace lockstep::internal {
 
-// kInvalidArgument when a logits source's width is not the grammar's logits width; `what` names
-// the source ("logits source", "target", "draft") in the message and as the location.
+// kInvalidArgument when a logits source's width is not the grammar's logits width: "<name> width
+// N differs from ...", located at `location` ("logits source"; "target" or "draft" for the
+// speculative pair).
 inline Status CheckSourceWidth(std::int32_t source_width, std::int32_t width,
-                               const std::string& what = "logits source") {
+                               const std::string& name = "logits source",
+                               const std::string& location = "logits source") {
   if (source_width == width) return Status::Ok();
   return Status(StatusCode::kInvalidArgument,
-                what + (what == "logits source" ? " width " : " source width ") +
-                    std::to_string(source_width) + " differs from the grammar's logits width " +
-                    std::to_string(width),
-                what);
+                name + " width " + std::to_string(source_width) +
+                    " differs from the grammar's logits width " + std::to_string(width),
+                location);
 }
 
 inline bool MaskBit(const std::uint32_t* mask, std::int32_t i) {

@@ -20,8 +20,8 @@ Result<SpeculativeResult> SpeculativeGenerate(LogitsSource& target, LogitsSource
   const std::int32_t width = matcher.grammar().logits_width();
   const Vocabulary& vocab = matcher.grammar().vocabulary();
   for (LogitsSource* s : {&target, &draft}) {
-    const Status st =
-        internal::CheckSourceWidth(s->width(), width, s == &target ? "target" : "draft");
+    const std::string role = s == &target ? "target" : "draft";
+    const Status st = internal::CheckSourceWidth(s->width(), width, role + " source", role);
     if (!st.ok()) return st;
   }
   if (options.gamma < 1) {
