@@ -610,7 +610,8 @@ TEST(SchemaLexicalString, PatternsAgainstRe2) {
                                     "^.{2,4}$",
                                     "b+c?$"};
   std::set<std::string> strings;
-  if (std::filesystem::exists(SuiteDir())) {
+  const bool have_suite = std::filesystem::exists(SuiteDir());
+  if (have_suite) {
     for (const auto& entry : std::filesystem::recursive_directory_iterator(SuiteDir())) {
       if (entry.path().extension() != ".json") continue;
       for (const auto& group : LoadSuiteFile(entry.path())) {
@@ -713,7 +714,9 @@ TEST(SchemaLexicalString, PatternsAgainstRe2) {
       "%lld\n",
       static_cast<long long>(checked_patterns), static_cast<long long>(skipped),
       static_cast<long long>(compared), static_cast<long long>(dot_divergences));
-  EXPECT_GT(checked_patterns, 20);
+  // The built-in patterns alone give 18 (the rest are outside RE2's or the front end's subset);
+  // the suite adds well over a hundred.
+  EXPECT_GT(checked_patterns, have_suite ? 20 : 15);
 }
 
 bool ValidUtf8(const std::string& s) {
