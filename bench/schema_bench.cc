@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "automata/cfg/cfg_grammar.h"
+#include "automata/cfg/cfg_grammar_peer.h"
 #include "bench/bench_util.h"
 #include "grammar/schema/json_schema.h"
 #include "lockstep/artifact.h"
@@ -287,7 +288,7 @@ void BM_SchemaPrecomputedWarm(benchmark::State& state) {
       Matcher m(*g);
       m.FillNextTokenBitmask(mask);
       first.Add(Clock::now() - t0);
-      from_tables += (*g)->cfg().PositionsTakenFromProgram();
+      from_tables += CfgGrammarPeer(*CfgOf(**g)).PositionsTakenFromProgram();
       for (const auto& ids : e.traces) {
         if (!ReplayTrace(*g, ids, d.vocab->eos(), mask, fills)) ++rejected;
       }

@@ -25,11 +25,8 @@
 #include <utility>
 #include <vector>
 
-#include "automata/schema/schema_compile.h"
 #include "cli/args.h"
 #include "cli/constraint.h"
-#include "grammar/base/deadline.h"
-#include "grammar/schema/json_schema.h"
 #include "lockstep/batch.h"
 #include "lockstep/compiler.h"
 #include "lockstep/matcher.h"
@@ -332,17 +329,14 @@ SchemaFile LoadSchemaFile(const std::string& path, const Vocabulary& vocab,
     f.error = "\"tests\" is not an array";
     return f;
   }
-  std::shared_ptr<const schema::Schema> model;
-  if (auto s = schema::Schema::Load(f.schema_text); s.ok()) model = *s;
-  schema::SchemaCompileOptions so = schema::SchemaOptionsFrom(options);
-  so.property_order =
-      std::make_shared<const schema::PropertyOrder>(schema::PropertyOrderOf(f.schema_text));
   // The file's instances are rendered under one compile deadline, sharing the schema's
   // expansions and string automata (a file whose instances cannot be rendered in time is a
-  // failure with the reason).
-  so.deadline = CompileDeadline(options.compile_timeout_ms, options.cancel);
-  std::optional<schema::InstanceRenderer> renderer;
-  if (model) renderer.emplace(*model, so);
+  // failure with the reason). Without a renderer (a schema that does not load, which the
+  // compiler refuses anyway) they are plain compact JSON.
+  std::unique_ptr<SchemaInstanceRenderer> renderer;
+  if (auto r = SchemaInstanceRenderer::Create(f.schema_text, options); r.ok()) {
+    renderer = std::move(*r);
+  }
   EncodeOptions eo;
   eo.add_dummy_prefix = false;  // the instance continues a prompt, as the matcher assumes
   for (std::size_t i = 0; i < tests.size(); ++i) {
@@ -356,10 +350,9 @@ SchemaFile LoadSchemaFile(const std::string& path, const Vocabulary& vocab,
     inst.valid = t["valid"].get<bool>();
     inst.test = i;
     const json data = json::parse(t["data"].dump());
-    // Without a schema model (a schema the compiler will refuse anyway) plain compact JSON.
     inst.rendered = data.dump();
     if (renderer) {
-      auto rendered = renderer->Render(data, -1);
+      auto rendered = renderer->Render(inst.rendered, -1);
       if (!rendered.ok()) {
         f.error = "tests[" + std::to_string(i) +
                   "]: cannot render the instance: " + rendered.status().ToString();

@@ -15,7 +15,6 @@
 #include <string>
 #include <vector>
 
-#include "automata/schema/schema_compile.h"
 #include "cli/args.h"
 #include "cli/artifact_cmd.h"
 #include "cli/bench.h"
@@ -25,9 +24,6 @@
 #include "cli/generate.h"
 #include "cli/report.h"
 #include "cli/validate.h"
-#include "grammar/base/deadline.h"
-#include "grammar/ir/grammar_ir.h"
-#include "grammar/schema/json_schema.h"
 #include "lockstep/compiler.h"
 #include "lockstep/matcher.h"
 #include "lockstep/status.h"
@@ -195,24 +191,14 @@ int EmitSchemaGrammar(const Args& args, CompileOptions options) {
   const std::string path = args.Get("schema");
   auto text = ReadConstraintFile(path, "schema");
   if (!text.ok()) return Fail(text.status());
-  auto schema = schema::Schema::Load(*text);
-  if (!schema.ok()) {
-    return Fail(Status(schema.status().code(), schema.status().message(),
-                       path + "#" + schema.status().location()));
-  }
-  schema::SchemaCompileOptions so = schema::SchemaOptionsFrom(options);
-  so.property_order = std::make_shared<const schema::PropertyOrder>(schema::PropertyOrderOf(*text));
-  so.deadline = CompileDeadline(options.compile_timeout_ms, options.cancel);
-  auto g = schema::CompileSchemaToGrammar(**schema, so);
-  if (!g.ok()) {
-    const Status& st = g.status();
+  std::vector<std::string> warnings;
+  auto gbnf = SchemaToGbnf(*text, options, &warnings);
+  if (!gbnf.ok()) {
+    const Status& st = gbnf.status();
     return Fail(Status(st.code(), st.message(), SchemaFileLocation(path, st.location())));
   }
-  for (const auto& r : g->relaxed) {
-    std::cerr << "lockstep: warning: relaxed " << (r.pointer.empty() ? "(root)" : r.pointer) << ": "
-              << r.message << "\n";
-  }
-  std::cout << grammar::PrintGbnf(g->grammar);
+  for (const std::string& w : warnings) std::cerr << "lockstep: warning: relaxed " << w << "\n";
+  std::cout << *gbnf;
   return 0;
 }
 
@@ -397,7 +383,7 @@ int Compile(int argc, char** argv) {
     t0 = Clock::now();
     (*grammar)->PrecomputeAllMasks();
     out["all_masks_ms"] = MsSince(t0);
-    auto per_state = CountAllowedPerState(**grammar);
+    auto per_state = (*grammar)->AllowedTokensPerState();
     std::vector<std::int64_t> sorted = per_state;
     std::sort(sorted.begin(), sorted.end());
     if (!sorted.empty()) {

@@ -4,29 +4,12 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "automata/token/token_dfa.h"
-
 namespace lockstep::cli {
 
 std::int64_t CountBits(std::span<const std::uint32_t> words) {
   std::int64_t n = 0;
   for (std::uint32_t w : words) n += __builtin_popcount(w);
   return n;
-}
-
-std::vector<std::int64_t> CountAllowedPerState(const CompiledGrammar& grammar) {
-  const CompiledGrammar::Impl& g = grammar.impl();
-  std::vector<std::int64_t> out;
-  std::vector<std::uint32_t> scratch(g.mask_words());
-  for (StateId s = 1; s < g.dfa().num_states; ++s) {
-    const std::uint32_t* m = g.CachedMask(s);
-    if (m == nullptr) {
-      g.ComputeMask(s, scratch);
-      m = scratch.data();
-    }
-    out.push_back(CountBits({m, g.mask_words()}));
-  }
-  return out;
 }
 
 void PrintHistogram(const std::vector<std::int64_t>& values) {

@@ -548,14 +548,15 @@ bool ValidPosition(const CfgPosition& pos, std::size_t words, std::int32_t width
 
 }  // namespace
 
-// Friend of CfgGrammar and CompiledGrammar::Impl: reads their caches and restores them.
+// Friend of CfgGrammar and TokenDfa: reads their caches and restores them.
 class ArtifactCodec {
  public:
   static const CompileOptions& Options(const CompiledGrammar& g) {
-    return g.is_grammar() ? g.cfg().options_ : g.impl().options_;
+    if (const CfgGrammar* cfg = CfgOf(g)) return cfg->options_;
+    return TokenDfaOf(g)->options_;
   }
 
-  static void PutRegex(Writer& w, const CompiledGrammar::Impl& g) {
+  static void PutRegex(Writer& w, const TokenDfa& g) {
     const ByteDfa& d = g.dfa_;
     w.Put<std::uint32_t>(kTagAutomaton);
     w.Put<std::int32_t>(d.num_states);
@@ -602,8 +603,8 @@ class ArtifactCodec {
       r.Fail("start state out of range");
       return nullptr;
     }
-    auto impl = std::make_unique<CompiledGrammar::Impl>(c.vocabulary_ptr(), c.trie(), std::move(d),
-                                                        options, ms);
+    auto impl = std::make_unique<TokenDfa>(c.vocabulary_ptr(), GrammarAccess::Trie(c),
+                                           std::move(d), options, ms);
     r.Expect(kTagCache, "cache");
     const std::uint64_t n = r.Get<std::uint64_t>("cached masks");
     if (r.ok() && n > static_cast<std::uint64_t>(impl->dfa_.num_states)) r.Fail("too many cached masks");
@@ -631,7 +632,7 @@ class ArtifactCodec {
       impl->cached_masks_.fetch_add(1);
     }
     if (!r.ok()) return nullptr;
-    return std::make_shared<const CompiledGrammar>(std::move(impl));
+    return GrammarAccess::Make(std::move(impl));
   }
 
   static void PutGrammar(Writer& w, const CfgGrammar& g) {
@@ -700,8 +701,8 @@ class ArtifactCodec {
     CfgProgram program = GetProgram(r, c.vocabulary());
     const double ms = r.Get<double>("compile time");
     if (!r.ok()) return nullptr;
-    auto cfg = std::make_unique<CfgGrammar>(c.vocabulary_ptr(), c.trie(), std::move(program),
-                                            options, ms);
+    auto cfg = std::make_unique<CfgGrammar>(c.vocabulary_ptr(), GrammarAccess::Trie(c),
+                                            std::move(program), options, ms);
     CfgGrammar& g = *cfg;
     const std::size_t words = g.mask_words();
     const std::int32_t ns = g.program_.num_states;
@@ -775,7 +776,7 @@ class ArtifactCodec {
       if (has_mask) g.StoreFinal(static_cast<std::int32_t>(id), mask);
     }
     if (!r.ok()) return nullptr;
-    return std::make_shared<const CompiledGrammar>(std::move(cfg));
+    return GrammarAccess::Make(std::move(cfg));
   }
 };
 
@@ -787,10 +788,10 @@ std::string SerializeArtifact(const CompiledGrammar& grammar, std::string_view s
   w.Put<std::uint32_t>(kTagSource);
   w.PutStr(source_kind);
   w.PutStr(source);
-  if (grammar.is_grammar()) {
-    ArtifactCodec::PutGrammar(w, grammar.cfg());
+  if (const CfgGrammar* cfg = CfgOf(grammar)) {
+    ArtifactCodec::PutGrammar(w, *cfg);
   } else {
-    ArtifactCodec::PutRegex(w, grammar.impl());
+    ArtifactCodec::PutRegex(w, *TokenDfaOf(grammar));
   }
   w.Put<std::uint32_t>(kTagEnd);
   const std::string& payload = w.out();

@@ -1,4 +1,4 @@
-// GrammarCompiler::CompileGrammar / CompileGrammarIr / CompileSchema: grammar text or schema ->
+// GrammarCompiler::CompileGrammar / CompileSchema, CompileGrammarIr: grammar text or schema ->
 // IR -> CfgProgram -> CfgGrammar behind a CompiledGrammar, all under one compile deadline.
 #include <chrono>
 
@@ -23,17 +23,16 @@ Result<std::shared_ptr<const CompiledGrammar>> CompileGrammarIrUnder(
   if (!program.ok()) return program.status();
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
                   .count();
-  auto cfg = std::make_unique<CfgGrammar>(compiler.vocabulary_ptr(), compiler.trie(),
+  auto cfg = std::make_unique<CfgGrammar>(compiler.vocabulary_ptr(),
+                                          GrammarAccess::Trie(compiler),
                                           std::move(program).value(), options, ms, &deadline);
   if (!cfg->FoldStoppedAt().empty()) {
     return deadline.Error("rule '" + cfg->FoldStoppedAt() + "' (folding its states for tokens)");
   }
-  auto grammar = std::make_shared<const CompiledGrammar>(std::move(cfg));
   if (options.precompute_masks) {
-    LOCKSTEP_RETURN_IF_ERROR(
-        grammar->cfg().PrecomputePositions(options.precompute_threads, &deadline));
+    LOCKSTEP_RETURN_IF_ERROR(cfg->PrecomputePositions(options.precompute_threads, &deadline));
   }
-  return grammar;
+  return GrammarAccess::Make(std::move(cfg));
 }
 
 namespace {
@@ -44,9 +43,10 @@ CompileDeadline DeadlineOf(const CompileOptions& options) {
 
 }  // namespace
 
-Result<std::shared_ptr<const CompiledGrammar>> GrammarCompiler::CompileGrammarIr(
-    const grammar::Grammar& ir, const CompileOptions& options) const {
-  return CompileGrammarIrUnder(*this, ir, options, DeadlineOf(options));
+Result<std::shared_ptr<const CompiledGrammar>> CompileGrammarIr(const GrammarCompiler& compiler,
+                                                                const grammar::Grammar& ir,
+                                                                const CompileOptions& options) {
+  return CompileGrammarIrUnder(compiler, ir, options, DeadlineOf(options));
 }
 
 Result<std::shared_ptr<const CompiledGrammar>> GrammarCompiler::CompileGrammar(
@@ -82,10 +82,14 @@ schema::SchemaCompileOptions schema::SchemaOptionsFrom(const CompileOptions& opt
   return so;
 }
 
-Result<std::shared_ptr<const CompiledGrammar>> GrammarCompiler::CompileSchema(
-    std::string_view schema_json, const CompileOptions& options,
-    std::vector<std::string>* warnings) const {
-  const CompileDeadline deadline = DeadlineOf(options);
+namespace {
+
+// The schema's grammar IR under `deadline`, its relaxed keywords into `warnings` (when given) as
+// "pointer: message".
+Result<schema::SchemaGrammar> SchemaGrammarUnder(std::string_view schema_json,
+                                                 const CompileOptions& options,
+                                                 const CompileDeadline& deadline,
+                                                 std::vector<std::string>* warnings) {
   auto schema = schema::Schema::Load(schema_json);
   if (!schema.ok()) return schema.status();
   schema::SchemaCompileOptions so = schema::SchemaOptionsFrom(options);
@@ -100,9 +104,62 @@ Result<std::shared_ptr<const CompiledGrammar>> GrammarCompiler::CompileSchema(
                           r.message);
     }
   }
+  return g;
+}
+
+}  // namespace
+
+Result<std::shared_ptr<const CompiledGrammar>> GrammarCompiler::CompileSchema(
+    std::string_view schema_json, const CompileOptions& options,
+    std::vector<std::string>* warnings) const {
+  const CompileDeadline deadline = DeadlineOf(options);
+  auto g = SchemaGrammarUnder(schema_json, options, deadline, warnings);
+  if (!g.ok()) return g.status();
   CompileOptions lowered = options;
   if (lowered.max_unrolled_states <= 0) lowered.max_unrolled_states = 256;
   return CompileGrammarIrUnder(*this, g->grammar, lowered, deadline);
+}
+
+Result<std::string> SchemaToGbnf(std::string_view schema_json, const CompileOptions& options,
+                                 std::vector<std::string>* warnings) {
+  auto g = SchemaGrammarUnder(schema_json, options, DeadlineOf(options), warnings);
+  if (!g.ok()) return g.status();
+  return grammar::PrintGbnf(g->grammar);
+}
+
+class SchemaInstanceRenderer::Impl {
+ public:
+  Impl(std::shared_ptr<const schema::Schema> schema, const schema::SchemaCompileOptions& options)
+      : schema_(std::move(schema)), renderer_(*schema_, options) {}
+  schema::InstanceRenderer& renderer() { return renderer_; }
+
+ private:
+  std::shared_ptr<const schema::Schema> schema_;  // outlives renderer_
+  schema::InstanceRenderer renderer_;
+};
+
+Result<std::unique_ptr<SchemaInstanceRenderer>> SchemaInstanceRenderer::Create(
+    std::string_view schema_json, const CompileOptions& options) {
+  auto schema = schema::Schema::Load(schema_json);
+  if (!schema.ok()) return schema.status();
+  schema::SchemaCompileOptions so = schema::SchemaOptionsFrom(options);
+  so.property_order = std::make_shared<const schema::PropertyOrder>(
+      schema::PropertyOrderOf(schema_json));
+  so.deadline = DeadlineOf(options);
+  return std::unique_ptr<SchemaInstanceRenderer>(
+      new SchemaInstanceRenderer(std::make_unique<Impl>(*schema, so)));
+}
+
+SchemaInstanceRenderer::SchemaInstanceRenderer(std::unique_ptr<Impl> impl)
+    : impl_(std::move(impl)) {}
+SchemaInstanceRenderer::~SchemaInstanceRenderer() = default;
+
+Result<std::string> SchemaInstanceRenderer::Render(std::string_view instance_json, int indent) {
+  nlohmann::json instance = nlohmann::json::parse(instance_json, nullptr, false);
+  if (instance.is_discarded()) {
+    return Status(StatusCode::kInvalidArgument, "the instance is not JSON", "instance");
+  }
+  return impl_->renderer().Render(instance, indent);
 }
 
 }  // namespace lockstep

@@ -146,7 +146,7 @@ CfgGrammar::CfgGrammar(std::shared_ptr<const Vocabulary> vocab,
       width_(vocab_->logits_width()),
       max_depth_(options.max_nesting_depth),
       max_step_items_(options.max_earley_items_per_byte),
-      is_eos_(vocab_->size(), false),
+      is_eos_(EosFlags(*vocab_)),
       dfa_positions_(new std::atomic<const CfgPosition*>[std::max(program_.num_states, 1)]),
       counter_clamp_(trie_->max_depth() + 2),
       final_chunks_() {
@@ -156,9 +156,6 @@ CfgGrammar::CfgGrammar(std::shared_ptr<const Vocabulary> vocab,
     depth_margin_ = prediction_chain_ * (trie_->max_depth() + 1);
   } else {
     depth_margin_ = 0;
-  }
-  for (TokenId id : vocab_->eos_ids()) {
-    if (id >= 0 && id < vocab_->size()) is_eos_[id] = true;
   }
   for (std::int32_t s = 0; s < program_.num_states; ++s) dfa_positions_[s].store(nullptr);
   for (std::int32_t c = 0; c < kNumChunks; ++c) final_chunks_[c].store(nullptr);
@@ -264,16 +261,23 @@ void CfgGrammar::ComputeFollow() {
       }
     }
   }
-  changed = true;
-  while (changed) {
-    changed = false;
+  // Calls f(s, r, t) for every rule edge s -r-> t; true if any call did.
+  auto any_rule_edge = [&](auto&& f) {
+    bool any = false;
     for (StateId s = 0; s < ns; ++s) {
       for (std::int32_t e = p.nt_begin[s]; e < p.nt_begin[s + 1]; ++e) {
-        auto [r, t] = p.nt_edges[e];
-        changed |= merge(first_state[s], first_rule[r]);
-        if (p.rules[r].nullable) changed |= merge(first_state[s], first_state[t]);
+        any |= f(s, p.nt_edges[e].first, p.nt_edges[e].second);
       }
     }
+    return any;
+  };
+  changed = true;
+  while (changed) {
+    changed = any_rule_edge([&](StateId s, std::int32_t r, StateId t) {
+      bool c = merge(first_state[s], first_rule[r]);
+      if (p.rules[r].nullable) c |= merge(first_state[s], first_state[t]);
+      return c;
+    });
     for (std::int32_t r = 0; r < nr; ++r) {
       const auto& ri = p.rules[r];
       changed |= merge(first_rule[r], ri.kind == CfgProgram::RuleKind::kDfa ? first_state[ri.start]
@@ -283,14 +287,11 @@ void CfgGrammar::ComputeFollow() {
   std::vector<Bits> follow(nr, Bits{});
   changed = true;
   while (changed) {
-    changed = false;
-    for (StateId s = 0; s < ns; ++s) {
-      for (std::int32_t e = p.nt_begin[s]; e < p.nt_begin[s + 1]; ++e) {
-        auto [r, t] = p.nt_edges[e];
-        changed |= merge(follow[r], first_state[t]);
-        if (null_state[t]) changed |= merge(follow[r], follow[p.state_rule[s]]);
-      }
-    }
+    changed = any_rule_edge([&](StateId s, std::int32_t r, StateId t) {
+      bool c = merge(follow[r], first_state[t]);
+      if (null_state[t]) c |= merge(follow[r], follow[p.state_rule[s]]);
+      return c;
+    });
     for (std::int32_t c = 0; c < nr; ++c) {
       const auto& ri = p.rules[c];
       if (ri.kind != CfgProgram::RuleKind::kCounter || ri.max == 0) continue;
@@ -436,6 +437,33 @@ CfgStats CfgGrammar::Stats() const {
   }
   s.cache_bytes = cache_bytes_.load();
   s.compile_ms = compile_ms_;
+  return s;
+}
+
+const CfgGrammar* CfgOf(const CompiledGrammar& g) {
+  return dynamic_cast<const CfgGrammar*>(&GrammarAccess::Automaton(g));
+}
+
+void CfgGrammar::PrecomputeAllMasks() const {
+  static_cast<void>(PrecomputePositions(0));  // without a deadline it cannot fail
+}
+
+CompiledGrammarStats CfgGrammar::CompiledStats() const {
+  const CfgStats c = Stats();
+  CompiledGrammarStats s;
+  s.is_grammar = true;
+  s.dfa_states = c.states;
+  s.byte_classes = c.byte_classes;
+  s.compile_ms = c.compile_ms;
+  s.cached_masks = c.cached_masks;
+  s.mask_cache_bytes = c.cache_bytes;
+  s.rules = c.rules;
+  s.counter_rules = c.counter_rules;
+  s.positions = c.positions;
+  s.shared_positions = c.shared_positions;
+  s.accepted_tokens = c.accepted_tokens;
+  s.uncertain_tokens = c.uncertain_tokens;
+  s.signatures = c.signatures;
   return s;
 }
 

@@ -55,15 +55,15 @@
 #include "automata/cfg/earley.h"
 #include "automata/cfg/position_key.h"
 #include "automata/cfg/position_worker.h"
+#include "automata/token/token_automaton.h"
 #include "automata/token/token_trie.h"
+#include "automata/vocab/token_flags.h"
 #include "lockstep/compiler.h"
 #include "lockstep/matcher.h"
 #include "lockstep/vocabulary.h"
 
 namespace lockstep {
 
-// The calling thread's FillTrace, written by CfgGrammar and TokenTrie as a fill goes.
-FillTrace& CurrentFillTrace();
 
 struct CfgPosition {
   // Accepted tokens: a bitset (PaddedBitmaskWords) or a sorted list, whichever is smaller.
@@ -154,20 +154,32 @@ struct CfgStats {
   double compile_ms = 0;
 };
 
-// GrammarCompiler::CompileGrammarIr under a deadline the caller started (a compile made of
-// several phases, such as CompileSchema or CompileStructured, runs under one).
+// A grammar already in the IR (what the JSON Schema compiler produces), compiled for the
+// compiler's vocabulary.
+Result<std::shared_ptr<const CompiledGrammar>> CompileGrammarIr(const GrammarCompiler& compiler,
+                                                                const grammar::Grammar& ir,
+                                                                const CompileOptions& options = {});
+// The same under a deadline the caller started (a compile made of several phases, such as
+// CompileSchema or CompileStructured, runs under one).
 Result<std::shared_ptr<const CompiledGrammar>> CompileGrammarIrUnder(
     const GrammarCompiler& compiler, const grammar::Grammar& ir, const CompileOptions& options,
     const CompileDeadline& deadline);
 
-class CfgGrammar {
+class CfgGrammar : public TokenAutomaton {
  public:
   // `deadline`: the compile's, for folding the states of big automata (FoldedState); once it
   // has passed they are left unfolded and FoldStoppedAt() names the rule.
   CfgGrammar(std::shared_ptr<const Vocabulary> vocab, std::shared_ptr<const TokenTrie> trie,
              CfgProgram program, const CompileOptions& options, double compile_ms,
              const CompileDeadline* deadline = nullptr);
-  ~CfgGrammar();
+  ~CfgGrammar() override;
+
+  // TokenAutomaton: a sequence is an Earley parser (automata/cfg/cfg_sequence.cc).
+  const Vocabulary& vocabulary() const override { return *vocab_; }
+  bool is_grammar() const override { return true; }
+  std::unique_ptr<TokenSequence> NewSequence() const override;
+  void PrecomputeAllMasks() const override;
+  CompiledGrammarStats CompiledStats() const override;
 
   const CfgProgram& program() const { return program_; }
   const Vocabulary& vocab() const { return *vocab_; }
@@ -200,59 +212,10 @@ class CfgGrammar {
   }
   // special index for a token id that the grammar names, else -1
   std::int32_t SpecialIndex(TokenId id) const;
-  bool IsTextToken(TokenId id) const {
-    if (id < 0 || id >= vocab_->size()) return false;
-    TokenKind k = vocab_->Kind(id);
-    return (k == TokenKind::kNormal || k == TokenKind::kByte) && !vocab_->TokenBytes(id).empty();
-  }
+  bool IsTextToken(TokenId id) const { return lockstep::IsTextToken(*vocab_, id); }
 
-  // The position of DFA state s through the caches (shared positions included), and the same
-  // computed afresh by a walk of the token trie (tests compare the two).
-  const CfgPosition* PositionOfState(StateId s) const {
-    return PositionFor({program_.state_rule[s], s, 0, 0});
-  }
-  std::unique_ptr<CfgPosition> FreshPositionOfState(StateId s) const {
-    return ComputePosition({program_.state_rule[s], s, 0, 0});
-  }
-  // The same by a walk of the whole trie, no region view (tests compare the two), and how the
-  // position of s uses a view: 0 not at all, 1 a view, 2 a view with first bytes taken out.
-  std::unique_ptr<CfgPosition> TrieWalkedPositionOfState(StateId s) const {
-    return ComputePosition({program_.state_rule[s], s, 0, 0}, /*regions=*/false);
-  }
-  int RegionUseOfState(StateId s) const;
-  // Whether the position of s is composed from a callee's start position (ComposableCall).
-  bool ComposesThroughCall(StateId s) const { return ComposableCall(s) >= 0; }
-  // Counter rule `rule`'s position after `count` repetitions, computed afresh: from its counted
-  // view when it has one (`view`), else (or with !view) by a walk of the whole trie; and whether
-  // it has one (tests compare the two).
-  std::unique_ptr<CfgPosition> FreshCounterPosition(std::int32_t rule, std::int32_t count,
-                                                    bool view) const {
-    return ComputePosition({rule, count, 0, 0}, view);
-  }
-  bool HasCountedView(std::int32_t rule) const { return counted_views_[rule] != nullptr; }
-  // The position key of DFA state s through the keyer (and the store's keyers), and the keys of
-  // `order`'s states asked in that order of a fresh keyer of this grammar's program (a key's
-  // hash can depend on the keys asked before it: a recursive rule is described from the rule
-  // first asked); whether this grammar's keys came from another grammar's keyer.
-  std::optional<PositionKey> KeyOfState(StateId s) const { return KeyOf(s); }
-  std::vector<std::optional<PositionKey>> FreshKeysInOrder(std::span<const StateId> order) const {
-    PositionKeyer fresh(&program_);
-    std::vector<std::optional<PositionKey>> out;
-    for (StateId s : order) out.push_back(fresh.Key(s, follow_bits_[program_.state_rule[s]]));
-    return out;
-  }
   // The rule whose folding the deadline stopped ("" when none was stopped).
   const std::string& FoldStoppedAt() const { return fold_stopped_at_; }
-  // The state whose position state s takes (its fold's first state; s when it folds with none).
-  StateId FoldedState(StateId s) const { return fold_rep_.empty() ? s : fold_rep_[s]; }
-  // Whether PrecomputePositions took this grammar's positions from a program table the same
-  // program left in the store.
-  bool PositionsTakenFromProgram() const { return positions_from_program_.load(); }
-  bool KeysTakenFromStore() const {
-    std::lock_guard<std::mutex> lock(key_mu_);
-    return keys_from_store_;
-  }
-
   // Computes every DFA-state position now, on `threads` threads (0 = hardware concurrency).
   // With a deadline (the compile's, for precompute_masks): its kResourceLimit, naming the rule
   // of a position left uncomputed, once it passes; the positions computed so far are kept.
@@ -273,6 +236,11 @@ class CfgGrammar {
 
  private:
   friend class ArtifactCodec;  // automata/artifact/artifact.cc reads and restores the caches
+  friend class CfgGrammarPeer;  // automata/cfg/cfg_grammar_peer.h: what tests look into
+  // The state whose position state s takes (its fold's first state; s when it folds with none).
+  StateId FoldedState(StateId s) const { return fold_rep_.empty() ? s : fold_rep_[s]; }
+  // The share of ComputePosition's work a region view took for s (CfgGrammarPeer).
+  int RegionUseOfState(StateId s) const;
   const CfgPosition* PositionFor(const EarleyItem& it) const;
   void GroupCounterKernels(std::int32_t k, std::vector<EarleyItem>& live) const;
   // EOS where the root may end, grammar special tokens where the parse takes them.
@@ -288,6 +256,9 @@ class CfgGrammar {
   // walk of only the tokens that leave it.
   std::unique_ptr<CfgPosition> ComputePosition(const EarleyItem& it, bool regions = true) const;
   struct WalkScratch;
+  enum class WalkMode : std::uint8_t;
+  struct WalkFrame;
+  class TrieWalker;
   void WalkTrie(std::span<const TokenTrie::Node> nodes, std::uint32_t begin, std::uint32_t end,
                 const TokenId* toks, const std::uint16_t* offsets, const EarleyItem& item,
                 StateId start, WalkScratch& out) const;
@@ -329,6 +300,7 @@ class CfgGrammar {
   static constexpr std::int64_t kMaxEquivalentPairs = 64, kEquivalenceWork = 64 * 256;
   bool EquivalentPlainStates(StateId x, StateId y, std::int64_t& work) const;
   std::vector<std::pair<std::int32_t, StateId>> SuccessorsByBytes(StateId x) const;
+  class RegionBuilder;
   std::vector<std::int16_t> RegionTable(StateId s, std::vector<StateId>& states,
                                         std::array<std::uint64_t, 4>& first_exits,
                                         std::array<std::uint64_t, 4>& removed) const;
@@ -502,5 +474,8 @@ class CfgGrammar {
   mutable std::atomic<std::int32_t> cached_masks_{0};
   std::vector<std::pair<TokenId, std::int32_t>> special_of_token_;
 };
+
+// The grammar's CfgGrammar, or null when it is a regex.
+const CfgGrammar* CfgOf(const CompiledGrammar& g);
 
 }  // namespace lockstep

@@ -369,6 +369,35 @@ class StackWalk {
 
 }  // namespace
 
+// How the walk runs at one depth of the trie path.
+enum class CfgGrammar::WalkMode : std::uint8_t {
+  kAutomaton,  // on the rule's byte automaton, at a state without rule edges (or the start)
+  kRepeat,     // inside the simple repetition (RepeatEdge) on the rule edge of `state`
+  kStack,      // the stack walk: configuration set `stack_set`
+  kParser,     // a local Earley parser: level `parser`, its set 0 at depth `parser_base`
+};
+
+// The walk's state at one depth of the trie path. Each frame is written at its depth before any
+// deeper node reads it.
+struct CfgGrammar::WalkFrame {
+  WalkMode mode;
+  std::uint8_t path_byte;     // the byte of the node at this depth
+  StateId state;              // kAutomaton, kRepeat: the DFA state
+  std::int32_t count;         // kRepeat: repetitions so far
+  std::int32_t stack_set;     // kStack: the configuration set
+  // kAutomaton: the stack under `state` (StackWalk::kBottom: in the position's own rule; else
+  // the walk left stack mode inside a rule below it, on a state that can neither finish that
+  // rule nor enter another one).
+  std::int32_t stack_parent;
+  std::int32_t parser;        // kParser: the parser level
+  std::int32_t parser_base;   // kParser: the depth of that parser's set 0
+  std::int32_t parsers_used;  // parser levels in use on the path (the next one free)
+  // Sparse jumps: the node at this depth whose children are jumped (kNoJump: none), and the
+  // bytes allowed out of it.
+  std::uint32_t jump_parent;
+  const std::uint64_t* jump_allowed;
+};
+
 // Scratch of one position's computation: local parsers by level (or the stack walk), accepted
 // tokens as bits, uncertain (tail, token) pairs.
 // One per thread, reused: a position's computation allocates nothing once it has warmed up.
@@ -402,253 +431,340 @@ struct CfgGrammar::WalkScratch {
   std::size_t ids_limit = 0;
   std::vector<std::pair<std::string_view, TokenId>> unc;
   std::int32_t accepted = 0;
-  // WalkTrie's per-depth state.
-  std::vector<StateId> dstate;
-  std::vector<std::int32_t> level, base, used, wcount, sid, dpar, splits;
-  std::vector<std::uint32_t> jump_parent;
-  std::vector<const std::uint64_t*> jump_allowed;
-  std::vector<std::uint8_t> path_byte;
+  // WalkTrie's path: one frame per trie depth.
+  std::vector<WalkFrame> frames;
+  std::vector<std::int32_t> splits;
 };
+
+
+namespace {
+constexpr std::uint32_t kNoJump = 0xFFFFFFFEu;
+}  // namespace
+
+// One walk of WalkTrie: the loop over the trie nodes, with a step per mode. The steps a node
+// takes on every visit are inlined into the loop (it runs once per trie node: up to ~300k per
+// walk of Llama-3's trie), the rare ones (a parser step, a dead subtree's tails) are calls.
+class CfgGrammar::TrieWalker {
+ public:
+  TrieWalker(const CfgGrammar& g, std::span<const TokenTrie::Node> nodes, std::uint32_t end,
+             const TokenId* toks, const std::uint16_t* offsets, const EarleyItem& item,
+             StateId start, WalkScratch& out)
+      : g_(g),
+        p_(g.program_),
+        nodes_(nodes),
+        end_(end),
+        toks_(toks),
+        offsets_(offsets),
+        item_(item),
+        start_(start),
+        out_(out),
+        counter_(g.program_.IsCounter(item.rule)),
+        use_stack_(!out.use_parser),
+        follow_(g.follow_[item.rule]) {}
+
+  void Run(std::uint32_t begin);
+
+ private:
+  bool HasNt(StateId s) const { return p_.nt_begin[s] != p_.nt_begin[s + 1]; }
+  EarleyParser& Parser(std::int32_t level) {
+    std::vector<std::unique_ptr<EarleyParser>>& parsers = out_.parsers;
+    while (static_cast<std::int32_t>(parsers.size()) <= level) {
+      parsers.push_back(std::make_unique<EarleyParser>(&g_.program_, INT_MAX));
+    }
+    return *parsers[level];
+  }
+  // Few bytes out of `s` against the children of trie node `parent`: jump between them.
+  bool Sparse(StateId s, std::uint32_t parent) const {
+    return g_.first_count_[s] * 8u < g_.trie_->NumChildren(parent);
+  }
+  // Stack mode at frame f from configuration (t, parent); false if the walk gave up.
+  bool StartStack(WalkFrame& f, StateId t, std::int32_t parent) {
+    f.stack_set = out_.stack.Start(t, parent);
+    f.mode = WalkMode::kStack;
+    return !out_.stack.failed;
+  }
+  // Frame 0 from the start state; false if the walk gave up.
+  bool Begin();
+  // Frame d (from frame d - 1) after `byte`: `ok` if the byte leads on, `completed` if the
+  // position's rule may finish there. False if the walk gave up.
+  [[gnu::always_inline]] bool StepStack(std::int32_t d, std::uint8_t byte, bool& ok,
+                                        bool& completed);
+  [[gnu::always_inline]] bool StepAutomaton(std::int32_t d, std::uint8_t byte, bool& ok,
+                                            bool& completed);
+  void StepParser(std::int32_t d, std::uint8_t byte, bool& ok, bool& completed);
+  // In the position's own rule at automaton state t (not dead) at frame d: the next mode.
+  [[gnu::always_inline]] bool EnterState(std::int32_t d, StateId t, bool& completed);
+  // A dead node: its subtree's tokens are uncertain at the splits on the path. Returns the
+  // next node to visit.
+  std::uint32_t Reject(const TokenTrie::Node& node, std::int32_t d);
+  // The tokens ending at node i are accepted.
+  [[gnu::always_inline]] void AcceptTokens(std::uint32_t i, const TokenTrie::Node& node);
+
+  const CfgGrammar& g_;
+  const CfgProgram& p_;
+  std::span<const TokenTrie::Node> nodes_;
+  std::uint32_t end_;
+  const TokenId* toks_;
+  const std::uint16_t* offsets_;
+  const EarleyItem& item_;
+  StateId start_;
+  WalkScratch& out_;
+  const bool counter_;
+  const bool use_stack_;
+  const std::array<bool, 256>& follow_;
+  bool can_jump_ = false;
+  WalkFrame* frames_ = nullptr;
+};
+
+bool CfgGrammar::TrieWalker::Begin() {
+  WalkFrame& f = frames_[0];
+  f.mode = WalkMode::kAutomaton;
+  f.state = start_;
+  f.stack_parent = StackWalk::kBottom;
+  f.parsers_used = 0;
+  StackWalk& stack = out_.stack;
+  if (use_stack_) stack.Reset();
+  if (counter_ && use_stack_) {
+    // A counter position (`start` is its count): the stack walk runs the counter natively.
+    f.stack_set = stack.StartCounter(item_.rule, start_);
+    if (stack.failed) return false;
+    f.mode = WalkMode::kStack;
+  } else if (!counter_ && HasNt(start_) && g_.repeat_of_[start_] >= 0) {
+    f.mode = WalkMode::kRepeat;
+    f.count = 0;
+  } else if (use_stack_ && HasNt(start_)) {
+    if (!StartStack(f, start_, StackWalk::kBottom)) return false;
+  } else if (counter_ || HasNt(start_)) {
+    Parser(0).InitLocal(item_.rule, counter_ ? item_.state : start_, 0);
+    f.mode = WalkMode::kParser;
+    f.parser = 0;
+    f.parser_base = 0;
+    f.parsers_used = 1;
+  }
+  return true;
+}
+
+inline bool CfgGrammar::TrieWalker::StepStack(std::int32_t d, std::uint8_t byte, bool& ok,
+                                       bool& completed) {
+  StackWalk& stack = out_.stack;
+  const WalkFrame& prev = frames_[d - 1];
+  WalkFrame& f = frames_[d];
+  const std::int32_t next = stack.Step(prev.stack_set, byte);
+  if (stack.failed) return false;
+  ok = next >= 0;
+  if (!ok) return true;
+  completed = stack.completed(next);
+  f.stack_set = next;
+  f.parsers_used = prev.parsers_used;
+  f.mode = WalkMode::kStack;
+  // One configuration at a state without rule edges that cannot return into a frame: on in
+  // the automaton.
+  const std::span<const StackWalk::Config> set = stack.set(next);
+  if (set.size() == 1 && !HasNt(set[0].q) &&
+      (set[0].parent == StackWalk::kBottom || !p_.accepting[set[0].q])) {
+    f.mode = WalkMode::kAutomaton;
+    f.state = set[0].q;
+    f.stack_parent = set[0].parent;
+  }
+  return true;
+}
+
+inline bool CfgGrammar::TrieWalker::StepAutomaton(std::int32_t d, std::uint8_t byte, bool& ok,
+                                           bool& completed) {
+  const WalkFrame& prev = frames_[d - 1];
+  WalkFrame& f = frames_[d];
+  StateId t;
+  bool repeating = false;
+  if (prev.mode == WalkMode::kRepeat) {
+    // Inside a simple repetition (`ws`): one more byte of its class, or on after it.
+    const RepeatEdge& r = g_.repeat_edges_[g_.repeat_of_[prev.state]];
+    const std::int32_t c = prev.count;
+    if ((r.bytes[byte >> 6] >> (byte & 63)) & 1) {
+      t = c < r.max || r.max < 0 ? prev.state : CfgProgram::kDead;
+      if (t != CfgProgram::kDead) {
+        repeating = true;
+        f.count = c + 1;
+      }
+    } else {
+      t = c >= r.min ? p_.Step(r.after, byte) : CfgProgram::kDead;
+    }
+  } else {
+    t = p_.Step(prev.state, byte);
+  }
+  ok = t != CfgProgram::kDead;
+  if (!ok) return true;
+  f.parsers_used = prev.parsers_used;
+  if (prev.mode == WalkMode::kAutomaton && prev.stack_parent != StackWalk::kBottom) {
+    // Inside a rule below the position's: on in the automaton until that rule may finish or
+    // enter another one.
+    if (HasNt(t) || p_.accepting[t]) {
+      if (!StartStack(f, t, prev.stack_parent)) return false;
+      completed = out_.stack.completed(f.stack_set);
+    } else {
+      f.mode = WalkMode::kAutomaton;
+      f.state = t;
+      f.stack_parent = prev.stack_parent;
+    }
+    return true;
+  }
+  if (repeating) {
+    const RepeatEdge& r = g_.repeat_edges_[g_.repeat_of_[t]];
+    f.mode = WalkMode::kRepeat;
+    f.state = t;
+    f.stack_parent = StackWalk::kBottom;
+    completed = f.count >= r.min && g_.null_state_[r.after] != 0;
+    return true;
+  }
+  return EnterState(d, t, completed);
+}
+
+inline bool CfgGrammar::TrieWalker::EnterState(std::int32_t d, StateId t, bool& completed) {
+  WalkFrame& f = frames_[d];
+  f.mode = WalkMode::kAutomaton;
+  f.state = t;
+  f.stack_parent = StackWalk::kBottom;
+  completed = g_.null_state_[t] != 0;
+  if (!HasNt(t)) return true;
+  if (g_.repeat_of_[t] >= 0) {
+    f.mode = WalkMode::kRepeat;
+    f.count = 0;
+  } else if (use_stack_) {
+    if (!StartStack(f, t, StackWalk::kBottom)) return false;
+  } else {
+    // A rule edge in sight: a local parser one level up, its set 0 at this depth.
+    Parser(f.parsers_used).InitLocal(item_.rule, t, 0);
+    f.mode = WalkMode::kParser;
+    f.parser = f.parsers_used;
+    f.parser_base = d;
+    ++f.parsers_used;
+  }
+  return true;
+}
+
+void CfgGrammar::TrieWalker::StepParser(std::int32_t d, std::uint8_t byte, bool& ok,
+                                        bool& completed) {
+  const WalkFrame& prev = frames_[d - 1];
+  WalkFrame& f = frames_[d];
+  const std::int32_t l = prev.parser, b0 = prev.parser_base;
+  EarleyParser& local = Parser(l);
+  local.PopTo(d - b0);
+  ok = local.StepByte(byte);
+  if (!ok) return;
+  completed = local.bottom_completed(d - b0);
+  f.mode = WalkMode::kParser;
+  f.parser = l;
+  f.parser_base = b0;
+  f.parsers_used = prev.parsers_used;
+  // The position's own item alone at a state without rule edges (after `ws "\""`, say): back
+  // to the automaton; a later rule edge starts a parser one level up, so this one keeps its sets.
+  std::span<const EarleyItem> last = local.set(d - b0);
+  if (!counter_ && last.size() == 1 && last[0].origin == -1 && last[0].rule == item_.rule &&
+      !HasNt(last[0].state)) {
+    f.mode = WalkMode::kAutomaton;
+    f.state = last[0].state;
+    f.stack_parent = StackWalk::kBottom;
+  }
+}
+
+std::uint32_t CfgGrammar::TrieWalker::Reject(const TokenTrie::Node& node, std::int32_t d) {
+  // The subtree's tokens are uncertain at every split whose next byte (on the shared path) can
+  // follow the rule.
+  const std::vector<std::int32_t>& splits = out_.splits;
+  for (std::int32_t sp : splits) {
+    if (!follow_[frames_[sp + 1].path_byte]) continue;
+    for (std::uint32_t j = node.token_begin; j < nodes_[node.subtree_end].token_begin; ++j) {
+      const TokenId tok = toks_[j];
+      const std::size_t off = offsets_ != nullptr ? offsets_[j] : 0;
+      out_.unc.emplace_back(g_.vocab_->TokenBytes(tok).substr(off + sp), tok);
+    }
+  }
+  const std::uint32_t jp = frames_[d - 1].jump_parent;
+  if (jp != kNoJump && splits.empty()) {
+    const std::uint32_t stop = jp == TokenTrie::kRoot ? end_ : nodes_[jp].subtree_end;
+    return g_.trie_->NextChild(jp, frames_[d - 1].jump_allowed, node.byte, stop);
+  }
+  return node.subtree_end;
+}
+
+inline void CfgGrammar::TrieWalker::AcceptTokens(std::uint32_t i, const TokenTrie::Node& node) {
+  for (std::uint32_t j = node.token_begin; j < nodes_[i + 1].token_begin; ++j) {
+    out_.bits[static_cast<std::size_t>(toks_[j]) >> 5] |= 1u << (toks_[j] & 31);
+    if (out_.ids.size() < out_.ids_limit) out_.ids.push_back(toks_[j]);
+    ++out_.accepted;
+  }
+}
+
+void CfgGrammar::TrieWalker::Run(std::uint32_t begin) {
+  const std::size_t maxd = static_cast<std::size_t>(g_.trie_->max_depth()) + 2;
+  if (out_.frames.size() < maxd) out_.frames.resize(maxd);
+  frames_ = out_.frames.data();
+  if (!Begin()) return;
+  std::vector<std::int32_t>& splits = out_.splits;
+  splits.clear();
+  // Sparse jumps (whole-trie walks): below a node whose automaton state allows a few bytes out
+  // of many children, the walk jumps from one allowed child to the next instead of stepping
+  // every child. Only while no split is on the path: a dead child then has no uncertain tokens.
+  can_jump_ = offsets_ == nullptr && nodes_.data() == g_.trie_->nodes().data() && begin == 0 &&
+              !counter_;
+  std::uint32_t i = begin;
+  frames_[0].jump_parent = kNoJump;
+  if (can_jump_ && Sparse(start_, TokenTrie::kRoot)) {
+    frames_[0].jump_parent = TokenTrie::kRoot;
+    frames_[0].jump_allowed = g_.first_bytes_[start_].data();
+    i = g_.trie_->NextChild(TokenTrie::kRoot, frames_[0].jump_allowed, -1, end_);
+  }
+  while (i < end_) {
+    const TokenTrie::Node& node = nodes_[i];
+    const std::int32_t d = node.depth;
+    while (!splits.empty() && splits.back() >= d) splits.pop_back();
+    bool ok = false, completed = false;
+    if (d == 1 && !counter_ && !g_.FirstByte(start_, node.byte)) {
+      // A token failing on its first byte never completes the rule on the way: rejected.
+    } else {
+      switch (frames_[d - 1].mode) {
+        case WalkMode::kStack:
+          if (!StepStack(d, node.byte, ok, completed)) return;
+          break;
+        case WalkMode::kAutomaton:
+        case WalkMode::kRepeat:
+          if (!StepAutomaton(d, node.byte, ok, completed)) return;
+          break;
+        case WalkMode::kParser:
+          StepParser(d, node.byte, ok, completed);
+          break;
+      }
+    }
+    WalkFrame& f = frames_[d];
+    f.path_byte = node.byte;
+    if (!ok) {
+      i = Reject(node, d);
+      continue;
+    }
+    AcceptTokens(i, node);
+    if (completed) splits.push_back(d);
+    f.jump_parent = kNoJump;
+    if (can_jump_ && f.mode == WalkMode::kAutomaton && splits.empty() && !HasNt(f.state) &&
+        Sparse(f.state, i)) {
+      f.jump_parent = i;
+      f.jump_allowed = g_.first_bytes_[f.state].data();
+      i = g_.trie_->NextChild(i, f.jump_allowed, -1, node.subtree_end);
+      continue;
+    }
+    ++i;
+  }
+}
 
 // Walks the depth-first trie nodes[begin, end) (token ranges into `toks`; offsets[t] is where
 // token toks[t]'s walked bytes start in its bytes, or null for 0) from DFA state `start` of
 // `rule` (or the counter item when the rule is a counter), into `out`. The walk runs on the
 // rule's byte automaton alone while it stays in states without rule edges (string bodies,
-// literals, numbers), and hands a subtree to a local Earley parser started at the state it
-// reached once a rule edge is in sight. Both agree: a state without rule edges predicts nothing,
-// so the parser's set there is that single item.
+// literals, numbers), and hands a subtree to the stack walk or a local Earley parser started at
+// the state it reached once a rule edge is in sight. Both agree: a state without rule edges
+// predicts nothing, so the parser's set there is that single item.
 void CfgGrammar::WalkTrie(std::span<const TokenTrie::Node> nodes, std::uint32_t begin,
                           std::uint32_t end, const TokenId* toks, const std::uint16_t* offsets,
                           const EarleyItem& item, StateId start, WalkScratch& out) const {
-  const CfgProgram& p = program_;
-  const bool counter = p.IsCounter(item.rule);
-  auto has_nt = [&](StateId s) { return p.nt_begin[s] != p.nt_begin[s + 1]; };
-  // Per trie depth: the DFA state (level < 0) or the local parser level and the depth of that
-  // parser's set 0. A parser level hands back to the automaton as soon as its latest set is the
-  // position's own item alone at a state without rule edges (after `ws "\""`, say); a later rule
-  // edge on the same path starts a parser one level up, so the outer one keeps its sets.
-  const std::size_t maxd = static_cast<std::size_t>(trie_->max_depth()) + 2;
-  // Each entry is written at its depth before any deeper node reads it: only depth 0 is set.
-  if (out.level.size() < maxd) {
-    out.dstate.resize(maxd);
-    out.level.resize(maxd);
-    out.base.resize(maxd);
-    out.used.resize(maxd);
-    out.wcount.resize(maxd);
-    out.sid.resize(maxd);
-    out.dpar.resize(maxd);
-    out.path_byte.resize(maxd);
-  }
-  std::vector<StateId>& dstate = out.dstate;
-  std::vector<std::int32_t>&level = out.level, &base = out.base, &used = out.used;
-  std::vector<std::uint8_t>& path_byte = out.path_byte;
-  level[0] = -1;
-  base[0] = 0;
-  used[0] = 0;
-  std::vector<std::unique_ptr<EarleyParser>>& parsers = out.parsers;
-  auto parser = [&](std::int32_t l) -> EarleyParser& {
-    while (static_cast<std::int32_t>(parsers.size()) <= l) {
-      parsers.push_back(std::make_unique<EarleyParser>(&program_, INT_MAX));
-    }
-    return *parsers[l];
-  };
-  // wcount[d] >= 0: at depth d the walk is inside the simple repetition on the rule edge of
-  // dstate[d] (RepeatEdge), after wcount[d] repetitions; -1: at dstate[d] itself.
-  std::vector<std::int32_t>& wcount = out.wcount;
-  wcount[0] = -1;
-  // Stack-walk mode (level -2): sid[d] is the configuration set at depth d.
-  StackWalk& stack = out.stack;
-  const bool use_stack = !out.use_parser;
-  std::vector<std::int32_t>& sid = out.sid;
-  // In automaton mode, dpar[d] is the stack under dstate[d] (the walk left stack mode inside a
-  // rule below the position's own, on a state that can neither finish it nor enter a rule).
-  std::vector<std::int32_t>& dpar = out.dpar;
-  dpar[0] = StackWalk::kBottom;
-  if (use_stack) stack.Reset();
-  // Starts stack mode at depth d from configuration (t, parent); false if the walk gave up.
-  auto start_stack = [&](std::int32_t d, StateId t, std::int32_t parent) {
-    sid[d] = stack.Start(t, parent);
-    level[d] = -2;
-    return !stack.failed;
-  };
-  dstate[0] = start;
-  if (counter && use_stack) {
-    // A counter position (`start` is its count): the stack walk runs the counter natively.
-    sid[0] = stack.StartCounter(item.rule, start);
-    if (stack.failed) return;
-    level[0] = -2;
-  } else if (!counter && has_nt(start) && repeat_of_[start] >= 0) {
-    wcount[0] = 0;
-  } else if (use_stack && has_nt(start)) {
-    if (!start_stack(0, start, StackWalk::kBottom)) return;
-  } else if (counter || has_nt(start)) {
-    parser(0).InitLocal(item.rule, counter ? item.state : start, 0);
-    level[0] = 0;
-    base[0] = 0;
-    used[0] = 1;
-  }
-  std::vector<std::int32_t>& splits = out.splits;
-  splits.clear();
-  const std::array<bool, 256>& follow = follow_[item.rule];
-  // Sparse jumps (whole-trie walks): below a node whose automaton state allows a few bytes out
-  // of many children, the walk jumps from one allowed child to the next instead of stepping
-  // every child. Only while no split is on the path: a dead child then has no uncertain tokens.
-  // jump_parent[d]: the node at depth d whose children are jumped (or kNoJump).
-  constexpr std::uint32_t kNoJump = 0xFFFFFFFEu;
-  const bool can_jump = offsets == nullptr && nodes.data() == trie_->nodes().data() &&
-                        begin == 0 && !counter;
-  if (out.jump_parent.size() < maxd) {
-    out.jump_parent.resize(maxd);
-    out.jump_allowed.resize(maxd);
-  }
-  std::vector<std::uint32_t>& jump_parent = out.jump_parent;
-  std::vector<const std::uint64_t*>& jump_allowed = out.jump_allowed;
-  auto sparse = [&](StateId s, std::uint32_t parent) {
-    return first_count_[s] * 8u < trie_->NumChildren(parent);
-  };
-  std::uint32_t i = begin;
-  jump_parent[0] = kNoJump;
-  if (can_jump && sparse(start, TokenTrie::kRoot)) {
-    jump_parent[0] = TokenTrie::kRoot;
-    jump_allowed[0] = first_bytes_[start].data();
-    i = trie_->NextChild(TokenTrie::kRoot, jump_allowed[0], -1, end);
-  }
-  while (i < end) {
-    const TokenTrie::Node& node = nodes[i];
-    const std::int32_t d = node.depth;
-    while (!splits.empty() && splits.back() >= d) splits.pop_back();
-    bool ok, completed = false;
-    if (d == 1 && !counter && !FirstByte(start, node.byte)) {
-      // A token failing on its first byte never completes the rule on the way: rejected.
-      ok = false;
-    } else if (level[d - 1] == -2) {
-      const std::int32_t next = stack.Step(sid[d - 1], node.byte);
-      if (stack.failed) return;
-      ok = next >= 0;
-      if (ok) {
-        completed = stack.completed(next);
-        sid[d] = next;
-        used[d] = used[d - 1];
-        wcount[d] = -1;
-        level[d] = -2;
-        const std::span<const StackWalk::Config> set = stack.set(next);
-        if (set.size() == 1 && !has_nt(set[0].q) &&
-            (set[0].parent == StackWalk::kBottom || !p.accepting[set[0].q])) {
-          level[d] = -1;
-          dstate[d] = set[0].q;
-          dpar[d] = set[0].parent;
-        }
-      }
-    } else if (level[d - 1] < 0) {
-      StateId t;
-      wcount[d] = -1;
-      if (wcount[d - 1] >= 0) {
-        // Inside a simple repetition (`ws`): one more byte of its class, or on after it.
-        const RepeatEdge& r = repeat_edges_[repeat_of_[dstate[d - 1]]];
-        const std::int32_t c = wcount[d - 1];
-        if ((r.bytes[node.byte >> 6] >> (node.byte & 63)) & 1) {
-          t = c < r.max || r.max < 0 ? dstate[d - 1] : CfgProgram::kDead;
-          if (t != CfgProgram::kDead) wcount[d] = c + 1;
-        } else {
-          t = c >= r.min ? p.Step(r.after, node.byte) : CfgProgram::kDead;
-        }
-      } else {
-        t = p.Step(dstate[d - 1], node.byte);
-      }
-      ok = t != CfgProgram::kDead;
-      if (ok && dpar[d - 1] != StackWalk::kBottom) {
-        // Inside a rule below the position's: on in the automaton until that rule may finish or
-        // enter another one.
-        used[d] = used[d - 1];
-        if (has_nt(t) || p.accepting[t]) {
-          if (!start_stack(d, t, dpar[d - 1])) return;
-          completed = stack.completed(sid[d]);
-        } else {
-          dstate[d] = t;
-          dpar[d] = dpar[d - 1];
-          level[d] = -1;
-        }
-      } else if (ok && wcount[d] >= 0) {
-        const RepeatEdge& r = repeat_edges_[repeat_of_[t]];
-        dstate[d] = t;
-        dpar[d] = StackWalk::kBottom;
-        completed = wcount[d] >= r.min && null_state_[r.after] != 0;
-        used[d] = used[d - 1];
-        level[d] = -1;
-      } else if (ok) {
-        dstate[d] = t;
-        dpar[d] = StackWalk::kBottom;
-        completed = null_state_[t] != 0;
-        used[d] = used[d - 1];
-        level[d] = -1;
-        if (has_nt(t) && repeat_of_[t] >= 0) {
-          wcount[d] = 0;
-        } else if (use_stack && has_nt(t)) {
-          if (!start_stack(d, t, StackWalk::kBottom)) return;
-        } else if (has_nt(t)) {
-          parser(used[d]).InitLocal(item.rule, t, 0);
-          level[d] = used[d];
-          base[d] = d;
-          ++used[d];
-        }
-      }
-    } else {
-      const std::int32_t l = level[d - 1], b0 = base[d - 1];
-      EarleyParser& local = parser(l);
-      local.PopTo(d - b0);
-      ok = local.StepByte(node.byte);
-      if (ok) {
-        completed = local.bottom_completed(d - b0);
-        level[d] = l;
-        base[d] = b0;
-        used[d] = used[d - 1];
-        std::span<const EarleyItem> last = local.set(d - b0);
-        wcount[d] = -1;
-        if (!counter && last.size() == 1 && last[0].origin == -1 && last[0].rule == item.rule &&
-            !has_nt(last[0].state)) {
-          level[d] = -1;
-          dstate[d] = last[0].state;
-          dpar[d] = StackWalk::kBottom;
-        }
-      }
-    }
-    path_byte[d] = node.byte;
-    if (!ok) {
-      // The subtree's tokens are uncertain at every split whose next byte (on the shared path)
-      // can follow the rule.
-      for (std::int32_t sp : splits) {
-        if (!follow[path_byte[sp + 1]]) continue;
-        for (std::uint32_t j = node.token_begin; j < nodes[node.subtree_end].token_begin; ++j) {
-          const TokenId tok = toks[j];
-          const std::size_t off = offsets != nullptr ? offsets[j] : 0;
-          out.unc.emplace_back(vocab_->TokenBytes(tok).substr(off + sp), tok);
-        }
-      }
-      const std::uint32_t jp = jump_parent[d - 1];
-      if (jp != kNoJump && splits.empty()) {
-        const std::uint32_t stop = jp == TokenTrie::kRoot ? end : nodes[jp].subtree_end;
-        i = trie_->NextChild(jp, jump_allowed[d - 1], node.byte, stop);
-      } else {
-        i = node.subtree_end;
-      }
-      continue;
-    }
-    for (std::uint32_t j = node.token_begin; j < nodes[i + 1].token_begin; ++j) {
-      out.bits[static_cast<std::size_t>(toks[j]) >> 5] |= 1u << (toks[j] & 31);
-      if (out.ids.size() < out.ids_limit) out.ids.push_back(toks[j]);
-      ++out.accepted;
-    }
-    if (completed) splits.push_back(d);
-    jump_parent[d] = kNoJump;
-    if (can_jump && level[d] == -1 && wcount[d] < 0 && splits.empty() &&
-        !has_nt(dstate[d]) && sparse(dstate[d], i)) {
-      jump_parent[d] = i;
-      jump_allowed[d] = first_bytes_[dstate[d]].data();
-      i = trie_->NextChild(i, jump_allowed[d], -1, node.subtree_end);
-      continue;
-    }
-    ++i;
-  }
+  TrieWalker(*this, nodes, end, toks, offsets, item, start, out).Run(begin);
 }
 
 namespace {
@@ -731,82 +847,115 @@ std::vector<std::pair<std::int32_t, StateId>> CfgGrammar::SuccessorsByBytes(Stat
   return targets;
 }
 
-std::vector<std::int16_t> CfgGrammar::RegionTable(StateId s, std::vector<StateId>& states,
-                                                  std::array<std::uint64_t, 4>& first_exits,
-                                                  std::array<std::uint64_t, 4>& removed) const {
-  const CfgProgram& p = program_;
-  auto plain = [&](StateId t) { return PlainState(t); };
-  states.clear();
-  if (!plain(s)) return {};
-  // Only string bodies and the states one byte before them (an opening quote) pay: a literal
-  // that runs into a body gets a table of its own per grammar, with nothing to share.
-  constexpr int kWideLoop = 48;  // bytes on a self-loop that make a loop worth sharing
-  auto wide_loop = [&](StateId t) {
-    const StateId* row = &p.next[static_cast<std::size_t>(t) * p.num_classes];
+// RegionTable's steps, over one question (the region of `s`): the anchor on the wide loop, the
+// loop's states, the row s enters the loop by, the canonical numbering, the table.
+class CfgGrammar::RegionBuilder {
+ public:
+  RegionBuilder(const CfgGrammar& g, StateId s) : g_(g), p_(g.program_), s_(s) {}
+
+  std::vector<std::int16_t> Build(std::vector<StateId>& states,
+                                  std::array<std::uint64_t, 4>& first_exits,
+                                  std::array<std::uint64_t, 4>& removed);
+
+ private:
+  static constexpr int kWideLoop = 48;  // bytes on a self-loop that make a loop worth sharing
+  static constexpr std::size_t kMaxExplored = 256, kMaxRegion = 64;
+
+  const StateId* Row(StateId t) const {
+    return &p_.next[static_cast<std::size_t>(t) * p_.num_classes];
+  }
+  bool Plain(StateId t) const { return g_.PlainState(t); }
+  bool WideLoop(StateId t) const {
+    const StateId* row = Row(t);
     int loop = 0;
-    for (std::int32_t c = 0; c < p.num_classes; ++c) loop += row[c] == t ? class_size_[c] : 0;
+    for (std::int32_t c = 0; c < p_.num_classes; ++c) loop += row[c] == t ? g_.class_size_[c] : 0;
     return loop >= kWideLoop;
-  };
-  // Equivalence questions of this table, answered once each (EquivalentPlainStates).
-  std::int64_t equivalence_work = 0;
-  std::vector<std::tuple<StateId, StateId, bool>> answered;
-  auto equivalent = [&](StateId x, StateId y) {
+  }
+  // EquivalentPlainStates, each question answered once for this table.
+  bool Equivalent(StateId x, StateId y) {
     if (x == y) return true;
-    for (const auto& [ax, ay, eq] : answered) {
+    for (const auto& [ax, ay, eq] : answered_) {
       if (ax == x && ay == y) return eq;
     }
-    const bool eq = EquivalentPlainStates(x, y, equivalence_work);
-    answered.emplace_back(x, y, eq);
+    const bool eq = g_.EquivalentPlainStates(x, y, equivalence_work_);
+    answered_.emplace_back(x, y, eq);
     return eq;
-  };
-  StateId anchor = s;  // a state on the wide loop: s, or one byte after s
-  if (!wide_loop(s)) {
-    // The successors s sends the most bytes to, up to 8 of them, most first.
-    anchor = CfgProgram::kDead;
-    const auto targets = SuccessorsByBytes(s);
-    for (std::size_t k = 0; k < targets.size() && k < 8 && anchor == CfgProgram::kDead; ++k) {
-      if (wide_loop(targets[k].second)) anchor = targets[k].second;
-    }
-    if (anchor == CfgProgram::kDead && !targets.empty()) {
-      // Two bytes before the loop: s's main successor is the body's first character, a state
-      // equivalent to the loop's (`minLength: 1`). s then uses the loop's view as a state one
-      // byte before it does (below).
-      const StateId t = targets[0].second;
-      const auto next = SuccessorsByBytes(t);
-      if (!next.empty() && wide_loop(next[0].second) && equivalent(t, next[0].second)) {
-        anchor = next[0].second;
-      }
-    }
-    if (anchor == CfgProgram::kDead) return {};
   }
-  // The region is s and the anchor's loop: the plain states reachable from the anchor that lead
-  // back to it (a string body with its escapes and UTF-8 continuations). What follows the loop
-  // (the closing quote, the next key's literal) is left out, so that every grammar's string body
-  // has the same table; tokens that leave are walked on from where they leave.
-  constexpr std::size_t kMaxExplored = 256, kMaxRegion = 64;
-  StateIndex<9> explored_index;
-  std::vector<StateId> explored;
-  auto find = [&](StateId t) { return explored_index.Find(t); };
+  // A state on the wide loop: s, or one byte after s, or two (s, then the body's first
+  // character, a state equivalent to the loop's: `minLength: 1`); kDead if none.
+  StateId FindAnchor();
+  // loop_: the plain states reachable from the anchor that lead back to it.
+  void ExploreLoop();
+  bool InLoop(StateId t) const {
+    const std::int32_t f = explored_index_.Find(t);
+    return f >= 0 && back_[f];
+  }
+  // The row region state 0 (s at the token's first byte) enters by (entry_row_), and per class
+  // whether s goes where the anchor goes (same_).
+  void ChooseEntryRow();
+  // states: s, then the loop's states breadth-first in byte order (canonical); false if the
+  // region has more than kMaxRegion states.
+  bool NumberStates(std::vector<StateId>& states);
+  bool RegionTarget(StateId t) const {
+    return t != CfgProgram::kDead && Plain(t) && region_index_.Find(t) >= 0;
+  }
+
+  const CfgGrammar& g_;
+  const CfgProgram& p_;
+  const StateId s_;
+  StateId anchor_ = CfgProgram::kDead;
+  std::int64_t equivalence_work_ = 0;
+  std::vector<std::tuple<StateId, StateId, bool>> answered_;
+  StateIndex<9> explored_index_;
+  std::vector<StateId> explored_;
+  std::vector<std::uint8_t> back_;  // per explored state: leads back to the anchor
+  bool as_anchor_ = false;
+  std::vector<std::uint8_t> same_;
+  const StateId* entry_row_ = nullptr;
+  StateIndex<7> region_index_;
+};
+
+StateId CfgGrammar::RegionBuilder::FindAnchor() {
+  if (WideLoop(s_)) return s_;
+  // The successors s sends the most bytes to, up to 8 of them, most first.
+  const auto targets = g_.SuccessorsByBytes(s_);
+  for (std::size_t k = 0; k < targets.size() && k < 8; ++k) {
+    if (WideLoop(targets[k].second)) return targets[k].second;
+  }
+  if (!targets.empty()) {
+    // Two bytes before the loop: s's main successor is the body's first character, a state
+    // equivalent to the loop's (`minLength: 1`). s then uses the loop's view as a state one
+    // byte before it does (ChooseEntryRow).
+    const StateId t = targets[0].second;
+    const auto next = g_.SuccessorsByBytes(t);
+    if (!next.empty() && WideLoop(next[0].second) && Equivalent(t, next[0].second)) {
+      return next[0].second;
+    }
+  }
+  return CfgProgram::kDead;
+}
+
+void CfgGrammar::RegionBuilder::ExploreLoop() {
   auto insert = [&](StateId t) {
-    explored_index.Insert(t, static_cast<std::int16_t>(explored.size()));
-    explored.push_back(t);
+    explored_index_.Insert(t, static_cast<std::int16_t>(explored_.size()));
+    explored_.push_back(t);
   };
-  const std::int32_t nc = p.num_classes;
+  const std::int32_t nc = p_.num_classes;
   // Forward from the anchor through plain states (bounded), keeping the edges.
   std::vector<std::pair<std::int16_t, std::int16_t>> edges;  // (to, from), distinct
   std::array<std::int16_t, kMaxExplored> last_from;
   last_from.fill(-1);
-  insert(anchor);
-  for (std::size_t k = 0; k < explored.size(); ++k) {
-    const StateId* row = &p.next[static_cast<std::size_t>(explored[k]) * nc];
+  insert(anchor_);
+  for (std::size_t k = 0; k < explored_.size(); ++k) {
+    const StateId* row = Row(explored_[k]);
     for (std::int32_t c = 0; c < nc; ++c) {
       const StateId t = row[c];
-      if (t == CfgProgram::kDead || !plain(t)) continue;
-      std::int32_t f = find(t);
+      if (t == CfgProgram::kDead || !Plain(t)) continue;
+      std::int32_t f = explored_index_.Find(t);
       if (f < 0) {
-        if (explored.size() == kMaxExplored) continue;
+        if (explored_.size() == kMaxExplored) continue;
         insert(t);
-        f = static_cast<std::int32_t>(explored.size()) - 1;
+        f = static_cast<std::int32_t>(explored_.size()) - 1;
       }
       if (last_from[f] == static_cast<std::int16_t>(k)) continue;
       last_from[f] = static_cast<std::int16_t>(k);
@@ -815,103 +964,126 @@ std::vector<std::int16_t> CfgGrammar::RegionTable(StateId s, std::vector<StateId
   }
   // Those that lead back to the anchor: a backward search over the kept edges.
   std::sort(edges.begin(), edges.end());
-  std::vector<std::uint8_t> back(explored.size(), 0);
+  back_.assign(explored_.size(), 0);
   std::vector<std::int16_t> todo = {0};
-  back[0] = 1;
+  back_[0] = 1;
   while (!todo.empty()) {
     const std::int16_t v = todo.back();
     todo.pop_back();
     auto e = std::lower_bound(edges.begin(), edges.end(), std::make_pair(v, std::int16_t{-1}));
     for (; e != edges.end() && e->first == v; ++e) {
-      if (!back[e->second]) {
-        back[e->second] = 1;
+      if (!back_[e->second]) {
+        back_[e->second] = 1;
         todo.push_back(e->second);
       }
     }
   }
-  auto in_region = [&](StateId t) {
-    const std::int32_t f = find(t);
-    return f >= 0 && back[f];
-  };
-  // Region state 0 is s at the token's first byte, with only its transitions into the loop: a
-  // first byte that leaves the region (a digit where a value may also be a number) is walked by
-  // the caller in the trie directly (first_exits), so the table does not depend on what else s
-  // allows. A state before the loop that goes where the anchor goes on every byte it sends into
-  // the loop (a key that is not one of the declared names, some letters into: any other string
-  // byte goes on as in the string body) takes the anchor's row: its first bytes that differ
-  // (`removed`: the letters that continue a declared name) are taken out of the view's results
-  // and walked directly, and the view is the string body's own. The loop's states follow,
-  // numbered breadth-first in byte order (each class at its first byte): canonical. (s is
-  // among them too when it is on the loop.)
-  states.clear();
-  first_exits.fill(0);
-  removed.fill(0);
-  const StateId* srow = &p.next[static_cast<std::size_t>(s) * nc];
-  const StateId* arow = &p.next[static_cast<std::size_t>(anchor) * nc];
+}
+
+// Region state 0 is s at the token's first byte, with only its transitions into the loop: a
+// first byte that leaves the region (a digit where a value may also be a number) is walked by
+// the caller in the trie directly (first_exits), so the table does not depend on what else s
+// allows. A state before the loop that goes where the anchor goes on every byte it sends into
+// the loop (a key that is not one of the declared names, some letters into: any other string
+// byte goes on as in the string body) takes the anchor's row: its first bytes that differ
+// (`removed`: the letters that continue a declared name) are taken out of the view's results
+// and walked directly, and the view is the string body's own.
+void CfgGrammar::RegionBuilder::ChooseEntryRow() {
+  const std::int32_t nc = p_.num_classes;
+  const StateId* srow = Row(s_);
+  const StateId* arow = Row(anchor_);
   // Per class: s goes where the anchor goes, or (s before the loop) to a state equivalent to
   // the anchor's.
-  bool as_anchor = s != anchor && !in_region(s);
-  std::vector<std::uint8_t> same(nc, 0);
+  as_anchor_ = s_ != anchor_ && !InLoop(s_);
+  same_.assign(nc, 0);
   for (std::int32_t c = 0; c < nc; ++c) {
-    same[c] = srow[c] == arow[c] ||
-              (as_anchor && srow[c] != CfgProgram::kDead && arow[c] != CfgProgram::kDead &&
-               !in_region(srow[c]) && in_region(arow[c]) && equivalent(srow[c], arow[c]));
+    same_[c] = srow[c] == arow[c] ||
+               (as_anchor_ && srow[c] != CfgProgram::kDead && arow[c] != CfgProgram::kDead &&
+                !InLoop(srow[c]) && InLoop(arow[c]) && Equivalent(srow[c], arow[c]));
   }
-  for (std::int32_t c = 0; c < nc && as_anchor; ++c) {
+  for (std::int32_t c = 0; c < nc && as_anchor_; ++c) {
     const StateId t = srow[c];
-    if (t != CfgProgram::kDead && plain(t) && in_region(t) && !same[c]) as_anchor = false;
+    if (t != CfgProgram::kDead && Plain(t) && InLoop(t) && !same_[c]) as_anchor_ = false;
   }
-  const StateId* entry_row = as_anchor ? arow : srow;
-  StateIndex<7> region_index;
-  auto rfind = [&](StateId t) { return region_index.Find(t); };
-  auto rinsert = [&](StateId t) {
-    region_index.Insert(t, static_cast<std::int16_t>(states.size()));
-    states.push_back(t);
-  };
-  states.push_back(s);
+  entry_row_ = as_anchor_ ? arow : srow;
+}
+
+// The loop's states follow s, numbered breadth-first in byte order (each class at its first
+// byte): canonical. (s is among them too when it is on the loop.)
+bool CfgGrammar::RegionBuilder::NumberStates(std::vector<StateId>& states) {
+  states.push_back(s_);
   std::array<std::uint8_t, 256> seen;  // per byte class (at most 256)
   for (std::size_t k = 0; k < states.size(); ++k) {
-    const StateId* row = k == 0 ? entry_row : &p.next[static_cast<std::size_t>(states[k]) * nc];
+    const StateId* row = k == 0 ? entry_row_ : Row(states[k]);
     seen.fill(0);
     for (int b = 0; b < 256; ++b) {
-      const std::int32_t c = p.byte_class[b];
+      const std::int32_t c = p_.byte_class[b];
       if (seen[c]) continue;
       seen[c] = 1;
       const StateId t = row[c];
-      if (t == CfgProgram::kDead || !plain(t) || !in_region(t) || rfind(t) >= 0) continue;
-      if (states.size() == kMaxRegion) return {};
-      rinsert(t);
+      if (t == CfgProgram::kDead || !Plain(t) || !InLoop(t) || region_index_.Find(t) >= 0) {
+        continue;
+      }
+      if (states.size() == kMaxRegion) return false;
+      region_index_.Insert(t, static_cast<std::int16_t>(states.size()));
+      states.push_back(t);
     }
   }
-  auto find_region = rfind;
+  return true;
+}
+
+std::vector<std::int16_t> CfgGrammar::RegionBuilder::Build(
+    std::vector<StateId>& states, std::array<std::uint64_t, 4>& first_exits,
+    std::array<std::uint64_t, 4>& removed) {
+  states.clear();
+  // Only string bodies and the states one byte before them (an opening quote) pay: a literal
+  // that runs into a body gets a table of its own per grammar, with nothing to share.
+  if (!Plain(s_)) return {};
+  anchor_ = FindAnchor();
+  if (anchor_ == CfgProgram::kDead) return {};
+  // The region is s and the anchor's loop (a string body with its escapes and UTF-8
+  // continuations). What follows the loop (the closing quote, the next key's literal) is left
+  // out, so that every grammar's string body has the same table; tokens that leave are walked
+  // on from where they leave.
+  ExploreLoop();
+  first_exits.fill(0);
+  removed.fill(0);
+  ChooseEntryRow();
+  if (!NumberStates(states)) return {};
+  const std::int32_t nc = p_.num_classes;
   std::vector<std::int16_t> table(states.size() * 256);
   std::array<std::int16_t, 256> by_class;
-  auto region_target = [&](StateId t) {
-    return t != CfgProgram::kDead && plain(t) && find_region(t) >= 0;
-  };
   for (std::size_t k = 0; k < states.size(); ++k) {
-    const StateId* row = k == 0 ? entry_row : &p.next[static_cast<std::size_t>(states[k]) * nc];
+    const StateId* row = k == 0 ? entry_row_ : Row(states[k]);
     for (std::int32_t c = 0; c < nc; ++c) {
       const StateId t = row[c];
-      const std::int32_t f = t == CfgProgram::kDead ? -1 : find_region(t);
+      const std::int32_t f = t == CfgProgram::kDead ? -1 : region_index_.Find(t);
       by_class[c] = t == CfgProgram::kDead ? TokenTrie::kRegionDead
                     : f >= 0               ? static_cast<std::int16_t>(f)
                     : k == 0               ? TokenTrie::kRegionDead  // walked by the caller
                                            : TokenTrie::kRegionExit;
     }
-    for (int b = 0; b < 256; ++b) table[k * 256 + b] = by_class[p.byte_class[b]];
+    for (int b = 0; b < 256; ++b) table[k * 256 + b] = by_class[p_.byte_class[b]];
   }
+  const StateId* srow = Row(s_);
+  const StateId* arow = Row(anchor_);
   for (int b = 0; b < 256; ++b) {
-    const std::int32_t c = p.byte_class[b];
+    const std::int32_t c = p_.byte_class[b];
     const std::uint64_t bit = std::uint64_t{1} << (b & 63);
     // The view has a result for b (its entry row goes into the region) that holds for s.
-    const bool viewed = as_anchor && same[c] && region_target(arow[c]);
-    if (srow[c] != CfgProgram::kDead && !region_target(srow[c]) && !viewed) {
+    const bool viewed = as_anchor_ && same_[c] && RegionTarget(arow[c]);
+    if (srow[c] != CfgProgram::kDead && !RegionTarget(srow[c]) && !viewed) {
       first_exits[b >> 6] |= bit;
     }
-    if (as_anchor && region_target(arow[c]) && !same[c]) removed[b >> 6] |= bit;
+    if (as_anchor_ && RegionTarget(arow[c]) && !same_[c]) removed[b >> 6] |= bit;
   }
   return table;
+}
+
+std::vector<std::int16_t> CfgGrammar::RegionTable(StateId s, std::vector<StateId>& states,
+                                                  std::array<std::uint64_t, 4>& first_exits,
+                                                  std::array<std::uint64_t, 4>& removed) const {
+  return RegionBuilder(*this, s).Build(states, first_exits, removed);
 }
 
 int CfgGrammar::RegionUseOfState(StateId s) const {

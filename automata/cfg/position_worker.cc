@@ -41,14 +41,14 @@ void PositionWorker::Run(std::shared_ptr<State> st) {
       if (st->stop) return;
       g = st->jobs.front().grammar.lock();
       id = st->jobs.front().id;
-      if (!g || !g->is_grammar()) {
+      if (!g || CfgOf(*g) == nullptr) {
         st->jobs.pop_front();
         if (st->jobs.empty()) st->idle.notify_all();
         continue;
       }
       st->busy = true;
     }
-    const bool more = g->cfg().BackgroundSlice(kSliceUs);
+    const bool more = CfgOf(*g)->BackgroundSlice(kSliceUs);
     {
       std::lock_guard<std::mutex> lock(st->mu);
       if (!more) {

@@ -2,8 +2,8 @@
 // computes a DFA state's token mask.
 #include "automata/token/token_dfa.h"
 
-#include "automata/cfg/cfg_grammar.h"
 
+#include <bit>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -57,78 +57,151 @@ Result<std::shared_ptr<const CompiledGrammar>> GrammarCompiler::CompileRegex(
   }
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
                   .count();
-  auto impl = std::make_unique<CompiledGrammar::Impl>(vocab_, trie_, std::move(dfa).value(),
-                                                      options, ms);
-  auto grammar = std::make_shared<const CompiledGrammar>(std::move(impl));
+  auto token_dfa = std::make_unique<TokenDfa>(vocab_, trie_, std::move(dfa).value(), options, ms);
   if (options.precompute_masks) {
-    const CompiledGrammar::Impl& im = grammar->impl();
-    for (StateId s = 1; s < im.dfa().num_states; ++s) {
+    for (StateId s = 1; s < token_dfa->dfa().num_states; ++s) {
       if (deadline.PassedNow()) return deadline.Error("offset 0 (precomputing the masks)");
-      im.CachedMask(s);
+      token_dfa->CachedMask(s);
     }
   }
-  return grammar;
+  return GrammarAccess::Make(std::move(token_dfa));
 }
 
 // --- CompiledGrammar ---------------------------------------------------------------------------
 
-CompiledGrammar::CompiledGrammar(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-CompiledGrammar::CompiledGrammar(std::unique_ptr<CfgGrammar> cfg) : cfg_(std::move(cfg)) {}
+CompiledGrammar::CompiledGrammar(std::unique_ptr<TokenAutomaton> automaton)
+    : automaton_(std::move(automaton)) {}
 CompiledGrammar::~CompiledGrammar() = default;
-const Vocabulary& CompiledGrammar::vocabulary() const {
-  return cfg_ ? cfg_->vocab() : impl_->vocab();
-}
-CompiledGrammarStats CompiledGrammar::Stats() const {
-  if (!cfg_) return impl_->Stats();
-  CfgStats c = cfg_->Stats();
-  CompiledGrammarStats s;
-  s.is_grammar = true;
-  s.dfa_states = c.states;
-  s.byte_classes = c.byte_classes;
-  s.compile_ms = c.compile_ms;
-  s.cached_masks = c.cached_masks;
-  s.mask_cache_bytes = c.cache_bytes;
-  s.rules = c.rules;
-  s.counter_rules = c.counter_rules;
-  s.positions = c.positions;
-  s.shared_positions = c.shared_positions;
-  s.accepted_tokens = c.accepted_tokens;
-  s.uncertain_tokens = c.uncertain_tokens;
-  s.signatures = c.signatures;
-  return s;
-}
-void CompiledGrammar::PrecomputeAllMasks() const {
-  if (cfg_) {
-    static_cast<void>(cfg_->PrecomputePositions(0));  // without a deadline it cannot fail
-    return;
-  }
-  for (StateId s = 1; s < impl_->dfa().num_states; ++s) impl_->CachedMask(s);
+
+const Vocabulary& CompiledGrammar::vocabulary() const { return automaton_->vocabulary(); }
+bool CompiledGrammar::is_grammar() const { return automaton_->is_grammar(); }
+CompiledGrammarStats CompiledGrammar::Stats() const { return automaton_->CompiledStats(); }
+void CompiledGrammar::PrecomputeAllMasks() const { automaton_->PrecomputeAllMasks(); }
+std::vector<std::int64_t> CompiledGrammar::AllowedTokensPerState() const {
+  return automaton_->AllowedTokensPerState();
 }
 
-CompiledGrammar::Impl::Impl(std::shared_ptr<const Vocabulary> vocab,
-                            std::shared_ptr<const TokenTrie> trie, ByteDfa dfa,
-                            const CompileOptions& options, double compile_ms)
+std::shared_ptr<const CompiledGrammar> GrammarAccess::Make(
+    std::unique_ptr<TokenAutomaton> automaton) {
+  return std::shared_ptr<const CompiledGrammar>(new CompiledGrammar(std::move(automaton)));
+}
+
+const TokenDfa* TokenDfaOf(const CompiledGrammar& g) {
+  return dynamic_cast<const TokenDfa*>(&GrammarAccess::Automaton(g));
+}
+
+// --- TokenDfa ----------------------------------------------------------------------------------
+
+namespace {
+
+// A regex's sequence: a history entry is the DFA state after the text so far; masks come from
+// the per-state cache.
+class RegexSequence final : public TokenSequence {
+ public:
+  explicit RegexSequence(const TokenDfa& d) : d_(d) {}
+  std::unique_ptr<TokenSequence> Clone() const override {
+    return std::make_unique<RegexSequence>(*this);
+  }
+  StateId Start() const override { return d_.dfa().start; }
+  void Fill(StateId at, std::span<std::uint32_t> out,
+            const std::shared_ptr<const CompiledGrammar>&) const override {
+    if (const std::uint32_t* cached = d_.CachedMask(at)) {
+      std::memcpy(out.data(), cached, out.size() * sizeof(std::uint32_t));
+    } else {
+      d_.ComputeMask(at, out);
+    }
+  }
+  Step AcceptToken(StateId at, TokenId id, Status*) override {
+    if (d_.IsEos(id)) {
+      if (!d_.dfa().IsAccepting(at)) return {};
+      return {Step::kEnded, at};
+    }
+    if (!d_.IsTextToken(id)) return {};
+    const StateId next = d_.StepToken(at, id);
+    if (next == ByteDfa::kDead) return {};
+    return {Step::kTaken, next};
+  }
+  Step AcceptBytes(StateId at, std::string_view bytes, Status*) override {
+    const StateId next = d_.dfa().Run(at, bytes);
+    if (next == ByteDfa::kDead) return {};
+    return {Step::kTaken, next};
+  }
+  void BackTo(StateId) override {}  // the entry is the whole state
+  bool CanEnd(StateId at) const override { return d_.dfa().IsAccepting(at); }
+  // Follows states with exactly one live byte and no option to end; bounded by the state count
+  // (a forced path that revisits a state is a forced infinite loop, impossible in a trimmed DFA).
+  std::string ForcedBytes(StateId at, std::size_t max_bytes) const override {
+    std::string out;
+    const ByteDfa& dfa = d_.dfa();
+    StateId s = at;
+    for (std::int32_t steps = 0;
+         steps < dfa.num_states && !dfa.IsAccepting(s) && out.size() < max_bytes; ++steps) {
+      int live_byte = -1;
+      StateId live_next = ByteDfa::kDead;
+      for (int b = 0; b < 256; ++b) {
+        StateId t = dfa.Step(s, static_cast<std::uint8_t>(b));
+        if (t == ByteDfa::kDead) continue;
+        if (live_byte >= 0) return out;
+        live_byte = b;
+        live_next = t;
+      }
+      if (live_byte < 0) break;
+      out.push_back(static_cast<char>(live_byte));
+      s = live_next;
+    }
+    return out;
+  }
+
+ private:
+  const TokenDfa& d_;
+};
+
+}  // namespace
+
+std::unique_ptr<TokenSequence> TokenDfa::NewSequence() const {
+  return std::make_unique<RegexSequence>(*this);
+}
+
+std::vector<std::int64_t> TokenDfa::AllowedTokensPerState() const {
+  std::vector<std::int64_t> out;
+  std::vector<std::uint32_t> scratch(mask_words());
+  for (StateId s = 1; s < dfa_.num_states; ++s) {
+    const std::uint32_t* m = CachedMask(s);
+    if (m == nullptr) {
+      ComputeMask(s, scratch);
+      m = scratch.data();
+    }
+    std::int64_t n = 0;
+    for (std::size_t w = 0; w < mask_words(); ++w) n += std::popcount(m[w]);
+    out.push_back(n);
+  }
+  return out;
+}
+
+void TokenDfa::PrecomputeAllMasks() const {
+  for (StateId s = 1; s < dfa_.num_states; ++s) CachedMask(s);
+}
+
+TokenDfa::TokenDfa(std::shared_ptr<const Vocabulary> vocab, std::shared_ptr<const TokenTrie> trie,
+                   ByteDfa dfa, const CompileOptions& options, double compile_ms)
     : vocab_(std::move(vocab)),
       trie_(std::move(trie)),
       dfa_(std::move(dfa)),
       options_(options),
       compile_ms_(compile_ms),
       width_(vocab_->logits_width()),
-      is_eos_(vocab_->size(), false),
+      is_eos_(EosFlags(*vocab_)),
       cache_(new std::atomic<std::uint32_t*>[dfa_.num_states]) {
-  for (TokenId id : vocab_->eos_ids()) {
-    if (id >= 0 && id < vocab_->size()) is_eos_[id] = true;
-  }
   for (StateId s = 0; s < dfa_.num_states; ++s) cache_[s].store(nullptr);
 }
 
-CompiledGrammar::Impl::~Impl() {
+TokenDfa::~TokenDfa() {
   for (StateId s = 0; s < dfa_.num_states; ++s) {
     if (std::uint32_t* p = cache_[s].load()) FreeMask(p);
   }
 }
 
-void CompiledGrammar::Impl::ComputeMask(StateId state, std::span<std::uint32_t> out) const {
+void TokenDfa::ComputeMask(StateId state, std::span<std::uint32_t> out) const {
   std::memset(out.data(), 0, out.size() * sizeof(std::uint32_t));
   if (state == ByteDfa::kDead) return;
   if (dfa_.IsAccepting(state)) {
@@ -164,7 +237,7 @@ void CompiledGrammar::Impl::ComputeMask(StateId state, std::span<std::uint32_t> 
   }
 }
 
-const std::uint32_t* CompiledGrammar::Impl::CachedMask(StateId state) const {
+const std::uint32_t* TokenDfa::CachedMask(StateId state) const {
   std::uint32_t* p = cache_[state].load(std::memory_order_acquire);
   if (p != nullptr) return p;
   const std::size_t padded = PaddedBitmaskWords(width_);
@@ -190,7 +263,7 @@ const std::uint32_t* CompiledGrammar::Impl::CachedMask(StateId state) const {
   return p;
 }
 
-CompiledGrammarStats CompiledGrammar::Impl::Stats() const {
+CompiledGrammarStats TokenDfa::Stats() const {
   CompiledGrammarStats s;
   s.dfa_states = dfa_.num_states;
   s.byte_classes = dfa_.num_classes;

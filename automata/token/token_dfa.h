@@ -1,5 +1,5 @@
-// CompiledGrammar::Impl for regex constraints: a minimal byte DFA lifted to tokens. For each DFA
-// state the set of tokens whose bytes keep the automaton alive is found by one walk of the token
+// TokenDfa: the TokenAutomaton of regex constraints, a minimal byte DFA lifted to tokens. For
+// each DFA state the set of tokens whose bytes keep the automaton alive is found by one walk of the token
 // trie, on first visit, and cached in one aligned bitmask per state (thread-safe, lock-free).
 #pragma once
 
@@ -10,17 +10,27 @@
 #include <vector>
 
 #include "automata/regex/regex_compiler.h"
+#include "automata/token/token_automaton.h"
 #include "automata/token/token_trie.h"
+#include "automata/vocab/token_flags.h"
 #include "lockstep/compiler.h"
 #include "lockstep/vocabulary.h"
 
 namespace lockstep {
 
-class CompiledGrammar::Impl {
+class TokenDfa final : public TokenAutomaton {
  public:
-  Impl(std::shared_ptr<const Vocabulary> vocab, std::shared_ptr<const TokenTrie> trie,
-       ByteDfa dfa, const CompileOptions& options, double compile_ms);
-  ~Impl();
+  TokenDfa(std::shared_ptr<const Vocabulary> vocab, std::shared_ptr<const TokenTrie> trie,
+           ByteDfa dfa, const CompileOptions& options, double compile_ms);
+  ~TokenDfa() override;
+
+  // TokenAutomaton: a sequence is the DFA state after the text so far.
+  const Vocabulary& vocabulary() const override { return *vocab_; }
+  bool is_grammar() const override { return false; }
+  std::unique_ptr<TokenSequence> NewSequence() const override;
+  void PrecomputeAllMasks() const override;
+  CompiledGrammarStats CompiledStats() const override { return Stats(); }
+  std::vector<std::int64_t> AllowedTokensPerState() const override;
 
   const Vocabulary& vocab() const { return *vocab_; }
   const ByteDfa& dfa() const { return dfa_; }
@@ -39,11 +49,7 @@ class CompiledGrammar::Impl {
   bool IsEos(TokenId id) const {
     return id >= 0 && id < static_cast<TokenId>(is_eos_.size()) && is_eos_[id];
   }
-  bool IsTextToken(TokenId id) const {
-    if (id < 0 || id >= vocab_->size()) return false;
-    TokenKind k = vocab_->Kind(id);
-    return (k == TokenKind::kNormal || k == TokenKind::kByte) && !vocab_->TokenBytes(id).empty();
-  }
+  bool IsTextToken(TokenId id) const { return lockstep::IsTextToken(*vocab_, id); }
   CompiledGrammarStats Stats() const;
 
  private:
@@ -59,5 +65,8 @@ class CompiledGrammar::Impl {
   mutable std::atomic<std::int64_t> cache_bytes_{0};
   mutable std::atomic<std::int32_t> cached_masks_{0};
 };
+
+// The grammar's TokenDfa, or null when it is a grammar.
+const TokenDfa* TokenDfaOf(const CompiledGrammar& g);
 
 }  // namespace lockstep

@@ -629,7 +629,7 @@ Result<std::shared_ptr<const Vocabulary>> LoadTokenizerJsonWithConfig(
   LOCKSTEP_RETURN_IF_ERROR(impl.SetLogitsWidth(options));
   impl.ResolveSpecialIds(ConfigToken(config_json, "eos_token"),
                          ConfigToken(config_json, "bos_token"));
-  return Vocabulary::FromImpl(std::move(loader.impl));
+  return VocabularyAccess::Wrap(std::move(loader.impl));
 }
 
 Result<std::shared_ptr<const Vocabulary>> Vocabulary::FromTokenizerJson(

@@ -103,4 +103,13 @@ Result<std::string> ReadFile(const std::string& path);
 Result<std::string> MaybeGunzip(std::string data);
 }  // namespace vocab
 
+// The tables behind a Vocabulary, for the loaders (which wrap the tables they finish) and the
+// engine's own tests.
+struct VocabularyAccess {
+  static const Vocabulary::Impl& Tables(const Vocabulary& v) { return *v.impl_; }
+  static std::shared_ptr<const Vocabulary> Wrap(std::unique_ptr<Vocabulary::Impl> impl) {
+    return Vocabulary::FromImpl(std::move(impl));
+  }
+};
+
 }  // namespace lockstep

@@ -1,45 +1,25 @@
-// Matcher over a CompiledGrammar. Regex constraints: the state is the byte-DFA state after the
-// text so far, masks come from the per-state cache. Grammars: the state is an Earley parser
-// (one set per byte); history_ records the number of sets after each accepted step, so a
-// rollback is a truncation; masks come from CfgGrammar's adaptive cache.
+// Matcher over a CompiledGrammar: a TokenSequence of the grammar's automaton
+// (automata/token/token_automaton.h) and the history of its entries, one per accepted step, so
+// a rollback is a truncation. The Matcher keeps what every kind shares (the history, the end of
+// the sequence, the last error); the sequence knows its kind.
 #include "lockstep/matcher.h"
 
 #include <cstring>
 
-#include "automata/cfg/cfg_grammar.h"
-#include "automata/cfg/earley.h"
-#include "automata/token/token_dfa.h"
+#include "automata/token/token_automaton.h"
 
 namespace lockstep {
 
-struct Matcher::CfgState {
-  explicit CfgState(const CfgGrammar& g) : parser(&g.program(), g.max_depth(), g.max_step_items()) {
-    parser.InitRoot();
-  }
-  mutable EarleyParser parser;  // FillNextTokenBitmask pushes and pops scratch sets
-  // sigs[j]: the interned signature of set j, for a prefix of the sets (FillMask extends it).
-  // Sets popped by a rollback lose theirs at once: a later token may rebuild a set j with other
-  // items while sigs still covers j.
-  mutable std::vector<std::int32_t> sigs;
-  void PopTo(std::int32_t n) {
-    parser.PopTo(n);
-    if (static_cast<std::int32_t>(sigs.size()) > n) sigs.resize(static_cast<std::size_t>(n));
-  }
-};
-
-Matcher::Matcher(std::shared_ptr<const CompiledGrammar> grammar) : grammar_(std::move(grammar)) {
+Matcher::Matcher(std::shared_ptr<const CompiledGrammar> grammar)
+    : grammar_(std::move(grammar)),
+      seq_(GrammarAccess::Automaton(*grammar_).NewSequence()) {
   history_.reserve(64);
-  if (grammar_->is_grammar()) {
-    cfg_ = std::make_unique<CfgState>(grammar_->cfg());
-    history_.push_back(cfg_->parser.num_sets());
-  } else {
-    history_.push_back(grammar_->impl().dfa().start);
-  }
+  history_.push_back(seq_->Start());
 }
 
 Matcher::Matcher(const Matcher& o)
     : grammar_(o.grammar_),
-      cfg_(o.cfg_ ? std::make_unique<CfgState>(*o.cfg_) : nullptr),
+      seq_(o.seq_->Clone()),
       last_error_(o.last_error_),
       history_(o.history_),
       terminated_(o.terminated_),
@@ -48,7 +28,7 @@ Matcher::Matcher(const Matcher& o)
 Matcher& Matcher::operator=(const Matcher& o) {
   if (this != &o) {
     grammar_ = o.grammar_;
-    cfg_ = o.cfg_ ? std::make_unique<CfgState>(*o.cfg_) : nullptr;
+    seq_ = o.seq_->Clone();
     last_error_ = o.last_error_;
     history_ = o.history_;
     terminated_ = o.terminated_;
@@ -73,89 +53,30 @@ bool Matcher::FillNextTokenBitmask(std::span<std::uint32_t> words) const {
     std::memset(words.data(), 0, n * sizeof(std::uint32_t));
     return false;
   }
-  if (cfg_) {
-    const CfgGrammar& cfg = grammar_->cfg();
-    cfg.FillMask(cfg_->parser, cfg_->sigs, words.first(n));
-    cfg.NoteFill(grammar_, CurrentFillTrace().positions_walked > 0);
-    return true;
-  }
-  const CompiledGrammar::Impl& g = grammar_->impl();
-  if (const std::uint32_t* cached = g.CachedMask(state())) {
-    std::memcpy(words.data(), cached, n * sizeof(std::uint32_t));
-  } else {
-    g.ComputeMask(state(), words.first(n));
-  }
+  seq_->Fill(state(), words.first(n), grammar_);
   return true;
 }
 
-bool Matcher::CfgAcceptBytes(std::string_view bytes) {
-  EarleyParser& p = cfg_->parser;
-  const std::int32_t before = p.num_sets();
-  p.ClearLimitFlags();
-  for (unsigned char c : bytes) {
-    if (!p.StepByte(c)) {
-      if (p.items_exceeded()) {
-        last_error_ = Status(StatusCode::kResourceLimit,
-                             "grammar parse of one byte exceeds max_earley_items_per_byte (" +
-                                 std::to_string(p.max_step_items()) + " items)",
-                             "byte " + std::to_string(p.num_sets() - 1));
-      } else if (p.depth_exceeded() || p.truncated(p.num_sets() - 1)) {
-        last_error_ = Status(StatusCode::kResourceLimit,
-                             "grammar nesting deeper than max_nesting_depth (" +
-                                 std::to_string(p.max_depth()) + ")",
-                             "byte " + std::to_string(p.num_sets() - 1));
-      }
-      cfg_->PopTo(before);
-      return false;
-    }
+bool Matcher::Take(const TokenStep& step) {
+  if (step.kind == TokenSequence::Step::kRejected) return false;
+  history_.push_back(step.next);
+  if (step.kind == TokenSequence::Step::kEnded) {
+    terminated_ = true;
+    terminated_at_ = static_cast<std::int32_t>(history_.size());
   }
-  history_.push_back(p.num_sets());
   return true;
 }
 
 bool Matcher::AcceptToken(TokenId id) {
   if (terminated_) return false;
   last_error_ = Status();
-  if (cfg_) {
-    const CfgGrammar& g = grammar_->cfg();
-    if (g.IsEos(id)) {
-      if (!cfg_->parser.CanEnd()) return false;
-      history_.push_back(cfg_->parser.num_sets());
-      terminated_ = true;
-      terminated_at_ = static_cast<std::int32_t>(history_.size());
-      return true;
-    }
-    if (std::int32_t sp = g.SpecialIndex(id); sp >= 0) {
-      if (!cfg_->parser.StepSpecial(sp)) return false;
-      history_.push_back(cfg_->parser.num_sets());
-      return true;
-    }
-    if (!g.IsTextToken(id)) return false;
-    return CfgAcceptBytes(g.vocab().TokenBytes(id));
-  }
-  const CompiledGrammar::Impl& g = grammar_->impl();
-  if (g.IsEos(id)) {
-    if (!g.dfa().IsAccepting(state())) return false;
-    history_.push_back(state());
-    terminated_ = true;
-    terminated_at_ = static_cast<std::int32_t>(history_.size());
-    return true;
-  }
-  if (!g.IsTextToken(id)) return false;
-  StateId next = g.StepToken(state(), id);
-  if (next == ByteDfa::kDead) return false;
-  history_.push_back(next);
-  return true;
+  return Take(seq_->AcceptToken(state(), id, &last_error_));
 }
 
 bool Matcher::AcceptString(std::string_view bytes) {
   if (terminated_) return false;
   last_error_ = Status();
-  if (cfg_) return CfgAcceptBytes(bytes);
-  StateId next = grammar_->impl().dfa().Run(state(), bytes);
-  if (next == ByteDfa::kDead) return false;
-  history_.push_back(next);
-  return true;
+  return Take(seq_->AcceptBytes(state(), bytes, &last_error_));
 }
 
 bool Matcher::Rollback(std::int32_t n) {
@@ -165,7 +86,7 @@ bool Matcher::Rollback(std::int32_t n) {
     terminated_ = false;
     terminated_at_ = -1;
   }
-  if (cfg_) cfg_->PopTo(history_.back());
+  seq_->BackTo(history_.back());
   return true;
 }
 
@@ -174,70 +95,17 @@ void Matcher::Reset() {
   terminated_ = false;
   terminated_at_ = -1;
   last_error_ = Status();
-  if (cfg_) cfg_->PopTo(history_.back());
+  seq_->BackTo(history_.back());
 }
 
 bool Matcher::CanEnd() const {
   if (terminated_) return false;
-  if (cfg_) return cfg_->parser.CanEnd();
-  return grammar_->impl().dfa().IsAccepting(state());
+  return seq_->CanEnd(state());
 }
 
 std::string Matcher::ForcedBytes(std::size_t max_bytes) const {
-  std::string out;
-  if (terminated_) return out;
-  if (cfg_) {
-    EarleyParser& p = cfg_->parser;
-    const std::int32_t base = p.num_sets();
-    // A byte is forced when it is the only live one and the grammar cannot end (or take a
-    // special token) here.
-    while (out.size() < max_bytes && !p.CanEnd()) {
-      bool special = false;
-      for (std::size_t i = 0; i < p.program().special_tokens.size() && !special; ++i) {
-        if (p.StepSpecial(static_cast<std::int32_t>(i))) {
-          p.PopTo(p.num_sets() - 1);
-          special = true;
-        }
-      }
-      if (special) break;
-      int live = -1;
-      bool several = false;
-      const std::int32_t here = p.num_sets();
-      for (int b = 0; b < 256 && !several; ++b) {
-        if (p.StepByte(static_cast<std::uint8_t>(b))) {
-          p.PopTo(here);
-          if (live >= 0) several = true;
-          live = b;
-        }
-      }
-      if (several || live < 0) break;
-      p.StepByte(static_cast<std::uint8_t>(live));
-      out.push_back(static_cast<char>(live));
-    }
-    p.PopTo(base);
-    p.ClearLimitFlags();
-    return out;
-  }
-  const ByteDfa& dfa = grammar_->impl().dfa();
-  StateId s = state();
-  // Follow states with exactly one live byte and no option to end; bounded by the state count
-  // (a forced path that revisits a state is a forced infinite loop, impossible in a trimmed DFA).
-  for (std::int32_t steps = 0;
-       steps < dfa.num_states && !dfa.IsAccepting(s) && out.size() < max_bytes; ++steps) {
-    int live_byte = -1;
-    StateId live_next = ByteDfa::kDead;
-    for (int b = 0; b < 256; ++b) {
-      StateId t = dfa.Step(s, static_cast<std::uint8_t>(b));
-      if (t == ByteDfa::kDead) continue;
-      if (live_byte >= 0) return out;
-      live_byte = b;
-      live_next = t;
-    }
-    if (live_byte < 0) break;
-    out.push_back(static_cast<char>(live_byte));
-    s = live_next;
-  }
-  return out;
+  if (terminated_) return {};
+  return seq_->ForcedBytes(state(), max_bytes);
 }
 
 std::vector<TokenId> Matcher::ForcedTokens() const {

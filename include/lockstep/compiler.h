@@ -68,7 +68,7 @@ struct CompileOptions {
   // Budget of grammar expressions built from one schema.
   std::int64_t schema_max_exprs = 2000000;
   // Wall-clock budget of one compile (CompileRegex, CompileGrammar, CompileSchema,
-  // CompileGrammarIr, with precompute_masks when set), in milliseconds; 0 = none. Every long
+  // CompileStructured, with precompute_masks when set), in milliseconds; 0 = none. Every long
   // phase polls it, so a compile ends within milliseconds of it with kResourceLimit "compile
   // deadline of N ms passed", located at the JSON Pointer of the subschema or the rule being
   // compiled then. A budget against pathological inputs, not a target: the dev-set schemas
@@ -99,11 +99,9 @@ struct CompiledGrammarStats {
 };
 
 class TokenTrie;
+class TokenAutomaton;
 class CompiledGrammar;
-class CfgGrammar;
-namespace grammar {
-struct Grammar;
-}
+struct GrammarAccess;
 
 // Holds a vocabulary and its token trie (built once, ~tens of ms for a 128k vocabulary) and
 // compiles constraints against it. Thread-safe; compiled grammars keep what they need alive.
@@ -130,41 +128,73 @@ class GrammarCompiler {
   Result<std::shared_ptr<const CompiledGrammar>> CompileSchema(
       std::string_view schema_json, const CompileOptions& options = {},
       std::vector<std::string>* warnings = nullptr) const;
-  // A grammar already in the IR (what the JSON Schema compiler produces).
-  Result<std::shared_ptr<const CompiledGrammar>> CompileGrammarIr(
-      const grammar::Grammar& ir, const CompileOptions& options = {}) const;
 
   const Vocabulary& vocabulary() const { return *vocab_; }
   const std::shared_ptr<const Vocabulary>& vocabulary_ptr() const { return vocab_; }
-  const std::shared_ptr<const TokenTrie>& trie() const { return trie_; }
   // vocabulary().Fingerprint(), computed once here (compiled artifacts are checked against it).
   std::uint64_t vocab_fingerprint() const { return vocab_fingerprint_; }
 
  private:
+  friend struct GrammarAccess;  // the token trie, for the engine's own layers
   std::shared_ptr<const Vocabulary> vocab_;
   std::shared_ptr<const TokenTrie> trie_;
   std::uint64_t vocab_fingerprint_ = 0;
 };
 
+// The grammar a JSON Schema compiles to (what GrammarCompiler::CompileSchema lifts to tokens),
+// as GBNF text to read (`lockstep compile --schema F --emit-grammar`). Lexemes the schema
+// compiles to automata directly (patterns, formats, bounded numbers) print as `/<dfa N states>/`,
+// so the text is a description, not a grammar to compile again. It needs no vocabulary. Errors
+// and `warnings` as CompileSchema's.
+Result<std::string> SchemaToGbnf(std::string_view schema_json, const CompileOptions& options = {},
+                                 std::vector<std::string>* warnings = nullptr);
+
+// JSON instances of a schema rendered as the grammar GrammarCompiler::CompileSchema makes expects
+// to see them: declared properties first, in the order the applicable subschema declares them,
+// then the others in instance order; strings and numbers in the grammar's canonical spelling;
+// compact (indent < 0) or pretty-printed. What a benchmark or a few-shot prompt feeds a matcher.
+// The work that does not depend on the instance (expanded subschemas, string automata) is shared
+// by every Render, all under one deadline (options.compile_timeout_ms and options.cancel, started
+// by Create). Not thread-safe: one per thread.
+class SchemaInstanceRenderer {
+ public:
+  // Errors as CompileSchema's for a schema that does not load.
+  static Result<std::unique_ptr<SchemaInstanceRenderer>> Create(std::string_view schema_json,
+                                                                const CompileOptions& options = {});
+  ~SchemaInstanceRenderer();
+  // kInvalidArgument for an instance that is not JSON (at its byte offset); kResourceLimit when
+  // the deadline passed while choosing an anyOf / oneOf branch (at that subschema).
+  Result<std::string> Render(std::string_view instance_json, int indent = -1);
+
+ private:
+  class Impl;
+  explicit SchemaInstanceRenderer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// A constraint compiled for one vocabulary: immutable and thread-safe, shared by every Matcher
+// (and BatchMaskFiller) that runs it. Made by GrammarCompiler or LoadArtifact.
 class CompiledGrammar {
  public:
-  class Impl;
-  explicit CompiledGrammar(std::unique_ptr<Impl> impl);
-  explicit CompiledGrammar(std::unique_ptr<CfgGrammar> cfg);
   ~CompiledGrammar();
+  CompiledGrammar(const CompiledGrammar&) = delete;
+  CompiledGrammar& operator=(const CompiledGrammar&) = delete;
 
   const Vocabulary& vocabulary() const;
   std::int32_t logits_width() const { return vocabulary().logits_width(); }
+  // A context-free grammar (a JSON Schema, GBNF, Lark, a triggered format), not a regex.
+  bool is_grammar() const;
   // Fills the token masks of every state now (what `compile --stats` reports on).
   void PrecomputeAllMasks() const;
   CompiledGrammarStats Stats() const;
-  const Impl& impl() const { return *impl_; }
-  bool is_grammar() const { return cfg_ != nullptr; }
-  const CfgGrammar& cfg() const { return *cfg_; }
+  // A regex's live DFA states, in order: how many tokens each state's mask allows (computed
+  // where not cached). Empty for a grammar, whose masks depend on the parse, not on a state.
+  std::vector<std::int64_t> AllowedTokensPerState() const;
 
  private:
-  std::unique_ptr<Impl> impl_;
-  std::unique_ptr<CfgGrammar> cfg_;
+  friend struct GrammarAccess;  // the engine's own layers (not installed)
+  explicit CompiledGrammar(std::unique_ptr<TokenAutomaton> automaton);
+  std::unique_ptr<TokenAutomaton> automaton_;
 };
 
 }  // namespace lockstep

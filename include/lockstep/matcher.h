@@ -32,6 +32,9 @@ struct FillTrace {
   const char* Kind() const;
 };
 
+class TokenSequence;  // the grammar's automaton, for one sequence (not installed)
+struct TokenStep;
+
 class Matcher {
  public:
   explicit Matcher(std::shared_ptr<const CompiledGrammar> grammar);
@@ -83,11 +86,11 @@ class Matcher {
   StateId state() const;
 
  private:
-  struct CfgState;  // grammar constraints: the Earley parser and its history
-  bool CfgAcceptBytes(std::string_view bytes);
+  // Records a step the sequence took (or not): true unless it was rejected.
+  bool Take(const TokenStep& step);
 
   std::shared_ptr<const CompiledGrammar> grammar_;
-  std::unique_ptr<CfgState> cfg_;
+  std::unique_ptr<TokenSequence> seq_;  // the grammar's automaton, for this sequence
   Status last_error_;
   std::vector<StateId> history_;  // history_[0] = start; one entry per accepted step
   bool terminated_ = false;

@@ -111,15 +111,15 @@ class Vocabulary {
   // Stable 64-bit fingerprint of (token bytes, kinds, eos ids, logits width).
   std::uint64_t Fingerprint() const;
 
-  class Impl;
-  const Impl& impl() const { return *impl_; }
-  // For the loaders in automata/: wraps finished tables into a shareable handle.
-  static std::shared_ptr<const Vocabulary> FromImpl(std::unique_ptr<Impl> impl);
+  class Impl;  // the token tables and the encoder (not installed)
 
  protected:
   explicit Vocabulary(std::unique_ptr<Impl> impl);
 
  private:
+  friend struct VocabularyAccess;  // the loaders and the engine's own layers
+  // Wraps finished tables into a shareable handle.
+  static std::shared_ptr<const Vocabulary> FromImpl(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
 

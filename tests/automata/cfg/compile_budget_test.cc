@@ -451,7 +451,7 @@ TEST(CompileDeadline, EveryPhaseStopsOnAFlagAlreadySet) {
   plain.share_positions = false;  // (a program met before would take its positions at once)
   auto g = Compiler().CompileGrammar(gbnf, plain);
   ASSERT_TRUE(g.ok()) << g.status().ToString();
-  st = (*g)->cfg().PrecomputePositions(1, &cancelled);
+  st = CfgOf(**g)->PrecomputePositions(1, &cancelled);
   EXPECT_EQ(st.message(), "compile cancelled");
   EXPECT_NE(st.location().find("(precomputing its masks)"), std::string::npos) << st.ToString();
   // The public entry points, each with the flag.

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "automata/cfg/cfg_grammar.h"
+#include "automata/cfg/cfg_grammar_peer.h"
 #include "automata/cfg/cfg_program.h"
 #include "lockstep/compiler.h"
 #include "lockstep/matcher.h"
@@ -63,12 +64,12 @@ TEST_P(CountedViewTest, EveryCountEqualsTheWholeTrieWalk) {
     SCOPED_TRACE(k.text);
     auto g = Compile(compiler, k);
     ASSERT_NE(g, nullptr);
-    const CfgGrammar& cfg = g->cfg();
+    const CfgGrammar& cfg = *CfgOf(*g);
     const CfgProgram& p = cfg.program();
     bool any_view = false;
     for (std::int32_t r = 0; r < p.NumRules(); ++r) {
       if (!p.IsCounter(r)) continue;
-      const bool view = cfg.HasCountedView(r);
+      const bool view = CfgGrammarPeer(cfg).HasCountedView(r);
       any_view |= view;
       if (!view) continue;
       const CfgProgram::RuleInfo& info = p.rules[r];
@@ -79,15 +80,18 @@ TEST_P(CountedViewTest, EveryCountEqualsTheWholeTrieWalk) {
                                     ? info.min + 2
                                     : std::min(info.max - 1, info.min + span);
       for (std::int32_t count = 0; count <= last; ++count) {
-        const std::unique_ptr<CfgPosition> a = cfg.FreshCounterPosition(r, count, true);
-        const std::unique_ptr<CfgPosition> b = cfg.FreshCounterPosition(r, count, false);
+        const std::unique_ptr<CfgPosition> a =
+            CfgGrammarPeer(cfg).FreshCounterPosition(r, count, true);
+        const std::unique_ptr<CfgPosition> b =
+            CfgGrammarPeer(cfg).FreshCounterPosition(r, count, false);
         EXPECT_TRUE(a->SameContent(*b)) << "rule " << info.name << " count " << count;
         ++compared;
       }
       if (info.max != CfgProgram::kUnbounded) {
         for (std::int32_t count = std::max(0, info.max - span); count < info.max; ++count) {
-          EXPECT_TRUE(cfg.FreshCounterPosition(r, count, true)
-                          ->SameContent(*cfg.FreshCounterPosition(r, count, false)))
+          EXPECT_TRUE(CfgGrammarPeer(cfg)
+                          .FreshCounterPosition(r, count, true)
+                          ->SameContent(*CfgGrammarPeer(cfg).FreshCounterPosition(r, count, false)))
               << "rule " << info.name << " count " << count;
           ++compared;
         }

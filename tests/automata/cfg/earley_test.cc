@@ -8,6 +8,7 @@
 #include <functional>
 #include <string>
 
+#include "automata/cfg/cfg_grammar.h"
 #include "grammar/ir/grammar_ir.h"
 #include "lockstep/compiler.h"
 #include "lockstep/matcher.h"
@@ -116,7 +117,7 @@ TEST(EarleyTest, LeftRecursionAndAmbiguity) {
   Builder b;
   b.Rule("root", b.Alt({b.Seq({b.Ref("root"), b.Lit("+"), b.Ref("root")}),
                         b.Seq({b.Ref("root"), b.Lit("a")}), b.Lit("b")}));
-  auto g = Compiler().CompileGrammarIr(b.g);
+  auto g = CompileGrammarIr(Compiler(), b.g);
   ASSERT_TRUE(g.ok()) << g.status().ToString();
   auto in_language = [](const std::string& s) {
     // b followed by any sequence of "a" and "+b".
@@ -145,7 +146,7 @@ TEST(EarleyTest, NullableRulesAndBalancedBrackets) {
   b.Rule("root", b.Rep(b.Ref("item"), 0, Expr::kUnbounded));
   b.Rule("item", b.Alt({b.Seq({b.Lit("("), b.Ref("root"), b.Lit(")")}), b.Ref("e")}));
   b.Rule("e", b.Empty());
-  auto g = Compiler().CompileGrammarIr(b.g);
+  auto g = CompileGrammarIr(Compiler(), b.g);
   ASSERT_TRUE(g.ok()) << g.status().ToString();
   auto balanced = [](const std::string& s) {
     int d = 0;
@@ -167,7 +168,7 @@ TEST(EarleyTest, NativeCountersOverRules) {
   b.Rule("root", b.Alt({b.Seq({b.Lit("<"), b.Rep(b.Ref("item"), 3, 5), b.Lit(">")}),
                         b.Seq({b.Lit("["), b.Rep(b.Ref("item"), 2, Expr::kUnbounded), b.Lit("]")})}));
   b.Rule("item", b.Alt({b.Lit("ab"), b.Lit("c"), b.Seq({b.Lit("("), b.Ref("item"), b.Lit(")")})}));
-  auto g = Compiler().CompileGrammarIr(b.g);
+  auto g = CompileGrammarIr(Compiler(), b.g);
   ASSERT_TRUE(g.ok()) << g.status().ToString();
   EXPECT_GE((*g)->Stats().counter_rules, 2);
   // One item at body[i..]: its end, or npos.
@@ -212,7 +213,7 @@ TEST(EarleyTest, LargeCounterIsNotUnrolled) {
   b.Rule("root", b.Rep(b.Ref("x"), 0, 100000));
   b.Rule("x", b.Alt({b.Lit("a"), b.Lit("bc")}));
   auto t0 = std::chrono::steady_clock::now();
-  auto g = Compiler().CompileGrammarIr(b.g);
+  auto g = CompileGrammarIr(Compiler(), b.g);
   ASSERT_TRUE(g.ok()) << g.status().ToString();
   EXPECT_EQ((*g)->Stats().counter_rules, 1);
   EXPECT_LT((*g)->Stats().dfa_states, 50);
@@ -230,7 +231,7 @@ TEST(EarleyTest, DeepNestingEndsInAClearError) {
   b.Rule("root", b.Seq({b.Lit("["), b.Rep(b.Ref("root"), 0, 1), b.Lit("]")}));
   CompileOptions opts;
   opts.max_nesting_depth = 1000;
-  auto g = Compiler().CompileGrammarIr(b.g, opts);
+  auto g = CompileGrammarIr(Compiler(), b.g, opts);
   ASSERT_TRUE(g.ok()) << g.status().ToString();
   Matcher m(*g);
   std::string deep(100000, '[');
@@ -260,14 +261,14 @@ TEST(EarleyTest, UnproductiveRulesAreTrimmed) {
   Builder b;
   b.Rule("root", b.Alt({b.Seq({b.Lit("a"), b.Ref("loop")}), b.Lit("b")}));
   b.Rule("loop", b.Seq({b.Lit("x"), b.Ref("loop")}));
-  auto g = Compiler().CompileGrammarIr(b.g);
+  auto g = CompileGrammarIr(Compiler(), b.g);
   ASSERT_TRUE(g.ok()) << g.status().ToString();
   Matcher m(*g);
   EXPECT_FALSE(m.AcceptString("a"));
   EXPECT_TRUE(m.AcceptString("b"));
   Builder none;
   none.Rule("root", none.Seq({none.Lit("x"), none.Ref("root")}));
-  auto bad = Compiler().CompileGrammarIr(none.g);
+  auto bad = CompileGrammarIr(Compiler(), none.g);
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), StatusCode::kUnsatisfiable);
 }
@@ -281,7 +282,7 @@ TEST(EarleyTest, FastMaskEqualsBruteForceOnLlama3) {
   b.Rule("item", b.Alt({b.Ref("root"), b.Rep(b.Cls('a', 'z'), 1, 12), b.Rep(b.Cls('0', '9'), 1, Expr::kUnbounded),
                         b.Seq({b.Lit("\""), b.Rep(b.Alt({b.Cls(' ', '!'), b.Cls('#', 0x10FFFF)}), 0, Expr::kUnbounded), b.Lit("\"")})}));
   b.Rule("ws", b.Rep(b.Lit(" "), 1, 3));
-  auto g = Compiler().CompileGrammarIr(b.g);
+  auto g = CompileGrammarIr(Compiler(), b.g);
   ASSERT_TRUE(g.ok()) << g.status().ToString();
   testing::WalkStats st = testing::ExactnessWalks(*g, 150, 7, 25);
   EXPECT_EQ(st.over, 0) << st.first_mismatch;
@@ -347,7 +348,7 @@ TEST(EarleyTest, WalksAcrossRuleEdgesEqualBruteForce) {
     cases.push_back({"ambiguous", std::move(b)});
   }
   for (Case& c : cases) {
-    auto g = Compiler().CompileGrammarIr(c.b.g);
+    auto g = CompileGrammarIr(Compiler(), c.b.g);
     ASSERT_TRUE(g.ok()) << c.name << ": " << g.status().ToString();
     // Brute force costs a parse per token: fewer steps under the sanitizers (scale 0.1).
     const long steps = std::max(40L, static_cast<long>(150 * testing::TestScale()));

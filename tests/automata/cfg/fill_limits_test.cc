@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "automata/cfg/cfg_grammar.h"
+#include "automata/cfg/cfg_grammar_peer.h"
 #include "automata/cfg/earley.h"
 #include "lockstep/compiler.h"
 #include "lockstep/matcher.h"
@@ -40,7 +41,7 @@ std::vector<TokenId> Encode(const std::string& text) {
 // limit) when `may_stop`. Returns the number of fills that walked the whole trie themselves.
 int CompareAlong(const std::shared_ptr<const CompiledGrammar>& g, const std::string& text,
                  bool may_stop = false) {
-  const CfgGrammar& cfg = g->cfg();
+  const CfgGrammar& cfg = *CfgOf(*g);
   Matcher m(g);
   EarleyParser parser(&cfg.program(), cfg.max_depth());
   parser.InitRoot();
@@ -138,8 +139,8 @@ TEST(FillLimits, MutuallyRecursiveRulesGetBoundedKeysAndExactMasks) {
   }
   auto g = Compiler().CompileGrammar(text.str());
   ASSERT_TRUE(g.ok()) << g.status().ToString();
-  const CfgGrammar& cfg = (*g)->cfg();
-  for (StateId s = 0; s < cfg.program().num_states; ++s) (void)cfg.KeyOfState(s);
+  const CfgGrammar& cfg = *CfgOf(**g);
+  for (StateId s = 0; s < cfg.program().num_states; ++s) (void)CfgGrammarPeer(cfg).KeyOfState(s);
   CompareAlong(*g, "(((((a3)))))  ");
   CompareAlong(*g, "((a39))");
 }
@@ -157,7 +158,7 @@ TEST(FillLimits, AStringBodyViewIsReadyWithTheCompiler) {
   ASSERT_TRUE(g.ok()) << g.status().ToString();
   Matcher m(*g);
   ASSERT_TRUE(m.AcceptString(R"({"city":"Par)"));
-  std::vector<std::uint32_t> mask((*g)->cfg().mask_words());
+  std::vector<std::uint32_t> mask(CfgOf(**g)->mask_words());
   m.FillNextTokenBitmask(mask);
   EXPECT_EQ(Matcher::LastFillTrace().regions_built, 0);
   EXPECT_GT(Matcher::LastFillTrace().region_walks + Matcher::LastFillTrace().positions_shared, 0)

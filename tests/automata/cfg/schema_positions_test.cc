@@ -72,7 +72,7 @@ TEST(SchemaPositions, FastPositionsEqualFullTrieWalkOnDevTraces) {
     auto g = compiler.CompileSchema(t.schema);
     if (!g.ok()) continue;  // the refused ones are listed by schema_devset_test
     ++compared_schemas;
-    const CfgGrammar& cfg = (*g)->cfg();
+    const CfgGrammar& cfg = *CfgOf(**g);
     EarleyParser parser(&cfg.program(), cfg.max_depth());
     parser.InitRoot();
     std::vector<std::int32_t> sigs;

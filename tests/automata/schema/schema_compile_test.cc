@@ -5,21 +5,21 @@
 // JSON Pointers, lenient warnings, budgets, deep recursion, whitespace policy, declared order.
 #include "automata/schema/schema_compile.h"
 
-#include "automata/cfg/cfg_grammar.h"
-#include "automata/cfg/cfg_program.h"
-#include "automata/cfg/position_key.h"
-
 #include <gtest/gtest.h>
 
 #include <array>
-#include <fstream>
-#include <filesystem>
-#include <functional>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <functional>
 #include <map>
 #include <random>
 #include <set>
 
+#include "automata/cfg/cfg_grammar.h"
+#include "automata/cfg/cfg_grammar_peer.h"
+#include "automata/cfg/cfg_program.h"
+#include "automata/cfg/position_key.h"
 #include "grammar/schema/json_schema.h"
 #include "lockstep/compiler.h"
 #include "lockstep/matcher.h"
@@ -140,7 +140,7 @@ Outcome Compare(const std::string& schema_text, const std::vector<json>& instanc
   auto ir = CompileSchemaToGrammar(**schema, so);
   EXPECT_TRUE(ir.ok()) << schema_text << ": " << ir.status().ToString();
   if (!ir.ok()) return out;
-  auto g = Compiler().CompileGrammarIr(ir->grammar);
+  auto g = CompileGrammarIr(Compiler(), ir->grammar);
   EXPECT_TRUE(g.ok()) << g.status().ToString();
   if (!g.ok()) return out;
   ValidateOptions vo;
@@ -379,7 +379,7 @@ TEST(SchemaCompileErrors, LenientRelaxesAndReportsEachKeyword) {
   for (const auto& r : g->relaxed) where.insert(r.pointer);
   EXPECT_TRUE(where.count("/properties/tags/uniqueItems"));
   EXPECT_TRUE(where.count("/properties/id/format"));
-  auto compiled = Compiler().CompileGrammarIr(g->grammar);
+  auto compiled = CompileGrammarIr(Compiler(), g->grammar);
   ASSERT_TRUE(compiled.ok());
   EXPECT_TRUE(Feed(*compiled, R"({"id":"x","tags":["a","a"]})"));
 }
@@ -574,13 +574,13 @@ TEST(SharedPositions, EqualThePositionsWalkedAfresh) {
   for (const std::string& text : texts) {
     auto g = Compiler().CompileSchema(text);
     if (!g.ok()) continue;  // (a dev-set schema that is refused)
-    const CfgGrammar& cfg = (*g)->cfg();
+    const CfgGrammar& cfg = *CfgOf(**g);
     const std::int32_t n = cfg.program().num_states;
     const std::int32_t stride = std::max(1, n / 40);
     for (StateId s = 0; s < n; s += stride) {
-      const CfgPosition* p = cfg.PositionOfState(s);
+      const CfgPosition* p = CfgGrammarPeer(cfg).PositionOfState(s);
       ASSERT_NE(p, nullptr);
-      auto fresh = cfg.FreshPositionOfState(s);
+      auto fresh = CfgGrammarPeer(cfg).FreshPositionOfState(s);
       EXPECT_TRUE(p->SameContent(*fresh)) << "state " << s << " of " << text;
       ++checked;
     }
@@ -633,7 +633,7 @@ TEST(SharedPositions, BigFormatAutomataAreSharedToo) {
   for (const std::string& text : {a, b}) {
     auto g = Compiler().CompileSchema(text);
     ASSERT_TRUE(g.ok()) << g.status().ToString();
-    const CfgGrammar& cfg = (*g)->cfg();
+    const CfgGrammar& cfg = *CfgOf(**g);
     const CfgProgram& p = cfg.program();
     std::vector<StateId> big;
     for (StateId s = 0; s < p.num_states; ++s) {
@@ -641,9 +641,10 @@ TEST(SharedPositions, BigFormatAutomataAreSharedToo) {
     }
     ASSERT_GT(big.size(), 4096u);
     for (std::size_t i = 0; i < big.size(); i += big.size() / 25) {
-      const CfgPosition* pos = cfg.PositionOfState(big[i]);
+      const CfgPosition* pos = CfgGrammarPeer(cfg).PositionOfState(big[i]);
       ASSERT_NE(pos, nullptr);
-      EXPECT_TRUE(pos->SameContent(*cfg.FreshPositionOfState(big[i]))) << "state " << big[i];
+      EXPECT_TRUE(pos->SameContent(*CfgGrammarPeer(cfg).FreshPositionOfState(big[i])))
+          << "state " << big[i];
       ++checked;
     }
     if (text == b) shared_in_b = (*g)->Stats().shared_positions;
@@ -666,15 +667,15 @@ TEST(SharedPositions, FoldedFormatStatesEqualTheirOwnWalks) {
         format + R"("}}, "required": ["to"]})";
     auto g = Compiler().CompileSchema(text, options);
     ASSERT_TRUE(g.ok()) << g.status().ToString();
-    const CfgGrammar& cfg = (*g)->cfg();
+    const CfgGrammar& cfg = *CfgOf(**g);
     const CfgProgram& p = cfg.program();
     std::vector<StateId> big, folded;
     std::set<StateId> firsts;
     for (StateId s = 0; s < p.num_states; ++s) {
       if (p.rules[p.state_rule[s]].shared_source == 0) continue;
       big.push_back(s);
-      firsts.insert(cfg.FoldedState(s));
-      if (cfg.FoldedState(s) != s) folded.push_back(s);
+      firsts.insert(CfgGrammarPeer(cfg).FoldedState(s));
+      if (CfgGrammarPeer(cfg).FoldedState(s) != s) folded.push_back(s);
     }
     ASSERT_GT(big.size(), 4096u) << format;
     EXPECT_LT(firsts.size() * 3, big.size())
@@ -688,10 +689,10 @@ TEST(SharedPositions, FoldedFormatStatesEqualTheirOwnWalks) {
     for (std::size_t i = 0; i < folded.size();
          i += std::max<std::size_t>(1, folded.size() / want)) {
       const StateId s = folded[i];
-      const CfgPosition* pos = cfg.PositionOfState(s);
+      const CfgPosition* pos = CfgGrammarPeer(cfg).PositionOfState(s);
       ASSERT_NE(pos, nullptr);
-      EXPECT_TRUE(pos->SameContent(*cfg.FreshPositionOfState(s)))
-          << format << " state " << s << " folded into " << cfg.FoldedState(s);
+      EXPECT_TRUE(pos->SameContent(*CfgGrammarPeer(cfg).FreshPositionOfState(s)))
+          << format << " state " << s << " folded into " << CfgGrammarPeer(cfg).FoldedState(s);
       ++checked;
     }
     std::printf("%s: %zu states, %zu folds, %zu folded states checked against their own walks\n",
@@ -719,16 +720,17 @@ TEST(SharedPositions, APrecomputedProgramLeavesItsPositionsForTheNextCompile) {
     if (!first.ok()) continue;  // (a dev-set schema that is refused)
     auto again = Compiler().CompileSchema(text, pre);
     ASSERT_TRUE(again.ok());
-    const CfgGrammar& a = (*first)->cfg();
-    const CfgGrammar& b = (*again)->cfg();
-    EXPECT_TRUE(b.PositionsTakenFromProgram()) << text;
+    const CfgGrammar& a = *CfgOf(**first);
+    const CfgGrammar& b = *CfgOf(**again);
+    EXPECT_TRUE(CfgGrammarPeer(b).PositionsTakenFromProgram()) << text;
     EXPECT_EQ(b.Stats().positions, a.Stats().positions) << text;
     const std::int32_t n = b.program().num_states;
     const std::int32_t stride = std::max(1, n / 30);
     for (StateId s = 0; s < n; s += stride) {
-      const CfgPosition* p = b.PositionOfState(s);
+      const CfgPosition* p = CfgGrammarPeer(b).PositionOfState(s);
       ASSERT_NE(p, nullptr);
-      EXPECT_TRUE(p->SameContent(*b.FreshPositionOfState(s))) << "state " << s << " of " << text;
+      EXPECT_TRUE(p->SameContent(*CfgGrammarPeer(b).FreshPositionOfState(s)))
+          << "state " << s << " of " << text;
       ++compared;
     }
   }
@@ -736,7 +738,7 @@ TEST(SharedPositions, APrecomputedProgramLeavesItsPositionsForTheNextCompile) {
   auto fresh = Compiler().CompileSchema(
       R"({"type": "object", "properties": {"zq_unique_name_4711": {"type": "boolean"}}})", pre);
   ASSERT_TRUE(fresh.ok());
-  EXPECT_FALSE((*fresh)->cfg().PositionsTakenFromProgram());
+  EXPECT_FALSE(CfgGrammarPeer(*CfgOf(**fresh)).PositionsTakenFromProgram());
   std::printf("%lld positions taken from program tables compared with fresh walks\n",
               static_cast<long long>(compared));
 }
@@ -757,21 +759,21 @@ TEST(SharedPositions, KeysOfAProgramCompiledAgainComeFromTheStore) {
   for (const std::string& text : texts) {
     auto first = Compiler().CompileSchema(text);
     if (!first.ok()) continue;  // (a dev-set schema that is refused)
-    const CfgGrammar& a = (*first)->cfg();
+    const CfgGrammar& a = *CfgOf(**first);
     const std::int32_t n = a.program().num_states;
     // The first grammar's first key is of its last state (a rule of its own, usually not the
     // root's): the stored keyer knows that rule early, the others only once asked.
     std::vector<StateId> order = {n - 1};
     for (StateId s = 0; s + 1 < n; ++s) order.push_back(s);
     std::vector<std::optional<PositionKey>> keys(n);
-    for (StateId s : order) keys[s] = a.KeyOfState(s);
+    for (StateId s : order) keys[s] = CfgGrammarPeer(a).KeyOfState(s);
     auto again = Compiler().CompileSchema(text);
     ASSERT_TRUE(again.ok());
-    const CfgGrammar& b = (*again)->cfg();
+    const CfgGrammar& b = *CfgOf(**again);
     ASSERT_EQ(b.program().num_states, n);
-    const std::vector<std::optional<PositionKey>> fresh = b.FreshKeysInOrder(order);
+    const std::vector<std::optional<PositionKey>> fresh = CfgGrammarPeer(b).FreshKeysInOrder(order);
     for (StateId s = 0; s < n; ++s) {
-      const std::optional<PositionKey> k = b.KeyOfState(s);
+      const std::optional<PositionKey> k = CfgGrammarPeer(b).KeyOfState(s);
       const std::optional<PositionKey>& f = fresh[s == n - 1 ? 0 : s + 1];
       ASSERT_EQ(k.has_value(), f.has_value()) << "state " << s << " of " << text;
       ASSERT_EQ(k.has_value(), keys[s].has_value()) << "state " << s << " of " << text;
@@ -781,7 +783,7 @@ TEST(SharedPositions, KeysOfAProgramCompiledAgainComeFromTheStore) {
       }
       ++compared;
     }
-    EXPECT_TRUE(b.KeysTakenFromStore()) << text;
+    EXPECT_TRUE(CfgGrammarPeer(b).KeysTakenFromStore()) << text;
   }
   EXPECT_GT(compared, 100);
   std::printf("%lld keys of recompiled grammars compared with fresh keyers\n",
@@ -799,7 +801,7 @@ TEST(SharedPositions, ABoundedKeyCallStartsNoRuleItCannotFinish) {
   }
   auto g = Compiler().CompileSchema(R"({"type": "object", "properties": {)" + props + "}}");
   ASSERT_TRUE(g.ok()) << g.status().message();
-  const CfgProgram& program = (*g)->cfg().program();
+  const CfgProgram& program = CfgOf(**g)->program();
   // The biggest rule (the object's), and its states.
   std::vector<std::int32_t> size(program.NumRules(), 0);
   for (StateId s = 0; s < program.num_states; ++s) ++size[program.state_rule[s]];
@@ -831,7 +833,7 @@ TEST(SharedPositions, ProgramFingerprintChangesWithEveryFieldTheKeysRead) {
   auto g = Compiler().CompileSchema(R"({"type": "object", "properties": {"a": {"type": "array",
       "items": {"type": "integer"}, "minItems": 2, "maxItems": 40}, "b": {"type": "string"}}})");
   ASSERT_TRUE(g.ok()) << g.status().ToString();
-  const CfgProgram& p = (*g)->cfg().program();
+  const CfgProgram& p = CfgOf(**g)->program();
   const PositionKey base = ProgramFingerprint(p);
   CfgProgram copy = p;
   EXPECT_TRUE(ProgramFingerprint(copy) == base);
@@ -890,10 +892,10 @@ TEST(RegionViews, PositionsEqualTheWholeTrieWalk) {
   for (const std::string& text : texts) {
     auto g = Compiler().CompileSchema(text);
     if (!g.ok()) continue;  // (a dev-set schema that is refused)
-    const CfgGrammar& cfg = (*g)->cfg();
+    const CfgGrammar& cfg = *CfgOf(**g);
     std::vector<std::pair<StateId, int>> states;
     for (StateId s = 0; s < cfg.program().num_states; ++s) {
-      const int use = cfg.RegionUseOfState(s);
+      const int use = CfgGrammarPeer(cfg).RegionUseOfState(s);
       if (use != 0) states.push_back({s, use});
     }
     // Up to 40 per grammar, the taken-out kind first (a whole-trie walk is a few ms).
@@ -901,8 +903,8 @@ TEST(RegionViews, PositionsEqualTheWholeTrieWalk) {
                      [](const auto& a, const auto& b) { return a.second > b.second; });
     states.resize(std::min<std::size_t>(states.size(), 40));
     for (const auto& [s, use] : states) {
-      auto fast = cfg.FreshPositionOfState(s);
-      auto walked = cfg.TrieWalkedPositionOfState(s);
+      auto fast = CfgGrammarPeer(cfg).FreshPositionOfState(s);
+      auto walked = CfgGrammarPeer(cfg).TrieWalkedPositionOfState(s);
       ASSERT_TRUE(fast->SameContent(*walked)) << "state " << s << " (view use " << use << ") of " << text;
       ++viewed;
       taken_out += use == 2;
@@ -939,12 +941,12 @@ TEST(PositionsThroughACall, EqualWholeTrieWalks) {
       o.share_positions = false;  // (each composition computes its callee here)
       auto g = compiler.CompileSchema(text, o);
       if (!g.ok()) continue;  // (a dev-set schema that is refused)
-      const CfgGrammar& cfg = (*g)->cfg();
+      const CfgGrammar& cfg = *CfgOf(**g);
       std::int32_t here = 0;
       for (StateId s = 0; s < cfg.program().num_states && here < 30; ++s) {
-        if (!cfg.ComposesThroughCall(s)) continue;
-        auto fast = cfg.FreshPositionOfState(s);
-        auto walked = cfg.TrieWalkedPositionOfState(s);
+        if (!CfgGrammarPeer(cfg).ComposesThroughCall(s)) continue;
+        auto fast = CfgGrammarPeer(cfg).FreshPositionOfState(s);
+        auto walked = CfgGrammarPeer(cfg).TrieWalkedPositionOfState(s);
         ASSERT_TRUE(fast->SameContent(*walked))
             << tokenizer << ": state " << s << " (" << fast->num_accepted << " accepted, "
             << fast->num_uncertain << " tails; walked " << walked->num_accepted << ", "
@@ -969,18 +971,18 @@ TEST(RegionViews, AStringOfMinLengthOneUsesTheBodyView) {
                            R"({"type": "array", "items": {"type": "string", "minLength": 1}})"}) {
     auto g = Compiler().CompileSchema(text);
     ASSERT_TRUE(g.ok()) << g.status().ToString();
-    const CfgGrammar& cfg = (*g)->cfg();
+    const CfgGrammar& cfg = *CfgOf(**g);
     const CfgProgram& p = cfg.program();
     std::int32_t two_before = 0;
     for (StateId s = 0; s < p.num_states; ++s) {
-      auto fast = cfg.FreshPositionOfState(s);
-      auto walked = cfg.TrieWalkedPositionOfState(s);
+      auto fast = CfgGrammarPeer(cfg).FreshPositionOfState(s);
+      auto walked = CfgGrammarPeer(cfg).TrieWalkedPositionOfState(s);
       ASSERT_TRUE(fast->SameContent(*walked)) << "state " << s << " of " << text;
       // The state after an opening quote of a non-empty string: it refuses `"`.
       bool after_quote = false;
       for (StateId q = 0; q < p.num_states; ++q) after_quote |= p.Step(q, '"') == s && q != s;
       if (after_quote && p.Step(s, '"') == CfgProgram::kDead && p.Step(s, 'a') != CfgProgram::kDead) {
-        EXPECT_NE(cfg.RegionUseOfState(s), 0) << "state " << s << " of " << text;
+        EXPECT_NE(CfgGrammarPeer(cfg).RegionUseOfState(s), 0) << "state " << s << " of " << text;
         ++two_before;
       }
     }

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "automata/cfg/cfg_grammar.h"
 #include "grammar/ir/grammar_ir.h"
 #include "lockstep/compiler.h"
 #include "lockstep/matcher.h"
@@ -1030,7 +1031,7 @@ TEST(SchemaLexicalRuntime, MatcherAgreesWithOracles) {
     rule.body = body;
     g.rules.push_back(rule);
     g.root = 0;
-    Result<std::shared_ptr<const CompiledGrammar>> c = compiler.CompileGrammarIr(g);
+    Result<std::shared_ptr<const CompiledGrammar>> c = CompileGrammarIr(compiler, g);
     EXPECT_TRUE(c.ok()) << c.status().ToString();
     return c.ok() ? *c : nullptr;
   };

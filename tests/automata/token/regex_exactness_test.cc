@@ -105,7 +105,7 @@ TEST_P(RegexExactnessTest, FastMaskEqualsBruteForceAndOutputsMatchRe2) {
   for (const std::string& pattern : patterns) {
     auto g = compiler.CompileRegex(pattern);
     ASSERT_TRUE(g.ok()) << pattern << ": " << g.status().ToString();
-    const ByteDfa& dfa = (*g)->impl().dfa();
+    const ByteDfa& dfa = TokenDfaOf(**g)->dfa();
     std::vector<int> dist = DistanceToAccept(dfa);
     std::optional<std::string> re2_pattern = ToRe2Pattern(pattern);
     RE2 re2(re2_pattern.value_or("(?!)"), RE2::Quiet);

@@ -170,7 +170,7 @@ TEST(FastSplitterTest, TheFilesPatternsSelectTheFastSplitters) {
                                                         {"o200k_base", "o200k"}}) {
     auto vocab = SharedVocab(name);
     ASSERT_NE(vocab, nullptr);
-    const auto& steps = vocab->impl().pre_tokenizers_;
+    const auto& steps = VocabularyAccess::Tables(*vocab).pre_tokenizers_;
     ASSERT_EQ(steps.size(), 1u) << name;
     ASSERT_NE(steps[0].splitter, nullptr);
     EXPECT_EQ(steps[0].splitter->kind(), kind) << name;

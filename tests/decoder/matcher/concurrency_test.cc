@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "automata/cfg/cfg_grammar.h"
+#include "automata/cfg/cfg_grammar_peer.h"
 #include "lockstep/batch.h"
 #include "lockstep/compiler.h"
 #include "lockstep/matcher.h"
@@ -496,8 +497,8 @@ TEST_P(CompileWhileFilling, MasksEqualSingleThreadedFills) {
                        again == 0 ? "compile thread (precomputed)" : "compile thread (again)",
                        failures, &g);
         if (!g || !g->is_grammar()) continue;
-        keys_from_store += g->cfg().KeysTakenFromStore();
-        programs_taken += g->cfg().PositionsTakenFromProgram();
+        keys_from_store += CfgGrammarPeer(*CfgOf(*g)).KeysTakenFromStore();
+        programs_taken += CfgGrammarPeer(*CfgOf(*g)).PositionsTakenFromProgram();
       }
       if (ci % 2 == 0) {
         // A schema that recurs is precomputed where it is served (lockstep_grammar_precompute):

@@ -1,0 +1,70 @@
+// CfgGrammarPeer: what tests and benchmarks look into a CfgGrammar for, kept out of its public
+// interface. Each question compares a fast path with a slow one (a cached or composed position
+// against a fresh walk of the whole trie, a counted view against a walk, a stored key against a
+// fresh keyer's) or reports where a grammar's tables came from.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "automata/cfg/cfg_grammar.h"
+
+namespace lockstep {
+
+class CfgGrammarPeer {
+ public:
+  explicit CfgGrammarPeer(const CfgGrammar& g) : g_(g) {}
+
+  // The position of DFA state s through the caches (shared positions included), and the same
+  // computed afresh by a walk of the token trie.
+  const CfgPosition* PositionOfState(StateId s) const {
+    return g_.PositionFor({g_.program_.state_rule[s], s, 0, 0});
+  }
+  std::unique_ptr<CfgPosition> FreshPositionOfState(StateId s) const {
+    return g_.ComputePosition({g_.program_.state_rule[s], s, 0, 0});
+  }
+  // The same by a walk of the whole trie, no region view, and how the position of s uses a
+  // view: 0 not at all, 1 a view, 2 a view with first bytes taken out.
+  std::unique_ptr<CfgPosition> TrieWalkedPositionOfState(StateId s) const {
+    return g_.ComputePosition({g_.program_.state_rule[s], s, 0, 0}, /*regions=*/false);
+  }
+  int RegionUseOfState(StateId s) const { return g_.RegionUseOfState(s); }
+  // Whether the position of s is composed from a callee's start position (ComposableCall).
+  bool ComposesThroughCall(StateId s) const { return g_.ComposableCall(s) >= 0; }
+  // Counter rule `rule`'s position after `count` repetitions, computed afresh: from its counted
+  // view when it has one (`view`), else (or with !view) by a walk of the whole trie; and whether
+  // it has one.
+  std::unique_ptr<CfgPosition> FreshCounterPosition(std::int32_t rule, std::int32_t count,
+                                                    bool view) const {
+    return g_.ComputePosition({rule, count, 0, 0}, view);
+  }
+  bool HasCountedView(std::int32_t rule) const { return g_.counted_views_[rule] != nullptr; }
+  // The position key of DFA state s through the keyer (and the store's keyers), and the keys of
+  // `order`'s states asked in that order of a fresh keyer of the grammar's program (a key's
+  // hash can depend on the keys asked before it: a recursive rule is described from the rule
+  // first asked).
+  std::optional<PositionKey> KeyOfState(StateId s) const { return g_.KeyOf(s); }
+  std::vector<std::optional<PositionKey>> FreshKeysInOrder(std::span<const StateId> order) const {
+    PositionKeyer fresh(&g_.program_);
+    std::vector<std::optional<PositionKey>> out;
+    for (StateId s : order) out.push_back(fresh.Key(s, g_.follow_bits_[g_.program_.state_rule[s]]));
+    return out;
+  }
+  // The state whose position state s takes (its fold's first state; s when it folds with none).
+  StateId FoldedState(StateId s) const { return g_.FoldedState(s); }
+  // Whether PrecomputePositions took the grammar's positions from a program table the same
+  // program left in the store, and whether its keys came from another grammar's keyer.
+  bool PositionsTakenFromProgram() const { return g_.positions_from_program_.load(); }
+  bool KeysTakenFromStore() const {
+    std::lock_guard<std::mutex> lock(g_.key_mu_);
+    return g_.keys_from_store_;
+  }
+
+ private:
+  const CfgGrammar& g_;
+};
+
+}  // namespace lockstep
