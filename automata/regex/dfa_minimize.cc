@@ -179,162 +179,221 @@ std::vector<std::int32_t> MooreBlocks(std::int32_t n, std::int32_t k,
   }
 }
 
-}  // namespace
+// ---- the steps of MinimizeDfa, in the order it runs them ----
 
-ByteDfa MinimizeDfa(const SubsetDfa& in, bool distinct_states) {
+// 1. Live states: those that reach acceptance (reverse BFS).
+std::vector<std::uint8_t> LiveStates(const SubsetDfa& in) {
   const std::int32_t k = in.num_classes;
   const std::int32_t n0 = in.num_states;
-  ByteDfa out;
-
-  // 1. Live states: those that reach acceptance (reverse BFS).
   std::vector<std::uint8_t> live(n0, 0);
-  {
-    std::vector<std::int32_t> rbegin(n0 + 1, 0);
-    for (StateId t : in.next) {
-      if (t != 0) ++rbegin[t + 1];  // the dead state is never live: skip edges into it
+  std::vector<std::int32_t> rbegin(n0 + 1, 0);
+  for (StateId t : in.next) {
+    if (t != 0) ++rbegin[t + 1];  // the dead state is never live: skip edges into it
+  }
+  for (std::int32_t i = 0; i < n0; ++i) rbegin[i + 1] += rbegin[i];
+  std::vector<std::int32_t> rsrc(rbegin[n0]);
+  std::vector<std::int32_t> fill(rbegin.begin(), rbegin.end() - 1);
+  for (std::int32_t s = 0; s < n0; ++s) {
+    for (std::int32_t c = 0; c < k; ++c) {
+      const StateId t = in.next[static_cast<std::size_t>(s) * k + c];
+      if (t != 0) rsrc[fill[t]++] = s;
     }
-    for (std::int32_t i = 0; i < n0; ++i) rbegin[i + 1] += rbegin[i];
-    std::vector<std::int32_t> rsrc(rbegin[n0]);
-    std::vector<std::int32_t> fill(rbegin.begin(), rbegin.end() - 1);
-    for (std::int32_t s = 0; s < n0; ++s) {
-      for (std::int32_t c = 0; c < k; ++c) {
-        const StateId t = in.next[static_cast<std::size_t>(s) * k + c];
-        if (t != 0) rsrc[fill[t]++] = s;
-      }
+  }
+  std::vector<std::int32_t> queue;
+  for (std::int32_t s = 0; s < n0; ++s) {
+    if (in.accepting[s]) {
+      live[s] = 1;
+      queue.push_back(s);
     }
-    std::vector<std::int32_t> queue;
-    for (std::int32_t s = 0; s < n0; ++s) {
-      if (in.accepting[s]) {
+  }
+  for (std::size_t qi = 0; qi < queue.size(); ++qi) {
+    const std::int32_t t = queue[qi];
+    for (std::int32_t i = rbegin[t]; i < rbegin[t + 1]; ++i) {
+      const std::int32_t s = rsrc[i];
+      if (!live[s]) {
         live[s] = 1;
         queue.push_back(s);
       }
     }
-    for (std::size_t qi = 0; qi < queue.size(); ++qi) {
-      const std::int32_t t = queue[qi];
-      for (std::int32_t i = rbegin[t]; i < rbegin[t + 1]; ++i) {
-        const std::int32_t s = rsrc[i];
-        if (!live[s]) {
-          live[s] = 1;
-          queue.push_back(s);
-        }
-      }
-    }
   }
-  if (in.start == 0 || !live[in.start]) {
-    out.num_states = 1;
-    out.num_classes = 1;
-    out.byte_class.fill(0);
-    out.next.assign(1, ByteDfa::kDead);
-    out.start = ByteDfa::kDead;
-    out.accept_begin = 1;
-    return out;
-  }
+  return live;
+}
 
-  // 2. Compact to the dead state plus live states; edges into non-live states go to 0.
+// The canonical DFA of the empty language: the dead state alone, one byte class.
+ByteDfa EmptyLanguageDfa() {
+  ByteDfa out;
+  out.num_states = 1;
+  out.num_classes = 1;
+  out.byte_class.fill(0);
+  out.next.assign(1, ByteDfa::kDead);
+  out.start = ByteDfa::kDead;
+  out.accept_begin = 1;
+  return out;
+}
+
+// The complete DFA over the dead state 0 and the live states of a SubsetDfa (same classes).
+struct LiveDfa {
+  std::int32_t num_states = 0;
+  std::vector<StateId> next;            // num_states * classes
+  std::vector<std::uint8_t> accepting;  // num_states
+  StateId start = 0;
+};
+
+// 2. Compact to the dead state plus live states; edges into non-live states go to 0.
+LiveDfa CompactToLive(const SubsetDfa& in, const std::vector<std::uint8_t>& live) {
+  const std::int32_t k = in.num_classes;
+  const std::int32_t n0 = in.num_states;
   std::vector<std::int32_t> compact(n0, 0);
   std::int32_t n = 1;
   for (std::int32_t s = 1; s < n0; ++s) {
     if (live[s]) compact[s] = n++;
   }
-  std::vector<StateId> next(static_cast<std::size_t>(n) * k, 0);
-  std::vector<std::uint8_t> accepting(n, 0);
+  LiveDfa d;
+  d.num_states = n;
+  d.next.assign(static_cast<std::size_t>(n) * k, 0);
+  d.accepting.assign(n, 0);
   for (std::int32_t s = 1; s < n0; ++s) {
     if (!live[s]) continue;
     const std::int32_t cs = compact[s];
-    accepting[cs] = in.accepting[s];
+    d.accepting[cs] = in.accepting[s];
     for (std::int32_t c = 0; c < k; ++c) {
-      next[static_cast<std::size_t>(cs) * k + c] =
+      d.next[static_cast<std::size_t>(cs) * k + c] =
           compact[in.next[static_cast<std::size_t>(s) * k + c]];
     }
   }
+  d.start = compact[in.start];
+  return d;
+}
 
-  // 3. Merge equivalent states.
-  std::vector<std::int32_t> block;
+// 3. Merge equivalent states: the block of every state.
+std::vector<std::int32_t> EquivalenceBlocks(const LiveDfa& d, std::int32_t k,
+                                            bool distinct_states) {
+  const std::int32_t n = d.num_states;
   if (distinct_states) {
-    block.resize(n);
+    std::vector<std::int32_t> block(n);
     for (std::int32_t s = 0; s < n; ++s) block[s] = s;
-  } else if (static_cast<std::int64_t>(n) * k <= kMooreCells) {
-    block = MooreBlocks(n, k, next, accepting);
-  } else {
-    block = HopcroftBlocks(n, k, next, accepting);
+    return block;
   }
+  if (static_cast<std::int64_t>(n) * k <= kMooreCells) {
+    return MooreBlocks(n, k, d.next, d.accepting);
+  }
+  return HopcroftBlocks(n, k, d.next, d.accepting);
+}
+
+// The blocks of the minimal DFA and their final numbers.
+struct BlockNumbering {
+  std::vector<std::int32_t> rep;    // a state of each block
+  std::vector<std::int32_t> order;  // the blocks reachable from the start's, breadth-first
+  std::vector<StateId> id;          // the final state of each block (kDead for the dead block)
+};
+
+// 4. Breadth-first numbering over bytes: dead 0, then non-accepting, then accepting. Sets the
+// counts and the start state of *out.
+BlockNumbering NumberBlocks(const LiveDfa& d, std::int32_t k,
+                            const std::vector<std::int32_t>& block, ByteDfa* out) {
   std::int32_t num_blocks = 0;
   for (std::int32_t b : block) num_blocks = std::max(num_blocks, b + 1);
-  std::vector<std::int32_t> rep(num_blocks, -1);
-  for (std::int32_t s = 0; s < n; ++s) {
-    if (rep[block[s]] < 0) rep[block[s]] = s;
+  BlockNumbering num;
+  num.rep.assign(num_blocks, -1);
+  for (std::int32_t s = 0; s < d.num_states; ++s) {
+    if (num.rep[block[s]] < 0) num.rep[block[s]] = s;
   }
-
-  // 4. Breadth-first numbering over bytes: dead 0, then non-accepting, then accepting.
-  std::vector<std::int32_t> order;
   std::vector<std::uint8_t> seen(num_blocks, 0);
   const std::int32_t dead_block = block[0];
   seen[dead_block] = 1;
-  const std::int32_t start_block = block[compact[in.start]];
-  order.push_back(start_block);
+  const std::int32_t start_block = block[d.start];
+  num.order.push_back(start_block);
   seen[start_block] = 1;
   // Classes are numbered by their smallest byte, so visiting classes in order visits targets in
   // the order of the first byte that reaches them.
-  for (std::size_t qi = 0; qi < order.size(); ++qi) {
-    const std::int32_t s = rep[order[qi]];
+  for (std::size_t qi = 0; qi < num.order.size(); ++qi) {
+    const std::int32_t s = num.rep[num.order[qi]];
     for (std::int32_t c = 0; c < k; ++c) {
-      const std::int32_t t = block[next[static_cast<std::size_t>(s) * k + c]];
+      const std::int32_t t = block[d.next[static_cast<std::size_t>(s) * k + c]];
       if (!seen[t]) {
         seen[t] = 1;
-        order.push_back(t);
+        num.order.push_back(t);
       }
     }
   }
-  std::vector<StateId> id(num_blocks, ByteDfa::kDead);
+  num.id.assign(num_blocks, ByteDfa::kDead);
   StateId next_id = 1;
-  for (std::int32_t b : order) {
-    if (!accepting[rep[b]]) id[b] = next_id++;
+  for (std::int32_t b : num.order) {
+    if (!d.accepting[num.rep[b]]) num.id[b] = next_id++;
   }
-  out.accept_begin = next_id;
-  for (std::int32_t b : order) {
-    if (accepting[rep[b]]) id[b] = next_id++;
+  out->accept_begin = next_id;
+  for (std::int32_t b : num.order) {
+    if (d.accepting[num.rep[b]]) num.id[b] = next_id++;
   }
-  out.num_states = next_id;
-  out.start = id[start_block];
+  out->num_states = next_id;
+  out->start = num.id[start_block];
+  return num;
+}
 
-  // 5. Coarsest byte classes for the final table: bytes whose columns agree share a class.
+// 5a. Coarsest byte classes for the final table: classes whose columns agree (over the numbered
+// blocks) share a new class. Returns the old class of each new class; sets (*class_map)[old].
+std::vector<std::int32_t> MergeEqualColumns(const LiveDfa& d, std::int32_t k,
+                                            const std::vector<std::int32_t>& block,
+                                            const BlockNumbering& num,
+                                            std::vector<std::int32_t>* class_map) {
   std::vector<std::uint64_t> col_hash(k, 0);
-  for (std::int32_t b : order) {
-    const std::size_t row = static_cast<std::size_t>(rep[b]) * k;
+  for (std::int32_t b : num.order) {
+    const std::size_t row = static_cast<std::size_t>(num.rep[b]) * k;
     for (std::int32_t c = 0; c < k; ++c) {
       col_hash[c] =
-          (col_hash[c] ^ static_cast<std::uint64_t>(block[next[row + c]])) * 0x100000001B3ull;
+          (col_hash[c] ^ static_cast<std::uint64_t>(block[d.next[row + c]])) * 0x100000001B3ull;
     }
   }
-  std::vector<std::int32_t> class_map(k, -1);
+  class_map->assign(k, -1);
   std::vector<std::int32_t> kept;  // old class of each new class
   for (std::int32_t c = 0; c < k; ++c) {
-    for (std::size_t j = 0; j < kept.size() && class_map[c] < 0; ++j) {
+    for (std::size_t j = 0; j < kept.size() && (*class_map)[c] < 0; ++j) {
       if (col_hash[kept[j]] != col_hash[c]) continue;
       bool same = true;
-      for (std::size_t qi = 0; qi < order.size() && same; ++qi) {
-        const std::size_t row = static_cast<std::size_t>(rep[order[qi]]) * k;
-        same = block[next[row + c]] == block[next[row + kept[j]]];
+      for (std::size_t qi = 0; qi < num.order.size() && same; ++qi) {
+        const std::size_t row = static_cast<std::size_t>(num.rep[num.order[qi]]) * k;
+        same = block[d.next[row + c]] == block[d.next[row + kept[j]]];
       }
-      if (same) class_map[c] = static_cast<std::int32_t>(j);
+      if (same) (*class_map)[c] = static_cast<std::int32_t>(j);
     }
-    if (class_map[c] < 0) {
-      class_map[c] = static_cast<std::int32_t>(kept.size());
+    if ((*class_map)[c] < 0) {
+      (*class_map)[c] = static_cast<std::int32_t>(kept.size());
       kept.push_back(c);
     }
   }
-  out.num_classes = static_cast<std::int32_t>(kept.size());
+  return kept;
+}
+
+// 5b. The final byte classes and transition table of *out.
+void FillTable(const SubsetDfa& in, const LiveDfa& d, const std::vector<std::int32_t>& block,
+               const BlockNumbering& num, ByteDfa* out) {
+  const std::int32_t k = in.num_classes;
+  std::vector<std::int32_t> class_map;
+  const std::vector<std::int32_t> kept = MergeEqualColumns(d, k, block, num, &class_map);
+  out->num_classes = static_cast<std::int32_t>(kept.size());
   for (int b = 0; b < 256; ++b) {
-    out.byte_class[b] = static_cast<std::uint8_t>(class_map[in.byte_class[b]]);
+    out->byte_class[b] = static_cast<std::uint8_t>(class_map[in.byte_class[b]]);
   }
-  out.next.assign(static_cast<std::size_t>(out.num_states) * out.num_classes, ByteDfa::kDead);
-  for (std::int32_t b : order) {
-    const std::size_t row = static_cast<std::size_t>(rep[b]) * k;
-    for (std::int32_t c = 0; c < out.num_classes; ++c) {
-      out.next[static_cast<std::size_t>(id[b]) * out.num_classes + c] =
-          id[block[next[row + kept[c]]]];
+  out->next.assign(static_cast<std::size_t>(out->num_states) * out->num_classes, ByteDfa::kDead);
+  for (std::int32_t b : num.order) {
+    const std::size_t row = static_cast<std::size_t>(num.rep[b]) * k;
+    for (std::int32_t c = 0; c < out->num_classes; ++c) {
+      out->next[static_cast<std::size_t>(num.id[b]) * out->num_classes + c] =
+          num.id[block[d.next[row + kept[c]]]];
     }
   }
+}
+
+}  // namespace
+
+ByteDfa MinimizeDfa(const SubsetDfa& in, bool distinct_states) {
+  const std::vector<std::uint8_t> live = LiveStates(in);
+  if (in.start == 0 || !live[in.start]) return EmptyLanguageDfa();
+  const LiveDfa d = CompactToLive(in, live);
+  const std::vector<std::int32_t> block = EquivalenceBlocks(d, in.num_classes, distinct_states);
+  ByteDfa out;
+  const BlockNumbering num = NumberBlocks(d, in.num_classes, block, &out);
+  FillTable(in, d, block, num, &out);
   return out;
 }
 

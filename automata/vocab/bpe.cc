@@ -11,23 +11,35 @@
 
 namespace lockstep::vocab {
 
+namespace {
+
+// Grows an open-addressing table (linear probing, a power-of-two size) to room for `n` entries
+// at load factor 1/2, at least 16 slots, re-inserting every used slot from its home position.
+// Never shrinks. Both maps below share it; they differ in how a slot is free and where it lives.
+template <typename Slot, typename IsFree, typename Home>
+void ReserveSlots(std::vector<Slot>* slots, std::size_t n, IsFree is_free, Home home) {
+  std::size_t cap = 16;
+  while (cap < n * 2) cap <<= 1;
+  if (cap <= slots->size()) return;
+  std::vector<Slot> old = std::move(*slots);
+  slots->assign(cap, Slot{});
+  const std::size_t mask = cap - 1;
+  for (const Slot& s : old) {
+    if (is_free(s)) continue;
+    std::size_t i = home(s) & mask;
+    while (!is_free((*slots)[i])) i = (i + 1) & mask;
+    (*slots)[i] = s;
+  }
+}
+
+}  // namespace
+
 // ---- StringIdMap ----------------------------------------------------------------------------
 
 void StringIdMap::Reserve(std::size_t n) {
-  std::size_t cap = 16;
-  while (cap < n * 2) cap <<= 1;
-  if (cap <= slots_.size()) return;
-  std::vector<Slot> old = std::move(slots_);
-  slots_.assign(cap, Slot{});
-  count_ = 0;
-  for (const Slot& s : old) {
-    if (s.id == kNoToken) continue;
-    std::size_t mask = slots_.size() - 1;
-    std::size_t i = s.hash & mask;
-    while (slots_[i].id != kNoToken) i = (i + 1) & mask;
-    slots_[i] = s;
-    ++count_;
-  }
+  ReserveSlots(
+      &slots_, n, [](const Slot& s) { return s.id == kNoToken; },
+      [](const Slot& s) { return static_cast<std::size_t>(s.hash); });
 }
 
 void StringIdMap::Grow() { Reserve(slots_.empty() ? 8 : slots_.size()); }
@@ -82,18 +94,9 @@ inline std::size_t MixKey(std::uint64_t k) {
 }  // namespace
 
 void PairMap::Reserve(std::size_t n) {
-  std::size_t cap = 16;
-  while (cap < n * 2) cap <<= 1;
-  if (cap <= slots_.size()) return;
-  std::vector<Slot> old = std::move(slots_);
-  slots_.assign(cap, Slot{});
-  std::size_t mask = cap - 1;
-  for (const Slot& s : old) {
-    if (s.key == kEmpty) continue;
-    std::size_t i = MixKey(s.key) & mask;
-    while (slots_[i].key != kEmpty) i = (i + 1) & mask;
-    slots_[i] = s;
-  }
+  ReserveSlots(
+      &slots_, n, [](const Slot& s) { return s.key == kEmpty; },
+      [](const Slot& s) { return MixKey(s.key); });
 }
 
 void PairMap::Grow() { Reserve(slots_.empty() ? 8 : slots_.size()); }

@@ -7,6 +7,7 @@
 
 #include <cstdio>
 
+#include "automata/vocab/unicode.h"
 #include "automata/vocab/vocabulary_impl.h"
 
 namespace lockstep {
@@ -142,15 +143,7 @@ Result<std::shared_ptr<const Vocabulary>> Vocabulary::FromSentencePiece(
       }
       impl->AddToken(id, TokenKind::kByte, std::string(1, static_cast<char>(v)), piece);
     } else {
-      bytes.clear();
-      for (std::size_t i = 0; i < piece.size(); ++i) {
-        if (i + 2 < piece.size() && piece.compare(i, 3, "\xE2\x96\x81") == 0) {
-          bytes.push_back(' ');
-          i += 2;
-        } else {
-          bytes.push_back(piece[i]);
-        }
-      }
+      vocab::MetaspaceToBytes(piece, &bytes);
       impl->AddToken(id, TokenKind::kNormal, bytes, piece);
     }
   }

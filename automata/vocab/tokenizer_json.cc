@@ -93,23 +93,31 @@ struct Loader {
   bool saw_metaspace_decoder = false;
   std::string prepend_ptr;
 
-  Status Normalizer(element e, const std::string& ptr) {
+  // Parses one step object (not a Sequence) of type `type` at `ptr`.
+  using StepParser = Status (Loader::*)(object o, std::string_view type, const std::string& ptr);
+
+  // A normalizer or pre-tokenizer entry: null is no step, {"type": "Sequence", <list_key>: [...]}
+  // is its entries in order (nested sequences included), any other object is one step.
+  Status Steps(element e, const std::string& ptr, std::string_view list_key, StepParser parse) {
     if (e.is_null()) return Status::Ok();
     object o;
     if (e.get_object().get(o) != simdjson::SUCCESS) return Invalid("expected an object", ptr);
     std::string_view type = TypeOf(o);
-    using Step = Vocabulary::Impl::NormalizerStep;
-    if (type == "Sequence") {
-      array list;
-      if (o["normalizers"].get_array().get(list) != simdjson::SUCCESS) {
-        return Invalid("expected an array", ptr + "/normalizers");
-      }
-      std::size_t i = 0;
-      for (element child : list) {
-        LOCKSTEP_RETURN_IF_ERROR(Normalizer(child, ptr + "/normalizers/" + std::to_string(i++)));
-      }
-      return Status::Ok();
+    if (type != "Sequence") return (this->*parse)(o, type, ptr);
+    const std::string list_ptr = ptr + "/" + std::string(list_key);
+    array list;
+    if (o[list_key].get_array().get(list) != simdjson::SUCCESS) {
+      return Invalid("expected an array", list_ptr);
     }
+    std::size_t i = 0;
+    for (element child : list) {
+      LOCKSTEP_RETURN_IF_ERROR(Steps(child, list_ptr + "/" + std::to_string(i++), list_key, parse));
+    }
+    return Status::Ok();
+  }
+
+  Status Normalizer(object o, std::string_view type, const std::string& ptr) {
+    using Step = Vocabulary::Impl::NormalizerStep;
     if (type == "NFC") {
       impl->normalizers_.push_back(Step{Step::Kind::kNfc, {}, {}});
       return Status::Ok();
@@ -139,24 +147,8 @@ struct Loader {
                        ptr + "/type");
   }
 
-  Status PreTokenizer(element e, const std::string& ptr) {
-    if (e.is_null()) return Status::Ok();
-    object o;
-    if (e.get_object().get(o) != simdjson::SUCCESS) return Invalid("expected an object", ptr);
-    std::string_view type = TypeOf(o);
+  Status PreTokenizer(object o, std::string_view type, const std::string& ptr) {
     using Step = Vocabulary::Impl::PreTokenizerStep;
-    if (type == "Sequence") {
-      array list;
-      if (o["pretokenizers"].get_array().get(list) != simdjson::SUCCESS) {
-        return Invalid("expected an array", ptr + "/pretokenizers");
-      }
-      std::size_t i = 0;
-      for (element child : list) {
-        LOCKSTEP_RETURN_IF_ERROR(
-            PreTokenizer(child, ptr + "/pretokenizers/" + std::to_string(i++)));
-      }
-      return Status::Ok();
-    }
     if (type == "ByteLevel") {
       saw_byte_level = true;
       LOCKSTEP_ASSIGN_OR_RETURN(bool prefix, GetBoolOr(o, "add_prefix_space", false, ptr));
@@ -274,21 +266,6 @@ int ByteFallbackValue(std::string_view text) {
   return v;
 }
 
-// Replaces every "▁" by ' '.
-std::string MetaspaceToBytes(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    if (i + 2 < text.size() && text.compare(i, 3, "\xE2\x96\x81") == 0) {
-      out.push_back(' ');
-      i += 2;
-    } else {
-      out.push_back(text[i]);
-    }
-  }
-  return out;
-}
-
 // The content of "eos_token"/"bos_token" in a tokenizer_config.json (a string or {content}).
 std::string ConfigToken(std::string_view config_json, std::string_view key) {
   if (config_json.empty()) return {};
@@ -304,30 +281,10 @@ std::string ConfigToken(std::string_view config_json, std::string_view key) {
   return {};
 }
 
-}  // namespace
+// ---- the steps of LoadTokenizerJsonWithConfig, in the order it runs them ----
 
-Result<std::shared_ptr<const Vocabulary>> LoadTokenizerJsonWithConfig(
-    std::string json, std::string_view config_json, const VocabularyOptions& options,
-    std::string name) {
-  LOCKSTEP_ASSIGN_OR_RETURN(json, vocab::MaybeGunzip(std::move(json)));
-  // simdjson parses a std::string in place when its capacity has SIMDJSON_PADDING to spare;
-  // ReadFile and MaybeGunzip leave that room, so a 9 MB file is not copied again here.
-  if (json.capacity() - json.size() < simdjson::SIMDJSON_PADDING) {
-    json.reserve(json.size() + simdjson::SIMDJSON_PADDING);
-  }
-  simdjson::dom::parser parser;
-  element doc;
-  if (auto err = parser.parse(json).get(doc); err != simdjson::SUCCESS) {
-    return JsonSyntaxError(json, err, "tokenizer.json");
-  }
-  object root;
-  if (doc.get_object().get(root) != simdjson::SUCCESS) return Invalid("expected an object", "");
-
-  Loader loader;
-  Vocabulary::Impl& impl = *loader.impl;
-  impl.name_ = std::move(name);
-
-  // ---- model ----
+// "model", checked to be a plain BPE model: no dropout, no subword prefix or suffix.
+Result<object> BpeModelObject(object root) {
   object model;
   if (root["model"].get_object().get(model) != simdjson::SUCCESS) {
     return Invalid("missing or non-object 'model'", "/model");
@@ -337,132 +294,140 @@ Result<std::shared_ptr<const Vocabulary>> LoadTokenizerJsonWithConfig(
     return Unsupported("model type '" + std::string(model_type) + "' is not supported (BPE only)",
                        "/model/type");
   }
-  {
-    element d;
-    if (model["dropout"].get(d) == simdjson::SUCCESS && !d.is_null()) {
-      double dropout = 0;
-      if (d.get_double().get(dropout) != simdjson::SUCCESS) {
-        return Invalid("expected a number", "/model/dropout");
-      }
-      if (dropout != 0.0) return Unsupported("BPE dropout is not supported", "/model/dropout");
+  element d;
+  if (model["dropout"].get(d) == simdjson::SUCCESS && !d.is_null()) {
+    double dropout = 0;
+    if (d.get_double().get(dropout) != simdjson::SUCCESS) {
+      return Invalid("expected a number", "/model/dropout");
     }
-    for (std::string_view key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
-      element v;
-      if (model[key].get(v) != simdjson::SUCCESS || v.is_null()) continue;
-      std::string_view s;
-      if (v.get_string().get(s) != simdjson::SUCCESS) {
-        return Invalid("expected a string", "/model/" + std::string(key));
-      }
-      if (!s.empty()) {
-        return Unsupported("BPE " + std::string(key) + " is not supported",
-                           "/model/" + std::string(key));
-      }
+    if (dropout != 0.0) return Unsupported("BPE dropout is not supported", "/model/dropout");
+  }
+  for (std::string_view key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
+    element v;
+    if (model[key].get(v) != simdjson::SUCCESS || v.is_null()) continue;
+    std::string_view s;
+    if (v.get_string().get(s) != simdjson::SUCCESS) {
+      return Invalid("expected a string", "/model/" + std::string(key));
+    }
+    if (!s.empty()) {
+      return Unsupported("BPE " + std::string(key) + " is not supported",
+                         "/model/" + std::string(key));
     }
   }
-  LOCKSTEP_ASSIGN_OR_RETURN(bool byte_fallback, GetBoolOr(model, "byte_fallback", false, "/model"));
-  LOCKSTEP_ASSIGN_OR_RETURN(bool ignore_merges, GetBoolOr(model, "ignore_merges", false, "/model"));
-  LOCKSTEP_ASSIGN_OR_RETURN(bool fuse_unk, GetBoolOr(model, "fuse_unk", false, "/model"));
+  return model;
+}
 
-  // ---- normalizer, pre-tokenizer, decoder (decide byte-level vs SentencePiece-style) ----
-  {
-    element e;
-    if (root["normalizer"].get(e) == simdjson::SUCCESS) {
-      LOCKSTEP_RETURN_IF_ERROR(loader.Normalizer(e, "/normalizer"));
-    }
-    if (root["pre_tokenizer"].get(e) == simdjson::SUCCESS) {
-      LOCKSTEP_RETURN_IF_ERROR(loader.PreTokenizer(e, "/pre_tokenizer"));
-    }
-    if (root["decoder"].get(e) == simdjson::SUCCESS) loader.ScanDecoder(e);
+// The normalizer, pre-tokenizer and decoder, which decide byte-level vs SentencePiece-style.
+Status ReadPipeline(object root, Loader* loader) {
+  element e;
+  if (root["normalizer"].get(e) == simdjson::SUCCESS) {
+    LOCKSTEP_RETURN_IF_ERROR(loader->Steps(e, "/normalizer", "normalizers", &Loader::Normalizer));
   }
-  const bool byte_level = loader.saw_byte_level;
-  impl.byte_level_ = byte_level;
+  if (root["pre_tokenizer"].get(e) == simdjson::SUCCESS) {
+    LOCKSTEP_RETURN_IF_ERROR(
+        loader->Steps(e, "/pre_tokenizer", "pretokenizers", &Loader::PreTokenizer));
+  }
+  if (root["decoder"].get(e) == simdjson::SUCCESS) loader->ScanDecoder(e);
+  return Status::Ok();
+}
 
-  object vocab_obj;
-  if (model["vocab"].get_object().get(vocab_obj) != simdjson::SUCCESS) {
-    return Invalid("missing or non-object 'vocab'", "/model/vocab");
-  }
-  // First pass: the id range.
+// The largest id and the number of tokens (model vocab plus added tokens), to size the tables.
+struct IdRange {
   std::int64_t max_id = -1;
   std::size_t count = 0;
+};
+
+// First pass over the model vocab: every id an integer in [0, 2^24).
+Status ScanVocabIds(object vocab_obj, IdRange* range) {
   for (auto field : vocab_obj) {
     std::int64_t id;
     if (field.value.get_int64().get(id) != simdjson::SUCCESS || id < 0 || id >= kMaxTokenId) {
       return Invalid("token id must be an integer in [0, 2^24)",
                      "/model/vocab" + JsonPointerSegment(field.key));
     }
-    max_id = std::max(max_id, id);
-    ++count;
+    range->max_id = std::max(range->max_id, id);
+    ++range->count;
   }
-  struct Added {
-    std::int64_t id;
-    std::string_view content;
-    bool special;
-  };
-  std::vector<Added> added;
-  {
-    element e;
-    if (root["added_tokens"].get(e) == simdjson::SUCCESS && !e.is_null()) {
-      array list;
-      if (e.get_array().get(list) != simdjson::SUCCESS) {
-        return Invalid("expected an array", "/added_tokens");
-      }
-      std::size_t i = 0;
-      for (element t : list) {
-        std::string ptr = "/added_tokens/" + std::to_string(i++);
-        Added a{};
-        if (t["id"].get_int64().get(a.id) != simdjson::SUCCESS || a.id < 0 || a.id >= kMaxTokenId) {
-          return Invalid("token id must be an integer in [0, 2^24)", ptr + "/id");
+  return Status::Ok();
+}
+
+struct AddedToken {
+  std::int64_t id;
+  std::string_view content;
+  bool special;
+};
+
+// "added_tokens" (absent or null: none). A non-special one is matched in the input text, where
+// only plain literal matching is supported.
+Status ReadAddedTokens(object root, std::vector<AddedToken>* added, IdRange* range) {
+  element e;
+  if (root["added_tokens"].get(e) != simdjson::SUCCESS || e.is_null()) return Status::Ok();
+  array list;
+  if (e.get_array().get(list) != simdjson::SUCCESS) {
+    return Invalid("expected an array", "/added_tokens");
+  }
+  std::size_t i = 0;
+  for (element t : list) {
+    std::string ptr = "/added_tokens/" + std::to_string(i++);
+    AddedToken a{};
+    if (t["id"].get_int64().get(a.id) != simdjson::SUCCESS || a.id < 0 || a.id >= kMaxTokenId) {
+      return Invalid("token id must be an integer in [0, 2^24)", ptr + "/id");
+    }
+    if (t["content"].get_string().get(a.content) != simdjson::SUCCESS) {
+      return Invalid("expected a string", ptr + "/content");
+    }
+    object to;
+    if (t.get_object().get(to) != simdjson::SUCCESS) return Invalid("expected an object", ptr);
+    LOCKSTEP_ASSIGN_OR_RETURN(a.special, GetBoolOr(to, "special", false, ptr));
+    if (!a.special) {
+      for (std::string_view flag : {"lstrip", "rstrip", "single_word"}) {
+        LOCKSTEP_ASSIGN_OR_RETURN(bool on, GetBoolOr(to, flag, false, ptr));
+        if (on) {
+          return Unsupported("added token with " + std::string(flag) + "=true",
+                             ptr + "/" + std::string(flag));
         }
-        if (t["content"].get_string().get(a.content) != simdjson::SUCCESS) {
-          return Invalid("expected a string", ptr + "/content");
-        }
-        object to;
-        if (t.get_object().get(to) != simdjson::SUCCESS) return Invalid("expected an object", ptr);
-        LOCKSTEP_ASSIGN_OR_RETURN(a.special, GetBoolOr(to, "special", false, ptr));
-        if (!a.special) {  // matched in the input text: only plain literal matching is supported
-          for (std::string_view flag : {"lstrip", "rstrip", "single_word"}) {
-            LOCKSTEP_ASSIGN_OR_RETURN(bool on, GetBoolOr(to, flag, false, ptr));
-            if (on) {
-              return Unsupported("added token with " + std::string(flag) + "=true",
-                                 ptr + "/" + std::string(flag));
-            }
-          }
-        }
-        added.push_back(a);
-        max_id = std::max(max_id, a.id);
-        ++count;
       }
     }
+    added->push_back(a);
+    range->max_id = std::max(range->max_id, a.id);
+    ++range->count;
   }
-  if (max_id < 0) return Invalid("the vocabulary is empty", "/model/vocab");
-  if (static_cast<std::size_t>(max_id) >= 4 * count + 65536) {
-    return Invalid("token ids are too sparse (max id " + std::to_string(max_id) + " for " +
-                       std::to_string(count) + " tokens)",
+  return Status::Ok();
+}
+
+// The tables hold ids [0, max_id]: refused when empty or far sparser than the tokens in them.
+Status CheckIdRange(const IdRange& range) {
+  if (range.max_id < 0) return Invalid("the vocabulary is empty", "/model/vocab");
+  if (static_cast<std::size_t>(range.max_id) >= 4 * range.count + 65536) {
+    return Invalid("token ids are too sparse (max id " + std::to_string(range.max_id) + " for " +
+                       std::to_string(range.count) + " tokens)",
                    "/model/vocab");
   }
-  impl.Resize(static_cast<std::int32_t>(max_id + 1));
-  vocab::BpeModel& bpe = impl.bpe_;
-  bpe.symbols = byte_level ? vocab::BpeModel::Symbols::kBytes : vocab::BpeModel::Symbols::kChars;
-  bpe.ignore_merges = ignore_merges;
-  bpe.byte_fallback = byte_fallback;
-  bpe.fuse_unk = fuse_unk;
-  // What the BPE table build below needs: model vocab ids, the unk token and the merges.
-  struct BpeInputs {
-    std::vector<TokenId> model_ids;
-    std::string unk;
-    bool has_unk = false;
-    std::string merge_pool;                 // left0 right0 left1 right1 ...
-    std::vector<std::uint32_t> merge_offs;  // 2 * merges + 1 boundaries
-  };
-  auto inputs = std::make_shared<BpeInputs>();
-  inputs->model_ids.reserve(count);
+  return Status::Ok();
+}
+
+// What BuildBpeTables needs: model vocab ids, the unk token and the merges.
+struct BpeInputs {
+  std::vector<TokenId> model_ids;
+  std::string unk;
+  bool has_unk = false;
+  std::string merge_pool;                 // left0 right0 left1 right1 ...
+  std::vector<std::uint32_t> merge_offs;  // 2 * merges + 1 boundaries
+};
+
+// Second pass over the model vocab: each token with its bytes (byte-level decoded; or a
+// <0xNN> byte-fallback token; or the text, Metaspace-decoded when the decoder says so), and the
+// single-byte tokens the BPE model starts from.
+void AddModelTokens(object vocab_obj, const Loader& loader, bool byte_fallback,
+                    Vocabulary::Impl* impl, BpeInputs* inputs) {
+  vocab::BpeModel& bpe = impl->bpe_;
   std::string bytes;
   for (auto field : vocab_obj) {
     std::int64_t id = 0;
-    if (field.value.get_int64().get(id) != simdjson::SUCCESS) continue;  // checked above
+    if (field.value.get_int64().get(id) != simdjson::SUCCESS) continue;  // checked by ScanVocabIds
     std::string_view text = field.key;
     TokenKind kind = TokenKind::kNormal;
-    if (byte_level) {
+    if (loader.saw_byte_level) {
       if (!vocab::DecodeByteLevel(text, &bytes)) bytes.assign(text);  // as HF's decoder does
       if (bytes.size() == 1) {
         bpe.byte_ids_[static_cast<unsigned char>(bytes[0])] = static_cast<TokenId>(id);
@@ -473,33 +438,44 @@ Result<std::shared_ptr<const Vocabulary>> LoadTokenizerJsonWithConfig(
         kind = TokenKind::kByte;
         bytes.assign(1, static_cast<char>(b));
         bpe.byte_ids_[static_cast<std::size_t>(b)] = static_cast<TokenId>(id);
+      } else if (loader.saw_metaspace_decoder) {
+        vocab::MetaspaceToBytes(text, &bytes);
       } else {
-        bytes = loader.saw_metaspace_decoder ? MetaspaceToBytes(text) : std::string(text);
+        bytes.assign(text);
       }
     }
-    impl.AddToken(static_cast<TokenId>(id), kind, bytes, text);
+    impl->AddToken(static_cast<TokenId>(id), kind, bytes, text);
     inputs->model_ids.push_back(static_cast<TokenId>(id));
   }
-  for (const Added& a : added) {
+}
+
+// Special added tokens emit no bytes; the others emit their content and are matched literally.
+void AddAddedTokens(const std::vector<AddedToken>& added, Vocabulary::Impl* impl) {
+  for (const AddedToken& a : added) {
     if (a.special) {
-      impl.AddToken(static_cast<TokenId>(a.id), TokenKind::kSpecial, {}, a.content);
+      impl->AddToken(static_cast<TokenId>(a.id), TokenKind::kSpecial, {}, a.content);
     } else {
-      impl.AddToken(static_cast<TokenId>(a.id), TokenKind::kNormal, a.content, a.content);
+      impl->AddToken(static_cast<TokenId>(a.id), TokenKind::kNormal, a.content, a.content);
       if (!a.content.empty()) {
-        impl.literal_added_.emplace_back(std::string(a.content), static_cast<TokenId>(a.id));
+        impl->literal_added_.emplace_back(std::string(a.content), static_cast<TokenId>(a.id));
       }
     }
   }
-  {
-    element u;
-    if (model["unk_token"].get(u) == simdjson::SUCCESS && !u.is_null()) {
-      LOCKSTEP_ASSIGN_OR_RETURN(std::string_view unk, GetString(u, "/model/unk_token"));
-      inputs->unk.assign(unk);
-      inputs->has_unk = true;
-    }
-  }
+}
 
-  // ---- merges: checked for shape here, resolved to ids by build() below ----
+Status ReadUnkToken(object model, BpeInputs* inputs) {
+  element u;
+  if (model["unk_token"].get(u) == simdjson::SUCCESS && !u.is_null()) {
+    LOCKSTEP_ASSIGN_OR_RETURN(std::string_view unk, GetString(u, "/model/unk_token"));
+    inputs->unk.assign(unk);
+    inputs->has_unk = true;
+  }
+  return Status::Ok();
+}
+
+// "merges" ("a b" strings or ["a", "b"] pairs): checked for shape here, resolved to ids by
+// InsertMerges.
+Status ReadMerges(object model, BpeInputs* inputs) {
   array merges;
   if (model["merges"].get_array().get(merges) != simdjson::SUCCESS) {
     return Invalid("missing or non-array 'merges'", "/model/merges");
@@ -532,100 +508,157 @@ Result<std::shared_ptr<const Vocabulary>> LoadTokenizerJsonWithConfig(
     inputs->merge_offs.push_back(static_cast<std::uint32_t>(inputs->merge_pool.size()));
     ++index;
   }
-  const Vocabulary::Impl* raw = loader.impl.get();
-  auto build = [raw, inputs, byte_level](vocab::BpeModel* model) -> Status {
-    model->vocab.Reserve(inputs->model_ids.size());
-    std::string key;
-    {
-      // The model-space string of each vocab entry, inserted in prefetched batches.
-      constexpr std::size_t kBatch = 32;
-      std::array<std::string, kBatch> keys;
-      std::array<std::uint32_t, kBatch> key_hashes;
-      const std::vector<TokenId>& ids = inputs->model_ids;
-      for (std::size_t base = 0; base < ids.size(); base += kBatch) {
-        const std::size_t m = std::min(kBatch, ids.size() - base);
-        for (std::size_t k = 0; k < m; ++k) {
-          auto i = static_cast<std::size_t>(ids[base + k]);
-          std::string_view text(raw->text_pool_.data() + raw->text_off_[i],
-                                raw->text_off_[i + 1] - raw->text_off_[i]);
-          if (!byte_level) {
-            keys[k].assign(text);
-          } else if (raw->kinds_[i] == TokenKind::kNormal) {
-            keys[k].assign(raw->bytes_pool_.data() + raw->bytes_off_[i],
-                           raw->bytes_off_[i + 1] - raw->bytes_off_[i]);
-          } else if (!vocab::DecodeByteLevel(text, &keys[k])) {
-            keys[k].assign(text);
-          }
-          key_hashes[k] = vocab::StringIdMap::Hash(keys[k]);
-          model->vocab.Prefetch(key_hashes[k]);
-        }
-        for (std::size_t k = 0; k < m; ++k) {
-          model->vocab.Insert(keys[k], ids[base + k], key_hashes[k]);
-        }
-      }
-    }
-    if (inputs->has_unk) {
-      if (!byte_level || !vocab::DecodeByteLevel(inputs->unk, &key)) key = inputs->unk;
-      model->unk = model->vocab.Find(key);
-    }
-    const std::size_t n = (inputs->merge_offs.size() - 1) / 2;
-    model->merges.Reserve(n);
-    // Batches of merges: hash and prefetch every lookup of the batch before doing any, so the
-    // cache misses of the 3 string lookups and the pair insert overlap.
-    constexpr std::size_t kBatch = 32;
-    std::array<std::string, kBatch> left_buf, right_buf, joined;
-    std::array<std::uint32_t, 3 * kBatch> hashes;
-    std::array<TokenId, 3 * kBatch> found;
-    std::string_view pool = inputs->merge_pool;
-    const std::vector<std::uint32_t>& offs = inputs->merge_offs;
-    for (std::size_t base = 0; base < n; base += kBatch) {
-      const std::size_t m = std::min(kBatch, n - base);
-      for (std::size_t k = 0; k < m; ++k) {
-        std::size_t r = base + k;
-        std::string_view left = pool.substr(offs[2 * r], offs[2 * r + 1] - offs[2 * r]);
-        std::string_view right = pool.substr(offs[2 * r + 1], offs[2 * r + 2] - offs[2 * r + 1]);
-        if (byte_level) {
-          if (!vocab::DecodeByteLevel(left, &left_buf[k]) ||
-              !vocab::DecodeByteLevel(right, &right_buf[k])) {
-            return Invalid("merge token is not byte-level text",
-                           "/model/merges/" + std::to_string(r));
-          }
-        } else {
-          left_buf[k].assign(left);
-          right_buf[k].assign(right);
-        }
-        joined[k].assign(left_buf[k]).append(right_buf[k]);
-        hashes[3 * k] = vocab::StringIdMap::Hash(left_buf[k]);
-        hashes[3 * k + 1] = vocab::StringIdMap::Hash(right_buf[k]);
-        hashes[3 * k + 2] = vocab::StringIdMap::Hash(joined[k]);
-        for (int j = 0; j < 3; ++j) model->vocab.Prefetch(hashes[3 * k + j]);
-      }
-      for (std::size_t k = 0; k < m; ++k) {
-        found[3 * k] = model->vocab.Find(left_buf[k], hashes[3 * k]);
-        found[3 * k + 1] = model->vocab.Find(right_buf[k], hashes[3 * k + 1]);
-        found[3 * k + 2] = model->vocab.Find(joined[k], hashes[3 * k + 2]);
-        if (found[3 * k] == kNoToken || found[3 * k + 1] == kNoToken ||
-            found[3 * k + 2] == kNoToken) {
-          return Invalid("merge refers to a token that is not in the vocabulary",
-                         "/model/merges/" + std::to_string(base + k));
-        }
-        model->merges.Prefetch(found[3 * k], found[3 * k + 1]);
-      }
-      for (std::size_t k = 0; k < m; ++k) {
-        model->merges.Insert(
-            found[3 * k], found[3 * k + 1],
-            vocab::PairMap::Merge{static_cast<std::int32_t>(base + k), found[3 * k + 2]});
-      }
-    }
-    std::string().swap(inputs->merge_pool);
-    std::vector<std::uint32_t>().swap(inputs->merge_offs);
-    return Status::Ok();
-  };
+  return Status::Ok();
+}
 
+// The model-space string of each vocab entry (its bytes when byte-level, else its text) into
+// model->vocab, inserted in prefetched batches; then the unk token's id.
+void InsertVocabKeys(const Vocabulary::Impl& impl, const BpeInputs& inputs, bool byte_level,
+                     vocab::BpeModel* model) {
+  model->vocab.Reserve(inputs.model_ids.size());
+  constexpr std::size_t kBatch = 32;
+  std::array<std::string, kBatch> keys;
+  std::array<std::uint32_t, kBatch> key_hashes;
+  const std::vector<TokenId>& ids = inputs.model_ids;
+  for (std::size_t base = 0; base < ids.size(); base += kBatch) {
+    const std::size_t m = std::min(kBatch, ids.size() - base);
+    for (std::size_t k = 0; k < m; ++k) {
+      auto i = static_cast<std::size_t>(ids[base + k]);
+      std::string_view text(impl.text_pool_.data() + impl.text_off_[i],
+                            impl.text_off_[i + 1] - impl.text_off_[i]);
+      if (!byte_level) {
+        keys[k].assign(text);
+      } else if (impl.kinds_[i] == TokenKind::kNormal) {
+        keys[k].assign(impl.bytes_pool_.data() + impl.bytes_off_[i],
+                       impl.bytes_off_[i + 1] - impl.bytes_off_[i]);
+      } else if (!vocab::DecodeByteLevel(text, &keys[k])) {
+        keys[k].assign(text);
+      }
+      key_hashes[k] = vocab::StringIdMap::Hash(keys[k]);
+      model->vocab.Prefetch(key_hashes[k]);
+    }
+    for (std::size_t k = 0; k < m; ++k) {
+      model->vocab.Insert(keys[k], ids[base + k], key_hashes[k]);
+    }
+  }
+  if (inputs.has_unk) {
+    std::string key;
+    if (!byte_level || !vocab::DecodeByteLevel(inputs.unk, &key)) key = inputs.unk;
+    model->unk = model->vocab.Find(key);
+  }
+}
+
+// Each merge (left, right) -> (rank, id of left + right) into model->merges. Merges are done in
+// batches: every lookup of a batch is hashed and prefetched before any is done, so the cache
+// misses of the 3 string lookups and the pair insert overlap.
+Status InsertMerges(const BpeInputs& inputs, bool byte_level, vocab::BpeModel* model) {
+  const std::size_t n = (inputs.merge_offs.size() - 1) / 2;
+  model->merges.Reserve(n);
+  constexpr std::size_t kBatch = 32;
+  std::array<std::string, kBatch> left_buf, right_buf, joined;
+  std::array<std::uint32_t, 3 * kBatch> hashes;
+  std::array<TokenId, 3 * kBatch> found;
+  std::string_view pool = inputs.merge_pool;
+  const std::vector<std::uint32_t>& offs = inputs.merge_offs;
+  for (std::size_t base = 0; base < n; base += kBatch) {
+    const std::size_t m = std::min(kBatch, n - base);
+    for (std::size_t k = 0; k < m; ++k) {
+      std::size_t r = base + k;
+      std::string_view left = pool.substr(offs[2 * r], offs[2 * r + 1] - offs[2 * r]);
+      std::string_view right = pool.substr(offs[2 * r + 1], offs[2 * r + 2] - offs[2 * r + 1]);
+      if (byte_level) {
+        if (!vocab::DecodeByteLevel(left, &left_buf[k]) ||
+            !vocab::DecodeByteLevel(right, &right_buf[k])) {
+          return Invalid("merge token is not byte-level text",
+                         "/model/merges/" + std::to_string(r));
+        }
+      } else {
+        left_buf[k].assign(left);
+        right_buf[k].assign(right);
+      }
+      joined[k].assign(left_buf[k]).append(right_buf[k]);
+      hashes[3 * k] = vocab::StringIdMap::Hash(left_buf[k]);
+      hashes[3 * k + 1] = vocab::StringIdMap::Hash(right_buf[k]);
+      hashes[3 * k + 2] = vocab::StringIdMap::Hash(joined[k]);
+      for (int j = 0; j < 3; ++j) model->vocab.Prefetch(hashes[3 * k + j]);
+    }
+    for (std::size_t k = 0; k < m; ++k) {
+      found[3 * k] = model->vocab.Find(left_buf[k], hashes[3 * k]);
+      found[3 * k + 1] = model->vocab.Find(right_buf[k], hashes[3 * k + 1]);
+      found[3 * k + 2] = model->vocab.Find(joined[k], hashes[3 * k + 2]);
+      if (found[3 * k] == kNoToken || found[3 * k + 1] == kNoToken ||
+          found[3 * k + 2] == kNoToken) {
+        return Invalid("merge refers to a token that is not in the vocabulary",
+                       "/model/merges/" + std::to_string(base + k));
+      }
+      model->merges.Prefetch(found[3 * k], found[3 * k + 1]);
+    }
+    for (std::size_t k = 0; k < m; ++k) {
+      model->merges.Insert(
+          found[3 * k], found[3 * k + 1],
+          vocab::PairMap::Merge{static_cast<std::int32_t>(base + k), found[3 * k + 2]});
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<std::shared_ptr<const Vocabulary>> LoadTokenizerJsonWithConfig(
+    std::string json, std::string_view config_json, const VocabularyOptions& options,
+    std::string name) {
+  LOCKSTEP_ASSIGN_OR_RETURN(json, vocab::MaybeGunzip(std::move(json)));
+  // simdjson parses a std::string in place when its capacity has SIMDJSON_PADDING to spare;
+  // ReadFile and MaybeGunzip leave that room, so a 9 MB file is not copied again here.
+  if (json.capacity() - json.size() < simdjson::SIMDJSON_PADDING) {
+    json.reserve(json.size() + simdjson::SIMDJSON_PADDING);
+  }
+  simdjson::dom::parser parser;
+  element doc;
+  if (auto err = parser.parse(json).get(doc); err != simdjson::SUCCESS) {
+    return JsonSyntaxError(json, err, "tokenizer.json");
+  }
+  object root;
+  if (doc.get_object().get(root) != simdjson::SUCCESS) return Invalid("expected an object", "");
+
+  Loader loader;
+  Vocabulary::Impl& impl = *loader.impl;
+  impl.name_ = std::move(name);
+  LOCKSTEP_ASSIGN_OR_RETURN(object model, BpeModelObject(root));
+  LOCKSTEP_ASSIGN_OR_RETURN(bool byte_fallback, GetBoolOr(model, "byte_fallback", false, "/model"));
+  LOCKSTEP_ASSIGN_OR_RETURN(bool ignore_merges, GetBoolOr(model, "ignore_merges", false, "/model"));
+  LOCKSTEP_ASSIGN_OR_RETURN(bool fuse_unk, GetBoolOr(model, "fuse_unk", false, "/model"));
+  LOCKSTEP_RETURN_IF_ERROR(ReadPipeline(root, &loader));
+  const bool byte_level = loader.saw_byte_level;
+  impl.byte_level_ = byte_level;
+
+  object vocab_obj;
+  if (model["vocab"].get_object().get(vocab_obj) != simdjson::SUCCESS) {
+    return Invalid("missing or non-object 'vocab'", "/model/vocab");
+  }
+  IdRange range;
+  LOCKSTEP_RETURN_IF_ERROR(ScanVocabIds(vocab_obj, &range));
+  std::vector<AddedToken> added;
+  LOCKSTEP_RETURN_IF_ERROR(ReadAddedTokens(root, &added, &range));
+  LOCKSTEP_RETURN_IF_ERROR(CheckIdRange(range));
+  impl.Resize(static_cast<std::int32_t>(range.max_id + 1));
+  vocab::BpeModel& bpe = impl.bpe_;
+  bpe.symbols = byte_level ? vocab::BpeModel::Symbols::kBytes : vocab::BpeModel::Symbols::kChars;
+  bpe.ignore_merges = ignore_merges;
+  bpe.byte_fallback = byte_fallback;
+  bpe.fuse_unk = fuse_unk;
+
+  BpeInputs inputs;
+  inputs.model_ids.reserve(range.count);
+  AddModelTokens(vocab_obj, loader, byte_fallback, &impl, &inputs);
+  AddAddedTokens(added, &impl);
+  LOCKSTEP_RETURN_IF_ERROR(ReadUnkToken(model, &inputs));
+  LOCKSTEP_RETURN_IF_ERROR(ReadMerges(model, &inputs));
   impl.Finish();
-  // The merge table is built here, eagerly: with prefetched batches it costs about 35 ms for
-  // Llama-3's 280k merges, and a bad merge is then a load error, not an encode error.
-  LOCKSTEP_RETURN_IF_ERROR(build(&impl.bpe_));
+  // The BPE tables are built here, eagerly: with prefetched batches the merges cost about 35 ms
+  // for Llama-3's 280k, and a bad merge is then a load error, not an encode error.
+  InsertVocabKeys(impl, inputs, byte_level, &bpe);
+  LOCKSTEP_RETURN_IF_ERROR(InsertMerges(inputs, byte_level, &bpe));
   LOCKSTEP_RETURN_IF_ERROR(impl.SetLogitsWidth(options));
   impl.ResolveSpecialIds(ConfigToken(config_json, "eos_token"),
                          ConfigToken(config_json, "bos_token"));

@@ -163,6 +163,19 @@ bool DecodeByteLevel(std::string_view text, std::string* out) {
   return true;
 }
 
+void MetaspaceToBytes(std::string_view text, std::string* out) {
+  out->clear();
+  out->reserve(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (i + 2 < text.size() && text.compare(i, 3, "\xE2\x96\x81") == 0) {
+      out->push_back(' ');
+      i += 2;
+    } else {
+      out->push_back(text[i]);
+    }
+  }
+}
+
 std::uint64_t HashBytes(const char* p, std::size_t n) {
   constexpr std::uint64_t kMul = 0x9E3779B97F4A7C15ull;
   std::uint64_t h = 0x243F6A8885A308D3ull ^ (n * kMul);

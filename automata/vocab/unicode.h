@@ -39,6 +39,9 @@ char32_t ByteToUnicode(std::uint8_t b);
 int UnicodeToByte(char32_t c);
 // Maps a byte-level token string back to bytes; false if a character is outside the table.
 bool DecodeByteLevel(std::string_view text, std::string* out);
+// Maps a SentencePiece-style token string to bytes: every "\xE2\x96\x81" (U+2581, the
+// Metaspace word boundary) becomes ' ', everything else is kept.
+void MetaspaceToBytes(std::string_view text, std::string* out);
 
 // Fast non-cryptographic hash of a byte string (for the flat hash maps).
 std::uint64_t HashBytes(const char* p, std::size_t n);
