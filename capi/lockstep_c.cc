@@ -29,6 +29,7 @@
 #include "lockstep/sampler.h"
 #include "lockstep/status.h"
 #include "lockstep/types.h"
+#include "lockstep/validator.h"
 #include "lockstep/vocabulary.h"
 
 // The handles: thin owners of the C++ objects.
@@ -58,6 +59,14 @@ struct lockstep_sampler {
   lockstep::Sampler sampler;
 };
 
+struct lockstep_validator {
+  lockstep::SchemaValidator validator;  // immutable; Validate is thread-safe
+};
+
+struct lockstep_validation {
+  lockstep::ValidationResult result;  // owns the strings lockstep_validation_error hands out
+};
+
 namespace {
 
 using lockstep::Status;
@@ -79,6 +88,8 @@ static_assert(static_cast<int>(lockstep::TokenKind::kNormal) == LOCKSTEP_TOKEN_N
 static_assert(static_cast<int>(lockstep::TokenKind::kByte) == LOCKSTEP_TOKEN_BYTE);
 static_assert(static_cast<int>(lockstep::TokenKind::kSpecial) == LOCKSTEP_TOKEN_SPECIAL);
 static_assert(static_cast<int>(lockstep::TokenKind::kUnused) == LOCKSTEP_TOKEN_UNUSED);
+static_assert(static_cast<int>(lockstep::SchemaDraft::k2020_12) == LOCKSTEP_SCHEMA_DRAFT_2020_12);
+static_assert(static_cast<int>(lockstep::SchemaDraft::k7) == LOCKSTEP_SCHEMA_DRAFT_7);
 
 // ---- the thread-local error message ---------------------------------------------------------
 
@@ -289,6 +300,48 @@ FillerSlot& FillerFor(int num_threads) {
 }
 
 constexpr int kMaxBatchThreads = 1024;
+
+// The C validator options as the C++ ones, the remote directories read.
+lockstep_status ToValidatorOptions(const char* function, const lockstep_validator_options& o,
+                                   lockstep::SchemaValidatorOptions* out) {
+  LOCKSTEP_C_REQUIRE(o.default_draft == LOCKSTEP_SCHEMA_DRAFT_2020_12 ||
+                         o.default_draft == LOCKSTEP_SCHEMA_DRAFT_7,
+                     "default_draft is not a lockstep_schema_draft");
+  LOCKSTEP_C_REQUIRE(o.max_errors >= 0, "max_errors is negative");
+  LOCKSTEP_C_REQUIRE(o.max_depth > 0, "max_depth must be positive");
+  LOCKSTEP_C_REQUIRE(o.num_remotes == 0 || (o.remote_uris != nullptr && o.remote_texts != nullptr &&
+                                            o.remote_lengths != nullptr),
+                     "remote_uris, remote_texts or remote_lengths is NULL");
+  LOCKSTEP_C_REQUIRE(
+      o.num_remote_dirs == 0 || (o.remote_dir_uris != nullptr && o.remote_dirs != nullptr),
+      "remote_dir_uris or remote_dirs is NULL");
+  out->default_draft = static_cast<lockstep::SchemaDraft>(o.default_draft);
+  out->format_assertion = o.format_assertion != 0;
+  out->max_errors = static_cast<std::size_t>(o.max_errors);
+  out->max_depth = o.max_depth;
+  for (std::size_t i = 0; i < o.num_remotes; ++i) {
+    if (o.remote_uris[i] == nullptr) {
+      return InvalidArgument(function, "remote_uris[" + std::to_string(i) + "] is NULL");
+    }
+    if (o.remote_texts[i] == nullptr && o.remote_lengths[i] != 0) {
+      return InvalidArgument(
+          function, "remote_texts[" + std::to_string(i) + "] is NULL with a non-zero length");
+    }
+    out->remotes[o.remote_uris[i]] = o.remote_texts[i] == nullptr
+                                         ? std::string()
+                                         : std::string(o.remote_texts[i], o.remote_lengths[i]);
+  }
+  for (std::size_t i = 0; i < o.num_remote_dirs; ++i) {
+    if (o.remote_dir_uris[i] == nullptr || o.remote_dirs[i] == nullptr) {
+      return InvalidArgument(function, "remote_dir_uris[" + std::to_string(i) +
+                                           "] or remote_dirs[" + std::to_string(i) + "] is NULL");
+    }
+    if (Status st = out->AddRemoteDirectory(o.remote_dir_uris[i], o.remote_dirs[i]); !st.ok()) {
+      return FromStatus(st);
+    }
+  }
+  return LOCKSTEP_OK;
+}
 
 }  // namespace
 
@@ -980,6 +1033,104 @@ lockstep_status lockstep_generate(const lockstep_grammar* grammar, const lockste
       *out_finish =
           r->finish == lockstep::FinishReason::kEos ? LOCKSTEP_FINISH_EOS : LOCKSTEP_FINISH_LENGTH;
     }
+    return LOCKSTEP_OK;
+  });
+}
+
+// ---- JSON Schema validation -----------------------------------------------------------------
+
+void lockstep_validator_options_init(lockstep_validator_options* options) {
+  if (options == nullptr) return;
+  const lockstep::SchemaValidatorOptions d;
+  *options = lockstep_validator_options{};
+  options->struct_size = sizeof(lockstep_validator_options);
+  options->default_draft = static_cast<int32_t>(d.default_draft);
+  options->format_assertion = d.format_assertion ? 1 : 0;
+  options->max_errors = static_cast<int32_t>(d.max_errors);
+  options->max_depth = d.max_depth;
+  options->remote_uris = nullptr;
+  options->remote_texts = nullptr;
+  options->remote_lengths = nullptr;
+  options->num_remotes = 0;
+  options->remote_dir_uris = nullptr;
+  options->remote_dirs = nullptr;
+  options->num_remote_dirs = 0;
+}
+
+lockstep_status lockstep_validator_create(const char* schema_json, size_t len,
+                                          const lockstep_validator_options* options,
+                                          lockstep_validator** out) {
+  const char* const function = __func__;
+  return Guard(function, [&]() -> lockstep_status {
+    LOCKSTEP_C_REQUIRE(out != nullptr, "out is NULL");
+    LOCKSTEP_C_REQUIRE(schema_json != nullptr || len == 0, "schema_json is NULL");
+    lockstep_validator_options o;
+    lockstep_validator_options_init(&o);
+    if (lockstep_status s =
+            ReadVersioned(function, options, &o, sizeof(lockstep_validator_options));
+        s != LOCKSTEP_OK) {
+      return s;
+    }
+    lockstep::SchemaValidatorOptions so;
+    if (lockstep_status s = ToValidatorOptions(function, o, &so); s != LOCKSTEP_OK) return s;
+    auto v = lockstep::SchemaValidator::Create(
+        std::string_view(schema_json == nullptr ? "" : schema_json, len), so);
+    if (!v.ok()) return FromStatus(v.status());
+    *out = new lockstep_validator{std::move(v).value()};
+    return LOCKSTEP_OK;
+  });
+}
+
+void lockstep_validator_free(lockstep_validator* validator) { delete validator; }
+
+lockstep_schema_draft lockstep_validator_draft(const lockstep_validator* validator) {
+  if (validator == nullptr) return LOCKSTEP_SCHEMA_DRAFT_2020_12;
+  return static_cast<lockstep_schema_draft>(validator->validator.draft());
+}
+
+lockstep_status lockstep_validate(const lockstep_validator* validator, const char* instance_json,
+                                  size_t len, lockstep_validation** out) {
+  const char* const function = __func__;
+  return Guard(function, [&]() -> lockstep_status {
+    LOCKSTEP_C_REQUIRE(out != nullptr, "out is NULL");
+    LOCKSTEP_C_REQUIRE(validator != nullptr, "validator is NULL");
+    LOCKSTEP_C_REQUIRE(instance_json != nullptr || len == 0, "instance_json is NULL");
+    auto r = validator->validator.Validate(
+        std::string_view(instance_json == nullptr ? "" : instance_json, len));
+    if (!r.ok()) return FromStatus(r.status());
+    *out = new lockstep_validation{std::move(r).value()};
+    return LOCKSTEP_OK;
+  });
+}
+
+void lockstep_validation_free(lockstep_validation* validation) { delete validation; }
+
+int lockstep_validation_is_valid(const lockstep_validation* validation) {
+  return validation != nullptr && validation->result.valid ? 1 : 0;
+}
+
+size_t lockstep_validation_num_errors(const lockstep_validation* validation) {
+  return validation == nullptr ? 0 : validation->result.errors.size();
+}
+
+lockstep_status lockstep_validation_error(const lockstep_validation* validation, size_t i,
+                                          const char** out_instance_pointer,
+                                          const char** out_schema_pointer,
+                                          const char** out_message) {
+  const char* const function = __func__;
+  return Guard(function, [&]() -> lockstep_status {
+    LOCKSTEP_C_REQUIRE(validation != nullptr, "validation is NULL");
+    LOCKSTEP_C_REQUIRE(
+        out_instance_pointer != nullptr && out_schema_pointer != nullptr && out_message != nullptr,
+        "an out pointer is NULL");
+    const std::vector<lockstep::ValidationError>& errors = validation->result.errors;
+    if (i >= errors.size()) {
+      return InvalidArgument(function, "error index " + std::to_string(i) + " is outside [0, " +
+                                           std::to_string(errors.size()) + ")");
+    }
+    *out_instance_pointer = errors[i].instance_pointer.c_str();
+    *out_schema_pointer = errors[i].schema_pointer.c_str();
+    *out_message = errors[i].message.c_str();
     return LOCKSTEP_OK;
   });
 }

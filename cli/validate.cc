@@ -1,6 +1,7 @@
 // `lockstep validate`: JSON Schema validation of instances given as files, NDJSON streams or
 // stdin. Exit 0 when every instance is valid, 1 when some is invalid (or not JSON), 2 when the
-// schema is unusable or the command line is wrong.
+// schema is unusable or the command line is wrong. Built on the public validator
+// (lockstep/validator.h) alone; nlohmann/json only writes the --json lines.
 #include "cli/validate.h"
 
 #include <fstream>
@@ -13,8 +14,8 @@
 #include <vector>
 
 #include "cli/args.h"
-#include "grammar/schema/json_schema.h"
 #include "lockstep/status.h"
+#include "lockstep/validator.h"
 
 namespace lockstep::cli {
 namespace {
@@ -50,12 +51,12 @@ std::string ReadAll(std::istream& in) {
 struct Instance {
   std::string text;
   int line = 0;  // 0: the whole source is one document
-  std::optional<json> parsed;
+  std::optional<JsonInstance> parsed;
 };
 
 std::vector<Instance> SplitInstances(const std::string& text, bool ndjson) {
   if (!ndjson) {
-    Result<json> whole = schema::ParseInstance(text);
+    Result<JsonInstance> whole = JsonInstance::Parse(text);
     if (whole.ok()) {
       std::vector<Instance> one(1);
       one[0].parsed = std::move(*whole);
@@ -91,25 +92,18 @@ int Validate(int argc, char** argv) {
   std::string schema_path = args.Get("schema");
   std::ifstream schema_in(schema_path, std::ios::binary);
   if (!schema_in) return Usage(Status(StatusCode::kIoError, "cannot read the schema", schema_path));
-  schema::LoadOptions load;
+  SchemaValidatorOptions options;
   for (const std::string& r : args.GetAll("remote")) {
     std::size_t eq = r.find('=');
     if (eq == std::string::npos) {
       return Usage(Status(StatusCode::kInvalidArgument, "--remote takes URI=DIR", "--remote " + r));
     }
-    if (Status st = schema::AddRemoteDirectory(r.substr(0, eq), r.substr(eq + 1), &load.remotes);
-        !st.ok()) {
+    if (Status st = options.AddRemoteDirectory(r.substr(0, eq), r.substr(eq + 1)); !st.ok()) {
       return Usage(st);
     }
   }
-  auto schema = schema::Schema::Load(ReadAll(schema_in), load);
-  if (!schema.ok()) {
-    std::cerr << "lockstep: " << schema_path << ": " << schema.status().ToString() << "\n";
-    return 2;
-  }
-  schema::ValidateOptions vo;
-  vo.format_assertion = args.Has("formats");
-  auto validator = schema::Validator::Create(*schema, vo);
+  options.format_assertion = args.Has("formats");
+  auto validator = SchemaValidator::Create(ReadAll(schema_in), options);
   if (!validator.ok()) {
     std::cerr << "lockstep: " << schema_path << ": " << validator.status().ToString() << "\n";
     return 2;
@@ -130,21 +124,18 @@ int Validate(int argc, char** argv) {
     }
     bool ndjson = args.Has("ndjson") || EndsWith(src, ".ndjson") || EndsWith(src, ".jsonl");
     for (Instance& inst : SplitInstances(text, ndjson)) {
-      std::vector<schema::ValidationError> errors;
-      Result<json> parsed =
-          inst.parsed ? Result<json>(std::move(*inst.parsed)) : schema::ParseInstance(inst.text);
-      bool valid = false;
+      Result<JsonInstance> parsed = inst.parsed ? Result<JsonInstance>(std::move(*inst.parsed))
+                                                : JsonInstance::Parse(inst.text);
+      // On a resource limit `result` keeps the errors found before it, printed after the failure.
+      ValidationResult result;
       std::string failure;  // not JSON, or a resource limit
       if (!parsed.ok()) {
         failure = parsed.status().ToString();
-      } else {
-        Result<bool> r = validator->Validate(*parsed, &errors);
-        if (r.ok()) {
-          valid = *r;
-        } else {
-          failure = r.status().ToString();
-        }
+      } else if (Status st = validator->ValidateInto(*parsed, &result); !st.ok()) {
+        failure = st.ToString();
       }
+      const bool valid = failure.empty() && result.valid;
+      const std::vector<ValidationError>& errors = result.errors;
       all_valid &= valid;
       if (quiet) continue;
       std::string where = src == "-" ? "<stdin>" : src;

@@ -1,9 +1,11 @@
 // The `lockstep` Python module (pybind11): Vocabulary, the compile_* functions, Matcher, batch
 // mask fills, Sampler, the C++ generation loop driven by a Python logits callable, a per-step
-// LogitsProcessor for other frameworks, and the JSON Schema validator. This file is the Python
-// boundary: every lockstep Status becomes a lockstep.Error (a ValueError) carrying its code and
-// location, every NumPy buffer is checked before the C++ side sees a pointer, and the GIL is
-// released around mask fills, compilation and generation. docs/python.md is the user's guide.
+// LogitsProcessor for other frameworks, and the JSON Schema validator (SchemaValidator). This
+// file is the Python boundary, over the installed headers (lockstep/...) only: every lockstep
+// Status becomes a lockstep.Error (a ValueError) carrying its code and location, every NumPy
+// buffer is checked before the C++ side sees a pointer, and the GIL is released around mask
+// fills, compilation, generation and validation. docs/python.md is the user's guide. Bind runs
+// one Bind* step per area of the module.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -25,7 +27,6 @@
 #include <utility>
 #include <vector>
 
-#include "grammar/schema/json_schema.h"
 #include "lockstep/artifact.h"
 #include "lockstep/batch.h"
 #include "lockstep/compiler.h"
@@ -35,6 +36,7 @@
 #include "lockstep/sampler.h"
 #include "lockstep/status.h"
 #include "lockstep/types.h"
+#include "lockstep/validator.h"
 #include "lockstep/vocabulary.h"
 
 namespace py = pybind11;
@@ -131,12 +133,13 @@ std::string BytesOf(const py::object& obj, const char* what) {
                        std::string(py::str(obj.get_type().attr("__name__"))));
 }
 
-// A JSON Schema given as text or as a Python dict/list/bool (serialised with the json module).
-std::string SchemaText(const py::object& schema) {
-  if (py::isinstance<py::str>(schema) || py::isinstance<py::bytes>(schema)) {
-    return BytesOf(schema, "schema");
+// A JSON document (a schema, an instance) given as text (str or bytes) or as a Python value
+// (dict, list, bool, number, None), serialised with the json module.
+std::string JsonText(const py::object& value, const char* what) {
+  if (py::isinstance<py::str>(value) || py::isinstance<py::bytes>(value)) {
+    return BytesOf(value, what);
   }
-  return py::module_::import("json").attr("dumps")(schema).cast<std::string>();
+  return py::module_::import("json").attr("dumps")(value).cast<std::string>();
 }
 
 // ---- NumPy buffers -----------------------------------------------------------------------------
@@ -452,14 +455,56 @@ TokenKind KindOf(const py::handle& h) {
   return static_cast<TokenKind>(k);
 }
 
-}  // namespace
+// ---- validation --------------------------------------------------------------------------------
 
-void Bind(py::module_& m) {
-  m.doc() =
-      "Grammar-constrained structured output: compile a JSON Schema, regex or grammar against a "
-      "tokenizer vocabulary, then get exact per-step token masks, sample, or generate. See "
-      "docs/python.md.";
+// The names lockstep.SchemaValidator takes and gives for the drafts.
+const char* DraftName(SchemaDraft d) { return d == SchemaDraft::k7 ? "draft-07" : "2020-12"; }
 
+// A dict argument's items, with str keys: {key: value} of `what`.
+std::vector<std::pair<std::string, py::object>> StrKeyedItems(const py::object& obj,
+                                                              const char* what) {
+  if (!py::isinstance<py::dict>(obj)) {
+    throw py::type_error(std::string(what) + " must be a dict, not " + TypeName(obj));
+  }
+  std::vector<std::pair<std::string, py::object>> out;
+  for (const auto& [key, value] : py::reinterpret_borrow<py::dict>(obj)) {
+    if (!py::isinstance<py::str>(key)) {
+      throw py::type_error(std::string(what) + " keys must be str URIs, not " + TypeName(key));
+    }
+    out.emplace_back(key.cast<std::string>(), py::reinterpret_borrow<py::object>(value));
+  }
+  return out;
+}
+
+// SchemaValidator's options from its keyword arguments; remote directories are read here.
+SchemaValidatorOptions ValidatorOptions(const std::string& default_draft, const py::object& remotes,
+                                        const py::object& remote_dirs) {
+  SchemaValidatorOptions o;
+  if (default_draft == DraftName(SchemaDraft::k7)) {
+    o.default_draft = SchemaDraft::k7;
+  } else if (default_draft != DraftName(SchemaDraft::k2020_12)) {
+    throw py::value_error("default_draft must be '2020-12' or 'draft-07', not '" + default_draft +
+                          "'");
+  }
+  if (!remotes.is_none()) {
+    for (const auto& [uri, doc] : StrKeyedItems(remotes, "remotes")) {
+      o.remotes[uri] = JsonText(doc, "remote document");
+    }
+  }
+  if (!remote_dirs.is_none()) {
+    const py::object fspath = py::module_::import("os").attr("fspath");
+    for (const auto& [uri, dir] : StrKeyedItems(remote_dirs, "remote_dirs")) {
+      const Status st = o.AddRemoteDirectory(uri, fspath(dir).cast<std::string>());
+      if (!st.ok()) Raise(st);
+    }
+  }
+  return o;
+}
+
+// ---- the module, one area per step (Bind runs them in this order) --------------------------
+
+// lockstep.Error, the exception every Status becomes (Raise).
+void BindError(py::module_& m) {
   g_error_type = PyErr_NewExceptionWithDoc(
       "lockstep.Error",
       "A lockstep error. str(e) is the C++ Status text with its location; e.code is the status "
@@ -468,13 +513,11 @@ void Bind(py::module_& m) {
       PyExc_ValueError, nullptr);
   if (g_error_type == nullptr) throw py::error_already_set();
   m.add_object("Error", py::handle(g_error_type));
+}
 
-  // ---- Vocabulary ----
-  py::class_<PyVocab, std::shared_ptr<PyVocab>> vocab_cls(
-      m, "Vocabulary",
-      "A tokenizer vocabulary: each token's exact bytes, the special tokens and the canonical "
-      "encoder. Immutable; compile_* reuse one compiler (token trie) per Vocabulary object.");
-  vocab_cls
+// lockstep.Vocabulary: loading by name or path, and from a host's own token table.
+void BindVocabularyLoaders(py::class_<PyVocab, std::shared_ptr<PyVocab>>& cls) {
+  cls
       .def_static(
           "load",
           [](const py::object& name_or_path, std::int32_t logits_width) {
@@ -518,7 +561,12 @@ void Bind(py::module_& m) {
           "A host's own token table: token i emits tokens[i] (bytes or str). types: None (all "
           "normal) or one per token of 'normal', 'byte', 'special', 'unused' (or 0..3). eos_ids "
           "must be special tokens; empty looks for the usual EOS names. Encoding treats ids as "
-          "BPE merge ranks (exact for tiktoken-style vocabularies).")
+          "BPE merge ranks (exact for tiktoken-style vocabularies).");
+}
+
+// lockstep.Vocabulary: sizes, ids and their bytes, encoding and decoding.
+void BindVocabularyTokens(py::class_<PyVocab, std::shared_ptr<PyVocab>>& cls) {
+  cls
       .def_property_readonly("name", [](const PyVocab& v) { return v.vocab->name(); })
       .def_property_readonly("size", [](const PyVocab& v) { return v.vocab->size(); })
       .def_property_readonly("logits_width",
@@ -586,8 +634,19 @@ void Bind(py::module_& m) {
                "' size=" + std::to_string(v.vocab->size()) +
                " logits_width=" + std::to_string(v.vocab->logits_width()) + ">";
       });
+}
 
-  // ---- CompiledGrammar ----
+void BindVocabulary(py::module_& m) {
+  py::class_<PyVocab, std::shared_ptr<PyVocab>> vocab_cls(
+      m, "Vocabulary",
+      "A tokenizer vocabulary: each token's exact bytes, the special tokens and the canonical "
+      "encoder. Immutable; compile_* reuse one compiler (token trie) per Vocabulary object.");
+  BindVocabularyLoaders(vocab_cls);
+  BindVocabularyTokens(vocab_cls);
+}
+
+// lockstep.CompiledGrammar (stats, artifacts) and lockstep.CancelToken.
+void BindCompiledGrammar(py::module_& m) {
   py::class_<PyGrammar, std::shared_ptr<PyGrammar>>(
       m, "CompiledGrammar",
       "A constraint compiled against one vocabulary; immutable, shared by any number of "
@@ -667,20 +726,25 @@ void Bind(py::module_& m) {
       .def_property_readonly(
           "cancelled", [](const PyCancelToken& t) { return t.flag->load(); },
           "Whether cancel() was called (since the last reset()).");
+}
 
-  static const char* kBudgetDoc =
-      " timeout_ms: wall-clock budget of the compile (default 10000; 0 = none); past it, "
-      "lockstep.Error with code 'resource limit' naming the deadline and the JSON Pointer or "
-      "rule being compiled. cancel: a lockstep.CancelToken another thread may set. "
-      "background_positions: positions of a grammar in use are computed by one background "
-      "thread per vocabulary between fills (False: only on the filling thread).";
+// The budget keyword arguments of every compile_*, for their docstrings.
+constexpr const char* kBudgetDoc =
+    " timeout_ms: wall-clock budget of the compile (default 10000; 0 = none); past it, "
+    "lockstep.Error with code 'resource limit' naming the deadline and the JSON Pointer or "
+    "rule being compiled. cancel: a lockstep.CancelToken another thread may set. "
+    "background_positions: positions of a grammar in use are computed by one background "
+    "thread per vocabulary between fills (False: only on the filling thread).";
+
+// compile_schema, compile_regex and compile_grammar.
+void BindCompile(py::module_& m) {
   m.def(
       "compile_schema",
       [](const std::shared_ptr<PyVocab>& vocab, const py::object& schema, bool lenient,
          bool compact, std::int32_t max_whitespace_run, bool format_assertion,
          bool precompute_masks, std::int64_t timeout_ms,
          const std::shared_ptr<PyCancelToken>& cancel, bool background_positions) {
-        const std::string text = SchemaText(schema);
+        const std::string text = JsonText(schema, "schema");
         CompileOptions o;
         o.schema_lenient = lenient;
         o.schema_whitespace_compact = compact;
@@ -750,7 +814,10 @@ void Bind(py::module_& m) {
                    "of one byte takes more than max_earley_items_per_byte items, is rejected.") +
        kBudgetDoc)
           .c_str());
+}
 
+// load_artifact: a compiled artifact (.lsg) back, without compiling.
+void BindArtifacts(py::module_& m) {
   m.def(
       "load_artifact",
       [](const std::shared_ptr<PyVocab>& vocab, const py::object& source) {
@@ -774,8 +841,10 @@ void Bind(py::module_& m) {
       "vocabulary without compiling. A foreign, truncated, corrupted file, or one written for "
       "another vocabulary or format version, raises lockstep.Error (code 'invalid artifact', "
       "location 'byte N').");
+}
 
-  // ---- Matcher ----
+// lockstep.Matcher and allocate_token_bitmask.
+void BindMatcher(py::module_& m) {
   py::class_<PyMatcher>(m, "Matcher",
                         "The per-sequence state of a CompiledGrammar. Not thread-safe: use one "
                         "Matcher per sequence (fork() copies one cheaply).")
@@ -873,7 +942,10 @@ void Bind(py::module_& m) {
       },
       py::arg("batch"), py::arg("vocab_or_grammar"),
       "A zeroed numpy int32 array [batch, bitmask_words] for fill_next_token_bitmask.");
+}
 
+// fill_next_token_bitmask_batch: a batch's masks on a thread pool.
+void BindBatch(py::module_& m) {
   m.def(
       "fill_next_token_bitmask_batch",
       [](const std::vector<py::object>& matchers, const py::object& arr, int num_threads) {
@@ -921,8 +993,10 @@ void Bind(py::module_& m) {
       "Fills row i of `bitmask` (int32 [batch, words], C-contiguous, writable) with matchers[i]'s "
       "mask, on a persistent thread pool (num_threads including the caller; 0 = all cores), with "
       "the GIL released. A None entry zeroes its row.");
+}
 
-  // ---- Sampler ----
+// lockstep.Sampler.
+void BindSampler(py::module_& m) {
   py::class_<PySampler>(
       m, "Sampler",
       "Logits + mask -> token: logit bias, repetition/frequency/presence penalties, the grammar "
@@ -994,8 +1068,10 @@ void Bind(py::module_& m) {
           "`mask`: None (all allowed) or an int32/uint32 row of >= ceil(width / 32) words. "
           "`history`: ids generated so far, for the penalties. Logits must not be NaN or +inf. "
           "Raises lockstep.Error if the mask allows nothing.");
+}
 
-  // ---- generation ----
+// generate (the C++ loop over a Python logits callable) and lockstep.LogitsProcessor.
+void BindGeneration(py::module_& m) {
   m.def(
       "generate",
       [](const py::object& grammar_or_matcher, const PySampler& sampler, py::function logits_fn,
@@ -1061,44 +1137,158 @@ void Bind(py::module_& m) {
            py::arg("grammar"), py::arg("batch_size") = 1)
       .def("__call__", &PyProcessor::Call, py::arg("input_ids"), py::arg("scores"))
       .def("reset", &PyProcessor::Reset, "Starts every row over (new sequences).");
+}
 
-  // ---- validation ----
+// validate: one instance against one schema, loaded for the call.
+void BindValidate(py::module_& m) {
   m.def(
       "validate",
       [](const py::object& schema, const py::object& instance, bool format_assertion) {
-        const std::string text = SchemaText(schema);
+        const std::string text = JsonText(schema, "schema");
         const std::string inst = BytesOf(instance, "instance");
-        std::vector<schema::ValidationError> errors;
-        Result<bool> r = Status();
+        SchemaValidatorOptions o;
+        o.format_assertion = format_assertion;
+        Result<SchemaValidator> validator = Status();
+        Result<JsonInstance> parsed = Status();
+        Result<ValidationResult> r = Status();
         {
           py::gil_scoped_release release;
-          auto s = schema::Schema::Load(text);
-          if (!s.ok()) {
-            r = s.status();
-          } else {
-            schema::ValidateOptions o;
-            o.format_assertion = format_assertion;
-            auto v = schema::Validator::Create(*s, o);
-            r = v.ok() ? v->ValidateText(inst, &errors) : Result<bool>(v.status());
-          }
+          validator = SchemaValidator::Create(text, o);
+          if (validator.ok()) parsed = JsonInstance::Parse(inst);
+          if (parsed.ok()) r = validator->Validate(*parsed);
         }
+        Unwrap(std::move(validator));
         py::list out;
-        if (!r.ok() && r.status().code() == StatusCode::kInvalidArgument &&
-            r.status().location().rfind("byte", 0) == 0) {
-          out.append(py::make_tuple("", "", r.status().ToString()));  // not JSON
+        if (!parsed.ok() && parsed.status().code() == StatusCode::kInvalidArgument) {
+          out.append(py::make_tuple("", "", parsed.status().ToString()));  // not JSON
           return py::make_tuple(false, out);
         }
-        const bool ok = Unwrap(std::move(r));
-        for (const auto& e : errors) {
+        Unwrap(std::move(parsed));
+        const ValidationResult result = Unwrap(std::move(r));
+        for (const ValidationError& e : result.errors) {
           out.append(py::make_tuple(e.instance_pointer, e.schema_pointer, e.message));
         }
-        return py::make_tuple(ok, out);
+        return py::make_tuple(result.valid, out);
       },
       py::arg("schema"), py::arg("instance"), py::arg("format_assertion") = false,
       "Validates one JSON text against a JSON Schema (draft 2020-12 / draft-07). Returns (ok, "
       "errors), errors a list of (instance_pointer, schema_pointer, message); text that is not "
-      "JSON is (False, [('', '', why)]). An unusable schema raises lockstep.Error.");
+      "JSON is (False, [('', '', why)]). An unusable schema raises lockstep.Error. To validate "
+      "many instances, load the schema once with SchemaValidator.");
+}
 
+// lockstep.ValidationError and lockstep.ValidationResult, what SchemaValidator.validate returns.
+void BindValidationResult(py::module_& m) {
+  py::class_<ValidationError>(
+      m, "ValidationError",
+      "One failed assertion of an instance (a record in ValidationResult.errors, not an "
+      "exception: a failing call raises lockstep.Error).")
+      .def_readonly("instance_pointer", &ValidationError::instance_pointer,
+                    "JSON Pointer of the failing value in the instance ('' for the root).")
+      .def_readonly("schema_pointer", &ValidationError::schema_pointer,
+                    "JSON Pointer of the failing keyword in the schema ('URI#/pointer' inside a "
+                    "remote document).")
+      .def_readonly("message", &ValidationError::message)
+      .def("__repr__", [](const ValidationError& e) {
+        return "<lockstep.ValidationError at '" + e.instance_pointer + "' (schema '" +
+               e.schema_pointer + "'): " + e.message + ">";
+      });
+  py::class_<ValidationResult>(m, "ValidationResult",
+                               "The verdict on one instance: .valid (also bool(result)) and "
+                               ".errors, a list of ValidationError (empty when valid).")
+      .def_readonly("valid", &ValidationResult::valid)
+      .def_readonly("errors", &ValidationResult::errors)
+      .def("__bool__", [](const ValidationResult& r) { return r.valid; })
+      .def("__repr__", [](const ValidationResult& r) {
+        return std::string("<lockstep.ValidationResult valid=") + (r.valid ? "True" : "False") +
+               " errors=" + std::to_string(r.errors.size()) + ">";
+      });
+}
+
+// lockstep.SchemaValidator: a schema loaded once (lockstep/validator.h), any number of instances.
+void BindSchemaValidator(py::module_& m) {
+  py::class_<SchemaValidator>(
+      m, "SchemaValidator",
+      "A JSON Schema (draft 2020-12 or draft-07) loaded once, every $ref resolved (never over "
+      "the network) and every pattern compiled, to validate any number of instances. Immutable; "
+      "validate() releases the GIL and may run on several threads at once.")
+      .def(py::init([](const py::object& schema, bool format_assertion,
+                       const std::string& default_draft, const py::object& remotes,
+                       const py::object& remote_dirs, std::int64_t max_errors,
+                       std::int32_t max_depth) {
+             SchemaValidatorOptions o = ValidatorOptions(default_draft, remotes, remote_dirs);
+             o.format_assertion = format_assertion;
+             if (max_errors < 0) throw py::value_error("max_errors must be >= 0");
+             o.max_errors = static_cast<std::size_t>(max_errors);
+             o.max_depth = max_depth;
+             const std::string text = JsonText(schema, "schema");
+             Result<SchemaValidator> r = Status();
+             {
+               py::gil_scoped_release release;
+               r = SchemaValidator::Create(text, o);
+             }
+             return Unwrap(std::move(r));
+           }),
+           py::arg("schema"), py::arg("format_assertion") = false,
+           py::arg("default_draft") = "2020-12", py::arg("remotes") = py::none(),
+           py::arg("remote_dirs") = py::none(),
+           py::arg("max_errors") = SchemaValidatorOptions{}.max_errors,
+           py::arg("max_depth") = SchemaValidatorOptions{}.max_depth,
+           "schema: JSON text (str or bytes) or a dict/bool serialised with json.dumps. "
+           "format_assertion: check `format` (date, email, ipv4, ...) instead of ignoring it. "
+           "default_draft: '2020-12' or 'draft-07', for a schema whose $schema names neither. "
+           "remotes: {uri: document} for $ref targets (text, or objects serialised with "
+           "json.dumps). remote_dirs: {base_uri: directory}, every file under the directory "
+           "served as base_uri + its relative path (lockstep validate --remote). max_errors: "
+           "errors kept per instance (0: the verdict only, fastest). An unusable schema raises "
+           "lockstep.Error naming its JSON Pointer.")
+      .def(
+          "validate",
+          [](const SchemaValidator& v, const py::object& instance) {
+            const std::string text = JsonText(instance, "instance");
+            Result<ValidationResult> r = Status();
+            {
+              py::gil_scoped_release release;
+              r = v.Validate(text);
+            }
+            return Unwrap(std::move(r));
+          },
+          py::arg("instance"),
+          "Validates one instance (JSON text as str or bytes, or an object serialised with "
+          "json.dumps) and returns a ValidationResult. Text that is not JSON raises "
+          "lockstep.Error (code 'invalid argument', location 'byte N'), as does evaluation past "
+          "max_depth (code 'resource limit').")
+      .def_property_readonly(
+          "draft", [](const SchemaValidator& v) { return DraftName(v.draft()); },
+          "The draft in force: '2020-12' or 'draft-07'.")
+      .def("__repr__", [](const SchemaValidator& v) {
+        return std::string("<lockstep.SchemaValidator draft ") + DraftName(v.draft()) + ">";
+      });
+}
+
+void BindValidation(py::module_& m) {
+  BindValidate(m);
+  BindValidationResult(m);
+  BindSchemaValidator(m);
+}
+
+}  // namespace
+
+void Bind(py::module_& m) {
+  m.doc() =
+      "Grammar-constrained structured output: compile a JSON Schema, regex or grammar against a "
+      "tokenizer vocabulary, then get exact per-step token masks, sample, or generate. See "
+      "docs/python.md.";
+  BindError(m);
+  BindVocabulary(m);
+  BindCompiledGrammar(m);
+  BindCompile(m);
+  BindArtifacts(m);
+  BindMatcher(m);
+  BindBatch(m);
+  BindSampler(m);
+  BindGeneration(m);
+  BindValidation(m);
   m.attr("__version__") = "0.1.0";
 }
 

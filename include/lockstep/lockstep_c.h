@@ -1,7 +1,8 @@
 /* lockstep_c.h: the C ABI of lockstep, for C hosts and foreign-function interfaces (inference
  * engines written in C, Rust, Go, Python ctypes): vocabularies, compiled constraints, matchers,
- * the sampler, batch mask filling and a whole-generation helper, behind opaque handles. Valid
- * C11 and C++. The contract (status codes, thread safety, ownership) is docs/c-api.md.
+ * the sampler, batch mask filling, a whole-generation helper and the JSON Schema validator,
+ * behind opaque handles. Valid C11 and C++. The contract (status codes, thread safety,
+ * ownership) is docs/c-api.md.
  *
  * Every function returns a lockstep_status unless it is a trivial getter, whose value on a NULL
  * handle is documented with it. No C++ exception and no abort crosses this interface: a failing
@@ -355,6 +356,79 @@ lockstep_status lockstep_generate(const lockstep_grammar* grammar, const lockste
                                   int32_t* out_ids, size_t* inout_count,
                                   const lockstep_generate_options* options,
                                   lockstep_finish_reason* out_finish);
+
+/* ---- JSON Schema validation --------------------------------------------------------------- */
+
+/* The C++ lockstep::SchemaValidator (lockstep/validator.h): a JSON Schema (draft 2020-12 or
+ * draft-07) loaded once, every $ref resolved (never over the network), then any number of JSON
+ * instances validated against it, each verdict with its errors located by JSON Pointers. */
+typedef struct lockstep_validator lockstep_validator;   /* immutable; shareable across threads */
+typedef struct lockstep_validation lockstep_validation; /* one verdict and its errors; read-only */
+
+/* The drafts (the values of the C++ lockstep::SchemaDraft). */
+typedef enum lockstep_schema_draft {
+  LOCKSTEP_SCHEMA_DRAFT_2020_12 = 0, /* also 2019-09 */
+  LOCKSTEP_SCHEMA_DRAFT_7 = 1        /* also draft-06 and draft-04 */
+} lockstep_schema_draft;
+
+/* The C++ lockstep::SchemaValidatorOptions; struct_size as for lockstep_compile_options. */
+typedef struct lockstep_validator_options {
+  size_t struct_size;
+  int32_t default_draft;    /* lockstep_schema_draft of a schema whose $schema names neither */
+  int32_t format_assertion; /* 1: check `format` (date, email, ipv4, ...); 0 (default): ignore */
+  int32_t max_errors;       /* errors kept per instance (default 100; 0: the verdict only) */
+  int32_t max_depth;        /* nested evaluations before LOCKSTEP_RESOURCE_LIMIT (default 400) */
+  /* Documents a $ref may name: document i is remote_texts[i][0 .. remote_lengths[i]) at the
+   * absolute URI remote_uris[i] (NUL-terminated, no fragment). Copied by
+   * lockstep_validator_create. Any other remote $ref is LOCKSTEP_INVALID_SCHEMA. */
+  const char* const* remote_uris;
+  const char* const* remote_texts;
+  const size_t* remote_lengths;
+  size_t num_remotes;
+  /* Directories read by lockstep_validator_create (`lockstep validate --remote URI=DIR`): every
+   * file under remote_dirs[i] is the document at remote_dir_uris[i] + its relative path. A
+   * directory that cannot be read is LOCKSTEP_IO_ERROR. */
+  const char* const* remote_dir_uris;
+  const char* const* remote_dirs;
+  size_t num_remote_dirs;
+} lockstep_validator_options;
+
+/* Fills *options with the defaults and sets struct_size. NULL: no-op. */
+void lockstep_validator_options_init(lockstep_validator_options* options);
+
+/* Loads the JSON Schema in schema_json[0 .. len); options NULL means the defaults. Errors:
+ * LOCKSTEP_INVALID_SCHEMA (text that is not JSON, a malformed keyword, an unresolvable $ref;
+ * location: JSON Pointer), LOCKSTEP_UNSUPPORTED (a pattern with lookaround or backreferences),
+ * LOCKSTEP_IO_ERROR (a remote directory), LOCKSTEP_INVALID_ARGUMENT (NULL arrays, a bad draft,
+ * a negative max_errors, a max_depth below 1). */
+lockstep_status lockstep_validator_create(const char* schema_json, size_t len,
+                                          const lockstep_validator_options* options,
+                                          lockstep_validator** out);
+void lockstep_validator_free(lockstep_validator* validator);
+/* The draft in force (the schema's $schema, else default_draft); LOCKSTEP_SCHEMA_DRAFT_2020_12
+ * for NULL. */
+lockstep_schema_draft lockstep_validator_draft(const lockstep_validator* validator);
+
+/* Validates the JSON instance in instance_json[0 .. len) (instance_json may be NULL when len is
+ * 0), writing its verdict and errors to a new *out, freed with lockstep_validation_free. May run
+ * on several threads at once with one validator. An instance that is not JSON is
+ * LOCKSTEP_INVALID_ARGUMENT ("byte N" in lockstep_last_error); nesting past 1024 levels, or an
+ * evaluation past max_depth, is LOCKSTEP_RESOURCE_LIMIT. */
+lockstep_status lockstep_validate(const lockstep_validator* validator, const char* instance_json,
+                                  size_t len, lockstep_validation** out);
+void lockstep_validation_free(lockstep_validation* validation);
+/* 1 if the instance is valid, else 0; 0 for NULL. */
+int lockstep_validation_is_valid(const lockstep_validation* validation);
+/* Errors of an invalid instance (0 when valid, at most max_errors); 0 for NULL. */
+size_t lockstep_validation_num_errors(const lockstep_validation* validation);
+/* The i-th error: the JSON Pointer of the failing value in the instance ("" for the root), the
+ * JSON Pointer of the failing keyword in the schema ("URI#/pointer" inside a remote document)
+ * and the message, NUL-terminated, valid until the validation is freed. i out of range is
+ * LOCKSTEP_INVALID_ARGUMENT. */
+lockstep_status lockstep_validation_error(const lockstep_validation* validation, size_t i,
+                                          const char** out_instance_pointer,
+                                          const char** out_schema_pointer,
+                                          const char** out_message);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -9,19 +9,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "capi_check.h"
 #include "lockstep/lockstep_c.h"
-
-static int failures = 0;
-
-#define CHECK(cond, ...)                                                       \
-  do {                                                                         \
-    if (!(cond)) {                                                             \
-      fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
-      fprintf(stderr, __VA_ARGS__);                                            \
-      fprintf(stderr, "\n");                                                   \
-      ++failures;                                                              \
-    }                                                                          \
-  } while (0)
 
 /* A oneOf of twelve object branches that are not provably disjoint: each branch is compiled
  * with the negation of the eleven others (3^11 alternatives each). */
@@ -102,8 +91,8 @@ int main(void) {
 
   lockstep_cancel_token_free(token);
   lockstep_vocab_free(vocab);
-  if (failures > 0) {
-    fprintf(stderr, "%d check(s) failed\n", failures);
+  if (capi_check_failures > 0) {
+    fprintf(stderr, "%d check(s) failed\n", capi_check_failures);
     return 1;
   }
   printf("compile budgets: deadline and cancellation ok\n");

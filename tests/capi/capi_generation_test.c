@@ -7,19 +7,8 @@
 #include <string.h>
 
 #include "capi/capi_test_support.h"
+#include "capi_check.h"
 #include "lockstep/lockstep_c.h"
-
-static int failures = 0;
-
-#define CHECK(cond, ...)                                                       \
-  do {                                                                         \
-    if (!(cond)) {                                                             \
-      fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
-      fprintf(stderr, __VA_ARGS__);                                            \
-      fprintf(stderr, "\n");                                                   \
-      ++failures;                                                              \
-    }                                                                          \
-  } while (0)
 
 /* Ends the program at a failed call whose results the rest needs. */
 #define MUST(call)                                                              \
@@ -171,8 +160,8 @@ int main(void) {
   lockstep_grammar_free(grammar);
   lockstep_vocab_free(vocab);
   free(schema);
-  if (failures != 0) {
-    fprintf(stderr, "%d check(s) failed\n", failures);
+  if (capi_check_failures != 0) {
+    fprintf(stderr, "%d check(s) failed\n", capi_check_failures);
     return 1;
   }
   printf("capi_generation_test: ok\n");

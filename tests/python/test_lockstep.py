@@ -1,7 +1,8 @@
 """Tests of the `lockstep` Python module (python/lockstep_module.cc), run by CTest with Debian's
 python3 and python3-numpy: same tokens as the C++ API for the same seeds and logits, generated
 text valid under the schema, zero-copy mask fills equal to fresh matchers' and to batch fills,
-clean Python exceptions on bad input, and the LogitsProcessor under greedy decoding.
+clean Python exceptions on bad input, the LogitsProcessor under greedy decoding, and the
+SchemaValidator.
 
 Environment (set by tests/python/CMakeLists.txt): PYTHONPATH (the module), LOCKSTEP_DATA_DIR,
 LOCKSTEP_PY_REFERENCE_GEN (the C++ generator, py_reference_gen.cc), LOCKSTEP_SCHEMA_DIR.
@@ -629,6 +630,142 @@ class LogitsProcessorTest(unittest.TestCase):
             proc(np.array([[bad], [bad]]), np.zeros((2, g.logits_width), np.float32))
         proc.reset()
         proc(np.zeros((2, 0), dtype=np.int64), scores)
+
+
+class SchemaValidatorTest(unittest.TestCase):
+    """lockstep.SchemaValidator (lockstep/validator.h): a schema loaded once, verdicts with errors
+    located by JSON Pointers, the options of `lockstep validate`, failures as lockstep.Error, and
+    the same answers as lockstep.validate and as itself on several threads."""
+
+    SCHEMA = {"type": "object", "required": ["name"],
+              "properties": {"name": {"type": "string", "minLength": 1},
+                             "tags": {"type": "array", "items": {"type": "string"}},
+                             "when": {"format": "date"}}}
+
+    def test_verdicts_and_errors(self):
+        v = lockstep.SchemaValidator(self.SCHEMA)
+        self.assertEqual(v.draft, "2020-12")
+        ok = v.validate('{"name": "a", "tags": ["x"]}')
+        self.assertTrue(ok.valid)
+        self.assertTrue(ok)
+        self.assertEqual(ok.errors, [])
+        bad = v.validate({"name": "", "tags": ["x", 3]})  # a dict is serialised with json.dumps
+        self.assertFalse(bad)
+        pairs = [(e.instance_pointer, e.schema_pointer) for e in bad.errors]
+        self.assertEqual(pairs, [("/name", "/properties/name/minLength"),
+                                 ("/tags/1", "/properties/tags/items/type")])
+        self.assertTrue(all(e.message for e in bad.errors))
+        self.assertIn("valid=False errors=2", repr(bad))
+        self.assertIn("/tags/1", repr(bad.errors[1]))
+        self.assertTrue(v.validate(b'{"name": "b"}'))  # bytes are JSON text too
+
+    def test_same_answers_as_validate(self):
+        text = schema_text()
+        v = lockstep.SchemaValidator(text, format_assertion=True)
+        doc = json.loads(lockstep.generate(grammar(), sampler(), model(),
+                                           max_tokens=MAX_TOKENS)[1])
+        instances = [json.dumps(doc), '{"name": "x"}', "[]", "3",
+                     json.dumps(dict(doc, arguments={})), json.dumps(dict(doc, extra=True))]
+        for inst in instances:
+            ok, errors = lockstep.validate(text, inst, format_assertion=True)
+            r = v.validate(inst)
+            self.assertEqual(r.valid, ok, inst)
+            self.assertEqual([(e.instance_pointer, e.schema_pointer, e.message) for e in r.errors],
+                             errors, inst)
+        self.assertTrue(v.validate(json.dumps(doc)))
+
+    def test_failures_raise_lockstep_error(self):
+        v = lockstep.SchemaValidator(self.SCHEMA)
+        with self.assertRaises(lockstep.Error) as cm:
+            v.validate('{"name": [1, 2,]}')
+        self.assertEqual(cm.exception.code, "invalid argument")
+        self.assertEqual(cm.exception.location, "byte 15")
+        with self.assertRaises(lockstep.Error) as cm:
+            v.validate("[" * 2000 + "]" * 2000)
+        self.assertEqual(cm.exception.code, "resource limit")
+        with self.assertRaises(lockstep.Error) as cm:
+            lockstep.SchemaValidator({"properties": {"a": {"$ref": "http://x.test/s.json"}}})
+        self.assertEqual(cm.exception.code, "invalid schema")
+        self.assertEqual(cm.exception.location, "/properties/a/$ref")
+        with self.assertRaises(lockstep.Error) as cm:
+            lockstep.SchemaValidator('{"pattern": "^(?=a)"}')
+        self.assertEqual(cm.exception.code, "unsupported")
+        self.assertEqual(cm.exception.location, "/pattern")
+        with self.assertRaises(lockstep.Error) as cm:
+            lockstep.SchemaValidator("{")
+        self.assertEqual(cm.exception.code, "invalid schema")
+        with self.assertRaises(lockstep.Error) as cm:
+            lockstep.SchemaValidator({"$ref": "#"}).validate("1")
+        self.assertEqual(cm.exception.code, "resource limit")
+        with self.assertRaises(ValueError):
+            lockstep.SchemaValidator(self.SCHEMA, default_draft="draft-04")
+        with self.assertRaises(ValueError):
+            lockstep.SchemaValidator(self.SCHEMA, max_errors=-1)
+        with self.assertRaises(lockstep.Error):
+            lockstep.SchemaValidator(self.SCHEMA, max_depth=0)
+        with self.assertRaises(TypeError):
+            lockstep.SchemaValidator(self.SCHEMA, remotes=["not", "a", "dict"])
+
+    def test_options(self):
+        # `dependencies` is a draft-07 keyword, an unknown one (an annotation) in 2020-12.
+        deps = {"dependencies": {"a": ["b"]}}
+        d7 = lockstep.SchemaValidator(deps, default_draft="draft-07")
+        self.assertEqual(d7.draft, "draft-07")
+        self.assertFalse(d7.validate({"a": 1}))
+        self.assertTrue(d7.validate({"a": 1, "b": 2}))
+        d2020 = lockstep.SchemaValidator(deps)
+        self.assertEqual(d2020.draft, "2020-12")
+        self.assertTrue(d2020.validate({"a": 1}))
+        self.assertIn("draft-07", repr(d7))
+        self.assertTrue(lockstep.SchemaValidator(self.SCHEMA).validate(
+            {"name": "a", "when": "2024-02-30"}))
+        formats = lockstep.SchemaValidator(self.SCHEMA, format_assertion=True)
+        r = formats.validate({"name": "a", "when": "2024-02-30"})
+        self.assertFalse(r)
+        self.assertEqual(r.errors[0].schema_pointer, "/properties/when/format")
+        quiet = lockstep.SchemaValidator({"items": {"type": "string"}}, max_errors=0)
+        r = quiet.validate("[1, 2, 3]")
+        self.assertFalse(r.valid)
+        self.assertEqual(r.errors, [])
+        self.assertEqual(len(lockstep.SchemaValidator(
+            {"items": {"type": "string"}}, max_errors=2).validate("[1, 2, 3]").errors), 2)
+
+    def test_remote_documents(self):
+        schema = {"properties": {"n": {"$ref": "http://example.test/sub/int.json"}}}
+        v = lockstep.SchemaValidator(
+            schema, remotes={"http://example.test/sub/int.json": {"type": "integer"}})
+        self.assertTrue(v.validate({"n": 3}))
+        r = v.validate({"n": 3.5})
+        self.assertEqual(r.errors[0].schema_pointer, "http://example.test/sub/int.json#/type")
+        with tempfile.TemporaryDirectory() as d:
+            os.mkdir(os.path.join(d, "sub"))
+            with open(os.path.join(d, "sub", "int.json"), "w") as f:
+                f.write('{"type": "integer"}')
+            v = lockstep.SchemaValidator(schema, remote_dirs={"http://example.test/": d})
+            self.assertTrue(v.validate({"n": 3}))
+            self.assertFalse(v.validate({"n": "3"}))
+            with self.assertRaises(lockstep.Error) as cm:
+                lockstep.SchemaValidator(
+                    schema, remote_dirs={"http://example.test/": os.path.join(d, "absent")})
+            self.assertEqual(cm.exception.code, "i/o error")
+
+    def test_threads_share_one_validator(self):
+        """validate releases the GIL; one validator on several threads gives the serial answers."""
+        from concurrent.futures import ThreadPoolExecutor
+        v = lockstep.SchemaValidator(self.SCHEMA, format_assertion=True)
+        instances = [json.dumps({"name": "n" * (i % 3), "tags": ["a", i][: i % 3],
+                                 "when": "2024-02-%02d" % (i % 31 + 1)}) for i in range(60)]
+
+        def answers(batch):
+            return [(r.valid, [(e.instance_pointer, e.schema_pointer) for e in r.errors])
+                    for r in map(v.validate, batch)]
+
+        serial = answers(instances)
+        self.assertIn(True, [a[0] for a in serial])
+        self.assertIn(False, [a[0] for a in serial])
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            for got in pool.map(lambda _: answers(instances), range(8)):
+                self.assertEqual(got, serial)
 
 
 if __name__ == "__main__":
