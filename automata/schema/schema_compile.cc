@@ -11,6 +11,7 @@
 #include <map>
 
 #include "automata/regex/dfa_builder.h"
+#include "automata/schema/ir_nodes.h"
 #include "automata/schema/schema_compile_internal.h"
 
 namespace lockstep::schema {
@@ -123,17 +124,9 @@ class Emitter {
   ExprId Empty() { return Add(Expr{}); }
   ExprId Lit(std::string t) {
     if (t.empty()) return Empty();
-    Expr e;
-    e.kind = ExprKind::kLiteral;
-    e.text = std::move(t);
-    return Add(std::move(e));
+    return Add(LiteralNode(std::move(t)));
   }
-  ExprId Ref(RuleId r) {
-    Expr e;
-    e.kind = ExprKind::kRuleRef;
-    e.rule = r;
-    return Add(std::move(e));
-  }
+  ExprId Ref(RuleId r) { return Add(RuleRefNode(r)); }
   ExprId Seq(std::vector<ExprId> xs) {
     std::vector<ExprId> kept;
     for (ExprId x : xs) {
@@ -141,22 +134,19 @@ class Emitter {
       if (!IsEmpty(x)) kept.push_back(x);
     }
     if (kept.empty()) return Empty();
-    if (kept.size() == 1) return kept[0];
-    Expr e;
-    e.kind = ExprKind::kSequence;
-    e.children = std::move(kept);
-    return Add(std::move(e));
+    return OneOrList(ExprKind::kSequence, std::move(kept));
   }
   ExprId Alt(std::vector<ExprId> xs) {
     std::vector<ExprId> kept;
     for (ExprId x : xs)
       if (!IsNever(x)) kept.push_back(x);
     if (kept.empty()) return Never();
-    if (kept.size() == 1) return kept[0];
-    Expr e;
-    e.kind = ExprKind::kChoice;
-    e.children = std::move(kept);
-    return Add(std::move(e));
+    return OneOrList(ExprKind::kChoice, std::move(kept));
+  }
+  // The only part, or a node of `kind` (sequence, choice) over the parts.
+  ExprId OneOrList(ExprKind kind, std::vector<ExprId> parts) {
+    if (parts.size() == 1) return parts[0];
+    return Add(ListNode(kind, std::move(parts)));
   }
   // max < 0: unbounded.
   ExprId Rep(ExprId x, std::int64_t min, std::int64_t max) {
@@ -170,12 +160,8 @@ class Emitter {
       }
       return Never();
     }
-    Expr e;
-    e.kind = ExprKind::kRepeat;
-    e.children = {x};
-    e.min = static_cast<std::int32_t>(min);
-    e.max = max < 0 ? Expr::kUnbounded : static_cast<std::int32_t>(max);
-    return Add(std::move(e));
+    return Add(RepeatNode(x, static_cast<std::int32_t>(min),
+                          max < 0 ? Expr::kUnbounded : static_cast<std::int32_t>(max)));
   }
   ExprId Ws() { return ws_rule_ < 0 ? Empty() : Ref(ws_rule_); }
   ExprId Comma() { return Seq({Ws(), Lit(","), Ws()}); }

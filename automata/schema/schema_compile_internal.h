@@ -204,6 +204,40 @@ class Model {
  private:
   Result<const json*> Rewrite(const json* j, const char* kw);
   Result<const json*> RewriteUnevaluated(const json* j, const char* kw);
+
+  // Negate's steps, on the negation of one node as it is built (schema_compile_model.cc).
+  struct Negation;
+  // The alternatives that negate keyword `k` (value `v`) of the node; the steps it tries return
+  // false when `k` is not one of their keywords.
+  void NegateKeyword(Negation& neg, const std::string& k, const json& v);
+  // type, enum / const, bounds and lengths: the values of the same type outside them.
+  bool NegateValueKeyword(Negation& neg, const std::string& k, const json& v);
+  // required / absent names, properties, items, contains, dependencies: a member that fails.
+  bool NegateMemberKeyword(Negation& neg, const std::string& k, const json& v);
+  // $ls:node, anyOf, allOf, oneOf, not, if: through their subschemas and those negated.
+  bool NegateApplicator(Negation& neg, const std::string& k, const json& v);
+  // uniqueItems, format, multipleOf, pattern and the keywords whose negation no grammar
+  // expresses: RefuseNegation, unless the keyword asserts nothing there.
+  void RefuseWithoutComplement(Negation& neg, const std::string& k, const json& v);
+  // Lenient: keyword `kw` negated to true (a superset), recorded as relaxed; strict: the
+  // negation's failure when it is the first.
+  void RefuseNegation(Negation& neg, const std::string& kw, const std::string& why);
+  // The negation of the subschema `sub` as one alternative (its error: the negation's failure).
+  void NegateInto(Negation& neg, const json* sub);
+  // {"not": sub}: `sub` negated only once that alternative is expanded.
+  json LazyNot(const json* sub);
+
+  // BuildFacts' steps: keyword `k` (value `v`) of `leaf` merged into `f`; false when `k` is not
+  // one of the step's keywords; in strict mode an error when the merge would not be exact.
+  Result<bool> MergeNumberFacts(Facts& f, const json* leaf, const std::string& k, const json& v);
+  Result<bool> MergeStringFacts(Facts& f, const json* leaf, const std::string& k, const json& v);
+  // *in_arr: the leaf constrains the items (planned from f.arr).
+  Result<bool> MergeArrayFacts(Facts& f, const json* leaf, const std::string& k, const json& v,
+                               bool* in_arr);
+  // unevaluatedProperties / unevaluatedItems of `leaf` next to in-place applicators whose
+  // annotations they would see: an error, or (lenient) the leaf's object or array keywords
+  // dropped from `f`.
+  Status DropUnevaluatedBesideApplicators(Facts& f, const json* leaf);
   void RegisterLocs(const json* j, const std::string& loc);
   // The facts of one oneOf branch for Disjoint; nullopt when it splits (no cheap test).
   Result<std::optional<Facts>> BranchFacts(const json* n);

@@ -58,45 +58,15 @@ std::uint8_t TypeBits(const json& t) {
   return m;
 }
 
-namespace {
-// mantissa * 10^exponent, from the shortest round-trip text (exact decimal multipleOf).
-struct Dec {
-  unsigned __int128 m = 0;
-  int e = 0;
-  bool ok = true;
-};
-Dec ToDec(const json& j) {
-  Dec d;
-  std::string t = j.dump();
-  if (!t.empty() && t[0] == '-') t.erase(0, 1);
-  int exp = 0;
-  if (std::size_t p = t.find_first_of("eE"); p != std::string::npos) {
-    exp = std::atoi(t.c_str() + p + 1);
-    t.erase(p);
-  }
-  if (std::size_t dot = t.find('.'); dot != std::string::npos) {
-    exp -= static_cast<int>(t.size() - dot - 1);
-    t.erase(dot, 1);
-  }
-  std::size_t first = t.find_first_not_of('0');
-  t = first == std::string::npos ? "0" : t.substr(first);
-  while (t.size() > 1 && t.back() == '0') t.pop_back(), ++exp;
-  if (t.size() > 36) return d.ok = false, d;
-  for (char c : t) d.m = d.m * 10 + static_cast<unsigned>(c - '0');
-  d.e = t == "0" ? 0 : exp;
-  return d;
-}
-}  // namespace
-
 std::optional<json> LcmOf(const json& a, const json& b) {
-  Dec x = ToDec(a), y = ToDec(b);
-  if (!x.ok || !y.ok || x.m == 0 || y.m == 0) return std::nullopt;
-  int e = std::min(x.e, y.e);
+  ExactDecimal x = ExactDecimalOf(a), y = ExactDecimalOf(b);
+  if (!x.ok || !y.ok || x.mantissa == 0 || y.mantissa == 0) return std::nullopt;
+  int e = std::min(x.exponent, y.exponent);
   unsigned __int128 limit = 1;
   for (int i = 0; i < 36; ++i) limit *= 10;
-  auto scale = [&](Dec d) -> std::optional<unsigned __int128> {
-    unsigned __int128 m = d.m;
-    for (int k = d.e; k > e; --k) {
+  auto scale = [&](const ExactDecimal& d) -> std::optional<unsigned __int128> {
+    unsigned __int128 m = d.mantissa;
+    for (int k = d.exponent; k > e; --k) {
       if (m > limit) return std::nullopt;
       m *= 10;
     }
@@ -652,6 +622,24 @@ Result<const json*> Model::Rewrite(const json* j, const char* kw) {
 
 // ---- negation ----
 
+namespace {
+// `extra` for instances of the types `t` only (a keyword that holds for every other type).
+json Typed(std::uint8_t t, json extra) {
+  extra["$ls:types"] = t;
+  return extra;
+}
+}  // namespace
+
+// The negation of one node while Negate builds it: the alternatives (the node fails exactly when
+// one of them holds) and the first keyword that could not be negated.
+struct Model::Negation {
+  Negation(const json* node, bool is_draft7) : n(node), draft7(is_draft7) {}
+  const json* n;
+  bool draft7;
+  json alts = json::array();
+  Status failure;
+};
+
 Result<const json*> Model::Negate(const json* n) {
   if (auto it = negation_cache_.find(n); it != negation_cache_.end()) return it->second;
   std::string loc = Loc(n);
@@ -667,358 +655,439 @@ Result<const json*> Model::Negate(const json* n) {
   if (!negating_.insert(n).second) {
     return Status(StatusCode::kUnsupported, "a $ref cycle under `not` cannot be negated", loc);
   }
-  bool draft7 = s_.draft() == Draft::k7;
+  Negation neg{n, s_.draft() == Draft::k7};
   bool original = s_.Info(n) != nullptr;
-  json alts = json::array();
-  Status failure;
-  auto unsupported = [&](const std::string& kw, const std::string& why) {
-    std::string where = KwLoc(n, kw);
-    if (o_.lenient) {
-      relaxed_.push_back({where, "negation of `" + kw + "` relaxed to true: " + why});
-      alts.push_back(json::object());
-    } else if (failure.ok()) {
-      failure =
-          Status(StatusCode::kUnsupported,
-                 "`" + kw + "` cannot be negated (needed by not, oneOf or if): " + why, where);
-    }
-  };
-  auto negate_sub = [&](const json* sub) -> bool {
-    auto r = Negate(sub);
-    if (!r.ok()) {
-      if (failure.ok()) failure = r.status();
-      return false;
-    }
-    alts.push_back(NodeRef(*r));
-    return true;
-  };
-  auto typed = [](std::uint8_t t, json extra) {
-    extra["$ls:types"] = t;
-    return extra;
-  };
-  auto lazy_not = [&](const json* sub) { return json{{"not", NodeRef(sub)}}; };
   bool has_ref = n->contains("$ref");
   if (has_ref) {
     const json* t = s_.RefTarget(n);
-    if (t) negate_sub(t);
+    if (t) NegateInto(neg, t);
   }
-  if (!(has_ref && draft7 && original)) {
+  // (In draft-07 the siblings of a $ref the schema wrote are ignored; synthetic nodes keep theirs.)
+  if (!(has_ref && neg.draft7 && original)) {
     for (auto& [k, v] : n->items()) {
-      if (!failure.ok()) break;
-      if (k == "$ls:node") {
-        for (const json& i : v) negate_sub(table_[i.get<int>()]);
-      } else if (k == "type" || k == "$ls:types") {
-        std::uint8_t m = k == "type" ? TypeBits(v) : v.get<std::uint8_t>();
-        if ((kTAll & ~m) != 0) alts.push_back(json{{"$ls:types", kTAll & ~m}});
-      } else if (k == "enum") {
-        alts.push_back(json{{"$ls:notIn", v}});
-      } else if (k == "const") {
-        alts.push_back(json{{"$ls:notIn", json::array({v})}});
-      } else if (k == "$ls:notIn") {
-        alts.push_back(json{{"enum", v}});
-      } else if (k == "minimum" || k == "maximum") {
-        bool is_min = k == "minimum";
-        const json* ex = Kw(*n, is_min ? "exclusiveMinimum" : "exclusiveMaximum");
-        bool excl = ex && ex->is_boolean() && ex->get<bool>();
-        const char* opp = is_min ? (excl ? "maximum" : "exclusiveMaximum")
-                                 : (excl ? "minimum" : "exclusiveMinimum");
-        alts.push_back(typed(kTNumber, json{{opp, v}}));
-      } else if (k == "exclusiveMinimum" || k == "exclusiveMaximum") {
-        if (!v.is_number()) continue;
-        alts.push_back(typed(kTNumber, json{{k == "exclusiveMinimum" ? "maximum" : "minimum", v}}));
-      } else if (k == "minLength" || k == "minItems" || k == "minProperties") {
-        std::uint8_t t = k == "minLength" ? kTString : k == "minItems" ? kTArray : kTObject;
-        std::string opp = k == "minLength"  ? "maxLength"
-                          : k == "minItems" ? "maxItems"
-                                            : "maxProperties";
-        if (v.get<double>() > 0) {
-          alts.push_back(
-              typed(t, json{{opp, static_cast<std::int64_t>(std::ceil(v.get<double>())) - 1}}));
-        }
-      } else if (k == "maxLength" || k == "maxItems" || k == "maxProperties") {
-        std::uint8_t t = k == "maxLength" ? kTString : k == "maxItems" ? kTArray : kTObject;
-        std::string opp = k == "maxLength"  ? "minLength"
-                          : k == "maxItems" ? "minItems"
-                                            : "minProperties";
-        alts.push_back(
-            typed(t, json{{opp, static_cast<std::int64_t>(std::floor(v.get<double>())) + 1}}));
-      } else if (k == "required") {
-        for (const json& name : v)
-          alts.push_back(typed(kTObject, json{{"$ls:absent", json::array({name})}}));
-      } else if (k == "$ls:absent") {
-        for (const json& name : v)
-          alts.push_back(typed(kTObject, json{{"required", json::array({name})}}));
-      } else if (k == "properties") {
-        for (auto& [name, sub] : v.items()) {
-          if (IsTrivial(sub)) continue;
-          alts.push_back(typed(kTObject, json{{"required", json::array({name})},
-                                              {"properties", json{{name, lazy_not(&sub)}}}}));
-        }
-      } else if (k == "items") {
-        if (IsTrivial(v)) continue;
-        if (v.is_array() || (!draft7 && n->contains("prefixItems"))) {
-          unsupported(k, "items after a prefix");
-        } else {
-          alts.push_back(typed(kTArray, json{{"contains", lazy_not(&v)}}));
-        }
-      } else if (k == "contains") {
-        if (!draft7 && (n->contains("minContains") || n->contains("maxContains"))) {
-          unsupported(k, "with minContains/maxContains");
-        } else {
-          alts.push_back(typed(kTArray, json{{"items", lazy_not(&v)}}));
-        }
-      } else if (k == "anyOf") {
-        json all = json::array();
-        for (const json& b : v) all.push_back(lazy_not(&b));
-        alts.push_back(json{{"allOf", all}});
-      } else if (k == "allOf") {
-        for (const json& b : v) alts.push_back(lazy_not(&b));
-      } else if (k == "oneOf") {
-        json none = json::array();
-        for (const json& b : v) none.push_back(lazy_not(&b));
-        alts.push_back(json{{"allOf", none}});
-        for (std::size_t a = 0; a < v.size(); ++a)
-          for (std::size_t b = a + 1; b < v.size(); ++b)
-            alts.push_back(json{{"allOf", json::array({NodeRef(&v[a]), NodeRef(&v[b])})}});
-      } else if (k == "not") {
-        alts.push_back(NodeRef(&v));
-      } else if (k == "if") {
-        const json* then = Kw(*n, "then");
-        const json* els = Kw(*n, "else");
-        if (then) alts.push_back(json{{"allOf", json::array({NodeRef(&v), lazy_not(then)})}});
-        if (els) alts.push_back(json{{"allOf", json::array({lazy_not(&v), lazy_not(els)})}});
-      } else if ((k == "dependentRequired" && !draft7) || (k == "dependencies" && draft7) ||
-                 (k == "dependentSchemas" && !draft7)) {
-        for (auto& [name, dep] : v.items()) {
-          if (dep.is_array()) {
-            if (k == "dependentSchemas") continue;
-            for (const json& other : dep) {
-              alts.push_back(typed(kTObject, json{{"required", json::array({name})},
-                                                  {"$ls:absent", json::array({other})}}));
-            }
-          } else if (k != "dependentRequired" && !IsTrivial(dep)) {
-            json x = lazy_not(&dep);
-            x["$ls:types"] = kTObject;
-            x["required"] = json::array({name});
-            alts.push_back(x);
-          }
-        }
-      } else if (k == "uniqueItems") {
-        if (v.is_boolean() && v.get<bool>()) unsupported(k, "it would require duplicate items");
-      } else if (k == "format") {
-        if (o_.format_assertion) unsupported(k, "formats have no complement automaton");
-      } else if (k == "multipleOf" || k == "pattern") {
-        unsupported(k, "no complement automaton");
-      } else if (k == "additionalProperties" || k == "patternProperties" || k == "propertyNames" ||
-                 k == "prefixItems" || k == "additionalItems" || k == "unevaluatedProperties" ||
-                 k == "unevaluatedItems" || k == "$dynamicRef" || k == "minContains" ||
-                 k == "maxContains") {
-        if (k == "minContains" || k == "maxContains") continue;  // with contains
-        if (k == "additionalItems" && !(n->contains("items") && (*n)["items"].is_array())) continue;
-        if (!draft7 && k == "additionalItems") continue;
-        if (draft7 && (k == "prefixItems" || k == "unevaluatedProperties" ||
-                       k == "unevaluatedItems" || k == "$dynamicRef"))
-          continue;
-        if (IsTrivial(v)) continue;
-        unsupported(k, "not expressible as a grammar");
-      }
-      // Everything else is an annotation or unknown: no assertion to negate.
+      if (!neg.failure.ok()) break;
+      NegateKeyword(neg, k, v);
     }
   }
   negating_.erase(n);
-  if (!failure.ok()) return failure;
+  if (!neg.failure.ok()) return neg.failure;
   const json* r;
-  if (alts.empty()) {
+  if (neg.alts.empty()) {
     r = MakeSynth(json(false), loc);
-  } else if (alts.size() == 1) {
-    r = MakeSynth(alts[0], loc + "/not");
+  } else if (neg.alts.size() == 1) {
+    r = MakeSynth(neg.alts[0], loc + "/not");
   } else {
-    r = MakeSynth(json{{"anyOf", alts}}, loc + "/not");
+    r = MakeSynth(json{{"anyOf", neg.alts}}, loc + "/not");
   }
   negation_cache_[n] = r;
   return r;
 }
 
+void Model::RefuseNegation(Negation& neg, const std::string& kw, const std::string& why) {
+  std::string where = KwLoc(neg.n, kw);
+  if (o_.lenient) {
+    relaxed_.push_back({where, "negation of `" + kw + "` relaxed to true: " + why});
+    neg.alts.push_back(json::object());
+  } else if (neg.failure.ok()) {
+    neg.failure =
+        Status(StatusCode::kUnsupported,
+               "`" + kw + "` cannot be negated (needed by not, oneOf or if): " + why, where);
+  }
+}
+
+void Model::NegateInto(Negation& neg, const json* sub) {
+  auto r = Negate(sub);
+  if (!r.ok()) {
+    if (neg.failure.ok()) neg.failure = r.status();
+    return;
+  }
+  neg.alts.push_back(NodeRef(*r));
+}
+
+json Model::LazyNot(const json* sub) { return json{{"not", NodeRef(sub)}}; }
+
+void Model::NegateKeyword(Negation& neg, const std::string& k, const json& v) {
+  if (NegateValueKeyword(neg, k, v)) return;
+  if (NegateMemberKeyword(neg, k, v)) return;
+  if (NegateApplicator(neg, k, v)) return;
+  RefuseWithoutComplement(neg, k, v);
+  // Everything else is an annotation or unknown: no assertion to negate.
+}
+
+bool Model::NegateValueKeyword(Negation& neg, const std::string& k, const json& v) {
+  const json& n = *neg.n;
+  json& alts = neg.alts;
+  if (k == "type" || k == "$ls:types") {
+    std::uint8_t m = k == "type" ? TypeBits(v) : v.get<std::uint8_t>();
+    if ((kTAll & ~m) != 0) alts.push_back(json{{"$ls:types", kTAll & ~m}});
+  } else if (k == "enum") {
+    alts.push_back(json{{"$ls:notIn", v}});
+  } else if (k == "const") {
+    alts.push_back(json{{"$ls:notIn", json::array({v})}});
+  } else if (k == "$ls:notIn") {
+    alts.push_back(json{{"enum", v}});
+  } else if (k == "minimum" || k == "maximum") {
+    bool is_min = k == "minimum";
+    const json* ex = Kw(n, is_min ? "exclusiveMinimum" : "exclusiveMaximum");
+    bool excl = ex && ex->is_boolean() && ex->get<bool>();
+    const char* opp =
+        is_min ? (excl ? "maximum" : "exclusiveMaximum") : (excl ? "minimum" : "exclusiveMinimum");
+    alts.push_back(Typed(kTNumber, json{{opp, v}}));
+  } else if (k == "exclusiveMinimum" || k == "exclusiveMaximum") {
+    if (!v.is_number()) return true;
+    alts.push_back(Typed(kTNumber, json{{k == "exclusiveMinimum" ? "maximum" : "minimum", v}}));
+  } else if (k == "minLength" || k == "minItems" || k == "minProperties") {
+    std::uint8_t t = k == "minLength" ? kTString : k == "minItems" ? kTArray : kTObject;
+    std::string opp = k == "minLength"  ? "maxLength"
+                      : k == "minItems" ? "maxItems"
+                                        : "maxProperties";
+    if (v.get<double>() > 0) {
+      alts.push_back(
+          Typed(t, json{{opp, static_cast<std::int64_t>(std::ceil(v.get<double>())) - 1}}));
+    }
+  } else if (k == "maxLength" || k == "maxItems" || k == "maxProperties") {
+    std::uint8_t t = k == "maxLength" ? kTString : k == "maxItems" ? kTArray : kTObject;
+    std::string opp = k == "maxLength"  ? "minLength"
+                      : k == "maxItems" ? "minItems"
+                                        : "minProperties";
+    alts.push_back(
+        Typed(t, json{{opp, static_cast<std::int64_t>(std::floor(v.get<double>())) + 1}}));
+  } else {
+    return false;
+  }
+  return true;
+}
+
+bool Model::NegateMemberKeyword(Negation& neg, const std::string& k, const json& v) {
+  const json& n = *neg.n;
+  const bool draft7 = neg.draft7;
+  json& alts = neg.alts;
+  if (k == "required") {
+    for (const json& name : v)
+      alts.push_back(Typed(kTObject, json{{"$ls:absent", json::array({name})}}));
+  } else if (k == "$ls:absent") {
+    for (const json& name : v)
+      alts.push_back(Typed(kTObject, json{{"required", json::array({name})}}));
+  } else if (k == "properties") {
+    for (auto& [name, sub] : v.items()) {
+      if (IsTrivial(sub)) continue;
+      alts.push_back(Typed(kTObject, json{{"required", json::array({name})},
+                                          {"properties", json{{name, LazyNot(&sub)}}}}));
+    }
+  } else if (k == "items") {
+    if (IsTrivial(v)) return true;
+    if (v.is_array() || (!draft7 && n.contains("prefixItems"))) {
+      RefuseNegation(neg, k, "items after a prefix");
+    } else {
+      alts.push_back(Typed(kTArray, json{{"contains", LazyNot(&v)}}));
+    }
+  } else if (k == "contains") {
+    if (!draft7 && (n.contains("minContains") || n.contains("maxContains"))) {
+      RefuseNegation(neg, k, "with minContains/maxContains");
+    } else {
+      alts.push_back(Typed(kTArray, json{{"items", LazyNot(&v)}}));
+    }
+  } else if ((k == "dependentRequired" && !draft7) || (k == "dependencies" && draft7) ||
+             (k == "dependentSchemas" && !draft7)) {
+    for (auto& [name, dep] : v.items()) {
+      if (dep.is_array()) {
+        if (k == "dependentSchemas") continue;
+        for (const json& other : dep) {
+          alts.push_back(Typed(kTObject, json{{"required", json::array({name})},
+                                              {"$ls:absent", json::array({other})}}));
+        }
+      } else if (k != "dependentRequired" && !IsTrivial(dep)) {
+        json x = LazyNot(&dep);
+        x["$ls:types"] = kTObject;
+        x["required"] = json::array({name});
+        alts.push_back(x);
+      }
+    }
+  } else {
+    return false;
+  }
+  return true;
+}
+
+bool Model::NegateApplicator(Negation& neg, const std::string& k, const json& v) {
+  json& alts = neg.alts;
+  if (k == "$ls:node") {
+    for (const json& i : v) NegateInto(neg, table_[i.get<int>()]);
+  } else if (k == "anyOf") {
+    json all = json::array();
+    for (const json& b : v) all.push_back(LazyNot(&b));
+    alts.push_back(json{{"allOf", all}});
+  } else if (k == "allOf") {
+    for (const json& b : v) alts.push_back(LazyNot(&b));
+  } else if (k == "oneOf") {
+    json none = json::array();
+    for (const json& b : v) none.push_back(LazyNot(&b));
+    alts.push_back(json{{"allOf", none}});
+    for (std::size_t a = 0; a < v.size(); ++a)
+      for (std::size_t b = a + 1; b < v.size(); ++b)
+        alts.push_back(json{{"allOf", json::array({NodeRef(&v[a]), NodeRef(&v[b])})}});
+  } else if (k == "not") {
+    alts.push_back(NodeRef(&v));
+  } else if (k == "if") {
+    const json* then = Kw(*neg.n, "then");
+    const json* els = Kw(*neg.n, "else");
+    if (then) alts.push_back(json{{"allOf", json::array({NodeRef(&v), LazyNot(then)})}});
+    if (els) alts.push_back(json{{"allOf", json::array({LazyNot(&v), LazyNot(els)})}});
+  } else {
+    return false;
+  }
+  return true;
+}
+
+void Model::RefuseWithoutComplement(Negation& neg, const std::string& k, const json& v) {
+  if (k == "uniqueItems") {
+    if (v.is_boolean() && v.get<bool>()) RefuseNegation(neg, k, "it would require duplicate items");
+  } else if (k == "format") {
+    if (o_.format_assertion) RefuseNegation(neg, k, "formats have no complement automaton");
+  } else if (k == "multipleOf" || k == "pattern") {
+    RefuseNegation(neg, k, "no complement automaton");
+  } else if (k == "additionalProperties" || k == "patternProperties" || k == "propertyNames" ||
+             k == "prefixItems" || k == "additionalItems" || k == "unevaluatedProperties" ||
+             k == "unevaluatedItems" || k == "$dynamicRef" || k == "minContains" ||
+             k == "maxContains") {
+    if (k == "minContains" || k == "maxContains") return;  // with contains
+    const json& n = *neg.n;
+    if (k == "additionalItems" && !(n.contains("items") && n["items"].is_array())) return;
+    if (!neg.draft7 && k == "additionalItems") return;
+    if (neg.draft7 && (k == "prefixItems" || k == "unevaluatedProperties" ||
+                       k == "unevaluatedItems" || k == "$dynamicRef"))
+      return;
+    if (IsTrivial(v)) return;
+    RefuseNegation(neg, k, "not expressible as a grammar");
+  }
+}
+
 // ---- facts ----
+
+namespace {
+
+std::int64_t CountOf(const json& v) { return static_cast<std::int64_t>(v.get<double>()); }
+
+// Bound `v` (exclusive when `excl`) on the numbers of `f`, the lower one when `lower`: kept when
+// it is tighter than the bound already there.
+void Tighten(Facts& f, bool lower, const json& v, bool excl, const std::string& where) {
+  std::optional<json>& bound = lower ? f.min : f.max;
+  bool& bound_excl = lower ? f.min_excl : f.max_excl;
+  const int tighter = bound ? CompareNumbers(v, *bound) * (lower ? 1 : -1) : 1;
+  if (tighter > 0 || (tighter == 0 && excl && !bound_excl)) bound = v, bound_excl = excl;
+  f.num_loc = where;
+}
+
+// BuildFacts' steps that cannot fail, like those declared in the header: keyword `k` (value `v`)
+// merged into `f`, false when `k` is not one of the step's keywords.
+// type, $ls:types, enum / const (the values both admit) and $ls:notIn.
+bool MergeValueFacts(Facts& f, const std::string& k, const json& v) {
+  if (k == "type") {
+    f.types &= TypeBits(v);
+  } else if (k == "$ls:types") {
+    f.types &= v.get<std::uint8_t>();
+  } else if (k == "enum" || k == "const") {
+    std::vector<json> vals;
+    if (k == "const") {
+      vals.push_back(v);
+    } else {
+      for (const json& x : v) vals.push_back(x);
+    }
+    if (f.enum_vals) {
+      std::vector<json> keep;
+      for (const json& x : *f.enum_vals) {
+        if (std::any_of(vals.begin(), vals.end(), [&](const json& y) { return JsonEqual(x, y); }))
+          keep.push_back(x);
+      }
+      f.enum_vals = std::move(keep);
+    } else {
+      f.enum_vals = std::move(vals);
+    }
+  } else if (k == "$ls:notIn") {
+    for (const json& x : v) f.not_in.push_back(x);
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// The object keywords: counts, required and absent names; *in_obj when the leaf constrains the
+// members (properties, patternProperties, ...: planned from f.obj).
+bool MergeObjectFacts(Facts& f, const std::string& k, const json& v, bool draft7, bool* in_obj) {
+  if (k == "properties" || k == "patternProperties" || k == "additionalProperties" ||
+      k == "propertyNames" || (k == "unevaluatedProperties" && !draft7)) {
+    *in_obj = true;
+  } else if (k == "required") {
+    for (const json& x : v) f.required.push_back(x.get<std::string>());
+  } else if (k == "$ls:absent") {
+    for (const json& x : v) f.absent.insert(x.get<std::string>());
+  } else if (k == "minProperties") {
+    f.min_props = std::max<std::int64_t>(f.min_props, std::ceil(v.get<double>()));
+  } else if (k == "maxProperties") {
+    f.max_props = f.max_props ? std::min(*f.max_props, CountOf(v)) : CountOf(v);
+  } else {
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
 
 Result<Facts> Model::BuildFacts(const Flat& flat) {
   Facts f;
   bool draft7 = s_.draft() == Draft::k7;
-  auto tighten_min = [&](const json& v, bool excl, const std::string& where) {
-    if (!f.min || CompareNumbers(v, *f.min) > 0 ||
-        (CompareNumbers(v, *f.min) == 0 && excl && !f.min_excl)) {
-      f.min = v, f.min_excl = excl;
-    }
-    f.num_loc = where;
-  };
-  auto tighten_max = [&](const json& v, bool excl, const std::string& where) {
-    if (!f.max || CompareNumbers(v, *f.max) < 0 ||
-        (CompareNumbers(v, *f.max) == 0 && excl && !f.max_excl)) {
-      f.max = v, f.max_excl = excl;
-    }
-    f.num_loc = where;
-  };
-  auto count = [](const json& v) { return static_cast<std::int64_t>(v.get<double>()); };
   for (const Node& leaf : flat.leaves) {
     const json& j = *leaf.j;
     if (!j.is_object()) continue;
     bool in_obj = false, in_arr = false;
     for (auto& [k, v] : j.items()) {
-      if (k == "type") {
-        f.types &= TypeBits(v);
-      } else if (k == "$ls:types") {
-        f.types &= v.get<std::uint8_t>();
-      } else if (k == "enum" || k == "const") {
-        std::vector<json> vals;
-        if (k == "const") {
-          vals.push_back(v);
-        } else {
-          for (const json& x : v) vals.push_back(x);
-        }
-        if (f.enum_vals) {
-          std::vector<json> keep;
-          for (const json& x : *f.enum_vals) {
-            if (std::any_of(vals.begin(), vals.end(),
-                            [&](const json& y) { return JsonEqual(x, y); }))
-              keep.push_back(x);
-          }
-          f.enum_vals = std::move(keep);
-        } else {
-          f.enum_vals = std::move(vals);
-        }
-      } else if (k == "$ls:notIn") {
-        for (const json& x : v) f.not_in.push_back(x);
-      } else if (k == "minimum" || k == "maximum") {
-        if (!v.is_number()) continue;
-        const json* ex = Kw(j, k == "minimum" ? "exclusiveMinimum" : "exclusiveMaximum");
-        bool excl = ex && ex->is_boolean() && ex->get<bool>();
-        if (k == "minimum") {
-          tighten_min(v, excl, KwLoc(leaf.j, k));
-        } else {
-          tighten_max(v, excl, KwLoc(leaf.j, k));
-        }
-      } else if (k == "exclusiveMinimum" && v.is_number()) {
-        tighten_min(v, true, KwLoc(leaf.j, k));
-      } else if (k == "exclusiveMaximum" && v.is_number()) {
-        tighten_max(v, true, KwLoc(leaf.j, k));
-      } else if (k == "multipleOf" && v.is_number()) {
-        f.num_loc = KwLoc(leaf.j, k);
-        if (!f.multiple_of || IsMultipleOf(v, *f.multiple_of)) {
-          f.multiple_of = v;
-        } else if (auto lcm =
-                       IsMultipleOf(*f.multiple_of, v) ? std::nullopt : LcmOf(*f.multiple_of, v)) {
-          // Multiples of both: exactly the multiples of their least common multiple.
-          f.multiple_of = *lcm;
-        } else if (!IsMultipleOf(*f.multiple_of, v)) {
-          Status st(StatusCode::kUnsupported,
-                    "two multipleOf values (" + f.multiple_of->dump() + " and " + v.dump() +
-                        ") on one number, neither a multiple of the other",
-                    KwLoc(leaf.j, k));
-          if (!Relax(st)) return st;
-        }
-      } else if (k == "minLength") {
-        f.min_len = std::max<std::int64_t>(f.min_len, std::ceil(v.get<double>()));
-      } else if (k == "maxLength") {
-        auto m = static_cast<std::int64_t>(std::floor(v.get<double>()));
-        f.max_len = f.max_len ? std::min(*f.max_len, m) : m;
-      } else if (k == "pattern") {
-        if (f.pattern && *f.pattern != v.get<std::string>()) {
-          Status st(StatusCode::kUnsupported,
-                    "two different patterns apply to one string (intersection not supported)",
-                    KwLoc(leaf.j, k));
-          if (!Relax(st)) return st;
-          continue;
-        }
-        f.pattern = v.get<std::string>();
-        f.str_loc = KwLoc(leaf.j, k);
-      } else if (k == "format") {
-        if (!o_.format_assertion || !v.is_string()) continue;
-        std::string fmt = v.get<std::string>();
-        if (!FormatSupported(fmt)) {
-          if (!o_.lenient) {
-            return Status(StatusCode::kUnsupported, "format \"" + fmt + "\" is not enforced",
-                          KwLoc(leaf.j, k));
-          }
-          relaxed_.push_back({KwLoc(leaf.j, k), "format \"" + fmt + "\" not enforced"});
-          continue;
-        }
-        if (f.format && *f.format != fmt) {
-          Status st(StatusCode::kUnsupported, "two different formats on one string",
-                    KwLoc(leaf.j, k));
-          if (!Relax(st)) return st;
-          continue;
-        }
-        f.format = fmt;
-        f.str_loc = KwLoc(leaf.j, k);
-      } else if (k == "properties" || k == "patternProperties" || k == "additionalProperties" ||
-                 k == "propertyNames" || (k == "unevaluatedProperties" && !draft7)) {
-        in_obj = true;
-      } else if (k == "required") {
-        for (const json& x : v) f.required.push_back(x.get<std::string>());
-      } else if (k == "$ls:absent") {
-        for (const json& x : v) f.absent.insert(x.get<std::string>());
-      } else if (k == "minProperties") {
-        f.min_props = std::max<std::int64_t>(f.min_props, std::ceil(v.get<double>()));
-      } else if (k == "maxProperties") {
-        f.max_props = f.max_props ? std::min(*f.max_props, count(v)) : count(v);
-      } else if (k == "items" || (k == "prefixItems" && !draft7) ||
-                 (k == "additionalItems" && draft7) || (k == "unevaluatedItems" && !draft7)) {
-        in_arr = true;
-      } else if (k == "minItems") {
-        f.min_items = std::max<std::int64_t>(f.min_items, std::ceil(v.get<double>()));
-      } else if (k == "maxItems") {
-        f.max_items = f.max_items ? std::min(*f.max_items, count(v)) : count(v);
-      } else if (k == "uniqueItems") {
-        if (v.is_boolean() && v.get<bool>()) f.unique = true, f.unique_loc = KwLoc(leaf.j, k);
-      } else if (k == "contains") {
-        if (f.contains && f.contains != &v) {
-          Status st(StatusCode::kUnsupported, "two contains keywords on one array",
-                    KwLoc(leaf.j, k));
-          if (!Relax(st)) return st;
-          continue;
-        }
-        f.contains = &v;
-        f.contains_owner = leaf.j;
-        if (!draft7) {
-          if (const json* m = Kw(j, "minContains")) f.min_contains = count(*m);
-          if (const json* m = Kw(j, "maxContains")) f.max_contains = count(*m);
-        }
-      }
+      if (MergeValueFacts(f, k, v) || MergeObjectFacts(f, k, v, draft7, &in_obj)) continue;
+      LOCKSTEP_ASSIGN_OR_RETURN(bool merged, MergeNumberFacts(f, leaf.j, k, v));
+      if (merged) continue;
+      LOCKSTEP_ASSIGN_OR_RETURN(merged, MergeStringFacts(f, leaf.j, k, v));
+      if (merged) continue;
+      LOCKSTEP_ASSIGN_OR_RETURN(merged, MergeArrayFacts(f, leaf.j, k, v, &in_arr));
     }
     if (in_obj) f.obj.push_back(leaf.j);
     if (in_arr) f.arr.push_back(leaf.j);
-    // unevaluated*: exact only without in-place applicators whose annotations they would see.
+    if (!draft7) LOCKSTEP_RETURN_IF_ERROR(DropUnevaluatedBesideApplicators(f, leaf.j));
+  }
+  return f;
+}
+
+Result<bool> Model::MergeNumberFacts(Facts& f, const json* leaf, const std::string& k,
+                                     const json& v) {
+  if (k == "minimum" || k == "maximum") {
+    if (!v.is_number()) return true;
+    const json* ex = Kw(*leaf, k == "minimum" ? "exclusiveMinimum" : "exclusiveMaximum");
+    bool excl = ex && ex->is_boolean() && ex->get<bool>();
+    Tighten(f, k == "minimum", v, excl, KwLoc(leaf, k));
+  } else if ((k == "exclusiveMinimum" || k == "exclusiveMaximum") && v.is_number()) {
+    Tighten(f, k == "exclusiveMinimum", v, true, KwLoc(leaf, k));
+  } else if (k == "multipleOf" && v.is_number()) {
+    f.num_loc = KwLoc(leaf, k);
+    if (!f.multiple_of || IsMultipleOf(v, *f.multiple_of)) {
+      f.multiple_of = v;
+    } else if (auto lcm =
+                   IsMultipleOf(*f.multiple_of, v) ? std::nullopt : LcmOf(*f.multiple_of, v)) {
+      // Multiples of both: exactly the multiples of their least common multiple.
+      f.multiple_of = *lcm;
+    } else if (!IsMultipleOf(*f.multiple_of, v)) {
+      Status st(StatusCode::kUnsupported,
+                "two multipleOf values (" + f.multiple_of->dump() + " and " + v.dump() +
+                    ") on one number, neither a multiple of the other",
+                KwLoc(leaf, k));
+      if (!Relax(st)) return st;
+    }
+  } else {
+    return false;
+  }
+  return true;
+}
+
+Result<bool> Model::MergeStringFacts(Facts& f, const json* leaf, const std::string& k,
+                                     const json& v) {
+  if (k == "minLength") {
+    f.min_len = std::max<std::int64_t>(f.min_len, std::ceil(v.get<double>()));
+  } else if (k == "maxLength") {
+    auto m = static_cast<std::int64_t>(std::floor(v.get<double>()));
+    f.max_len = f.max_len ? std::min(*f.max_len, m) : m;
+  } else if (k == "pattern") {
+    if (f.pattern && *f.pattern != v.get<std::string>()) {
+      Status st(StatusCode::kUnsupported,
+                "two different patterns apply to one string (intersection not supported)",
+                KwLoc(leaf, k));
+      if (!Relax(st)) return st;
+      return true;
+    }
+    f.pattern = v.get<std::string>();
+    f.str_loc = KwLoc(leaf, k);
+  } else if (k == "format") {
+    if (!o_.format_assertion || !v.is_string()) return true;
+    std::string fmt = v.get<std::string>();
+    if (!FormatSupported(fmt)) {
+      if (!o_.lenient) {
+        return Status(StatusCode::kUnsupported, "format \"" + fmt + "\" is not enforced",
+                      KwLoc(leaf, k));
+      }
+      relaxed_.push_back({KwLoc(leaf, k), "format \"" + fmt + "\" not enforced"});
+      return true;
+    }
+    if (f.format && *f.format != fmt) {
+      Status st(StatusCode::kUnsupported, "two different formats on one string", KwLoc(leaf, k));
+      if (!Relax(st)) return st;
+      return true;
+    }
+    f.format = fmt;
+    f.str_loc = KwLoc(leaf, k);
+  } else {
+    return false;
+  }
+  return true;
+}
+
+Result<bool> Model::MergeArrayFacts(Facts& f, const json* leaf, const std::string& k, const json& v,
+                                    bool* in_arr) {
+  const bool draft7 = s_.draft() == Draft::k7;
+  if (k == "items" || (k == "prefixItems" && !draft7) || (k == "additionalItems" && draft7) ||
+      (k == "unevaluatedItems" && !draft7)) {
+    *in_arr = true;
+  } else if (k == "minItems") {
+    f.min_items = std::max<std::int64_t>(f.min_items, std::ceil(v.get<double>()));
+  } else if (k == "maxItems") {
+    f.max_items = f.max_items ? std::min(*f.max_items, CountOf(v)) : CountOf(v);
+  } else if (k == "uniqueItems") {
+    if (v.is_boolean() && v.get<bool>()) f.unique = true, f.unique_loc = KwLoc(leaf, k);
+  } else if (k == "contains") {
+    if (f.contains && f.contains != &v) {
+      Status st(StatusCode::kUnsupported, "two contains keywords on one array", KwLoc(leaf, k));
+      if (!Relax(st)) return st;
+      return true;
+    }
+    f.contains = &v;
+    f.contains_owner = leaf;
     if (!draft7) {
-      for (const char* u : {"unevaluatedProperties", "unevaluatedItems"}) {
-        const json* uv = Kw(j, u);
-        if (!uv || IsTrivial(*uv)) continue;
-        // (allOf / $ref next to them are rewritten in Expand, see RewriteUnevaluated.)
-        if (j.contains("allOf") || j.contains("$ref")) continue;
-        for (const char* app :
-             {"anyOf", "oneOf", "if", "$dynamicRef", "dependentSchemas", "$ls:node", "contains"}) {
-          if (std::string(app) == "contains" && std::string(u) == "unevaluatedProperties") continue;
-          if (j.contains(app)) {
-            Status st(StatusCode::kUnsupported,
-                      std::string(u) + " next to in-place applicators (" + app +
-                          ") depends on their annotations",
-                      KwLoc(leaf.j, u));
-            if (!Relax(st)) return st;
-            if (std::string(u) == "unevaluatedProperties") {
-              f.obj.erase(std::remove(f.obj.begin(), f.obj.end(), leaf.j), f.obj.end());
-              if (j.contains("properties") || j.contains("patternProperties") ||
-                  j.contains("additionalProperties") || j.contains("propertyNames")) {
-                relaxed_.back().message += "; its sibling object keywords are dropped too";
-              }
-            } else {
-              f.arr.erase(std::remove(f.arr.begin(), f.arr.end(), leaf.j), f.arr.end());
-              relaxed_.back().message += "; its sibling array keywords are dropped too";
-            }
-            break;
+      if (const json* m = Kw(*leaf, "minContains")) f.min_contains = CountOf(*m);
+      if (const json* m = Kw(*leaf, "maxContains")) f.max_contains = CountOf(*m);
+    }
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// unevaluated*: exact only without in-place applicators whose annotations they would see.
+Status Model::DropUnevaluatedBesideApplicators(Facts& f, const json* leaf) {
+  const json& j = *leaf;
+  for (const char* u : {"unevaluatedProperties", "unevaluatedItems"}) {
+    const json* uv = Kw(j, u);
+    if (!uv || IsTrivial(*uv)) continue;
+    // (allOf / $ref next to them are rewritten in Expand, see RewriteUnevaluated.)
+    if (j.contains("allOf") || j.contains("$ref")) continue;
+    for (const char* app :
+         {"anyOf", "oneOf", "if", "$dynamicRef", "dependentSchemas", "$ls:node", "contains"}) {
+      if (std::string(app) == "contains" && std::string(u) == "unevaluatedProperties") continue;
+      if (j.contains(app)) {
+        Status st(StatusCode::kUnsupported,
+                  std::string(u) + " next to in-place applicators (" + app +
+                      ") depends on their annotations",
+                  KwLoc(leaf, u));
+        if (!Relax(st)) return st;
+        if (std::string(u) == "unevaluatedProperties") {
+          f.obj.erase(std::remove(f.obj.begin(), f.obj.end(), leaf), f.obj.end());
+          if (j.contains("properties") || j.contains("patternProperties") ||
+              j.contains("additionalProperties") || j.contains("propertyNames")) {
+            relaxed_.back().message += "; its sibling object keywords are dropped too";
           }
+        } else {
+          f.arr.erase(std::remove(f.arr.begin(), f.arr.end(), leaf), f.arr.end());
+          relaxed_.back().message += "; its sibling array keywords are dropped too";
         }
+        break;
       }
     }
   }
-  return f;
+  return Status::Ok();
 }
 
 Conj Model::ContainsConj(const Facts& f, bool negated) {

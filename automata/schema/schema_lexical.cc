@@ -20,6 +20,7 @@
 
 #include "automata/regex/byte_nfa.h"
 #include "automata/regex/dfa_builder.h"
+#include "automata/schema/ir_nodes.h"
 #include "grammar/regex/regex_parser.h"
 #include "grammar/base/utf8.h"
 
@@ -296,10 +297,7 @@ Result<ByteDfa> Regex(std::string_view pattern, std::int32_t max_states) {
 }
 
 ExprId AddDfaExpr(Grammar* g, ByteDfa dfa) {
-  Expr e;
-  e.kind = ExprKind::kByteDfa;
-  e.dfa = std::make_shared<const ByteDfa>(std::move(dfa));
-  return g->Add(std::move(e));
+  return g->Add(ByteDfaNode(std::make_shared<const ByteDfa>(std::move(dfa))));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -584,15 +582,33 @@ struct Trie {
   }
 };
 
-// The JSON string token (quotes included, canonical escaping) whose decoded value is accepted by
-// every DFA in `contents` and not by `negated` (when given), has between min and max code points
-// (max < 0: no limit) and is not in `trie` (when given).
-Result<ByteDfa> BuildStringTokenDfa(std::vector<const ByteDfa*> contents, std::int64_t min_len,
-                                    std::int64_t max_len, const Trie* trie, std::int32_t max_states,
-                                    const ByteDfa* negated = nullptr, bool open_ended = false) {
-  if (negated != nullptr && negated->start == ByteDfa::kDead) negated = nullptr;
-  constexpr std::size_t kNeg = 8;  // key slot of the negated automaton
-  if (contents.empty()) contents.push_back(&AnyContentDfa());
+// The byte a short escape (`\"`, `\\`, `\b`, `\f`, `\n`, `\r`, `\t`) stands for; nullopt for any
+// other byte after the backslash.
+std::optional<std::uint8_t> ShortEscapeByte(std::uint8_t b) {
+  switch (b) {
+    case '"':
+      return '"';
+    case '\\':
+      return '\\';
+    case 'b':
+      return 0x08;
+    case 'f':
+      return 0x0C;
+    case 'n':
+      return 0x0A;
+    case 'r':
+      return 0x0D;
+    case 't':
+      return 0x09;
+    default:
+      return std::nullopt;
+  }
+}
+
+// Byte classes of the string token: the bytes escapes and the trie tell apart, refined by the
+// content automata and the negated one.
+Classes StringTokenClasses(const std::vector<const ByteDfa*>& contents, const ByteDfa* negated,
+                           const Trie* trie) {
   std::array<bool, 256> in_trie{};
   if (trie != nullptr) {
     for (const auto& node : trie->children) {
@@ -601,7 +617,7 @@ Result<ByteDfa> BuildStringTokenDfa(std::vector<const ByteDfa*> contents, std::i
   }
   std::vector<const ByteDfa*> all = contents;
   if (negated != nullptr) all.push_back(negated);
-  Classes cls = MakeClasses(all, [&in_trie](std::uint8_t b) -> std::int32_t {
+  return MakeClasses(all, [&in_trie](std::uint8_t b) -> std::int32_t {
     if (b < 0x20) return 0x200 + b;
     if (b == '"' || b == '\\' || b == 'b' || b == 'f' || b == 'n' || b == 'r' || b == 't' ||
         b == 'u' || (b >= '0' && b <= '9') || (b >= 'a' && b <= 'f')) {
@@ -611,23 +627,35 @@ Result<ByteDfa> BuildStringTokenDfa(std::vector<const ByteDfa*> contents, std::i
     if (b >= 0x80 && b <= 0xBF) return 0x101;
     return 0x102;
   });
-  const std::int32_t count_cap =
-      static_cast<std::int32_t>(max_len >= 0 ? max_len + 1 : std::max<std::int64_t>(min_len, 0));
-  // Key: [phase, esc, nibble, count, trie node, d0..d2]; phase 0 before '"', 1 inside, 2 done.
-  const std::size_t nd = contents.size();
-  if (nd > 3) return Status(StatusCode::kInternal, "too many content automata");
-  Key start{};
-  for (std::size_t i = 0; i < nd; ++i) start[5 + i] = contents[i]->start;
-  if (negated != nullptr) start[kNeg] = negated->start;
-  for (std::size_t i = 0; i < nd; ++i) {
-    if (contents[i]->start == ByteDfa::kDead) {
-      ByteDfa empty;
-      empty.next.assign(1, 0);
-      return empty;
-    }
+}
+
+// BuildStringTokenDfa's automaton as the step and acceptance of BuildDfa's exploration.
+// Key: [phase, esc, nibble, count, trie node, d0..d2, neg]. phase: 0 before '"', 1 inside, 2
+// done. esc: 0 outside an escape, 1 after the backslash, 2 to 5 inside `\u00xx` (nibble: its
+// high hex digit). count: code points so far, capped at count_cap. trie node: -1 once the value
+// has left the trie. d0..d2: the states of the content automata; neg: the negated one's.
+struct StringToken {
+  static constexpr std::size_t kNeg = 8;  // key slot of the negated automaton
+
+  std::vector<const ByteDfa*> contents;  // one to three
+  std::int64_t min_len = 0;
+  std::int64_t max_len = -1;  // < 0: no limit
+  const Trie* trie = nullptr;
+  const ByteDfa* negated = nullptr;
+  bool open_ended = false;
+  std::int32_t count_cap = 0;
+
+  Key Start() const {
+    Key start{};
+    for (std::size_t i = 0; i < contents.size(); ++i) start[5 + i] = contents[i]->start;
+    if (negated != nullptr) start[kNeg] = negated->start;
+    return start;
   }
-  auto feed = [&](Key* k, std::uint8_t c) {
-    for (std::size_t i = 0; i < nd; ++i) {
+
+  // One byte `c` of the decoded value fed to the automata, the trie and the count; false when a
+  // content automaton dies or the value grows past max_len.
+  bool Feed(Key* k, std::uint8_t c) const {
+    for (std::size_t i = 0; i < contents.size(); ++i) {
       (*k)[5 + i] = contents[i]->Step((*k)[5 + i], c);
       if ((*k)[5 + i] == ByteDfa::kDead) return false;
     }
@@ -644,19 +672,34 @@ Result<ByteDfa> BuildStringTokenDfa(std::vector<const ByteDfa*> contents, std::i
       (*k)[3] = std::min(n, count_cap);
     }
     return true;
-  };
+  }
+
   // Whether some escaped code point (all are ASCII) can follow in every content automaton.
-  auto escape_possible = [&](const Key& k, bool controls_only) {
+  bool EscapePossible(const Key& k, bool controls_only) const {
     if (max_len >= 0 && k[3] + 1 > max_len) return false;
     for (std::uint32_t c = 0; c < 0x60; ++c) {
       if (c >= 0x20 && (controls_only || (c != '"' && c != '\\'))) continue;
       bool ok = true;
-      for (std::size_t i = 0; i < nd && ok; ++i) ok = contents[i]->Step(k[5 + i], c) != 0;
+      for (std::size_t i = 0; i < contents.size() && ok; ++i) {
+        ok = contents[i]->Step(k[5 + i], c) != 0;
+      }
       if (ok) return true;
     }
     return false;
-  };
-  auto step = [&](const Key& k, std::uint8_t b, Key* out) {
+  }
+
+  // The value read so far is in the language: every content automaton accepts it, it is long
+  // enough, not in the trie and not accepted by the negated automaton.
+  bool ValueAccepted(const Key& k) const {
+    for (std::size_t i = 0; i < contents.size(); ++i) {
+      if (!contents[i]->IsAccepting(k[5 + i])) return false;
+    }
+    if (k[3] < min_len) return false;
+    if (trie != nullptr && k[4] >= 0 && trie->terminal[k[4]]) return false;
+    return negated == nullptr || !negated->IsAccepting(k[kNeg]);
+  }
+
+  bool Step(const Key& k, std::uint8_t b, Key* out) const {
     Key n = k;
     if (k[0] == 0) {
       if (b != '"') return false;
@@ -665,63 +708,37 @@ Result<ByteDfa> BuildStringTokenDfa(std::vector<const ByteDfa*> contents, std::i
       return true;
     }
     if (k[0] != 1) return false;
+    if (k[1] != 0) return StepEscape(k, b, out);
+    if (b == '"') {
+      if (open_ended || !ValueAccepted(k)) return false;
+      *out = Key{2};
+      return true;
+    }
+    if (b == '\\') {
+      if (!EscapePossible(k, false)) return false;
+      n[1] = 1;
+    } else if (b < 0x20 || !Feed(&n, b)) {
+      return false;
+    }
+    *out = n;
+    return true;
+  }
+
+  // Inside an escape: only the canonical ones, short where JSON has one, else `\u00xx`.
+  bool StepEscape(const Key& k, std::uint8_t b, Key* out) const {
+    Key n = k;
     switch (k[1]) {
-      case 0:
-        if (b == '"') {
-          if (open_ended) return false;
-          for (std::size_t i = 0; i < nd; ++i) {
-            if (!contents[i]->IsAccepting(k[5 + i])) return false;
-          }
-          if (k[3] < min_len) return false;
-          if (trie != nullptr && k[4] >= 0 && trie->terminal[k[4]]) return false;
-          if (negated != nullptr && negated->IsAccepting(k[kNeg])) return false;
-          *out = Key{2};
-          return true;
+      case 1:
+        if (b == 'u') {
+          if (!EscapePossible(k, true)) return false;
+          n[1] = 2;
+        } else if (std::optional<std::uint8_t> c = ShortEscapeByte(b)) {
+          n[1] = 0;
+          if (!Feed(&n, *c)) return false;
+        } else {
+          return false;
         }
-        if (b == '\\') {
-          if (!escape_possible(k, false)) return false;
-          n[1] = 1;
-          break;
-        }
-        if (b < 0x20) return false;
-        if (!feed(&n, b)) return false;
         break;
-      case 1: {
-        std::uint8_t c = 0;
-        switch (b) {
-          case '"':
-            c = '"';
-            break;
-          case '\\':
-            c = '\\';
-            break;
-          case 'b':
-            c = 0x08;
-            break;
-          case 'f':
-            c = 0x0C;
-            break;
-          case 'n':
-            c = 0x0A;
-            break;
-          case 'r':
-            c = 0x0D;
-            break;
-          case 't':
-            c = 0x09;
-            break;
-          case 'u':
-            if (!escape_possible(k, true)) return false;
-            n[1] = 2;
-            *out = n;
-            return true;
-          default:
-            return false;
-        }
-        n[1] = 0;
-        if (!feed(&n, c)) return false;
-        break;
-      }
       case 2:
       case 3:
         if (b != '0') return false;
@@ -744,7 +761,7 @@ Result<ByteDfa> BuildStringTokenDfa(std::vector<const ByteDfa*> contents, std::i
         if (IsShortEscape(c)) return false;
         n[1] = 0;
         n[2] = 0;
-        if (!feed(&n, static_cast<std::uint8_t>(c))) return false;
+        if (!Feed(&n, static_cast<std::uint8_t>(c))) return false;
         break;
       }
       default:
@@ -752,18 +769,45 @@ Result<ByteDfa> BuildStringTokenDfa(std::vector<const ByteDfa*> contents, std::i
     }
     *out = n;
     return true;
-  };
+  }
+
   // Open-ended: the token's prefix up to (not including) the closing quote.
-  auto accept = [&](const Key& k) {
+  bool Accept(const Key& k) const {
     if (k[0] == 2) return true;
-    if (!open_ended || k[0] != 1 || k[1] != 0 || k[3] < min_len) return false;
-    for (std::size_t i = 0; i < nd; ++i) {
-      if (!contents[i]->IsAccepting(k[5 + i])) return false;
+    return open_ended && k[0] == 1 && k[1] == 0 && ValueAccepted(k);
+  }
+};
+
+// The JSON string token (quotes included, canonical escaping) whose decoded value is accepted by
+// every DFA in `contents` and not by `negated` (when given), has between min and max code points
+// (max < 0: no limit) and is not in `trie` (when given).
+Result<ByteDfa> BuildStringTokenDfa(std::vector<const ByteDfa*> contents, std::int64_t min_len,
+                                    std::int64_t max_len, const Trie* trie, std::int32_t max_states,
+                                    const ByteDfa* negated = nullptr, bool open_ended = false) {
+  if (negated != nullptr && negated->start == ByteDfa::kDead) negated = nullptr;
+  if (contents.empty()) contents.push_back(&AnyContentDfa());
+  const Classes cls = StringTokenClasses(contents, negated, trie);
+  if (contents.size() > 3) return Status(StatusCode::kInternal, "too many content automata");
+  for (const ByteDfa* content : contents) {
+    if (content->start == ByteDfa::kDead) {
+      ByteDfa empty;
+      empty.next.assign(1, 0);
+      return empty;
     }
-    if (trie != nullptr && k[4] >= 0 && trie->terminal[k[4]]) return false;
-    return negated == nullptr || !negated->IsAccepting(k[kNeg]);
-  };
-  return BuildDfa(start, cls, step, accept, max_states, "this string constraint");
+  }
+  StringToken token;
+  token.count_cap =
+      static_cast<std::int32_t>(max_len >= 0 ? max_len + 1 : std::max<std::int64_t>(min_len, 0));
+  token.contents = std::move(contents);
+  token.min_len = min_len;
+  token.max_len = max_len;
+  token.trie = trie;
+  token.negated = negated;
+  token.open_ended = open_ended;
+  return BuildDfa(
+      token.Start(), cls,
+      [&token](const Key& k, std::uint8_t b, Key* out) { return token.Step(k, b, out); },
+      [&token](const Key& k) { return token.Accept(k); }, max_states, "this string constraint");
 }
 
 // The JSON string token (quotes included, canonical escaping) of every value that is not one of
@@ -1298,10 +1342,7 @@ Result<grammar::ExprId> AddNumberExpr(grammar::Grammar* g, const NumberConstrain
         std::make_shared<const ByteDfa>(*CompileRegexToDfa("-?(?:0|[1-9][0-9]*)")));
     static const auto* kNumber = new std::shared_ptr<const ByteDfa>(std::make_shared<const ByteDfa>(
         *CompileRegexToDfa("-?(?:0|[1-9][0-9]*)(?:\\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")));
-    Expr e;
-    e.kind = ExprKind::kByteDfa;
-    e.dfa = c.integer ? *kInteger : *kNumber;
-    return g->Add(std::move(e));
+    return g->Add(ByteDfaNode(c.integer ? *kInteger : *kNumber));
   }
   NumberPlan plan;
   plan.integer = c.integer;
@@ -1368,31 +1409,16 @@ Result<grammar::ExprId> AddStringExpr(grammar::Grammar* g, const StringConstrain
     Expr unit_raw;
     unit_raw.kind = ExprKind::kCharClass;
     unit_raw.ranges = {{0x20, 0x21}, {0x23, 0x5B}, {0x5D, 0xD7FF}, {0xE000, kMaxCodepoint}};
-    Expr unit_esc;
-    unit_esc.kind = ExprKind::kByteDfa;
-    unit_esc.dfa = EscapeUnitDfa();
     const ExprId raw = g->Add(std::move(unit_raw));
-    const ExprId esc = g->Add(std::move(unit_esc));
-    Expr unit;
-    unit.kind = ExprKind::kChoice;
-    unit.children = {raw, esc};
-    const ExprId u = g->Add(std::move(unit));
-    Expr rep;
-    rep.kind = ExprKind::kRepeat;
-    rep.children = {u};
-    rep.min = static_cast<std::int32_t>(min_len);
-    rep.max = has_max ? static_cast<std::int32_t>(max_len) : Expr::kUnbounded;
+    const ExprId esc = g->Add(ByteDfaNode(EscapeUnitDfa()));
+    const ExprId u = g->Add(ListNode(ExprKind::kChoice, {raw, esc}));
+    Expr rep = RepeatNode(u, static_cast<std::int32_t>(min_len),
+                          has_max ? static_cast<std::int32_t>(max_len) : Expr::kUnbounded);
     rep.count = true;
     const ExprId r = g->Add(std::move(rep));
-    Expr q;
-    q.kind = ExprKind::kLiteral;
-    q.text = "\"";
-    const ExprId open = g->Add(q);
-    const ExprId close = g->Add(q);
-    Expr seq;
-    seq.kind = ExprKind::kSequence;
-    seq.children = {open, r, close};
-    return g->Add(std::move(seq));
+    const ExprId open = g->Add(LiteralNode("\""));
+    const ExprId close = g->Add(LiteralNode("\""));
+    return g->Add(ListNode(ExprKind::kSequence, {open, r, close}));
   }
   std::vector<const ByteDfa*> contents;
   std::shared_ptr<const ByteDfa> format_dfa;
@@ -1405,10 +1431,7 @@ Result<grammar::ExprId> AddStringExpr(grammar::Grammar* g, const StringConstrain
     if (!c.pattern && c.excluded.empty() && c.not_patterns.empty() && min_len == 0 && !has_max) {
       LOCKSTEP_ASSIGN_OR_RETURN(std::shared_ptr<const ByteDfa> tok,
                                 CachedFormatDfa(*c.format, true));
-      Expr e;
-      e.kind = ExprKind::kByteDfa;
-      e.dfa = tok;
-      return g->Add(std::move(e));
+      return g->Add(ByteDfaNode(tok));
     }
     LOCKSTEP_ASSIGN_OR_RETURN(format_dfa, CachedFormatDfa(*c.format, false));
     contents.push_back(format_dfa.get());

@@ -19,6 +19,7 @@
 #include "automata/regex/regex_compiler.h"
 #include "automata/cfg/cfg_grammar.h"
 #include "automata/regex/dfa_builder.h"
+#include "automata/schema/ir_nodes.h"
 #include "automata/schema/schema_compile.h"
 #include "grammar/ir/grammar_ir.h"
 #include "grammar/schema/json_schema.h"
@@ -411,31 +412,13 @@ class Builder {
 
   ExprId Add(Expr e) { return g_.Add(std::move(e)); }
   ExprId Seq(std::vector<ExprId> xs) {
-    Expr e;
-    e.kind = ExprKind::kSequence;
-    e.children = std::move(xs);
-    return Add(std::move(e));
+    return Add(schema::ListNode(ExprKind::kSequence, std::move(xs)));
   }
   ExprId Repeat(ExprId x, std::int32_t lo, std::int32_t hi) {
-    Expr e;
-    e.kind = ExprKind::kRepeat;
-    e.children = {x};
-    e.min = lo;
-    e.max = hi;
-    return Add(std::move(e));
+    return Add(schema::RepeatNode(x, lo, hi));
   }
-  ExprId Dfa(std::shared_ptr<const ByteDfa> d) {
-    Expr e;
-    e.kind = ExprKind::kByteDfa;
-    e.dfa = std::move(d);
-    return Add(std::move(e));
-  }
-  ExprId Ref(RuleId r) {
-    Expr e;
-    e.kind = ExprKind::kRuleRef;
-    e.rule = r;
-    return Add(std::move(e));
-  }
+  ExprId Dfa(std::shared_ptr<const ByteDfa> d) { return Add(schema::ByteDfaNode(std::move(d))); }
+  ExprId Ref(RuleId r) { return Add(schema::RuleRefNode(r)); }
   Result<ExprId> Marker(const StructuredMarker& m, std::string_view role) {
     Expr e;
     if (m.kind == StructuredMarker::Kind::kText) {
@@ -636,6 +619,218 @@ Result<std::vector<ToolSpec>> ParseTools(std::string_view json_text) {
   }
 }
 
+namespace {
+
+// What CompileStructured's steps share: the tools the format uses, how a call names its tool,
+// each tool's body compiled alone and the text triggers.
+struct SectionParts {
+  std::vector<ToolSpec> used;
+  bool per_tool = false;      // a trigger template: one text trigger per tool
+  bool sole_grammar = false;  // one trigger, and the only tool has a grammar body
+  std::vector<grammar::Grammar> alone;
+  std::vector<std::string> words;  // the text triggers, which free text never contains
+};
+
+Status CheckToolNames(std::span<const ToolSpec> tools) {
+  if (tools.empty()) return Status(StatusCode::kInvalidArgument, "no tools given");
+  std::set<std::string> seen;
+  for (std::size_t i = 0; i < tools.size(); ++i) {
+    if (tools[i].name.empty())
+      return Status(StatusCode::kInvalidArgument, "tool " + std::to_string(i) + " has no name");
+    if (!seen.insert(tools[i].name).second)
+      return Status(StatusCode::kInvalidArgument, "duplicate tool name '" + tools[i].name + "'");
+  }
+  return Status::Ok();
+}
+
+// The tools the format allows (all by default), in the format's order.
+Result<std::vector<ToolSpec>> UsedTools(const StructuredFormat& f,
+                                        std::span<const ToolSpec> tools) {
+  std::vector<ToolSpec> used;
+  if (f.tools.empty()) {
+    used.assign(tools.begin(), tools.end());
+    return used;
+  }
+  std::set<std::string> taken;
+  for (std::size_t i = 0; i < f.tools.size(); ++i) {
+    auto it = std::find_if(tools.begin(), tools.end(),
+                           [&](const ToolSpec& t) { return t.name == f.tools[i]; });
+    if (it == tools.end())
+      return Status(StatusCode::kInvalidArgument,
+                    "unknown tool name '" + f.tools[i] + "': format '" + f.name +
+                        "' allows it but the tools do not define it",
+                    f.origin + "#/tools/" + std::to_string(i));
+    if (taken.insert(it->name).second) used.push_back(*it);
+  }
+  return used;
+}
+
+// Each used tool's body alone: its grammar parsed, or its schema compiled alone so that an error
+// points into the tool's own schema.
+Result<std::vector<grammar::Grammar>> BodiesAlone(const StructuredFormat& f, const SectionParts& p,
+                                                  const CompileOptions& options,
+                                                  const CompileDeadline& deadline) {
+  std::vector<grammar::Grammar> alone;
+  for (const ToolSpec& t : p.used) {
+    if (!t.grammar.empty()) {
+      // A grammar body is read back up to the end marker, so it needs one; and the trigger must
+      // say which tool it is: a per-tool trigger, or one trigger and this as the only tool
+      // (e.g. Llama-3.1's <|python_tag|> code <|eom_id|>).
+      if ((!p.per_tool && !p.sole_grammar) || f.end.none() || f.trigger.none())
+        return Status(StatusCode::kInvalidArgument,
+                      "tool '" + t.name +
+                          "' has a grammar body: the format needs a trigger "
+                          "that names the tool (a template, or one trigger and this the only tool) "
+                          "and an end marker",
+                      f.origin + "#/trigger");
+      grammar::GrammarParseOptions po;
+      po.max_repeat = options.max_repeat;
+      auto ir = grammar::ParseGrammar(t.grammar, grammar::GrammarSyntax::kAuto, po);
+      if (!ir.ok()) {
+        return Status(ir.status().code(), "tool '" + t.name + "': " + ir.status().message(),
+                      ir.status().location());
+      }
+      alone.push_back(std::move(*ir));
+      continue;
+    }
+    auto one = CompileBody(t.schema_json, options, deadline);
+    if (!one.ok()) {
+      return Status(one.status().code(), ToolOrigin(t) + ": " + one.status().message(),
+                    one.status().location());
+    }
+    alone.push_back(std::move(one->grammar));
+  }
+  return alone;
+}
+
+// The text triggers (a template's, one per tool, none containing another; or the one text
+// trigger), once the template is checked against the body.
+Result<std::vector<std::string>> TriggerWords(const StructuredFormat& f, const SectionParts& p) {
+  if (p.per_tool != (f.body == StructuredBody::kArguments))
+    return Status(StatusCode::kInvalidArgument,
+                  "a trigger template goes with body \"arguments\", and only with it",
+                  f.origin + "#/body");
+  if (p.per_tool && f.trigger.text.find("{name}") == std::string::npos)
+    return Status(StatusCode::kInvalidArgument, "a trigger template holds \"{name}\"",
+                  f.origin + "#/trigger/text_template");
+  std::vector<std::string> words;
+  if (p.per_tool) {
+    for (const ToolSpec& t : p.used) {
+      std::string w = f.trigger.text;
+      w.replace(w.find("{name}"), 6, t.name);
+      words.push_back(std::move(w));
+    }
+    for (std::size_t i = 0; i < words.size(); ++i)
+      for (std::size_t k = 0; k < words.size(); ++k)
+        if (i != k && words[k].find(words[i]) != std::string::npos)
+          return Status(StatusCode::kInvalidArgument,
+                        "trigger '" + words[k] + "' contains trigger '" + words[i] +
+                            "': the calls would be ambiguous",
+                        f.origin + "#/trigger");
+  } else if (f.trigger.kind == StructuredMarker::Kind::kText) {
+    words.push_back(f.trigger.text);
+  }
+  return words;
+}
+
+// One call: the trigger, the body, the end marker (`trig` and `end` built by the caller; with a
+// template, each tool's own trigger before its body).
+Result<ExprId> CallExpr(Builder& b, const StructuredFormat& f, const SectionParts& p, ExprId trig,
+                        ExprId end, const CompileOptions& options,
+                        const CompileDeadline& deadline) {
+  if (p.per_tool) {
+    std::vector<ExprId> calls;
+    for (std::size_t i = 0; i < p.used.size(); ++i) {
+      StructuredMarker m;
+      m.kind = StructuredMarker::Kind::kText;
+      m.text = p.words[i];
+      LOCKSTEP_ASSIGN_OR_RETURN(ExprId t, b.Marker(m, "trigger"));
+      std::string prefix = "t";  // (not "t" + ...: a false -Wrestrict in GCC 12's operator+)
+      prefix += std::to_string(i) + "_";
+      const RuleId body_root = b.Splice(p.alone[i], prefix);
+      calls.push_back(b.Seq({t, b.Ref(body_root), end}));
+    }
+    return b.Add(schema::ListNode(ExprKind::kChoice, std::move(calls)));
+  }
+  if (p.sole_grammar) {
+    const RuleId body_root = b.Splice(p.alone[0], "t0_");
+    return b.Seq({trig, b.Ref(body_root), end});
+  }
+  LOCKSTEP_ASSIGN_OR_RETURN(std::string body_text, BodySchema(f, p.used));
+  LOCKSTEP_ASSIGN_OR_RETURN(schema::SchemaGrammar body, CompileBody(body_text, options, deadline));
+  const RuleId body_root = b.Splice(body.grammar, "call_");
+  return b.Seq({trig, b.Ref(body_root), end});
+}
+
+// The free text between calls: never containing a text trigger, within the format's regex and
+// byte limit.
+Result<std::shared_ptr<const ByteDfa>> FreeTextAutomaton(const StructuredFormat& f,
+                                                         const std::vector<std::string>& words,
+                                                         const CompileOptions& options,
+                                                         const CompileDeadline& deadline) {
+  if (f.free_text_regex.empty() && f.free_text_max_bytes < 0 && words.size() <= 1) {
+    return words.empty() ? AnyBytes() : NotContaining(words[0]);
+  }
+  RegexCompileOptions ro;
+  ro.max_dfa_states = options.max_dfa_states;
+  ro.max_nfa_states = options.max_nfa_states;
+  ro.max_repeat = options.max_repeat;
+  ro.deadline = deadline;
+  std::optional<ByteDfa> regex;
+  if (!f.free_text_regex.empty()) {
+    auto r = CompileRegexToDfa(f.free_text_regex, ro);
+    if (!r.ok())
+      return Status(r.status().code(), "free_text regex: " + r.status().message(),
+                    f.origin + "#/free_text/regex");
+    regex = std::move(*r);
+  }
+  auto d =
+      FreeTextDfa(words, regex ? &*regex : nullptr, f.free_text_max_bytes, options.max_dfa_states);
+  if (!d.ok()) return Status(d.status().code(), d.status().message(), f.origin + "#/free_text");
+  return *d;
+}
+
+// The structured section as IR: [reasoning] then the calls, between free text when the format
+// has it.
+Result<grammar::Grammar> SectionGrammar(const Vocabulary& vocab, const StructuredFormat& f,
+                                        const SectionParts& p, const CompileOptions& options,
+                                        const CompileDeadline& deadline) {
+  grammar::Grammar g;
+  g.rules.push_back({"root", -1, {}});
+  g.root = 0;
+  Builder b(vocab, g);
+  std::vector<ExprId> root;
+  if (f.reasoning) {
+    LOCKSTEP_ASSIGN_OR_RETURN(ExprId start, b.Marker(f.reasoning_start, "reasoning start"));
+    LOCKSTEP_ASSIGN_OR_RETURN(ExprId end, b.Marker(f.reasoning_end, "reasoning end"));
+    ExprId r = b.Seq({start, b.TextUntil(f.reasoning_end), end});
+    root.push_back(f.reasoning_required ? r : b.Repeat(r, 0, 1));
+  }
+  ExprId trig = -1;
+  if (!p.per_tool) {
+    LOCKSTEP_ASSIGN_OR_RETURN(trig, b.Marker(f.trigger, "trigger"));
+  }
+  LOCKSTEP_ASSIGN_OR_RETURN(ExprId end, b.Marker(f.end, "end marker"));
+  LOCKSTEP_ASSIGN_OR_RETURN(ExprId call, CallExpr(b, f, p, trig, end, options, deadline));
+  // An array body holds every call of the turn behind one trigger.
+  const bool one_section = f.body == StructuredBody::kArray || f.end.none();
+  const std::int32_t lo = one_section ? std::min(f.min_calls, 1) : f.min_calls;
+  const std::int32_t hi = one_section ? 1 : f.max_calls;
+  if (f.free_text) {
+    LOCKSTEP_ASSIGN_OR_RETURN(std::shared_ptr<const ByteDfa> free,
+                              FreeTextAutomaton(f, p.words, options, deadline));
+    root.push_back(b.Dfa(free));
+    ExprId item = f.end.none() ? call : b.Seq({call, b.Dfa(free)});
+    root.push_back(b.Repeat(item, lo, hi));
+  } else {
+    root.push_back(b.Repeat(call, lo, hi));
+  }
+  g.rules[0].body = b.Seq(std::move(root));
+  return g;
+}
+
+}  // namespace
+
 Result<std::shared_ptr<const CompiledGrammar>> CompileStructured(const GrammarCompiler& compiler,
                                                                  const StructuredFormat& f,
                                                                  std::span<const ToolSpec> tools,
@@ -643,164 +838,15 @@ Result<std::shared_ptr<const CompiledGrammar>> CompileStructured(const GrammarCo
   // One deadline for the tools' schemas, the free text and the lowering.
   const CompileDeadline deadline(options.compile_timeout_ms, options.cancel);
   try {
-    if (tools.empty()) return Status(StatusCode::kInvalidArgument, "no tools given");
-    std::set<std::string> seen;
-    for (std::size_t i = 0; i < tools.size(); ++i) {
-      if (tools[i].name.empty())
-        return Status(StatusCode::kInvalidArgument, "tool " + std::to_string(i) + " has no name");
-      if (!seen.insert(tools[i].name).second)
-        return Status(StatusCode::kInvalidArgument, "duplicate tool name '" + tools[i].name + "'");
-    }
-    // The tools the format allows (all by default).
-    std::vector<ToolSpec> used;
-    if (f.tools.empty()) {
-      used.assign(tools.begin(), tools.end());
-    } else {
-      std::set<std::string> taken;
-      for (std::size_t i = 0; i < f.tools.size(); ++i) {
-        auto it = std::find_if(tools.begin(), tools.end(),
-                               [&](const ToolSpec& t) { return t.name == f.tools[i]; });
-        if (it == tools.end())
-          return Status(StatusCode::kInvalidArgument,
-                        "unknown tool name '" + f.tools[i] + "': format '" + f.name +
-                            "' allows it but the tools do not define it",
-                        f.origin + "#/tools/" + std::to_string(i));
-        if (taken.insert(it->name).second) used.push_back(*it);
-      }
-    }
-    const bool per_tool = f.trigger.kind == StructuredMarker::Kind::kTemplate;
-    std::vector<grammar::Grammar> alone;  // each tool's body, compiled alone
-    // A grammar body is read back up to the end marker, so it needs one; and the trigger must
-    // say which tool it is: a per-tool trigger, or one trigger and this as the only tool (e.g.
-    // Llama-3.1's <|python_tag|> code <|eom_id|>).
-    const bool sole_grammar = !per_tool && used.size() == 1 && !used[0].grammar.empty();
-    for (const ToolSpec& t : used) {
-      if (!t.grammar.empty()) {
-        if ((!per_tool && !sole_grammar) || f.end.none() || f.trigger.none())
-          return Status(StatusCode::kInvalidArgument,
-                        "tool '" + t.name + "' has a grammar body: the format needs a trigger "
-                        "that names the tool (a template, or one trigger and this the only tool) "
-                        "and an end marker",
-                        f.origin + "#/trigger");
-        grammar::GrammarParseOptions po;
-        po.max_repeat = options.max_repeat;
-        auto ir = grammar::ParseGrammar(t.grammar, grammar::GrammarSyntax::kAuto, po);
-        if (!ir.ok()) {
-          return Status(ir.status().code(), "tool '" + t.name + "': " + ir.status().message(),
-                        ir.status().location());
-        }
-        alone.push_back(std::move(*ir));
-        continue;
-      }
-      // Compiled alone first, so that an error points into the tool's own schema.
-      auto one = CompileBody(t.schema_json, options, deadline);
-      if (!one.ok()) {
-        return Status(one.status().code(), ToolOrigin(t) + ": " + one.status().message(),
-                      one.status().location());
-      }
-      alone.push_back(std::move(one->grammar));
-    }
-
-    if (per_tool != (f.body == StructuredBody::kArguments))
-      return Status(StatusCode::kInvalidArgument,
-                    "a trigger template goes with body \"arguments\", and only with it",
-                    f.origin + "#/body");
-    if (per_tool && f.trigger.text.find("{name}") == std::string::npos)
-      return Status(StatusCode::kInvalidArgument, "a trigger template holds \"{name}\"",
-                    f.origin + "#/trigger/text_template");
-    // The text triggers: free text never contains one.
-    std::vector<std::string> words;
-    if (per_tool) {
-      for (const ToolSpec& t : used) {
-        std::string w = f.trigger.text;
-        w.replace(w.find("{name}"), 6, t.name);
-        words.push_back(std::move(w));
-      }
-      for (std::size_t i = 0; i < words.size(); ++i)
-        for (std::size_t k = 0; k < words.size(); ++k)
-          if (i != k && words[k].find(words[i]) != std::string::npos)
-            return Status(StatusCode::kInvalidArgument,
-                          "trigger '" + words[k] + "' contains trigger '" + words[i] +
-                              "': the calls would be ambiguous",
-                          f.origin + "#/trigger");
-    } else if (f.trigger.kind == StructuredMarker::Kind::kText) {
-      words.push_back(f.trigger.text);
-    }
-
-    grammar::Grammar g;
-    g.rules.push_back({"root", -1, {}});
-    g.root = 0;
-    Builder b(compiler.vocabulary(), g);
-    std::vector<ExprId> root;
-    if (f.reasoning) {
-      LOCKSTEP_ASSIGN_OR_RETURN(ExprId start, b.Marker(f.reasoning_start, "reasoning start"));
-      LOCKSTEP_ASSIGN_OR_RETURN(ExprId end, b.Marker(f.reasoning_end, "reasoning end"));
-      ExprId r = b.Seq({start, b.TextUntil(f.reasoning_end), end});
-      root.push_back(f.reasoning_required ? r : b.Repeat(r, 0, 1));
-    }
-    ExprId trig = -1;
-    if (!per_tool) {
-      LOCKSTEP_ASSIGN_OR_RETURN(trig, b.Marker(f.trigger, "trigger"));
-    }
-    LOCKSTEP_ASSIGN_OR_RETURN(ExprId end, b.Marker(f.end, "end marker"));
-    ExprId call;
-    if (per_tool) {
-      Expr choice;
-      choice.kind = ExprKind::kChoice;
-      for (std::size_t i = 0; i < used.size(); ++i) {
-        StructuredMarker m;
-        m.kind = StructuredMarker::Kind::kText;
-        m.text = words[i];
-        LOCKSTEP_ASSIGN_OR_RETURN(ExprId t, b.Marker(m, "trigger"));
-        const RuleId body_root = b.Splice(alone[i], "t" + std::to_string(i) + "_");
-        choice.children.push_back(b.Seq({t, b.Ref(body_root), end}));
-      }
-      call = b.Add(std::move(choice));
-    } else if (sole_grammar) {
-      const RuleId body_root = b.Splice(alone[0], "t0_");
-      call = b.Seq({trig, b.Ref(body_root), end});
-    } else {
-      LOCKSTEP_ASSIGN_OR_RETURN(std::string body_text, BodySchema(f, used));
-      LOCKSTEP_ASSIGN_OR_RETURN(schema::SchemaGrammar body,
-                                CompileBody(body_text, options, deadline));
-      const RuleId body_root = b.Splice(body.grammar, "call_");
-      call = b.Seq({trig, b.Ref(body_root), end});
-    }
-    // An array body holds every call of the turn behind one trigger.
-    const bool one_section = f.body == StructuredBody::kArray || f.end.none();
-    const std::int32_t lo = one_section ? std::min(f.min_calls, 1) : f.min_calls;
-    const std::int32_t hi = one_section ? 1 : f.max_calls;
-    if (f.free_text) {
-      std::shared_ptr<const ByteDfa> free;
-      if (f.free_text_regex.empty() && f.free_text_max_bytes < 0 && words.size() <= 1) {
-        free = words.empty() ? AnyBytes() : NotContaining(words[0]);
-      } else {
-        RegexCompileOptions ro;
-        ro.max_dfa_states = options.max_dfa_states;
-        ro.max_nfa_states = options.max_nfa_states;
-        ro.max_repeat = options.max_repeat;
-        ro.deadline = deadline;
-        std::optional<ByteDfa> regex;
-        if (!f.free_text_regex.empty()) {
-          auto r = CompileRegexToDfa(f.free_text_regex, ro);
-          if (!r.ok())
-            return Status(r.status().code(), "free_text regex: " + r.status().message(),
-                          f.origin + "#/free_text/regex");
-          regex = std::move(*r);
-        }
-        auto d = FreeTextDfa(words, regex ? &*regex : nullptr, f.free_text_max_bytes,
-                             options.max_dfa_states);
-        if (!d.ok())
-          return Status(d.status().code(), d.status().message(), f.origin + "#/free_text");
-        free = *d;
-      }
-      root.push_back(b.Dfa(free));
-      ExprId item = f.end.none() ? call : b.Seq({call, b.Dfa(free)});
-      root.push_back(b.Repeat(item, lo, hi));
-    } else {
-      root.push_back(b.Repeat(call, lo, hi));
-    }
-    g.rules[0].body = b.Seq(std::move(root));
+    LOCKSTEP_RETURN_IF_ERROR(CheckToolNames(tools));
+    SectionParts p;
+    LOCKSTEP_ASSIGN_OR_RETURN(p.used, UsedTools(f, tools));
+    p.per_tool = f.trigger.kind == StructuredMarker::Kind::kTemplate;
+    p.sole_grammar = !p.per_tool && p.used.size() == 1 && !p.used[0].grammar.empty();
+    LOCKSTEP_ASSIGN_OR_RETURN(p.alone, BodiesAlone(f, p, options, deadline));
+    LOCKSTEP_ASSIGN_OR_RETURN(p.words, TriggerWords(f, p));
+    LOCKSTEP_ASSIGN_OR_RETURN(grammar::Grammar g,
+                              SectionGrammar(compiler.vocabulary(), f, p, options, deadline));
     CompileOptions lowered = options;
     if (lowered.max_unrolled_states <= 0) lowered.max_unrolled_states = 256;
     return CompileGrammarIrUnder(compiler, g, lowered, deadline);

@@ -100,6 +100,15 @@ int CompareNumbers(const nlohmann::json& a, const nlohmann::json& b);
 bool JsonEqual(const nlohmann::json& a, const nlohmann::json& b);
 // `value` is an integer multiple of `divisor`, decided exactly on their shortest decimal texts.
 bool IsMultipleOf(const nlohmann::json& value, const nlohmann::json& divisor);
+// A JSON number's magnitude as mantissa * 10^exponent, the mantissa free of trailing zeros, read
+// from its shortest round-trip decimal text, so that multipleOf (and the compiler's least common
+// multiple of two) is decided exactly on decimal values; ok is false past 36 significant digits.
+struct ExactDecimal {
+  unsigned __int128 mantissa = 0;
+  int exponent = 0;
+  bool ok = true;
+};
+ExactDecimal ExactDecimalOf(const nlohmann::json& j);
 // Unicode code points of UTF-8 text (what minLength / maxLength count).
 std::size_t CodePoints(const std::string& s);
 

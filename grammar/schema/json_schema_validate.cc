@@ -158,18 +158,8 @@ int CompareNumbers(const json& a, const json& b) {
   return sign(ld(a), ld(b));
 }
 
-namespace {
-
-// A JSON number as mantissa * 10^exponent with the mantissa free of trailing zeros, from its
-// shortest round-trip decimal text, so multipleOf is decided exactly on decimal values.
-struct Decimal {
-  unsigned __int128 mantissa = 0;
-  int exponent = 0;
-  bool ok = true;
-};
-
-Decimal ToDecimal(const json& j) {
-  Decimal d;
+ExactDecimal ExactDecimalOf(const json& j) {
+  ExactDecimal d;
   std::string text = j.dump();
   if (!text.empty() && text[0] == '-') text.erase(0, 1);
   std::size_t e = text.find_first_of("eE");
@@ -195,10 +185,8 @@ Decimal ToDecimal(const json& j) {
   return d;
 }
 
-}  // namespace
-
 bool IsMultipleOf(const json& value, const json& divisor) {
-  Decimal v = ToDecimal(value), m = ToDecimal(divisor);
+  ExactDecimal v = ExactDecimalOf(value), m = ExactDecimalOf(divisor);
   if (!v.ok || !m.ok || m.mantissa == 0) return false;
   if (v.mantissa == 0) return true;
   if (v.exponent < m.exponent) return false;  // v has a nonzero digit below m's last one
