@@ -349,16 +349,23 @@ void PutProgram(Writer& w, const CfgProgram& p) {
   w.PutVec(p.special_tokens);
 }
 
-// Reads and checks a program: every index in range, edges inside their rule, counters acyclic,
-// and the flags derived from the automata (has_bytes, nullable) equal to a recomputation.
-CfgProgram GetProgram(Reader& r, const Vocabulary& vocab) {
-  CfgProgram p;
+// A program's transitions as PutProgram lists them: per state its count, then (class, target)
+// pairs in state order.
+struct TransitionLists {
+  std::vector<std::uint16_t> counts;
+  std::vector<std::uint8_t> classes;
+  std::vector<StateId> targets;
+};
+
+// Reads the root, the rules, the state and class counts and the byte classes, and checks them
+// against each other. False once the reader has failed (so for each step below).
+bool GetProgramShape(Reader& r, CfgProgram& p) {
   p.root = r.Get<std::int32_t>("root");
   const std::uint64_t nr = r.Get<std::uint64_t>("rule count");
-  if (!r.ok()) return p;
+  if (!r.ok()) return false;
   if (nr == 0 || nr > (1u << 24)) {
     r.Fail("rule count " + std::to_string(nr) + " out of range");
-    return p;
+    return false;
   }
   for (std::uint64_t i = 0; i < nr && r.ok(); ++i) {
     CfgProgram::RuleInfo ri;
@@ -376,20 +383,29 @@ CfgProgram GetProgram(Reader& r, const Vocabulary& vocab) {
   p.num_states = r.Get<std::int32_t>("state count");
   p.num_classes = r.Get<std::int32_t>("class count");
   p.byte_class = r.Get<std::array<std::uint8_t, 256>>("byte classes");
-  if (!r.ok()) return p;
+  if (!r.ok()) return false;
   const std::int32_t ns = p.num_states, nc = p.num_classes;
   const std::int32_t nrules = static_cast<std::int32_t>(nr);
-  if (ns < 0 || ns > (1 << 26)) return r.Fail("state count out of range"), p;
-  if (nc < 1 || nc > 256) return r.Fail("class count out of range"), p;
-  if (p.root < 0 || p.root >= nrules) return r.Fail("root rule out of range"), p;
-  if (p.rules[p.root].kind != CfgProgram::RuleKind::kDfa) return r.Fail("root rule is a counter"), p;
-  for (int b = 0; b < 256; ++b) {
-    if (p.byte_class[b] >= nc) return r.Fail("byte class out of range"), p;
+  if (ns < 0 || ns > (1 << 26)) return r.Fail("state count out of range"), false;
+  if (nc < 1 || nc > 256) return r.Fail("class count out of range"), false;
+  if (p.root < 0 || p.root >= nrules) return r.Fail("root rule out of range"), false;
+  if (p.rules[p.root].kind != CfgProgram::RuleKind::kDfa) {
+    return r.Fail("root rule is a counter"), false;
   }
+  for (int b = 0; b < 256; ++b) {
+    if (p.byte_class[b] >= nc) return r.Fail("byte class out of range"), false;
+  }
+  return true;
+}
+
+// Reads the per-state arrays and the edges (each bounded before it is allocated), and checks
+// that their sizes agree with the state count.
+bool GetProgramArrays(Reader& r, CfgProgram& p, TransitionLists& lists) {
+  const std::int32_t ns = p.num_states, nc = p.num_classes;
   const std::uint64_t cells = static_cast<std::uint64_t>(ns) * static_cast<std::uint64_t>(nc);
-  const auto counts = r.GetVec<std::uint16_t>("transition counts", ns);
-  const auto classes = r.GetVec<std::uint8_t>("transition classes", cells);
-  const auto targets = r.GetVec<StateId>("transition targets", cells);
+  lists.counts = r.GetVec<std::uint16_t>("transition counts", ns);
+  lists.classes = r.GetVec<std::uint8_t>("transition classes", cells);
+  lists.targets = r.GetVec<StateId>("transition targets", cells);
   p.accepting = r.GetVec<std::uint8_t>("accepting", ns);
   p.state_rule = r.GetVec<std::int32_t>("state rules", ns);
   p.has_bytes = r.GetVec<std::uint8_t>("has_bytes", ns);
@@ -398,89 +414,120 @@ CfgProgram GetProgram(Reader& r, const Vocabulary& vocab) {
   p.sp_begin = r.GetVec<std::int32_t>("special edge offsets", static_cast<std::uint64_t>(ns) + 1);
   p.sp_edges = r.GetVec<std::pair<std::int32_t, StateId>>("special edges", 1u << 28);
   p.special_tokens = r.GetVec<TokenId>("special tokens", 1u << 20);
-  if (!r.ok()) return p;
-  if (counts.size() != static_cast<std::size_t>(ns) || classes.size() != targets.size() ||
+  if (!r.ok()) return false;
+  if (lists.counts.size() != static_cast<std::size_t>(ns) ||
+      lists.classes.size() != lists.targets.size() ||
       p.accepting.size() != static_cast<std::size_t>(ns) ||
       p.state_rule.size() != static_cast<std::size_t>(ns) ||
       p.has_bytes.size() != static_cast<std::size_t>(ns) ||
       p.nt_begin.size() != static_cast<std::size_t>(ns) + 1 ||
       p.sp_begin.size() != static_cast<std::size_t>(ns) + 1) {
-    return r.Fail("program arrays of inconsistent sizes"), p;
+    return r.Fail("program arrays of inconsistent sizes"), false;
   }
-  for (TokenId t : p.special_tokens) {
-    if (t < 0 || t >= vocab.size()) return r.Fail("special token id out of range"), p;
+  return true;
+}
+
+// One kind of edges (rule or special-token), `what` naming it: offsets that cover the edges in
+// order, symbols below `nsym`, targets in the rule of the state they leave.
+void CheckEdges(Reader& r, const CfgProgram& p, const std::vector<std::int32_t>& begin,
+                const std::vector<std::pair<std::int32_t, StateId>>& edges, std::int32_t nsym,
+                const char* what) {
+  const std::int32_t ns = p.num_states;
+  if (begin[0] != 0 || begin[ns] != static_cast<std::int32_t>(edges.size())) {
+    return r.Fail(std::string(what) + " offsets do not cover the edges");
   }
   for (std::int32_t s = 0; s < ns; ++s) {
-    const std::int32_t rule = p.state_rule[s];
-    if (rule < 0 || rule >= nrules || p.rules[rule].kind != CfgProgram::RuleKind::kDfa) {
-      return r.Fail("state " + std::to_string(s) + " belongs to no automaton rule"), p;
-    }
+    if (begin[s] > begin[s + 1]) return r.Fail(std::string(what) + " offsets decrease");
   }
-  auto check_edges = [&](const std::vector<std::int32_t>& begin,
-                         const std::vector<std::pair<std::int32_t, StateId>>& edges,
-                         std::int32_t nsym, const char* what) {
-    if (begin[0] != 0 || begin[ns] != static_cast<std::int32_t>(edges.size())) {
-      return r.Fail(std::string(what) + " offsets do not cover the edges");
-    }
-    for (std::int32_t s = 0; s < ns; ++s) {
-      if (begin[s] > begin[s + 1]) return r.Fail(std::string(what) + " offsets decrease");
-    }
-    for (std::int32_t s = 0; s < ns; ++s) {
-      for (std::int32_t e = begin[s]; e < begin[s + 1]; ++e) {
-        const auto [sym, t] = edges[e];
-        if (sym < 0 || sym >= nsym || t < 0 || t >= ns || p.state_rule[t] != p.state_rule[s]) {
-          return r.Fail(std::string(what) + " of state " + std::to_string(s) + " out of range");
-        }
+  for (std::int32_t s = 0; s < ns; ++s) {
+    for (std::int32_t e = begin[s]; e < begin[s + 1]; ++e) {
+      const auto [sym, t] = edges[e];
+      if (sym < 0 || sym >= nsym || t < 0 || t >= ns || p.state_rule[t] != p.state_rule[s]) {
+        return r.Fail(std::string(what) + " of state " + std::to_string(s) + " out of range");
       }
     }
-  };
-  check_edges(p.nt_begin, p.nt_edges, nrules, "rule edge");
-  check_edges(p.sp_begin, p.sp_edges, static_cast<std::int32_t>(p.special_tokens.size()),
-              "special edge");
-  if (!r.ok()) return p;
-  // Dense table from the lists: classes strictly increasing per state, targets in the rule.
-  p.next.assign(cells, CfgProgram::kDead);
+  }
+}
+
+// Special token ids in the vocabulary, every state in an automaton rule, edges in range.
+bool CheckProgramIndices(Reader& r, const Vocabulary& vocab, const CfgProgram& p) {
+  for (TokenId t : p.special_tokens) {
+    if (t < 0 || t >= vocab.size()) return r.Fail("special token id out of range"), false;
+  }
+  const std::int32_t nrules = p.NumRules();
+  for (std::int32_t s = 0; s < p.num_states; ++s) {
+    const std::int32_t rule = p.state_rule[s];
+    if (rule < 0 || rule >= nrules || p.rules[rule].kind != CfgProgram::RuleKind::kDfa) {
+      return r.Fail("state " + std::to_string(s) + " belongs to no automaton rule"), false;
+    }
+  }
+  CheckEdges(r, p, p.nt_begin, p.nt_edges, nrules, "rule edge");
+  CheckEdges(r, p, p.sp_begin, p.sp_edges, static_cast<std::int32_t>(p.special_tokens.size()),
+             "special edge");
+  return r.ok();
+}
+
+// The dense transition table from the lists: classes strictly increasing per state, targets in
+// the rule; has_bytes and the accepting flags checked on the way.
+bool FillTransitions(Reader& r, const TransitionLists& lists, CfgProgram& p) {
+  const std::int32_t ns = p.num_states, nc = p.num_classes;
+  const std::vector<std::uint16_t>& counts = lists.counts;
+  p.next.assign(static_cast<std::uint64_t>(ns) * static_cast<std::uint64_t>(nc), CfgProgram::kDead);
   std::size_t k = 0;
   for (std::int32_t s = 0; s < ns; ++s) {
-    if (counts[s] > nc || classes.size() - k < counts[s]) {
-      return r.Fail("transition lists of state " + std::to_string(s) + " out of range"), p;
+    if (counts[s] > nc || lists.classes.size() - k < counts[s]) {
+      return r.Fail("transition lists of state " + std::to_string(s) + " out of range"), false;
     }
     std::int32_t last = -1;
     for (std::uint32_t e = 0; e < counts[s]; ++e, ++k) {
-      const std::int32_t c = classes[k];
-      const StateId t = targets[k];
+      const std::int32_t c = lists.classes[k];
+      const StateId t = lists.targets[k];
       if (c <= last || c >= nc || t < 0 || t >= ns || p.state_rule[t] != p.state_rule[s]) {
-        return r.Fail("transition of state " + std::to_string(s) + " out of range"), p;
+        return r.Fail("transition of state " + std::to_string(s) + " out of range"), false;
       }
       last = c;
       p.next[static_cast<std::size_t>(s) * nc + c] = t;
     }
     if ((p.has_bytes[s] != 0) != (counts[s] != 0)) {
-      return r.Fail("has_bytes of state " + std::to_string(s) + " wrong"), p;
+      return r.Fail("has_bytes of state " + std::to_string(s) + " wrong"), false;
     }
-    if (p.accepting[s] > 1) return r.Fail("accepting flag not 0/1"), p;
+    if (p.accepting[s] > 1) return r.Fail("accepting flag not 0/1"), false;
   }
-  if (k != classes.size()) return r.Fail("transition lists longer than the states"), p;
+  if (k != lists.classes.size()) return r.Fail("transition lists longer than the states"), false;
+  return true;
+}
+
+// Automaton rules start in their own states; counters have a child and bounds in range, and
+// every chain of counters ends in an automaton rule (a counter of itself would recurse without
+// a byte).
+bool CheckRules(Reader& r, const CfgProgram& p) {
+  const std::int32_t ns = p.num_states, nrules = p.NumRules();
   for (std::int32_t i = 0; i < nrules; ++i) {
     const auto& ri = p.rules[i];
     if (ri.kind == CfgProgram::RuleKind::kDfa) {
       if (ri.start < 0 || ri.start >= ns || p.state_rule[ri.start] != i) {
-        return r.Fail("start state of rule " + std::to_string(i) + " out of range"), p;
+        return r.Fail("start state of rule " + std::to_string(i) + " out of range"), false;
       }
     } else {
       if (ri.child < 0 || ri.child >= nrules || ri.min < 0 ||
           (ri.max != CfgProgram::kUnbounded && (ri.max < ri.min || ri.max < 1))) {
-        return r.Fail("counter rule " + std::to_string(i) + " out of range"), p;
+        return r.Fail("counter rule " + std::to_string(i) + " out of range"), false;
       }
     }
   }
-  // Counter chains end in an automaton rule (a counter of itself would recurse without a byte).
   for (std::int32_t i = 0; i < nrules; ++i) {
     std::int32_t x = i, steps = 0;
-    while (p.rules[x].kind == CfgProgram::RuleKind::kCounter && steps <= nrules) x = p.rules[x].child, ++steps;
-    if (steps > nrules) return r.Fail("counter rules form a cycle"), p;
+    while (p.rules[x].kind == CfgProgram::RuleKind::kCounter && steps <= nrules) {
+      x = p.rules[x].child, ++steps;
+    }
+    if (steps > nrules) return r.Fail("counter rules form a cycle"), false;
   }
-  // nullable, recomputed: the runtime's closure relies on it.
+  return true;
+}
+
+// The rules' nullable flags equal a recomputation: the runtime's closure relies on them.
+void CheckNullable(Reader& r, const CfgProgram& p) {
+  const std::int32_t ns = p.num_states, nrules = p.NumRules();
   std::vector<std::uint8_t> null_state(ns, 0), nullable(nrules, 0);
   for (bool changed = true; changed;) {
     changed = false;
@@ -502,8 +549,19 @@ CfgProgram GetProgram(Reader& r, const Vocabulary& vocab) {
   }
   for (std::int32_t i = 0; i < nrules; ++i) {
     if ((nullable[i] != 0) != p.rules[i].nullable) {
-      return r.Fail("nullable flag of rule " + std::to_string(i) + " wrong"), p;
+      return r.Fail("nullable flag of rule " + std::to_string(i) + " wrong");
     }
+  }
+}
+
+// Reads and checks a program: every index in range, edges inside their rule, counters acyclic,
+// and the flags derived from the automata (has_bytes, nullable) equal to a recomputation.
+CfgProgram GetProgram(Reader& r, const Vocabulary& vocab) {
+  CfgProgram p;
+  TransitionLists lists;
+  if (GetProgramShape(r, p) && GetProgramArrays(r, p, lists) && CheckProgramIndices(r, vocab, p) &&
+      FillTransitions(r, lists, p) && CheckRules(r, p)) {
+    CheckNullable(r, p);
   }
   return p;
 }

@@ -113,6 +113,32 @@ class Lowering {
   Result<CfgProgram> Run();
 
  private:
+  // Run's steps, in order. Lowers every rule into dstates_ (the grammar's, then the counter
+  // rules and their children appended meanwhile).
+  Status LowerRules();
+  // RuleInfo::nullable: the rules that can finish without a byte, to a fixpoint.
+  Status ComputeNullable(CfgProgram* p) const;
+  // The states and rules that can finish, to a fixpoint (the rest is trimmed by AssignByteClasses
+  // and FillTables); kUnsatisfiable when the root cannot. A counter whose child cannot finish
+  // repeats it 0 times.
+  Status ComputeProductive(CfgProgram* p, std::vector<std::uint8_t>* prod_state,
+                           std::vector<std::uint8_t>* prod_rule) const;
+  // One byte-class table for all rules: the intervals between the bytes where some state's
+  // productive target changes.
+  void AssignByteClasses(const std::vector<std::uint8_t>& prod_state, CfgProgram* p) const;
+  // The global tables (transitions, flags, rule and special-token edges), productive edges only.
+  void FillTables(const std::vector<std::uint8_t>& prod_state,
+                  const std::vector<std::uint8_t>& prod_rule, CfgProgram* p) const;
+
+  // The rule automata together (or the NFA of one rule, 4 times over) past max_states.
+  std::string ExceedsMaxStates() const {
+    return "grammar automaton exceeds max_states (" + std::to_string(options_.max_states) + ")";
+  }
+  Status CheckMaxStates() const {
+    if (static_cast<std::int32_t>(dstates_.size()) <= options_.max_states) return Status::Ok();
+    return Status(StatusCode::kResourceLimit, ExceedsMaxStates());
+  }
+
   // NFA states are pooled across the rules of one compile (their edge lists keep their capacity).
   std::int32_t NewState() {
     if (nfa_live_ < nfa_.size()) {
@@ -379,10 +405,7 @@ Status Lowering::Build(ExprId e, std::int32_t from, std::int32_t* to, int depth)
                   Loc(g_.expr(e).loc));
   }
   if (overflow_) {
-    return Status(StatusCode::kResourceLimit,
-                  "grammar automaton exceeds max_states (" +
-                      std::to_string(options_.max_states) + ")",
-                  Loc(g_.expr(e).loc));
+    return Status(StatusCode::kResourceLimit, ExceedsMaxStates(), Loc(g_.expr(e).loc));
   }
   const Expr& x = g_.expr(e);
   switch (x.kind) {
@@ -918,9 +941,7 @@ Status Lowering::Determinise(std::int32_t rule, std::int32_t nfa_start, std::int
     if (options_.deadline.Poll()) return DeadlineError();
     if (static_cast<std::int32_t>(dstates_.size()) > options_.max_states) {
       return Status(StatusCode::kResourceLimit,
-                    "grammar automaton exceeds max_states (" +
-                        std::to_string(options_.max_states) + ") in rule '" +
-                        rules_[rule].info.name + "'");
+                    ExceedsMaxStates() + " in rule '" + rules_[rule].info.name + "'");
     }
     edges.clear();
     cuts.clear();
@@ -1178,6 +1199,21 @@ Result<CfgProgram> Lowering::Run() {
   if (g_.root < 0 || g_.root >= static_cast<std::int32_t>(g_.rules.size())) {
     return Status(StatusCode::kInvalidGrammar, "the grammar has no root rule");
   }
+  LOCKSTEP_RETURN_IF_ERROR(LowerRules());
+  CfgProgram p;
+  for (auto& r : rules_) p.rules.push_back(r.info);
+  p.root = g_.root;
+  p.special_tokens = specials_;
+  current_rule_ = -1;  // (a deadline error from here on names the whole grammar's analysis)
+  LOCKSTEP_RETURN_IF_ERROR(ComputeNullable(&p));
+  std::vector<std::uint8_t> prod_state, prod_rule;
+  LOCKSTEP_RETURN_IF_ERROR(ComputeProductive(&p, &prod_state, &prod_rule));
+  AssignByteClasses(prod_state, &p);
+  FillTables(prod_state, prod_rule, &p);
+  return p;
+}
+
+Status Lowering::LowerRules() {
   for (const grammar::Rule& r : g_.rules) {
     PendingRule pr;
     pr.info.kind = CfgProgram::RuleKind::kDfa;
@@ -1201,11 +1237,7 @@ Result<CfgProgram> Lowering::Run() {
       } else {
         CopyDfa(static_cast<std::int32_t>(r), *direct, rules_[r].direct_owner);
       }
-      if (static_cast<std::int32_t>(dstates_.size()) > options_.max_states) {
-        return Status(StatusCode::kResourceLimit,
-                      "grammar automaton exceeds max_states (" +
-                          std::to_string(options_.max_states) + ")");
-      }
+      LOCKSTEP_RETURN_IF_ERROR(CheckMaxStates());
       continue;
     }
     nfa_live_ = 0;
@@ -1213,35 +1245,24 @@ Result<CfgProgram> Lowering::Run() {
     std::int32_t end;
     LOCKSTEP_RETURN_IF_ERROR(Build(rules_[r].body, start, &end, 0));
 
-    if (overflow_) {
-      return Status(StatusCode::kResourceLimit,
-                    "grammar automaton exceeds max_states (" +
-                        std::to_string(options_.max_states) + ")");
-    }
+    if (overflow_) return Status(StatusCode::kResourceLimit, ExceedsMaxStates());
     const bool shared = options_.reuse_shared_rules && r < g_.rules.size() && g_.rules[r].shared;
     if (shared && LowerShared(static_cast<std::int32_t>(r), start, end)) {
-      if (static_cast<std::int32_t>(dstates_.size()) > options_.max_states) {
-        return Status(StatusCode::kResourceLimit,
-                      "grammar automaton exceeds max_states (" +
-                          std::to_string(options_.max_states) + ")");
-      }
+      LOCKSTEP_RETURN_IF_ERROR(CheckMaxStates());
       continue;
     }
     const std::size_t first_state = dstates_.size();
     LOCKSTEP_RETURN_IF_ERROR(Determinise(static_cast<std::int32_t>(r), start, end));
     if (shared) StoreShared(first_state);
   }
+  return Status::Ok();
+}
 
-  CfgProgram p;
-  const std::int32_t nr = static_cast<std::int32_t>(rules_.size());
+Status Lowering::ComputeNullable(CfgProgram* out) const {
+  CfgProgram& p = *out;
+  const std::int32_t nr = p.NumRules();
   const std::int32_t ns = static_cast<std::int32_t>(dstates_.size());
-  for (auto& r : rules_) p.rules.push_back(r.info);
-  p.root = g_.root;
-  p.special_tokens = specials_;
-
-  // Nullable: fixpoint.
   std::vector<std::uint8_t> null_state(ns, 0);
-  current_rule_ = -1;
   bool changed = true;
   while (changed) {
     if (options_.deadline.PassedNow()) return DeadlineError();
@@ -1265,9 +1286,19 @@ Result<CfgProgram> Lowering::Run() {
       }
     }
   }
-  // Productive: fixpoint.
-  std::vector<std::uint8_t> prod_state(ns, 0), prod_rule(nr, 0);
-  changed = true;
+  return Status::Ok();
+}
+
+Status Lowering::ComputeProductive(CfgProgram* out, std::vector<std::uint8_t>* prod_state_out,
+                                   std::vector<std::uint8_t>* prod_rule_out) const {
+  CfgProgram& p = *out;
+  const std::int32_t nr = p.NumRules();
+  const std::int32_t ns = static_cast<std::int32_t>(dstates_.size());
+  std::vector<std::uint8_t>& prod_state = *prod_state_out;
+  std::vector<std::uint8_t>& prod_rule = *prod_rule_out;
+  prod_state.assign(ns, 0);
+  prod_rule.assign(nr, 0);
+  bool changed = true;
   while (changed) {
     if (options_.deadline.PassedNow()) return DeadlineError();
     changed = false;
@@ -1303,8 +1334,11 @@ Result<CfgProgram> Lowering::Run() {
     auto& ri = p.rules[r];
     if (ri.kind == CfgProgram::RuleKind::kCounter && !prod_rule[ri.child]) ri.max = 0;
   }
+  return Status::Ok();
+}
 
-  // Global tables with byte classes (intervals between transition boundaries).
+void Lowering::AssignByteClasses(const std::vector<std::uint8_t>& prod_state,
+                                 CfgProgram* p) const {
   std::array<bool, 257> boundary{};
   boundary[0] = true;
   for (const DState& d : dstates_) {
@@ -1326,9 +1360,15 @@ Result<CfgProgram> Lowering::Run() {
   std::int32_t cls = -1;
   for (int b = 0; b < 256; ++b) {
     if (boundary[b]) ++cls;
-    p.byte_class[b] = static_cast<std::uint8_t>(cls);
+    p->byte_class[b] = static_cast<std::uint8_t>(cls);
   }
-  p.num_classes = cls + 1;
+  p->num_classes = cls + 1;
+}
+
+void Lowering::FillTables(const std::vector<std::uint8_t>& prod_state,
+                          const std::vector<std::uint8_t>& prod_rule, CfgProgram* out) const {
+  CfgProgram& p = *out;
+  const std::int32_t ns = static_cast<std::int32_t>(dstates_.size());
   p.num_states = ns;
   p.next.assign(static_cast<std::size_t>(ns) * p.num_classes, CfgProgram::kDead);
   p.accepting.assign(ns, 0);
@@ -1362,7 +1402,6 @@ Result<CfgProgram> Lowering::Run() {
     }
     p.sp_begin[s + 1] = static_cast<std::int32_t>(p.sp_edges.size());
   }
-  return p;
 }
 
 }  // namespace

@@ -104,81 +104,94 @@ std::uint64_t Mix(std::uint64_t h, std::uint64_t x) {
   return h * 0xFF51AFD7ED558CCDull;
 }
 
-}  // namespace
+bool Passed(const CompileDeadline* deadline) { return deadline != nullptr && deadline->Poll(); }
 
-std::vector<std::int32_t> FoldStatesForTokens(const CfgProgram& p, std::span<const StateId> states,
-                                              std::span<const std::uint8_t> finish,
-                                              const TokenTrie& trie,
-                                              const CompileDeadline* deadline) {
-  const std::int32_t n = static_cast<std::int32_t>(states.size());
-  std::vector<std::int32_t> rep(n);
-  std::iota(rep.begin(), rep.end(), 0);
-  if (n < 2) return rep;
-  auto passed = [deadline] { return deadline != nullptr && deadline->Poll(); };
-  std::vector<std::int32_t> local(p.num_states, -1);
-  for (std::int32_t i = 0; i < n; ++i) local[states[i]] = i;
-  for (StateId s : states) {
-    if (p.nt_begin[s] != p.nt_begin[s + 1]) return rep;
-    if (!p.sp_begin.empty() && p.sp_begin[s] != p.sp_begin[s + 1]) return rep;
-  }
-  // The byte classes with distinct columns over these states (most of a program's classes
-  // split bytes for other rules), and the bytes of each.
-  const std::int32_t nc = p.num_classes;
+// The rule's automaton in local numbering (rank in `states`), over the byte classes with
+// distinct columns over these states (most of a program's classes split bytes for other rules).
+struct LocalDfa {
+  std::int32_t n = 0;              // states
+  std::int32_t k = 0;              // distinct columns
   std::vector<std::int32_t> cols;  // a class per distinct column
-  std::vector<Bytes> col_bytes;
-  {
-    std::vector<std::uint64_t> hash(nc, 0);
-    for (std::int32_t c = 0; c < nc; ++c) {
-      std::uint64_t h = 0;
-      bool live = false;
+  std::vector<Bytes> col_bytes;    // the bytes of each
+  std::vector<std::int32_t> succ;  // n * k successors by local index (-1: dead)
+  std::int32_t Succ(std::int32_t i, std::int32_t c) const {
+    return succ[static_cast<std::size_t>(i) * k + c];
+  }
+};
+
+bool ByteEdgesOnly(const CfgProgram& p, std::span<const StateId> states) {
+  for (StateId s : states) {
+    if (p.nt_begin[s] != p.nt_begin[s + 1]) return false;
+    if (!p.sp_begin.empty() && p.sp_begin[s] != p.sp_begin[s + 1]) return false;
+  }
+  return true;
+}
+
+// Fills d.cols and d.col_bytes: a class live from some state whose column equals no earlier
+// one's starts a column; every live class adds its bytes to its column's.
+void FindDistinctColumns(const CfgProgram& p, std::span<const StateId> states, LocalDfa& d) {
+  const std::int32_t nc = p.num_classes;
+  std::vector<std::uint64_t> hash(nc, 0);
+  for (std::int32_t c = 0; c < nc; ++c) {
+    std::uint64_t h = 0;
+    bool live = false;
+    for (StateId s : states) {
+      const StateId t = p.next[static_cast<std::size_t>(s) * nc + c];
+      live |= t != CfgProgram::kDead;
+      h = Mix(h, static_cast<std::uint64_t>(t));
+    }
+    hash[c] = live ? h : 0;
+    if (!live) continue;  // dead from every state: tells no two states apart
+    std::int32_t same = -1;
+    for (std::size_t k = 0; k < d.cols.size() && same < 0; ++k) {
+      if (hash[d.cols[k]] != h) continue;
+      bool eq = true;
       for (StateId s : states) {
-        const StateId t = p.next[static_cast<std::size_t>(s) * nc + c];
-        live |= t != CfgProgram::kDead;
-        h = Mix(h, static_cast<std::uint64_t>(t));
-      }
-      hash[c] = live ? h : 0;
-      if (!live) continue;  // dead from every state: tells no two states apart
-      std::int32_t same = -1;
-      for (std::size_t k = 0; k < cols.size() && same < 0; ++k) {
-        if (hash[cols[k]] != h) continue;
-        bool eq = true;
-        for (StateId s : states) {
-          const std::size_t row = static_cast<std::size_t>(s) * nc;
-          if (p.next[row + c] != p.next[row + cols[k]]) {
-            eq = false;
-            break;
-          }
+        const std::size_t row = static_cast<std::size_t>(s) * nc;
+        if (p.next[row + c] != p.next[row + d.cols[k]]) {
+          eq = false;
+          break;
         }
-        if (eq) same = static_cast<std::int32_t>(k);
       }
-      if (same < 0) {
-        same = static_cast<std::int32_t>(cols.size());
-        cols.push_back(c);
-        col_bytes.push_back({});
-      }
-      for (int b = 0; b < 256; ++b) {
-        if (p.byte_class[b] == c) col_bytes[same][b >> 6] |= std::uint64_t{1} << (b & 63);
-      }
+      if (eq) same = static_cast<std::int32_t>(k);
+    }
+    if (same < 0) {
+      same = static_cast<std::int32_t>(d.cols.size());
+      d.cols.push_back(c);
+      d.col_bytes.push_back({});
+    }
+    for (int b = 0; b < 256; ++b) {
+      if (p.byte_class[b] == c) d.col_bytes[same][b >> 6] |= std::uint64_t{1} << (b & 63);
     }
   }
-  const std::int32_t k = static_cast<std::int32_t>(cols.size());
-  // Successors by local index (-1: dead).
-  std::vector<std::int32_t> succ(static_cast<std::size_t>(n) * k);
-  for (std::int32_t i = 0; i < n; ++i) {
-    for (std::int32_t c = 0; c < k; ++c) {
-      const StateId t = p.next[static_cast<std::size_t>(states[i]) * nc + cols[c]];
-      if (t != CfgProgram::kDead && local[t] < 0) return rep;  // leaves the rule: not a byte DFA
-      succ[static_cast<std::size_t>(i) * k + c] = t == CfgProgram::kDead ? -1 : local[t];
+  d.k = static_cast<std::int32_t>(d.cols.size());
+}
+
+// Fills d.succ through `local` (global state -> rank, -1 outside the rule); false when an edge
+// leaves the rule (not a byte automaton of its own).
+bool FindSuccessors(const CfgProgram& p, std::span<const StateId> states,
+                    const std::vector<std::int32_t>& local, LocalDfa& d) {
+  d.succ.resize(static_cast<std::size_t>(d.n) * d.k);
+  for (std::int32_t i = 0; i < d.n; ++i) {
+    for (std::int32_t c = 0; c < d.k; ++c) {
+      const StateId t = p.next[static_cast<std::size_t>(states[i]) * p.num_classes + d.cols[c]];
+      if (t != CfgProgram::kDead && local[t] < 0) return false;
+      d.succ[static_cast<std::size_t>(i) * d.k + c] = t == CfgProgram::kDead ? -1 : local[t];
     }
   }
-  // A(s): the bytes read on some path from s, to a fixpoint over the predecessors.
+  return true;
+}
+
+// A(s): the bytes read on some path from s, to a fixpoint over the predecessors.
+std::vector<Bytes> ReadBytes(const LocalDfa& d) {
+  const std::int32_t n = d.n, k = d.k;
   std::vector<Bytes> reads(n, Bytes{});
   std::vector<std::int32_t> pred_begin(n + 1, 0), preds;
   for (std::int32_t i = 0; i < n; ++i) {
     for (std::int32_t c = 0; c < k; ++c) {
-      const std::int32_t t = succ[static_cast<std::size_t>(i) * k + c];
+      const std::int32_t t = d.Succ(i, c);
       if (t < 0) continue;
-      for (int w = 0; w < 4; ++w) reads[i][w] |= col_bytes[c][w];
+      for (int w = 0; w < 4; ++w) reads[i][w] |= d.col_bytes[c][w];
       ++pred_begin[t + 1];
     }
   }
@@ -188,7 +201,7 @@ std::vector<std::int32_t> FoldStatesForTokens(const CfgProgram& p, std::span<con
     std::vector<std::int32_t> fill(pred_begin.begin(), pred_begin.end() - 1);
     for (std::int32_t i = 0; i < n; ++i) {
       for (std::int32_t c = 0; c < k; ++c) {
-        const std::int32_t t = succ[static_cast<std::size_t>(i) * k + c];
+        const std::int32_t t = d.Succ(i, c);
         if (t >= 0) preds[fill[t]++] = i;
       }
     }
@@ -214,49 +227,69 @@ std::vector<std::int32_t> FoldStatesForTokens(const CfgProgram& p, std::span<con
       }
     }
   }
-  // Per alphabet: the round that decides its states and the long tokens' part of the trie.
-  std::vector<Alphabet> alphabets;
-  std::vector<std::int32_t> alphabet_of(n);
-  {
-    std::map<Bytes, std::int32_t> memo;
-    for (std::int32_t i = 0; i < n; ++i) {
-      if (passed()) return rep;
-      auto [it, fresh] = memo.try_emplace(reads[i], static_cast<std::int32_t>(alphabets.size()));
-      if (fresh) alphabets.push_back(Analyze(trie, reads[i]));
-      alphabet_of[i] = it->second;
-    }
+  return reads;
+}
+
+// Per distinct alphabet (`alphabets`) the round that decides its states and the long tokens'
+// part of the trie; per state its alphabet's index (`alphabet_of`). False once the deadline has
+// passed.
+bool AnalyzeAlphabets(const TokenTrie& trie, const std::vector<Bytes>& reads,
+                      const CompileDeadline* deadline, std::vector<Alphabet>& alphabets,
+                      std::vector<std::int32_t>& alphabet_of) {
+  std::map<Bytes, std::int32_t> memo;
+  alphabet_of.resize(reads.size());
+  for (std::size_t i = 0; i < reads.size(); ++i) {
+    if (Passed(deadline)) return false;
+    auto [it, fresh] = memo.try_emplace(reads[i], static_cast<std::int32_t>(alphabets.size()));
+    if (fresh) alphabets.push_back(Analyze(trie, reads[i]));
+    alphabet_of[i] = it->second;
   }
-  std::vector<std::int32_t> round(n);
-  for (std::int32_t i = 0; i < n; ++i) round[i] = alphabets[alphabet_of[i]].round;
-  // The long tokens' runs: per state, the status at every listed node (0 dead, its subtree
-  // skipped; 1 alive; 2 alive and the rule may finish), interned.
-  std::vector<std::int32_t> deep_id(n);
-  {
-    std::unordered_map<std::string, std::int32_t> ids;
-    std::string sig;
-    std::vector<StateId> at(static_cast<std::size_t>(trie.max_depth()) + 2);
-    for (std::int32_t i = 0; i < n; ++i) {
-      if (passed()) return rep;
-      const std::vector<Alphabet::Node>& deep = alphabets[alphabet_of[i]].deep;
-      sig.clear();
-      at[0] = states[i];
-      for (std::uint32_t v = 0; v < deep.size();) {
-        const StateId t = p.Step(at[deep[v].depth - 1], deep[v].byte);
-        if (t == CfgProgram::kDead) {
-          sig.push_back(0);
-          v = deep[v].end;
-        } else {
-          sig.push_back(finish[local[t]] ? 2 : 1);
-          at[deep[v].depth] = t;
-          ++v;
-        }
+  return true;
+}
+
+// The long tokens' runs: per state, the status at every listed node of its alphabet (0 dead,
+// its subtree skipped; 1 alive; 2 alive and the rule may finish), interned into `deep_id`.
+// False once the deadline has passed.
+bool LongTokenRuns(const CfgProgram& p, std::span<const StateId> states,
+                   std::span<const std::uint8_t> finish, const std::vector<std::int32_t>& local,
+                   const TokenTrie& trie, const std::vector<Alphabet>& alphabets,
+                   const std::vector<std::int32_t>& alphabet_of, const CompileDeadline* deadline,
+                   std::vector<std::int32_t>& deep_id) {
+  std::unordered_map<std::string, std::int32_t> ids;
+  std::string sig;
+  std::vector<StateId> at(static_cast<std::size_t>(trie.max_depth()) + 2);
+  deep_id.resize(states.size());
+  for (std::size_t i = 0; i < states.size(); ++i) {
+    if (Passed(deadline)) return false;
+    const std::vector<Alphabet::Node>& deep = alphabets[alphabet_of[i]].deep;
+    sig.clear();
+    at[0] = states[i];
+    for (std::uint32_t v = 0; v < deep.size();) {
+      const StateId t = p.Step(at[deep[v].depth - 1], deep[v].byte);
+      if (t == CfgProgram::kDead) {
+        sig.push_back(0);
+        v = deep[v].end;
+      } else {
+        sig.push_back(finish[local[t]] ? 2 : 1);
+        at[deep[v].depth] = t;
+        ++v;
       }
-      deep_id[i] = ids.try_emplace(sig, static_cast<std::int32_t>(ids.size())).first->second;
     }
+    deep_id[i] = ids.try_emplace(sig, static_cast<std::int32_t>(ids.size())).first->second;
   }
-  // Moore's refinement. Round 0: by finish; round r + 1: by the round-r classes of the state
-  // and of its successors (dead apart). Rows are compared exactly, never by hash alone.
-  std::vector<std::int32_t> cls(n), next_cls(n), decided(n, -1);
+  return true;
+}
+
+// Moore's refinement. Round 0: by finish; round r + 1: by the round-r classes of the state and
+// of its successors (dead apart). Rows are compared exactly, never by hash alone. Fills per
+// state its class at its round (`round`), or at the round where the classes stopped splitting.
+// False once the deadline has passed.
+bool RefineToRounds(const LocalDfa& d, std::span<const std::uint8_t> finish,
+                    const std::vector<std::int32_t>& round, const CompileDeadline* deadline,
+                    std::vector<std::int32_t>& decided) {
+  const std::int32_t n = d.n, k = d.k;
+  std::vector<std::int32_t> cls(n), next_cls(n);
+  decided.assign(n, -1);
   for (std::int32_t i = 0; i < n; ++i) cls[i] = finish[i] ? 1 : 0;
   const bool both = std::any_of(finish.begin(), finish.end(), [](auto f) { return f != 0; }) &&
                     std::any_of(finish.begin(), finish.end(), [](auto f) { return f == 0; });
@@ -267,7 +300,7 @@ std::vector<std::int32_t> FoldStatesForTokens(const CfgProgram& p, std::span<con
   while (slots < 2 * static_cast<std::size_t>(n)) slots <<= 1;
   std::vector<std::int32_t> table(slots);
   for (std::int32_t r = 0; left > 0; ++r) {
-    if (deadline != nullptr && deadline->PassedNow()) return rep;
+    if (deadline != nullptr && deadline->PassedNow()) return false;
     for (std::int32_t i = 0; i < n; ++i) {
       if (round[i] == r) decided[i] = cls[i], --left;
     }
@@ -278,7 +311,7 @@ std::vector<std::int32_t> FoldStatesForTokens(const CfgProgram& p, std::span<con
       std::int32_t* row = &rows[i * width];
       row[0] = cls[i];
       for (std::int32_t c = 0; c < k; ++c) {
-        const std::int32_t t = succ[static_cast<std::size_t>(i) * k + c];
+        const std::int32_t t = d.Succ(i, c);
         row[c + 1] = t < 0 ? -1 : cls[t];
       }
       std::uint64_t h = 0;
@@ -306,6 +339,40 @@ std::vector<std::int32_t> FoldStatesForTokens(const CfgProgram& p, std::span<con
     }
     num_cls = count;
   }
+  return true;
+}
+
+}  // namespace
+
+std::vector<std::int32_t> FoldStatesForTokens(const CfgProgram& p, std::span<const StateId> states,
+                                              std::span<const std::uint8_t> finish,
+                                              const TokenTrie& trie,
+                                              const CompileDeadline* deadline) {
+  const std::int32_t n = static_cast<std::int32_t>(states.size());
+  std::vector<std::int32_t> rep(n);
+  std::iota(rep.begin(), rep.end(), 0);
+  if (n < 2) return rep;
+  std::vector<std::int32_t> local(p.num_states, -1);
+  for (std::int32_t i = 0; i < n; ++i) local[states[i]] = i;
+  if (!ByteEdgesOnly(p, states)) return rep;
+  LocalDfa d;
+  d.n = n;
+  FindDistinctColumns(p, states, d);
+  if (!FindSuccessors(p, states, local, d)) return rep;
+  const std::vector<Bytes> reads = ReadBytes(d);
+  std::vector<Alphabet> alphabets;
+  std::vector<std::int32_t> alphabet_of;
+  if (!AnalyzeAlphabets(trie, reads, deadline, alphabets, alphabet_of)) return rep;
+  std::vector<std::int32_t> round(n);
+  for (std::int32_t i = 0; i < n; ++i) round[i] = alphabets[alphabet_of[i]].round;
+  std::vector<std::int32_t> deep_id;
+  if (!LongTokenRuns(p, states, finish, local, trie, alphabets, alphabet_of, deadline, deep_id)) {
+    return rep;
+  }
+  std::vector<std::int32_t> decided;
+  if (!RefineToRounds(d, finish, round, deadline, decided)) return rep;
+  // States with equal alphabets, equal classes at their round and equal long-token runs agree on
+  // every token: each takes the first such state.
   std::map<std::array<std::int32_t, 3>, std::int32_t> first;
   for (std::int32_t i = 0; i < n; ++i) {
     rep[i] = first.try_emplace({alphabet_of[i], decided[i], deep_id[i]}, i).first->second;
