@@ -191,12 +191,12 @@ TEST_P(StateFoldTest, FoldedStatesAgreeOnEveryTokenInSmallGrammars) {
     SCOPED_TRACE(k.text);
     auto g = Compile(k);
     ASSERT_NE(g, nullptr);
-    const CfgProgram& p = g->cfg().program();
+    const CfgProgram& p = CfgOf(*g)->program();
     const std::vector<std::vector<StateId>> rules = ByteOnlyRules(p);
     ASSERT_FALSE(rules.empty());
     for (const std::vector<StateId>& states : rules) {
       const std::vector<std::int32_t> rep =
-          FoldStatesForTokens(p, states, Finish(p, states), *compiler_->trie());
+          FoldStatesForTokens(p, states, Finish(p, states), *GrammarAccess::Trie(*compiler_));
       ExpectFoldShape(rep, states.size());
       std::vector<std::size_t> all(states.size());
       for (std::size_t i = 0; i < all.size(); ++i) all[i] = i;
@@ -219,7 +219,7 @@ TEST_P(StateFoldTest, FoldedStatesAgreeOnEveryTokenInSmallGrammars) {
 TEST_P(StateFoldTest, FoldedStatesAgreeOnEveryTokenInTheEmailAutomaton) {
   auto g = Compile({kEmailSchema, true});
   ASSERT_NE(g, nullptr);
-  const CfgProgram& p = g->cfg().program();
+  const CfgProgram& p = CfgOf(*g)->program();
   const std::vector<StateId>* big = nullptr;
   const std::vector<std::vector<StateId>> rules = ByteOnlyRules(p);
   for (const std::vector<StateId>& states : rules) {
@@ -230,7 +230,7 @@ TEST_P(StateFoldTest, FoldedStatesAgreeOnEveryTokenInTheEmailAutomaton) {
   ASSERT_GT(states.size(), 10000u);
   EXPECT_NE(p.rules[p.state_rule[states[0]]].shared_source, 0u);
   const std::vector<std::int32_t> rep =
-      FoldStatesForTokens(p, states, Finish(p, states), *compiler_->trie());
+      FoldStatesForTokens(p, states, Finish(p, states), *GrammarAccess::Trie(*compiler_));
   ExpectFoldShape(rep, states.size());
   // The folded states, sampled (every state against the whole vocabulary takes minutes).
   std::vector<std::size_t> folded;
@@ -239,7 +239,8 @@ TEST_P(StateFoldTest, FoldedStatesAgreeOnEveryTokenInTheEmailAutomaton) {
   }
   std::mt19937 rng(11);
   std::shuffle(folded.begin(), folded.end(), rng);
-  const std::size_t sample = std::max<std::size_t>(50, static_cast<std::size_t>(400 * testing::TestScale()));
+  const std::size_t sample =
+      std::max<std::size_t>(50, static_cast<std::size_t>(400 * testing::TestScale()));
   folded.resize(std::min(folded.size(), sample));
   const Checked c = ExpectFoldedAgree(p, states, rep, folded, tokens_);
   EXPECT_EQ(c.folded, static_cast<long>(folded.size()));
@@ -252,25 +253,26 @@ TEST_P(StateFoldTest, FoldedStatesAgreeOnEveryTokenInTheEmailAutomaton) {
 TEST_P(StateFoldTest, NoFoldForRuleEdgesOrAfterTheDeadline) {
   auto nested = Compile({R"g(root ::= "(" root ")" | [a-z]{1,40})g", false});
   ASSERT_NE(nested, nullptr);
-  const CfgProgram& np = nested->cfg().program();
+  const CfgProgram& np = CfgOf(*nested)->program();
   std::vector<StateId> root_states;
   for (StateId s = 0; s < np.num_states; ++s) {
     if (np.state_rule[s] == np.root) root_states.push_back(s);
   }
   ASSERT_GT(root_states.size(), 2u);
-  std::vector<std::int32_t> rep =
-      FoldStatesForTokens(np, root_states, Finish(np, root_states), *compiler_->trie());
+  std::vector<std::int32_t> rep = FoldStatesForTokens(np, root_states, Finish(np, root_states),
+                                                      *GrammarAccess::Trie(*compiler_));
   for (std::size_t i = 0; i < rep.size(); ++i) EXPECT_EQ(rep[i], static_cast<std::int32_t>(i));
 
   auto g = Compile({kEmailSchema, true});
   ASSERT_NE(g, nullptr);
-  const CfgProgram& p = g->cfg().program();
+  const CfgProgram& p = CfgOf(*g)->program();
   const std::vector<std::vector<StateId>> rules = ByteOnlyRules(p);
   ASSERT_FALSE(rules.empty());
   auto cancel = std::make_shared<std::atomic<bool>>(true);
   const CompileDeadline passed(0, cancel);
   for (const std::vector<StateId>& states : rules) {
-    rep = FoldStatesForTokens(p, states, Finish(p, states), *compiler_->trie(), &passed);
+    rep = FoldStatesForTokens(p, states, Finish(p, states), *GrammarAccess::Trie(*compiler_),
+                              &passed);
     for (std::size_t i = 0; i < rep.size(); ++i) EXPECT_EQ(rep[i], static_cast<std::int32_t>(i));
   }
 }

@@ -564,7 +564,7 @@ TEST_P(RealVocabularyTest, EncodeAgreesWithNaiveBpe) {
   auto m = Build(spec);
   auto loaded = testing::SharedVocab(name);
   ASSERT_NE(loaded, nullptr);
-  const BpeModel& loaded_bpe = loaded->impl().bpe_;
+  const BpeModel& loaded_bpe = VocabularyAccess::Tables(*loaded).bpe_;
   const std::vector<std::string> pieces = CorpusPieces(spec.chars, 400);
   ASSERT_GT(pieces.size(), 5000u);
   int compared = 0, shown = 0;
