@@ -81,9 +81,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   auto valid = validator->Validate(*instance);
   if (!valid.ok()) return 0;  // runaway recursion in the validator
   // Render with the declared property order read from the text, as CompileSchema compiles it.
-  schema::SchemaCompileOptions so = schema::SchemaOptionsFrom(options);
-  so.property_order =
-      std::make_shared<const schema::PropertyOrder>(schema::PropertyOrderOf(schema_text));
+  const schema::SchemaCompileOptions so =
+      schema::SchemaOptionsFrom(options, schema_text, CompileDeadline());
   const std::string rendered = schema::RenderInstance(**schema, *instance, -1, so);
   if (rendered.size() > 2048) return 0;
   Matcher m(*grammar);

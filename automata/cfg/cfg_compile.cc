@@ -70,8 +70,12 @@ Result<std::shared_ptr<const CompiledGrammar>> GrammarCompiler::CompileGrammar(
   return CompileGrammarIrUnder(*this, *ir, options, deadline);
 }
 
-schema::SchemaCompileOptions schema::SchemaOptionsFrom(const CompileOptions& options) {
+schema::SchemaCompileOptions schema::SchemaOptionsFrom(const CompileOptions& options,
+                                                       std::string_view schema_json,
+                                                       const CompileDeadline& deadline) {
   schema::SchemaCompileOptions so;
+  so.deadline = deadline;
+  so.property_order = std::make_shared<const PropertyOrder>(PropertyOrderOf(schema_json));
   so.lenient = options.schema_lenient;
   so.whitespace = options.schema_whitespace_compact ? schema::Whitespace::kCompact
                                                     : schema::Whitespace::kFlexible;
@@ -92,10 +96,7 @@ Result<schema::SchemaGrammar> SchemaGrammarUnder(std::string_view schema_json,
                                                  std::vector<std::string>* warnings) {
   auto schema = schema::Schema::Load(schema_json);
   if (!schema.ok()) return schema.status();
-  schema::SchemaCompileOptions so = schema::SchemaOptionsFrom(options);
-  so.deadline = deadline;
-  so.property_order = std::make_shared<const schema::PropertyOrder>(
-      schema::PropertyOrderOf(schema_json));
+  const schema::SchemaCompileOptions so = schema::SchemaOptionsFrom(options, schema_json, deadline);
   auto g = schema::CompileSchemaToGrammar(**schema, so);
   if (!g.ok()) return g.status();
   if (warnings) {
@@ -142,10 +143,8 @@ Result<std::unique_ptr<SchemaInstanceRenderer>> SchemaInstanceRenderer::Create(
     std::string_view schema_json, const CompileOptions& options) {
   auto schema = schema::Schema::Load(schema_json);
   if (!schema.ok()) return schema.status();
-  schema::SchemaCompileOptions so = schema::SchemaOptionsFrom(options);
-  so.property_order = std::make_shared<const schema::PropertyOrder>(
-      schema::PropertyOrderOf(schema_json));
-  so.deadline = DeadlineOf(options);
+  const schema::SchemaCompileOptions so =
+      schema::SchemaOptionsFrom(options, schema_json, DeadlineOf(options));
   return std::unique_ptr<SchemaInstanceRenderer>(
       new SchemaInstanceRenderer(std::make_unique<Impl>(*schema, so)));
 }

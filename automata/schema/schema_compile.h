@@ -73,9 +73,11 @@ struct SchemaGrammar {
 Result<SchemaGrammar> CompileSchemaToGrammar(const Schema& schema,
                                              const SchemaCompileOptions& options = {});
 
-// The schema fields of the public CompileOptions (GrammarCompiler::CompileSchema, the CLI). The
-// deadline is left unset: whoever starts the clock sets it.
-SchemaCompileOptions SchemaOptionsFrom(const CompileOptions& options);
+// The options of compiling (or rendering instances of) the schema text `schema_json`: the schema
+// fields of the public CompileOptions, the properties' declared order read from the text, and
+// the deadline the caller started.
+SchemaCompileOptions SchemaOptionsFrom(const CompileOptions& options, std::string_view schema_json,
+                                       const CompileDeadline& deadline);
 
 // The instance as the compiled grammar expects to see it: declared properties first, in the order
 // the applicable subschema declares them, then the others in instance order; values rendered by

@@ -515,11 +515,7 @@ Result<schema::SchemaGrammar> CompileBody(std::string_view text, const CompileOp
                                           const CompileDeadline& deadline) {
   auto s = schema::Schema::Load(text);
   if (!s.ok()) return s.status();
-  schema::SchemaCompileOptions so = schema::SchemaOptionsFrom(options);
-  so.deadline = deadline;
-  so.property_order =
-      std::make_shared<const schema::PropertyOrder>(schema::PropertyOrderOf(text));
-  return schema::CompileSchemaToGrammar(**s, so);
+  return schema::CompileSchemaToGrammar(**s, schema::SchemaOptionsFrom(options, text, deadline));
 }
 
 }  // namespace

@@ -113,9 +113,8 @@ TEST(SchemaDevSetTest, CompilesAndIsExactOnEveryInstance) {
     ++compiled;
     auto s = schema::Schema::Load(schema_text);
     ASSERT_TRUE(s.ok()) << s.status().ToString();
-    schema::SchemaCompileOptions so = schema::SchemaOptionsFrom(CompileOptions{});
-    so.property_order =
-        std::make_shared<const schema::PropertyOrder>(schema::PropertyOrderOf(schema_text));
+    const schema::SchemaCompileOptions so =
+        schema::SchemaOptionsFrom(CompileOptions{}, schema_text, CompileDeadline());
     for (std::size_t i = 0; i < tests.size(); ++i) {
       const bool valid = tests[i]["valid"].get<bool>();
       const std::string rendered = schema::RenderInstance(**s, tests[i]["data"], -1, so);
