@@ -62,6 +62,12 @@ Status Args::Parse(int argc, char** argv, int first) {
   return Status::Ok();
 }
 
+Status Args::NoPositional() const {
+  if (positional_.empty()) return Status::Ok();
+  return Status(StatusCode::kInvalidArgument, "unexpected argument '" + positional_[0] + "'",
+                "arguments");
+}
+
 Result<std::int64_t> Args::GetInt(const std::string& name, std::int64_t def, std::int64_t lo,
                                   std::int64_t hi) const {
   auto it = values_.find(name);
@@ -92,6 +98,17 @@ Result<double> Args::GetDouble(const std::string& name, double def, double lo, d
                   "--" + name);
   }
   return v;
+}
+
+std::optional<int> ParseCommand(Args& args, int argc, char** argv, std::string_view help,
+                                bool allow_positional) {
+  if (Status st = args.Parse(argc, argv, 2); !st.ok()) return Fail(st);
+  if (args.Has("help")) {
+    std::cout << help;
+    return 0;
+  }
+  if (Status st = args.NoPositional(); !allow_positional && !st.ok()) return Fail(st);
+  return std::nullopt;
 }
 
 Result<std::shared_ptr<const Vocabulary>> LoadVocabulary(const Args& args) {

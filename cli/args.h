@@ -8,6 +8,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "lockstep/status.h"
@@ -45,6 +46,8 @@ class Args {
     return it == all_values_.end() ? std::vector<std::string>{} : it->second;
   }
   const std::vector<std::string>& positional() const { return positional_; }
+  // For a command that takes no positional arguments: kInvalidArgument naming the first one.
+  Status NoPositional() const;
 
  private:
   std::set<std::string> value_flags_;
@@ -54,6 +57,12 @@ class Args {
   std::map<std::string, std::vector<std::string>> all_values_;
   std::vector<std::string> positional_;
 };
+
+// Parses subcommand argv[1]'s arguments (argv[2...]) into `args`. nullopt to go on; else the
+// command's exit code: 0 after printing `help` for --help, Fail's for a bad command line and,
+// unless `allow_positional`, for a positional argument.
+std::optional<int> ParseCommand(Args& args, int argc, char** argv, std::string_view help,
+                                bool allow_positional = true);
 
 // The vocabulary named by --tokenizer (default llama3), with --logits-width when given (the
 // model's logits rows, which may exceed the vocabulary; padding ids are never allowed).

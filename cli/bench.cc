@@ -209,6 +209,8 @@ struct Trace {
   std::size_t line = 0;
   bool used = false;
 };
+// The --traces lines by (MaskBench file name, test index).
+using TraceMap = std::map<std::pair<std::string, std::size_t>, Trace>;
 
 Result<std::vector<std::string>> CollectFiles(const std::vector<std::string>& args) {
   std::vector<std::string> out;
@@ -248,11 +250,10 @@ std::string ParseErrorText(const std::exception& e) {
 }
 
 // Reads --traces: one JSON object per non-empty line. Errors name FILE:LINE.
-Result<std::map<std::pair<std::string, std::size_t>, Trace>> ReadTraces(const std::string& path,
-                                                                        const Vocabulary& vocab) {
+Result<TraceMap> ReadTraces(const std::string& path, const Vocabulary& vocab) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return Status(StatusCode::kIoError, "cannot read traces file", path);
-  std::map<std::pair<std::string, std::size_t>, Trace> out;
+  TraceMap out;
   std::string line;
   std::size_t n = 0;
   auto bad = [&](const std::string& msg) {
@@ -295,31 +296,78 @@ Result<std::map<std::pair<std::string, std::size_t>, Trace>> ReadTraces(const st
   return out;
 }
 
+// A MaskBench file's JSON document; on failure the reason, which makes it a failed schema.
+std::optional<std::string> ReadMaskBenchDoc(const std::string& path, ojson* doc) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return "cannot read file";
+  std::stringstream ss;
+  ss << in.rdbuf();
+  try {
+    *doc = ojson::parse(ss.str());
+  } catch (const std::exception& e) {
+    return "not JSON: " + ParseErrorText(e);
+  }
+  if (!doc->is_object() || !doc->contains("schema") ||
+      !((*doc)["schema"].is_object() || (*doc)["schema"].is_boolean())) {
+    return "not a MaskBench file: needs an object with \"schema\" (a JSON Schema)";
+  }
+  return std::nullopt;
+}
+
+// What turns a file's tests into instances: the schema's renderer (none when the schema has no
+// model: plain compact JSON then), the vocabulary and the --traces lines.
+struct InstanceMaker {
+  SchemaInstanceRenderer* renderer;
+  const Vocabulary& vocab;
+  TraceMap* traces;
+  EncodeOptions eo;
+};
+
+// Test `i` of file `name` as an Instance: rendered, then its --traces line's ids or the
+// rendering's canonical tokenisation. On failure the reason, which makes the file a failure.
+std::optional<std::string> MakeInstance(const ojson& t, std::size_t i, const std::string& name,
+                                        InstanceMaker& maker, Instance* inst) {
+  const std::string at = "tests[" + std::to_string(i) + "]";
+  if (!t.is_object() || !t.contains("valid") || !t["valid"].is_boolean() || !t.contains("data")) {
+    return at + " needs \"valid\" (a boolean) and \"data\"";
+  }
+  inst->valid = t["valid"].get<bool>();
+  inst->test = i;
+  const json data = json::parse(t["data"].dump());
+  // Without a renderer (a schema the compiler will refuse anyway) plain compact JSON.
+  inst->rendered = data.dump();
+  if (maker.renderer != nullptr) {
+    auto rendered = maker.renderer->Render(inst->rendered, -1);
+    if (!rendered.ok()) {
+      return at + ": cannot render the instance: " + rendered.status().ToString();
+    }
+    inst->rendered = std::move(*rendered);
+  }
+  if (maker.traces != nullptr) {
+    if (auto it = maker.traces->find({name, i}); it != maker.traces->end()) {
+      inst->ids = it->second.ids;
+      inst->from_trace = true;
+      it->second.used = true;
+    }
+  }
+  if (!inst->from_trace) {
+    auto ids = maker.vocab.Encode(inst->rendered, maker.eo);
+    if (!ids.ok()) return at + ": cannot tokenise the instance: " + ids.status().ToString();
+    inst->ids = std::move(*ids);
+  }
+  return std::nullopt;
+}
+
 // Reads one MaskBench file; an unusable file gets `error` set (counted as a failed schema).
 // Instances are rendered and tokenised here, before anything is timed.
 SchemaFile LoadSchemaFile(const std::string& path, const Vocabulary& vocab,
-                          const CompileOptions& options,
-                          std::map<std::pair<std::string, std::size_t>, Trace>* traces) {
+                          const CompileOptions& options, TraceMap* traces) {
   SchemaFile f;
   f.path = path;
   f.name = fs::path(path).filename().string();
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    f.error = "cannot read file";
-    return f;
-  }
-  std::stringstream ss;
-  ss << in.rdbuf();
   ojson doc;
-  try {
-    doc = ojson::parse(ss.str());
-  } catch (const std::exception& e) {
-    f.error = "not JSON: " + ParseErrorText(e);
-    return f;
-  }
-  if (!doc.is_object() || !doc.contains("schema") ||
-      !(doc["schema"].is_object() || doc["schema"].is_boolean())) {
-    f.error = "not a MaskBench file: needs an object with \"schema\" (a JSON Schema)";
+  if (auto error = ReadMaskBenchDoc(path, &doc)) {
+    f.error = *error;
     return f;
   }
   // ordered_json keeps the schema's properties in their declared order.
@@ -337,46 +385,14 @@ SchemaFile LoadSchemaFile(const std::string& path, const Vocabulary& vocab,
   if (auto r = SchemaInstanceRenderer::Create(f.schema_text, options); r.ok()) {
     renderer = std::move(*r);
   }
-  EncodeOptions eo;
-  eo.add_dummy_prefix = false;  // the instance continues a prompt, as the matcher assumes
+  InstanceMaker maker{renderer.get(), vocab, traces, {}};
+  maker.eo.add_dummy_prefix = false;  // the instance continues a prompt, as the matcher assumes
   for (std::size_t i = 0; i < tests.size(); ++i) {
-    const ojson& t = tests[i];
-    if (!t.is_object() || !t.contains("valid") || !t["valid"].is_boolean() || !t.contains("data")) {
-      f.error = "tests[" + std::to_string(i) + "] needs \"valid\" (a boolean) and \"data\"";
+    Instance inst;
+    if (auto error = MakeInstance(tests[i], i, f.name, maker, &inst)) {
+      f.error = *error;
       f.instances.clear();
       return f;
-    }
-    Instance inst;
-    inst.valid = t["valid"].get<bool>();
-    inst.test = i;
-    const json data = json::parse(t["data"].dump());
-    inst.rendered = data.dump();
-    if (renderer) {
-      auto rendered = renderer->Render(inst.rendered, -1);
-      if (!rendered.ok()) {
-        f.error = "tests[" + std::to_string(i) +
-                  "]: cannot render the instance: " + rendered.status().ToString();
-        f.instances.clear();
-        return f;
-      }
-      inst.rendered = std::move(*rendered);
-    }
-    if (traces != nullptr) {
-      if (auto it = traces->find({f.name, i}); it != traces->end()) {
-        inst.ids = it->second.ids;
-        inst.from_trace = true;
-        it->second.used = true;
-      }
-    }
-    if (!inst.from_trace) {
-      auto ids = vocab.Encode(inst.rendered, eo);
-      if (!ids.ok()) {
-        f.error = "tests[" + std::to_string(i) +
-                  "]: cannot tokenise the instance: " + ids.status().ToString();
-        f.instances.clear();
-        return f;
-      }
-      inst.ids = std::move(*ids);
     }
     (inst.valid ? f.valid : f.invalid) += 1;
     f.instances.push_back(std::move(inst));
@@ -1057,6 +1073,79 @@ void BenchRun::PrintTable(double prepare_s, std::size_t traces_used,
               prepare_s);
 }
 
+// The run's compile options: the schema flags, --compile-timeout, --no-share, --no-background
+// and --precompute.
+Result<CompileOptions> BenchCompileOptions(const Args& args) {
+  CompileOptions options;
+  ApplySchemaFlags(args, &options);
+  LOCKSTEP_RETURN_IF_ERROR(ApplyCompileTimeout(args, &options));
+  options.share_positions = !args.Has("no-share");
+  options.background_positions = !args.Has("no-background");
+  if (args.Has("precompute")) {
+    options.precompute_masks = true;
+    options.precompute_threads = 1;
+  }
+  return options;
+}
+
+// Every file read, rendered and tokenised (LoadSchemaFile), with a progress line.
+std::vector<SchemaFile> LoadSchemaFiles(const std::vector<std::string>& files,
+                                        const Vocabulary& vocab, const CompileOptions& options,
+                                        TraceMap* traces, Progress* progress) {
+  std::vector<SchemaFile> schemas;
+  schemas.reserve(files.size());
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    progress->Show("reading file", i, files.size());
+    schemas.push_back(LoadSchemaFile(files[i], vocab, options, traces));
+  }
+  return schemas;
+}
+
+// The --traces lines the run used, and those for files it does not have.
+struct TraceLines {
+  std::size_t used = 0, unmatched = 0;
+};
+
+// Counts the --traces lines (read from `path`); a line for a file of this run must name one of
+// its tests (kInvalidArgument at PATH:LINE).
+Result<TraceLines> CountTraceLines(const TraceMap& traces, const std::vector<SchemaFile>& schemas,
+                                   const std::string& path) {
+  TraceLines lines;
+  std::map<std::string, const SchemaFile*> by_name;
+  for (const SchemaFile& f : schemas) by_name.emplace(f.name, &f);
+  for (const auto& [key, tr] : traces) {
+    auto it = by_name.find(key.first);
+    if (tr.used) {
+      ++lines.used;
+    } else if (it != by_name.end() && it->second->error.empty()) {
+      return Status(StatusCode::kInvalidArgument,
+                    "test " + std::to_string(key.second) + " is out of range: " + key.first +
+                        " has " + std::to_string(it->second->instances.size()) + " tests",
+                    path + ":" + std::to_string(tr.line));
+    } else {
+      ++lines.unmatched;
+    }
+  }
+  return lines;
+}
+
+// The run's results: --per-schema's lines, then the JSON object (--json) or the table.
+int Report(const BenchRun& run, const BenchFlags& flags, double prepare_s,
+           const TraceLines& lines) {
+  if (!flags.per_schema.empty()) {
+    if (Status st = run.WritePerSchema(flags.per_schema); !st.ok()) return Fail(st);
+  }
+  if (flags.json) {
+    const ojson trace_lines = {{"used", lines.used}, {"unused", lines.unmatched}};
+    std::cout << run.Json(prepare_s, trace_lines)
+                     .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+              << "\n";
+    return 0;
+  }
+  run.PrintTable(prepare_s, lines.used, lines.unmatched);
+  return 0;
+}
+
 }  // namespace
 
 int Bench(int argc, char** argv) {
@@ -1065,8 +1154,7 @@ int Bench(int argc, char** argv) {
             {"json", "check", "help", "lenient", "compact", "interleave", "no-share", "precompute",
              "no-background", "cpu-time"},
             {{"-h", "help"}});
-  if (Status st = args.Parse(argc, argv, 2); !st.ok()) return Fail(st);
-  if (args.Has("help")) return std::cout << kBenchHelp, 0;
+  if (auto done = ParseCommand(args, argc, argv, kBenchHelp)) return *done;
   auto flags = ParseBenchFlags(args);
   if (!flags.ok()) return Fail(flags.status());
   const auto start = Clock::now();
@@ -1079,67 +1167,34 @@ int Bench(int argc, char** argv) {
     return Fail(
         Status(StatusCode::kInvalidArgument, "the vocabulary has no EOS token", "--tokenizer"));
   }
-  CompileOptions options;
-  ApplySchemaFlags(args, &options);
-  if (Status st = ApplyCompileTimeout(args, &options); !st.ok()) return Fail(st);
-  options.share_positions = !args.Has("no-share");
-  options.background_positions = !args.Has("no-background");
+  auto options = BenchCompileOptions(args);
+  if (!options.ok()) return Fail(options.status());
   g_cpu_time = args.Has("cpu-time");
-  if (args.Has("precompute")) {
-    options.precompute_masks = true;
-    options.precompute_threads = 1;
-  }
 
-  std::optional<std::map<std::pair<std::string, std::size_t>, Trace>> traces;
+  std::optional<TraceMap> traces;
   if (!flags->traces.empty()) {
     auto t = ReadTraces(flags->traces, v);
     if (!t.ok()) return Fail(t.status());
     traces = std::move(*t);
   }
   Progress progress;
-  std::vector<SchemaFile> schemas;
-  schemas.reserve(files->size());
-  for (std::size_t i = 0; i < files->size(); ++i) {
-    progress.Show("reading file", i, files->size());
-    schemas.push_back(LoadSchemaFile((*files)[i], v, options, traces ? &*traces : nullptr));
-  }
-  std::size_t traces_used = 0, traces_unmatched = 0;
+  std::vector<SchemaFile> schemas =
+      LoadSchemaFiles(*files, v, *options, traces ? &*traces : nullptr, &progress);
+  TraceLines lines;
   if (traces) {
-    // A line for a file of this run must name one of its tests.
-    std::map<std::string, const SchemaFile*> by_name;
-    for (const SchemaFile& f : schemas) by_name.emplace(f.name, &f);
-    for (const auto& [key, tr] : *traces) {
-      auto it = by_name.find(key.first);
-      if (tr.used) {
-        ++traces_used;
-      } else if (it != by_name.end() && it->second->error.empty()) {
-        progress.Clear();
-        return Fail(Status(StatusCode::kInvalidArgument,
-                           "test " + std::to_string(key.second) + " is out of range: " + key.first +
-                               " has " + std::to_string(it->second->instances.size()) + " tests",
-                           flags->traces + ":" + std::to_string(tr.line)));
-      } else {
-        ++traces_unmatched;
-      }
+    auto counted = CountTraceLines(*traces, schemas, flags->traces);
+    if (!counted.ok()) {
+      progress.Clear();
+      return Fail(counted.status());
     }
+    lines = *counted;
   }
   const double prepare_s = std::chrono::duration<double>(Clock::now() - start).count();
 
-  BenchRun run(*flags, v, *vocab, options, std::move(schemas));
+  BenchRun run(*flags, v, *vocab, *options, std::move(schemas));
   run.Run(&progress);
   progress.Clear();
-  if (!flags->per_schema.empty()) {
-    if (Status st = run.WritePerSchema(flags->per_schema); !st.ok()) return Fail(st);
-  }
-  if (flags->json) {
-    const ojson lines = {{"used", traces_used}, {"unused", traces_unmatched}};
-    std::cout << run.Json(prepare_s, lines)
-                     .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
-              << "\n";
-    return 0;
-  }
-  run.PrintTable(prepare_s, traces_used, traces_unmatched);
-  return 0;
+  return Report(run, *flags, prepare_s, lines);
 }
 
 }  // namespace lockstep::cli

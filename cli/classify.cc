@@ -105,16 +105,10 @@ int Classify(int argc, char** argv) {
   std::set<std::string> value_flags = {"tokenizer", "logits-width", "choices", "prompt",   "batch",
                                        "model",     "ngram-model",  "floor",   "max-nodes"};
   std::set<std::string> switches = {"json", "help"};
-  AddConstraintFlags(&value_flags);
-  AddConstraintSwitches(&switches);
-  if (Status st = AddSamplerFlags(&value_flags, switches); !st.ok()) return Fail(st);
+  if (Status st = AddConstrainedSamplingFlags(&value_flags, &switches); !st.ok()) return Fail(st);
   Args args(value_flags, switches, {{"-h", "help"}});
-  if (Status st = args.Parse(argc, argv, 2); !st.ok()) return Fail(st);
-  if (args.Has("help")) return std::cout << kClassifyHelp << kSamplerFlagsHelp, 0;
-  if (!args.positional().empty()) {
-    return Fail(Status(StatusCode::kInvalidArgument,
-                       "unexpected argument '" + args.positional()[0] + "'", "arguments"));
-  }
+  const std::string help = std::string(kClassifyHelp) + kSamplerFlagsHelp;
+  if (auto done = ParseCommand(args, argc, argv, help, /*allow_positional=*/false)) return *done;
   if (HasConstraint(args) == args.Has("choices")) {
     return Fail(
         Status(StatusCode::kInvalidArgument,

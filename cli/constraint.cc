@@ -4,6 +4,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "cli/sampler_flags.h"
 #include "lockstep/artifact.h"
 #include "lockstep/structured.h"
 
@@ -23,6 +24,13 @@ void AddConstraintFlags(std::set<std::string>* value_flags) {
 void AddConstraintSwitches(std::set<std::string>* switches) {
   switches->insert("lenient");
   switches->insert("compact");
+}
+
+Status AddConstrainedSamplingFlags(std::set<std::string>* value_flags,
+                                   std::set<std::string>* switches) {
+  AddConstraintFlags(value_flags);
+  AddConstraintSwitches(switches);
+  return AddSamplerFlags(value_flags, *switches);
 }
 
 bool HasConstraint(const Args& args) {
@@ -131,6 +139,19 @@ Result<std::shared_ptr<const CompiledGrammar>> CompileConstraint(const Args& arg
                   st.location().empty() ? path : path + ":" + st.location());
   }
   return g;
+}
+
+Result<LoadedConstraint> LoadConstraint(const Args& args) {
+  LoadedConstraint out;
+  LOCKSTEP_ASSIGN_OR_RETURN(out.vocab, LoadVocabulary(args));
+  GrammarCompiler compiler(out.vocab);  // the grammar keeps what it needs of it
+  LOCKSTEP_ASSIGN_OR_RETURN(out.grammar, CompileConstraint(args, compiler));
+  return out;
+}
+
+Result<std::vector<TokenId>> EncodePrompt(const Args& args, const Vocabulary& vocab) {
+  if (!args.Has("prompt")) return std::vector<TokenId>{};
+  return vocab.Encode(args.Get("prompt"));
 }
 
 }  // namespace lockstep::cli

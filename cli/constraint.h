@@ -9,6 +9,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "cli/args.h"
 #include "lockstep/compiler.h"
@@ -20,6 +21,11 @@ namespace lockstep::cli {
 void AddConstraintFlags(std::set<std::string>* value_flags);
 // Adds the schema switches "lenient" and "compact".
 void AddConstraintSwitches(std::set<std::string>* switches);
+// The flags of a command that samples under a constraint (generate, explain, classify): the
+// constraint's flags and switches above and the sampler's (AddSamplerFlags, kInternal on a
+// clash), added to the command's own.
+Status AddConstrainedSamplingFlags(std::set<std::string>* value_flags,
+                                   std::set<std::string>* switches);
 bool HasConstraint(const Args& args);
 // A short description for output: the regex, "grammar FILE" or "schema FILE".
 std::string ConstraintLabel(const Args& args);
@@ -33,6 +39,15 @@ Status ApplyCompileTimeout(const Args& args, CompileOptions* options);
 // FILE#/json/pointer. Schema warnings (--lenient) go to stderr.
 Result<std::shared_ptr<const CompiledGrammar>> CompileConstraint(
     const Args& args, const GrammarCompiler& compiler, const CompileOptions& options = {});
+// The vocabulary --tokenizer names and the constraint the flags name, compiled over it with the
+// default options (generate, explain). Errors as LoadVocabulary's and CompileConstraint's.
+struct LoadedConstraint {
+  std::shared_ptr<const Vocabulary> vocab;
+  std::shared_ptr<const CompiledGrammar> grammar;
+};
+Result<LoadedConstraint> LoadConstraint(const Args& args);
+// The canonical token ids of --prompt TEXT; none without --prompt.
+Result<std::vector<TokenId>> EncodePrompt(const Args& args, const Vocabulary& vocab);
 // `path#pointer` for a location in a schema file (a JSON Pointer, "" for the root), else
 // `path: location` (a rule the compile stopped in, "rule 'name'").
 std::string SchemaFileLocation(const std::string& path, const std::string& location);

@@ -356,21 +356,15 @@ int ExplainGeneration(const Args& args) {
   if (!max_tokens.ok()) return Fail(max_tokens.status());
   auto top = args.GetInt("top", 16, 1, 1000);
   if (!top.ok()) return Fail(top.status());
-  auto vocab_r = LoadVocabulary(args);
-  if (!vocab_r.ok()) return Fail(vocab_r.status());
-  std::shared_ptr<const Vocabulary> vocab = *vocab_r;
-  GrammarCompiler compiler(vocab);
-  auto grammar = CompileConstraint(args, compiler);
-  if (!grammar.ok()) return Fail(grammar.status());
+  auto loaded = LoadConstraint(args);
+  if (!loaded.ok()) return Fail(loaded.status());
+  const std::shared_ptr<const Vocabulary>& vocab = loaded->vocab;
   auto source = LoadModel(args.Get("model", "ngram"), *vocab, config->seed,
                           args.Get("ngram-model"), "--model");
   if (!source.ok()) return Fail(source.status());
-  std::vector<TokenId> context;
-  if (args.Has("prompt")) {
-    auto ids = vocab->Encode(args.Get("prompt"));
-    if (!ids.ok()) return Fail(ids.status());
-    context = *ids;
-  }
+  auto prompt = EncodePrompt(args, *vocab);
+  if (!prompt.ok()) return Fail(prompt.status());
+  std::vector<TokenId> context = std::move(*prompt);
   // --guidance / --contrastive-weak wrap the source, as on `generate`.
   auto decoding = SetupDecoding(args, *vocab, **source, context, config->seed);
   if (!decoding.ok()) return Fail(decoding.status());
@@ -382,7 +376,7 @@ int ExplainGeneration(const Args& args) {
   LogitsSource& model = *(*decoding)->source;
   const std::int32_t width = vocab->logits_width();
   Sampler sampler(*config, width);
-  Matcher matcher(*grammar);
+  Matcher matcher(loaded->grammar);
   std::vector<float> logits(width), scratch(width);
   std::vector<std::uint32_t> mask(PaddedBitmaskWords(width));
   const bool json = args.Has("json");
@@ -453,18 +447,12 @@ int Explain(int argc, char** argv) {
   std::set<std::string> value_flags = {"logits", "labels", "history", "allow", "samples",
                                        "html", "tokenizer", "logits-width", "model",
                                        "ngram-model", "prompt", "max-tokens", "top"};
-  AddConstraintFlags(&value_flags);
   AddDecodingFlags(&value_flags);
   std::set<std::string> switches = {"json", "help"};
-  AddConstraintSwitches(&switches);
-  if (Status st = AddSamplerFlags(&value_flags, switches); !st.ok()) return Fail(st);
+  if (Status st = AddConstrainedSamplingFlags(&value_flags, &switches); !st.ok()) return Fail(st);
   Args args(value_flags, switches, {{"-h", "help"}});
-  if (Status st = args.Parse(argc, argv, 2); !st.ok()) return Fail(st);
-  if (args.Has("help")) return std::cout << kExplainHelp << kSamplerFlagsHelp, 0;
-  if (!args.positional().empty()) {
-    return Fail(Status(StatusCode::kInvalidArgument,
-                       "unexpected argument '" + args.positional()[0] + "'", "arguments"));
-  }
+  const std::string help = std::string(kExplainHelp) + kSamplerFlagsHelp;
+  if (auto done = ParseCommand(args, argc, argv, help, /*allow_positional=*/false)) return *done;
   if (args.Has("logits") == HasConstraint(args)) {
     return Fail(Status(StatusCode::kInvalidArgument,
                        "explain needs --logits or a constraint (--regex, --grammar, --schema), not both",

@@ -150,17 +150,11 @@ int Generate(int argc, char** argv) {
                                        "ngram-model", "count",       "max-tokens", "prompt",
                                        "logprobs"};
   std::set<std::string> switches = {"json", "help"};
-  AddConstraintFlags(&value_flags);
-  AddConstraintSwitches(&switches);
-  if (Status st = AddSamplerFlags(&value_flags, switches); !st.ok()) return Fail(st);
+  if (Status st = AddConstrainedSamplingFlags(&value_flags, &switches); !st.ok()) return Fail(st);
   AddDecodingFlags(&value_flags);
   Args args(value_flags, switches, {{"-h", "help"}, {"-n", "count"}});
-  if (Status st = args.Parse(argc, argv, 2); !st.ok()) return Fail(st);
-  if (args.Has("help")) return std::cout << kGenerateHelp << kSamplerFlagsHelp << kDecodingFlagsHelp, 0;
-  if (!args.positional().empty()) {
-    return Fail(Status(StatusCode::kInvalidArgument,
-                       "unexpected argument '" + args.positional()[0] + "'", "arguments"));
-  }
+  const std::string help = std::string(kGenerateHelp) + kSamplerFlagsHelp + kDecodingFlagsHelp;
+  if (auto done = ParseCommand(args, argc, argv, help, /*allow_positional=*/false)) return *done;
   if (!HasConstraint(args)) {
     return Fail(Status(StatusCode::kInvalidArgument,
                        "generate needs --regex RE, --grammar FILE, --schema FILE or --artifact FILE.lsg", "arguments"));
@@ -178,20 +172,15 @@ int Generate(int argc, char** argv) {
     return Fail(Status(StatusCode::kInvalidArgument, "--logprobs needs --json", "--logprobs"));
   }
 
-  auto vocab_r = LoadVocabulary(args);
-  if (!vocab_r.ok()) return Fail(vocab_r.status());
-  std::shared_ptr<const Vocabulary> vocab = *vocab_r;
-  GrammarCompiler compiler(vocab);
-  auto grammar = CompileConstraint(args, compiler);
-  if (!grammar.ok()) return Fail(grammar.status());
+  auto loaded = LoadConstraint(args);
+  if (!loaded.ok()) return Fail(loaded.status());
+  const std::shared_ptr<const Vocabulary>& vocab = loaded->vocab;
+  const std::shared_ptr<const CompiledGrammar>& grammar = loaded->grammar;
   auto source = MakeSource(args, *vocab, static_cast<std::uint64_t>(*seed));
   if (!source.ok()) return Fail(source.status());
-  std::vector<TokenId> prompt;
-  if (args.Has("prompt")) {
-    auto ids = vocab->Encode(args.Get("prompt"));
-    if (!ids.ok()) return Fail(ids.status());
-    prompt = *ids;
-  }
+  auto prompt_ids = EncodePrompt(args, *vocab);
+  if (!prompt_ids.ok()) return Fail(prompt_ids.status());
+  const std::vector<TokenId>& prompt = *prompt_ids;
   // Guidance / contrastive wrap the source; beam search and speculative decoding run their own
   // loops (cli/decoding_flags.cc).
   auto decoding = SetupDecoding(args, *vocab, **source, prompt, static_cast<std::uint64_t>(*seed));
@@ -201,7 +190,7 @@ int Generate(int argc, char** argv) {
       return Fail(Status(StatusCode::kInvalidArgument,
                          "--logprobs is not available with --beam or --draft", "--logprobs"));
     }
-    return RunDecoding(**decoding, args, *grammar, prompt, *config_r, *count, *max_tokens);
+    return RunDecoding(**decoding, args, grammar, prompt, *config_r, *count, *max_tokens);
   }
   LogitsSource& model = *(*decoding)->source;
 
@@ -214,7 +203,7 @@ int Generate(int argc, char** argv) {
   const bool progress = isatty(STDERR_FILENO) && *count > 1;
 
   for (std::int64_t i = 0; i < *count; ++i) {
-    Matcher matcher(*grammar);
+    Matcher matcher(grammar);
     std::vector<TokenId> context = prompt;
     std::vector<TokenId> out;
     std::string finish = "length";
@@ -270,8 +259,7 @@ int Generate(int argc, char** argv) {
 
 int TrainNgram(int argc, char** argv) {
   Args args({"tokenizer", "order", "output"}, {"help"}, {{"-h", "help"}, {"-o", "output"}});
-  if (Status st = args.Parse(argc, argv, 2); !st.ok()) return Fail(st);
-  if (args.Has("help")) return std::cout << kTrainHelp, 0;
+  if (auto done = ParseCommand(args, argc, argv, kTrainHelp)) return *done;
   if (!args.Has("output")) {
     return Fail(Status(StatusCode::kInvalidArgument, "train-ngram needs -o OUT", "arguments"));
   }

@@ -116,8 +116,7 @@ Compiled artifacts (docs/artifacts.md):
 
 int Tokenize(int argc, char** argv) {
   Args args({"tokenizer"}, {"json", "no-prefix", "help"}, {{"-h", "help"}});
-  if (Status st = args.Parse(argc, argv, 2); !st.ok()) return Fail(st);
-  if (args.Has("help")) return std::cout << kTokenizeHelp, 0;
+  if (auto done = ParseCommand(args, argc, argv, kTokenizeHelp)) return *done;
   std::string text;
   if (args.positional().size() == 1 && args.positional()[0] == "-") {
     std::stringstream ss;
@@ -152,8 +151,7 @@ int Tokenize(int argc, char** argv) {
 
 int Detokenize(int argc, char** argv) {
   Args args({"tokenizer"}, {"help"}, {{"-h", "help"}});
-  if (Status st = args.Parse(argc, argv, 2); !st.ok()) return Fail(st);
-  if (args.Has("help")) return std::cout << kDetokenizeHelp, 0;
+  if (auto done = ParseCommand(args, argc, argv, kDetokenizeHelp)) return *done;
   std::vector<std::string> words = args.positional();
   if (words.empty()) {
     std::string w;
@@ -202,67 +200,102 @@ int EmitSchemaGrammar(const Args& args, CompileOptions options) {
   return 0;
 }
 
-int CompileGrammarFile(const Args& args, const CompileOptions& options) {
+// What `compile` times for its report: loading the vocabulary, building the token trie,
+// compiling the constraint, and its first mask.
+struct TimedCompile {
+  std::shared_ptr<const Vocabulary> vocab;
+  std::shared_ptr<const CompiledGrammar> grammar;
+  std::vector<std::uint32_t> first_mask;
+  double load_ms = 0, trie_ms = 0, compile_ms = 0, first_mask_ms = 0;
+};
+
+// Loads the vocabulary, compiles with `compile(compiler)` and fills the first mask, each timed.
+template <typename Compile>
+Result<TimedCompile> TimeCompile(const Args& args, Compile&& compile) {
+  TimedCompile out;
   auto t0 = Clock::now();
   auto vocab = LoadVocabulary(args);
-  if (!vocab.ok()) return Fail(vocab.status());
-  double load_ms = MsSince(t0);
+  if (!vocab.ok()) return vocab.status();
+  out.vocab = *vocab;
+  out.load_ms = MsSince(t0);
   t0 = Clock::now();
-  GrammarCompiler compiler(*vocab);
-  double trie_ms = MsSince(t0);
+  GrammarCompiler compiler(out.vocab);
+  out.trie_ms = MsSince(t0);
   t0 = Clock::now();
-  auto grammar = CompileConstraint(args, compiler, options);
-  if (!grammar.ok()) return Fail(grammar.status());
-  double compile_ms = MsSince(t0);
-  Matcher matcher(*grammar);
-  std::vector<std::uint32_t> mask(BitmaskWords((*vocab)->logits_width()));
+  Result<std::shared_ptr<const CompiledGrammar>> grammar = compile(compiler);
+  if (!grammar.ok()) return grammar.status();
+  out.grammar = *grammar;
+  out.compile_ms = MsSince(t0);
+  Matcher matcher(out.grammar);
+  out.first_mask.resize(BitmaskWords(out.vocab->logits_width()));
   t0 = Clock::now();
-  matcher.FillNextTokenBitmask(mask);
-  double first_mask_ms = MsSince(t0);
-  std::int64_t first_allowed = 0;
-  for (std::uint32_t w : mask) first_allowed += __builtin_popcount(w);
+  matcher.FillNextTokenBitmask(out.first_mask);
+  out.first_mask_ms = MsSince(t0);
+  return out;
+}
+
+// The report's head: what was compiled (`what` is "regex", "grammar" or "schema") and over which
+// vocabulary, as JSON fields and as the text's first lines.
+nlohmann::ordered_json ReportHead(const char* what, const std::string& value,
+                                  const Vocabulary& vocab) {
+  return {{what, value}, {"tokenizer", vocab.name()}, {"vocab_size", vocab.size()}};
+}
+void PrintReportHead(const char* what, const std::string& value, const Vocabulary& vocab) {
+  std::printf("%-17s%s\n", what, value.c_str());
+  std::printf("tokenizer        %s (%d ids, logits width %d)\n", vocab.name().c_str(),
+              vocab.size(), vocab.logits_width());
+}
+// The times, as JSON fields and as text lines.
+void AddReportTimes(const TimedCompile& run, nlohmann::ordered_json* out) {
+  (*out)["vocab_load_ms"] = run.load_ms;
+  (*out)["trie_build_ms"] = run.trie_ms;
+  (*out)["compile_ms"] = run.compile_ms;
+  (*out)["first_mask_ms"] = run.first_mask_ms;
+}
+void PrintReportTimes(const TimedCompile& run) {
+  std::printf("vocabulary load  %.2f ms (+ token trie %.2f ms)\n", run.load_ms, run.trie_ms);
+  std::printf("compile          %.3f ms\n", run.compile_ms);
+  std::printf("first mask       %.3f ms (%lld tokens allowed at the start)\n", run.first_mask_ms,
+              static_cast<long long>(CountBits(run.first_mask)));
+}
+
+int CompileGrammarFile(const Args& args, const CompileOptions& options) {
+  auto run = TimeCompile(args, [&](const GrammarCompiler& compiler) {
+    return CompileConstraint(args, compiler, options);
+  });
+  if (!run.ok()) return Fail(run.status());
+  const Vocabulary& vocab = *run->vocab;
+  const CompiledGrammar& grammar = *run->grammar;
+  const std::int64_t first_allowed = CountBits(run->first_mask);
   double all_ms = -1;
   if (args.Has("stats")) {
-    t0 = Clock::now();
-    (*grammar)->PrecomputeAllMasks();
+    const auto t0 = Clock::now();
+    grammar.PrecomputeAllMasks();
     all_ms = MsSince(t0);
   }
-  CompiledGrammarStats stats = (*grammar)->Stats();
-  nlohmann::ordered_json out = {
-      {args.Has("schema") ? "schema" : "grammar",
-       args.Get(args.Has("schema") ? "schema" : "grammar")},
-      {"tokenizer", (*vocab)->name()},
-      {"vocab_size", (*vocab)->size()},
-      {"rules", stats.rules},
-      {"counter_rules", stats.counter_rules},
-      {"dfa_states", stats.dfa_states},
-      {"byte_classes", stats.byte_classes},
-      {"vocab_load_ms", load_ms},
-      {"trie_build_ms", trie_ms},
-      {"compile_ms", compile_ms},
-      {"first_mask_ms", first_mask_ms},
-      {"first_mask_allowed", first_allowed},
-      {"positions", stats.positions},
-      {"shared_positions", stats.shared_positions},
-      {"accepted_tokens", stats.accepted_tokens},
-      {"uncertain_tokens", stats.uncertain_tokens},
-      {"mask_cache_bytes", stats.mask_cache_bytes},
-  };
+  CompiledGrammarStats stats = grammar.Stats();
+  const char* what = args.Has("schema") ? "schema" : "grammar";
+  nlohmann::ordered_json out = ReportHead(what, args.Get(what), vocab);
+  out["rules"] = stats.rules;
+  out["counter_rules"] = stats.counter_rules;
+  out["dfa_states"] = stats.dfa_states;
+  out["byte_classes"] = stats.byte_classes;
+  AddReportTimes(*run, &out);
+  out["first_mask_allowed"] = first_allowed;
+  out["positions"] = stats.positions;
+  out["shared_positions"] = stats.shared_positions;
+  out["accepted_tokens"] = stats.accepted_tokens;
+  out["uncertain_tokens"] = stats.uncertain_tokens;
+  out["mask_cache_bytes"] = stats.mask_cache_bytes;
   if (all_ms >= 0) out["all_positions_ms"] = all_ms;
   if (args.Has("json")) {
     std::cout << out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     return 0;
   }
-  std::printf("%s", args.Has("schema") ? "schema           " : "grammar          ");
-  std::printf("%s\n", args.Get(args.Has("schema") ? "schema" : "grammar").c_str());
-  std::printf("tokenizer        %s (%d ids, logits width %d)\n", (*vocab)->name().c_str(),
-              (*vocab)->size(), (*vocab)->logits_width());
+  PrintReportHead(what, args.Get(what), vocab);
   std::printf("rules            %d (%d native counters), %d DFA states, %d byte classes\n",
               stats.rules, stats.counter_rules, stats.dfa_states, stats.byte_classes);
-  std::printf("vocabulary load  %.2f ms (+ token trie %.2f ms)\n", load_ms, trie_ms);
-  std::printf("compile          %.3f ms\n", compile_ms);
-  std::printf("first mask       %.3f ms (%lld tokens allowed at the start)\n", first_mask_ms,
-              static_cast<long long>(first_allowed));
+  PrintReportTimes(*run);
   if (all_ms >= 0) std::printf("all positions    %.1f ms\n", all_ms);
   std::printf("positions        %d computed: %lld accepted, %lld uncertain (token, split) pairs\n",
               stats.positions, static_cast<long long>(stats.accepted_tokens),
@@ -271,117 +304,24 @@ int CompileGrammarFile(const Args& args, const CompileOptions& options) {
   return 0;
 }
 
-int Compile(int argc, char** argv) {
-  std::set<std::string> value_flags = {"tokenizer", "logits-width", "max-states", "output",
-                                       "batch"};
-  AddConstraintFlags(&value_flags);
-  std::set<std::string> switches = {"stats", "json", "help", "emit-grammar", "lazy"};
-  AddConstraintSwitches(&switches);
-  Args args(value_flags, switches, {{"-h", "help"}, {"-o", "output"}});
-  if (Status st = args.Parse(argc, argv, 2); !st.ok()) return Fail(st);
-  if (args.Has("help")) return std::cout << kCompileHelp, 0;
-  if (args.Has("artifact")) {
-    return Fail(Status(StatusCode::kInvalidArgument,
-                       "compile takes a constraint, not --artifact (generate, explain and "
-                       "classify load artifacts)", "--artifact"));
-  }
-  if (args.Has("batch") || args.Has("output")) {
-    CompileOptions options;
-    auto max_states = args.GetInt("max-states", options.max_dfa_states, 1, 100000000);
-    if (!max_states.ok()) return Fail(max_states.status());
-    options.max_dfa_states = static_cast<std::int32_t>(*max_states);
-    if (Status st = ApplyCompileTimeout(args, &options); !st.ok()) return Fail(st);
-    if (!args.Has("output")) {
-      return Fail(Status(StatusCode::kInvalidArgument, "--batch DIR needs -o OUTDIR", "arguments"));
-    }
-    if (!args.positional().empty()) {
-      return Fail(Status(StatusCode::kInvalidArgument,
-                         "unexpected argument '" + args.positional()[0] + "'", "arguments"));
-    }
-    if (args.Has("batch")) {
-      if (HasConstraint(args)) {
-        return Fail(Status(StatusCode::kInvalidArgument,
-                           "--batch DIR compiles the files in DIR; give no --regex/--grammar/--schema",
-                           "arguments"));
-      }
-      return CompileBatch(args, options);
-    }
-    if (!HasConstraint(args)) {
-      return Fail(Status(StatusCode::kInvalidArgument,
-                         "compile -o needs --regex RE, --grammar FILE or --schema FILE", "arguments"));
-    }
-    ApplySchemaFlags(args, &options);
-    return CompileToArtifact(args, options);
-  }
-  if (args.Has("schema")) {
-    if (args.Has("regex") || args.Has("grammar")) {
-      return Fail(Status(StatusCode::kInvalidArgument,
-                         "give one of --regex, --grammar and --schema, not several", "arguments"));
-    }
-    CompileOptions options;
-    auto max_states = args.GetInt("max-states", options.max_dfa_states, 1, 100000000);
-    if (!max_states.ok()) return Fail(max_states.status());
-    options.max_dfa_states = static_cast<std::int32_t>(*max_states);
-    if (Status st = ApplyCompileTimeout(args, &options); !st.ok()) return Fail(st);
-    if (args.Has("emit-grammar")) return EmitSchemaGrammar(args, options);
-    return CompileGrammarFile(args, options);
-  }
-  if (args.Has("grammar") && !args.Has("regex")) {
-    CompileOptions options;
-    auto max_states = args.GetInt("max-states", options.max_dfa_states, 1, 100000000);
-    if (!max_states.ok()) return Fail(max_states.status());
-    options.max_dfa_states = static_cast<std::int32_t>(*max_states);
-    if (Status st = ApplyCompileTimeout(args, &options); !st.ok()) return Fail(st);
-    return CompileGrammarFile(args, options);
-  }
-  if (!args.Has("regex") || args.Has("grammar")) {
-    return Fail(Status(StatusCode::kInvalidArgument,
-                       "compile needs one of --regex RE or --grammar FILE", "arguments"));
-  }
-  if (!args.positional().empty()) {
-    return Fail(Status(StatusCode::kInvalidArgument,
-                       "unexpected argument '" + args.positional()[0] + "'", "arguments"));
-  }
-  CompileOptions options;
-  auto max_states = args.GetInt("max-states", options.max_dfa_states, 1, 100000000);
-  if (!max_states.ok()) return Fail(max_states.status());
-  options.max_dfa_states = static_cast<std::int32_t>(*max_states);
-  if (Status st = ApplyCompileTimeout(args, &options); !st.ok()) return Fail(st);
-
-  auto t0 = Clock::now();
-  auto vocab = LoadVocabulary(args);
-  if (!vocab.ok()) return Fail(vocab.status());
-  double load_ms = MsSince(t0);
-  t0 = Clock::now();
-  GrammarCompiler compiler(*vocab);
-  double trie_ms = MsSince(t0);
-  t0 = Clock::now();
-  auto grammar = compiler.CompileRegex(args.Get("regex"), options);
-  if (!grammar.ok()) return Fail(grammar.status());
-  double compile_ms = MsSince(t0);
-  Matcher matcher(*grammar);
-  std::vector<std::uint32_t> mask(BitmaskWords((*vocab)->logits_width()));
-  t0 = Clock::now();
-  matcher.FillNextTokenBitmask(mask);
-  double first_mask_ms = MsSince(t0);
-
-  CompiledGrammarStats stats = (*grammar)->Stats();
-  nlohmann::ordered_json out = {
-      {"regex", args.Get("regex")},
-      {"tokenizer", (*vocab)->name()},
-      {"vocab_size", (*vocab)->size()},
-      {"dfa_states", stats.dfa_states - 1},  // live states, the dead state not counted
-      {"byte_classes", stats.byte_classes},
-      {"accepting_states", stats.accepting_states},
-      {"vocab_load_ms", load_ms},
-      {"trie_build_ms", trie_ms},
-      {"compile_ms", compile_ms},
-      {"first_mask_ms", first_mask_ms},
-  };
+// compile --regex RE: the DFA's statistics; with --stats every live state's mask.
+int CompileRegexFile(const Args& args, const CompileOptions& options) {
+  auto run = TimeCompile(args, [&](const GrammarCompiler& compiler) {
+    return compiler.CompileRegex(args.Get("regex"), options);
+  });
+  if (!run.ok()) return Fail(run.status());
+  const Vocabulary& vocab = *run->vocab;
+  const CompiledGrammar& grammar = *run->grammar;
+  CompiledGrammarStats stats = grammar.Stats();
+  nlohmann::ordered_json out = ReportHead("regex", args.Get("regex"), vocab);
+  out["dfa_states"] = stats.dfa_states - 1;  // live states, the dead state not counted
+  out["byte_classes"] = stats.byte_classes;
+  out["accepting_states"] = stats.accepting_states;
+  AddReportTimes(*run, &out);
   if (args.Has("stats")) {
     // Every live state's mask: how many tokens each admits, and what that cost to compute.
-    t0 = Clock::now();
-    (*grammar)->PrecomputeAllMasks();
+    const auto t0 = Clock::now();
+    grammar.PrecomputeAllMasks();
     out["all_masks_ms"] = MsSince(t0);
     auto per_state = (*grammar)->AllowedTokensPerState();
     std::vector<std::int64_t> sorted = per_state;
@@ -392,7 +332,7 @@ int Compile(int argc, char** argv) {
       out["allowed_tokens_max"] = sorted.back();
     }
     out["allowed_tokens_per_state"] = per_state;
-    stats = (*grammar)->Stats();
+    stats = grammar.Stats();
     out["cached_masks"] = stats.cached_masks;
     out["mask_cache_bytes"] = stats.mask_cache_bytes;
   }
@@ -400,15 +340,10 @@ int Compile(int argc, char** argv) {
     std::cout << out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     return 0;
   }
-  std::printf("regex            %s\n", args.Get("regex").c_str());
-  std::printf("tokenizer        %s (%d ids, logits width %d)\n", (*vocab)->name().c_str(),
-              (*vocab)->size(), (*vocab)->logits_width());
+  PrintReportHead("regex", args.Get("regex"), vocab);
   std::printf("dfa states       %d live (+1 dead), %d accepting, %d byte classes\n",
               stats.dfa_states - 1, stats.accepting_states, stats.byte_classes);
-  std::printf("vocabulary load  %.2f ms (+ token trie %.2f ms)\n", load_ms, trie_ms);
-  std::printf("compile          %.3f ms\n", compile_ms);
-  std::printf("first mask       %.3f ms (%lld tokens allowed at the start)\n", first_mask_ms,
-              static_cast<long long>(CountBits(mask)));
+  PrintReportTimes(*run);
   if (args.Has("stats")) {
     std::printf("all masks        %.3f ms for %d states, %.1f MiB cached\n",
                 out["all_masks_ms"].get<double>(), stats.dfa_states - 1,
@@ -420,6 +355,81 @@ int Compile(int argc, char** argv) {
     PrintHistogram(out["allowed_tokens_per_state"].get<std::vector<std::int64_t>>());
   }
   return 0;
+}
+
+// The options every `compile` takes: --max-states and --compile-timeout.
+Result<CompileOptions> CompileFlagOptions(const Args& args) {
+  CompileOptions options;
+  auto max_states = args.GetInt("max-states", options.max_dfa_states, 1, 100000000);
+  if (!max_states.ok()) return max_states.status();
+  options.max_dfa_states = static_cast<std::int32_t>(*max_states);
+  LOCKSTEP_RETURN_IF_ERROR(ApplyCompileTimeout(args, &options));
+  return options;
+}
+
+// compile -o FILE.lsg / compile --batch DIR -o OUTDIR: compiled artifacts.
+int CompileArtifacts(const Args& args) {
+  auto options = CompileFlagOptions(args);
+  if (!options.ok()) return Fail(options.status());
+  if (!args.Has("output")) {
+    return Fail(Status(StatusCode::kInvalidArgument, "--batch DIR needs -o OUTDIR", "arguments"));
+  }
+  if (Status st = args.NoPositional(); !st.ok()) return Fail(st);
+  if (args.Has("batch")) {
+    if (HasConstraint(args)) {
+      return Fail(
+          Status(StatusCode::kInvalidArgument,
+                 "--batch DIR compiles the files in DIR; give no --regex/--grammar/--schema",
+                 "arguments"));
+    }
+    return CompileBatch(args, *options);
+  }
+  if (!HasConstraint(args)) {
+    return Fail(Status(StatusCode::kInvalidArgument,
+                       "compile -o needs --regex RE, --grammar FILE or --schema FILE",
+                       "arguments"));
+  }
+  ApplySchemaFlags(args, &*options);
+  return CompileToArtifact(args, *options);
+}
+
+int Compile(int argc, char** argv) {
+  std::set<std::string> value_flags = {"tokenizer", "logits-width", "max-states", "output",
+                                       "batch"};
+  AddConstraintFlags(&value_flags);
+  std::set<std::string> switches = {"stats", "json", "help", "emit-grammar", "lazy"};
+  AddConstraintSwitches(&switches);
+  Args args(value_flags, switches, {{"-h", "help"}, {"-o", "output"}});
+  if (auto done = ParseCommand(args, argc, argv, kCompileHelp)) return *done;
+  if (args.Has("artifact")) {
+    return Fail(Status(StatusCode::kInvalidArgument,
+                       "compile takes a constraint, not --artifact (generate, explain and "
+                       "classify load artifacts)", "--artifact"));
+  }
+  if (args.Has("batch") || args.Has("output")) return CompileArtifacts(args);
+  if (args.Has("schema")) {
+    if (args.Has("regex") || args.Has("grammar")) {
+      return Fail(Status(StatusCode::kInvalidArgument,
+                         "give one of --regex, --grammar and --schema, not several", "arguments"));
+    }
+    auto options = CompileFlagOptions(args);
+    if (!options.ok()) return Fail(options.status());
+    if (args.Has("emit-grammar")) return EmitSchemaGrammar(args, *options);
+    return CompileGrammarFile(args, *options);
+  }
+  if (args.Has("grammar") && !args.Has("regex")) {
+    auto options = CompileFlagOptions(args);
+    if (!options.ok()) return Fail(options.status());
+    return CompileGrammarFile(args, *options);
+  }
+  if (!args.Has("regex") || args.Has("grammar")) {
+    return Fail(Status(StatusCode::kInvalidArgument,
+                       "compile needs one of --regex RE or --grammar FILE", "arguments"));
+  }
+  if (Status st = args.NoPositional(); !st.ok()) return Fail(st);
+  auto options = CompileFlagOptions(args);
+  if (!options.ok()) return Fail(options.status());
+  return CompileRegexFile(args, *options);
 }
 
 }  // namespace

@@ -14,12 +14,8 @@ Result<std::shared_ptr<const CompiledGrammar>> CompileGrammarIrUnder(
     const GrammarCompiler& compiler, const grammar::Grammar& ir, const CompileOptions& options,
     const CompileDeadline& deadline) {
   auto t0 = std::chrono::steady_clock::now();
-  CfgCompileOptions co;
-  co.max_states = options.max_dfa_states;
-  co.max_repeat = options.max_repeat;
-  if (options.max_unrolled_states > 0) co.max_unrolled_states = options.max_unrolled_states;
-  co.deadline = deadline;
-  Result<CfgProgram> program = CompileCfg(ir, compiler.vocabulary(), co);
+  Result<CfgProgram> program =
+      CompileCfg(ir, compiler.vocabulary(), CfgOptionsFrom(options, deadline));
   if (!program.ok()) return program.status();
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
                   .count();
@@ -117,7 +113,7 @@ Result<std::shared_ptr<const CompiledGrammar>> GrammarCompiler::CompileSchema(
   auto g = SchemaGrammarUnder(schema_json, options, deadline, warnings);
   if (!g.ok()) return g.status();
   CompileOptions lowered = options;
-  if (lowered.max_unrolled_states <= 0) lowered.max_unrolled_states = 256;
+  if (lowered.max_unrolled_states <= 0) lowered.max_unrolled_states = kSchemaUnrolledStates;
   return CompileGrammarIrUnder(*this, g->grammar, lowered, deadline);
 }
 

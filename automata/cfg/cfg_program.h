@@ -15,20 +15,31 @@
 
 #include "grammar/base/deadline.h"
 #include "grammar/ir/grammar_ir.h"
+#include "lockstep/compiler.h"
 #include "lockstep/status.h"
 #include "lockstep/types.h"
 #include "lockstep/vocabulary.h"
 
 namespace lockstep {
 
+// The automatic CompileOptions::max_unrolled_states (0) of each kind of constraint: grammars
+// unroll more (fewer stack-dependent tokens, faster masks); JSON Schemas and structured formats
+// put a whitespace gap at every JSON gap, where unrolling doubles the time to first mask.
+inline constexpr std::int32_t kGrammarUnrolledStates = 2048;
+inline constexpr std::int32_t kSchemaUnrolledStates = 256;
+
+// The lowering's options. A compile takes them from its CompileOptions through CfgOptionsFrom,
+// the one mapping, so CompileOptions' budgets and defaults are the ones in effect there. The
+// defaults below apply only to options built directly (tests), where the budgets are roomier
+// than CompileOptions' (200,000 states and 1,000,000 repetitions, against 100,000 each).
 struct CfgCompileOptions {
-  // Budget on the states of all rule DFAs together.
+  // Budget on the states of all rule DFAs together (CompileOptions::max_dfa_states).
   std::int32_t max_states = 200000;
   // Small bounded repetitions of pure terminals are unrolled inside the rule's byte automaton
-  // while the unrolled NFA stays under this many states; larger ones use a counter rule.
-  // CompileOptions::max_unrolled_states chooses it (2048 for grammars, 256 for JSON Schemas).
-  std::int32_t max_unrolled_states = 2048;
-  std::int32_t max_repeat = 1000000;
+  // while the unrolled NFA stays under this many states; larger ones use a counter rule
+  // (CompileOptions::max_unrolled_states, else kGrammarUnrolledStates).
+  std::int32_t max_unrolled_states = kGrammarUnrolledStates;
+  std::int32_t max_repeat = 1000000;  // CompileOptions::max_repeat
   // Rules marked grammar::Rule::shared take their automaton from a process-wide cache keyed by
   // the rule's NFA when an earlier compile determinised the same NFA (off: always determinise).
   bool reuse_shared_rules = true;
@@ -36,6 +47,17 @@ struct CfgCompileOptions {
   // built and per DFA state).
   CompileDeadline deadline;
 };
+
+// The lowering's options under a compile's `options` and `deadline` (CompileOptions'
+// compile_timeout_ms and cancel, started when the compile began).
+inline CfgCompileOptions CfgOptionsFrom(const CompileOptions& options,
+                                        const CompileDeadline& deadline) {
+  return {.max_states = options.max_dfa_states,
+          .max_unrolled_states = options.max_unrolled_states > 0 ? options.max_unrolled_states
+                                                                 : kGrammarUnrolledStates,
+          .max_repeat = options.max_repeat,
+          .deadline = deadline};
+}
 
 struct CfgProgram {
   static constexpr StateId kDead = -1;

@@ -4,25 +4,18 @@
 #include <bit>
 #include <cstring>
 
+#include "grammar/base/hash_mix.h"
+
 namespace lockstep {
 namespace {
-
-std::uint64_t Fmix(std::uint64_t x) {
-  x ^= x >> 30;
-  x *= 0xBF58476D1CE4E5B9ull;
-  x ^= x >> 27;
-  x *= 0x94D049BB133111EBull;
-  x ^= x >> 31;
-  return x;
-}
 
 // Two independent 64-bit lanes over a stream of words. Every list in a stream is preceded by its
 // length and every reference by a tag, so a stream reads back one way only.
 struct Acc {
   std::uint64_t a = 0x243F6A8885A308D3ull, b = 0x13198A2E03707344ull;
   void Add(std::uint64_t x) {
-    a = Fmix(a ^ (x + 0x9E3779B97F4A7C15ull));
-    b = Fmix(b + x * 0xC2B2AE3D27D4EB4Full + 0x165667B19E3779F9ull);
+    a = MixBits64(a ^ (x + 0x9E3779B97F4A7C15ull));
+    b = MixBits64(b + x * 0xC2B2AE3D27D4EB4Full + 0x165667B19E3779F9ull);
   }
 };
 
@@ -586,7 +579,7 @@ PositionKey ProgramFingerprint(const CfgProgram& p) {
     rules.push_back(r.shared_source);
   }
   fp.Vec(rules);
-  return {Fmix(fp.a), Fmix(fp.b ^ 0x243F6A8885A308D3ull)};
+  return {MixBits64(fp.a), MixBits64(fp.b ^ 0x243F6A8885A308D3ull)};
 }
 
 std::optional<PositionKey> PositionKeyer::KnownKey(StateId s,

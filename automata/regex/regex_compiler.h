@@ -8,18 +8,24 @@
 
 #include "grammar/base/deadline.h"
 #include "grammar/ir/byte_dfa.h"
+#include "lockstep/compiler.h"
 #include "lockstep/status.h"
 
 namespace lockstep {
 
+// The regex compiler's options. Its budgets are CompileOptions' (lockstep/compiler.h), with
+// CompileOptions' defaults: a regex constraint takes them from its compile through
+// RegexOptionsFrom; grammar lexemes and schema terminals use the defaults (with their own
+// max_dfa_states where they set one).
 struct RegexCompileOptions {
-  // Budget on DFA states (after subset construction, before minimisation); exceeding it is a
+  // DFA states after subset construction, before minimisation; exceeding it is a
   // kResourceLimit error, never an OOM.
-  std::int32_t max_dfa_states = 100000;
-  std::int32_t max_nfa_states = 1000000;
+  std::int32_t max_dfa_states = CompileOptions().max_dfa_states;
+  std::int32_t max_nfa_states = CompileOptions().max_nfa_states;
   // Largest counted repetition bound accepted ({m,n} with n above it is kResourceLimit).
-  std::int32_t max_repeat = 100000;
-  // Deepest group nesting accepted (bounds the parser's recursion); deeper is kResourceLimit.
+  std::int32_t max_repeat = CompileOptions().max_repeat;
+  // Regex-only budgets. Deepest group nesting accepted (bounds the parser's recursion); deeper
+  // is kResourceLimit.
   std::int32_t max_nesting_depth = 1000;
   // Budget on the NFA-state entries of all state sets kept by the subset construction (memory
   // is about 4 bytes each); exceeding it is kResourceLimit.
@@ -27,6 +33,15 @@ struct RegexCompileOptions {
   // The compile this regex is part of: past it, kResourceLimit (polled per DFA state).
   CompileDeadline deadline;
 };
+
+// The options of a regex constraint compiled under `options` and `deadline`.
+inline RegexCompileOptions RegexOptionsFrom(const CompileOptions& options,
+                                            const CompileDeadline& deadline) {
+  return {.max_dfa_states = options.max_dfa_states,
+          .max_nfa_states = options.max_nfa_states,
+          .max_repeat = options.max_repeat,
+          .deadline = deadline};
+}
 
 // Compiles a regex (JSON Schema `pattern` syntax: ECMA-262 subset shared with RE2) into a
 // minimal ByteDfa matching exactly the strings that FULLY match the pattern (a leading ^ and a

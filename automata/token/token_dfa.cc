@@ -2,6 +2,7 @@
 // computes a DFA state's token mask.
 #include "automata/token/token_dfa.h"
 
+#include "automata/token/mask_words.h"
 
 #include <bit>
 #include <chrono>
@@ -42,12 +43,7 @@ Result<std::shared_ptr<const CompiledGrammar>> GrammarCompiler::CompileRegex(
     std::string_view pattern, const CompileOptions& options) const {
   auto t0 = std::chrono::steady_clock::now();
   const CompileDeadline deadline(options.compile_timeout_ms, options.cancel);
-  RegexCompileOptions ro;
-  ro.max_dfa_states = options.max_dfa_states;
-  ro.max_nfa_states = options.max_nfa_states;
-  ro.max_repeat = options.max_repeat;
-  ro.deadline = deadline;
-  Result<ByteDfa> dfa = CompileRegexToDfa(pattern, ro);
+  Result<ByteDfa> dfa = CompileRegexToDfa(pattern, RegexOptionsFrom(options, deadline));
   if (!dfa.ok() && dfa.status().location().empty()) {
     return Status(dfa.status().code(), dfa.status().message(), "offset 0");
   }
@@ -206,7 +202,7 @@ void TokenDfa::ComputeMask(StateId state, std::span<std::uint32_t> out) const {
   if (state == ByteDfa::kDead) return;
   if (dfa_.IsAccepting(state)) {
     for (TokenId id : vocab_->eos_ids()) {
-      if (id >= 0 && id < width_) out[id >> 5] |= 1u << (id & 31);
+      if (id >= 0 && id < width_) mask_words::SetBit(out, id);
     }
   }
   // states[d] = DFA state after the first d bytes of the current trie path.
@@ -232,7 +228,7 @@ void TokenDfa::ComputeMask(StateId state, std::span<std::uint32_t> out) const {
       continue;
     }
     st[node.depth] = s;
-    for (TokenId id : trie_->TokensAt(i)) out[id >> 5] |= 1u << (id & 31);
+    for (TokenId id : trie_->TokensAt(i)) mask_words::SetBit(out, id);
     ++i;
   }
 }

@@ -7,6 +7,7 @@
 #include <string_view>
 #include <tuple>
 
+#include "automata/token/mask_words.h"
 #include "lockstep/bitmask.h"
 
 namespace lockstep {
@@ -130,6 +131,26 @@ void SortByKeyDescending(const std::vector<std::pair<std::uint16_t, TokenId>>& i
   }
 }
 
+// A clear bit set over every id of `tokens`: PaddedBitmaskWords(largest id + 1) words.
+std::vector<std::uint32_t> IdBits(std::span<const TokenId> tokens) {
+  TokenId max_id = 0;
+  for (TokenId t : tokens) max_id = std::max(max_id, t);
+  return std::vector<std::uint32_t>(PaddedBitmaskWords(max_id + 1), 0);
+}
+
+// Walks the trie's nodes depth first: enter(i, node) says whether to go into node i's subtree;
+// false jumps past it in one step.
+template <typename Enter>
+void WalkNodes(const TokenTrie& trie, Enter&& enter) {
+  const std::span<const TokenTrie::Node> nodes = trie.nodes();
+  const std::uint32_t n = static_cast<std::uint32_t>(trie.num_nodes());
+  std::uint32_t i = 0;
+  while (i < n) {
+    const TokenTrie::Node& node = nodes[i];
+    i = enter(i, node) ? i + 1 : node.subtree_end;
+  }
+}
+
 }  // namespace
 
 const TokenTrie::ByLength& TokenTrie::LongestFirst() const {
@@ -139,9 +160,7 @@ const TokenTrie::ByLength& TokenTrie::LongestFirst() const {
     items.reserve(tokens_.size());
     const std::uint32_t n = static_cast<std::uint32_t>(num_nodes());
     for (std::uint32_t i = 0; i < n; ++i) {
-      for (std::uint32_t j = nodes_[i].token_begin; j < nodes_[i + 1].token_begin; ++j) {
-        items.push_back({nodes_[i].depth, tokens_[j]});
-      }
+      for (TokenId id : TokensAt(i)) items.push_back({nodes_[i].depth, id});
     }
     SortByKeyDescending(items, by_length_.ids, by_length_.lengths);
   });
@@ -158,28 +177,22 @@ const TokenTrie::CountedView* TokenTrie::Counted(const std::vector<std::int16_t>
   const std::size_t n = unit.size() / 257;
   const std::int16_t* finished = unit.data() + n * 256;
   auto view = std::make_unique<CountedView>();
-  TokenId max_id = 0;
-  for (TokenId t : tokens_) max_id = std::max(max_id, t);
-  view->inside_bits.assign(PaddedBitmaskWords(max_id + 1), 0);
+  view->inside_bits = IdBits(tokens_);
   std::vector<std::pair<std::uint16_t, TokenId>> inside;
   // Per depth: the unit state and the units finished.
   std::vector<std::int16_t> state(max_depth_ + 1, 0);
   std::vector<std::uint16_t> units(max_depth_ + 1, 0);
-  const std::uint32_t nodes = static_cast<std::uint32_t>(num_nodes());
-  std::uint32_t i = 0;
-  while (i < nodes) {
-    const Node& node = nodes_[i];
+  WalkNodes(*this, [&](std::uint32_t i, const Node& node) {
     const std::int16_t q = state[node.depth - 1];
     const std::uint16_t k = units[node.depth - 1];
     std::int16_t t = unit[static_cast<std::size_t>(q) * 256 + node.byte];
     if (t == kRegionDead) {
       if (q == 0 && k > 0) {  // between units, on a byte no unit starts with
-        for (std::uint32_t j = node.token_begin; j < nodes_[node.subtree_end].token_begin; ++j) {
-          view->exits.push_back({tokens_[j], k, static_cast<std::uint16_t>(node.depth - 1)});
+        for (TokenId id : TokensUnder(i)) {
+          view->exits.push_back({id, k, static_cast<std::uint16_t>(node.depth - 1)});
         }
       }
-      i = node.subtree_end;
-      continue;
+      return false;
     }
     std::uint16_t kk = k;
     if (finished[t] != 0) {
@@ -189,12 +202,12 @@ const TokenTrie::CountedView* TokenTrie::Counted(const std::vector<std::int16_t>
     state[node.depth] = t;
     units[node.depth] = kk;
     const std::uint16_t need = static_cast<std::uint16_t>(kk + (t != 0 ? 1 : 0));
-    for (std::uint32_t j = node.token_begin; j < nodes_[i + 1].token_begin; ++j) {
-      view->inside_bits[static_cast<std::size_t>(tokens_[j]) >> 5] |= 1u << (tokens_[j] & 31);
-      inside.push_back({need, tokens_[j]});
+    for (TokenId id : TokensAt(i)) {
+      mask_words::SetBit(view->inside_bits, id);
+      inside.push_back({need, id});
     }
-    ++i;
-  }
+    return true;
+  });
   view->inside_count = static_cast<std::int32_t>(inside.size());
   SortByKeyDescending(inside, view->by_need, view->need);  // the most units needed first
   std::stable_sort(view->exits.begin(), view->exits.end(),
@@ -216,9 +229,7 @@ const TokenTrie::RegionView* TokenTrie::Region(const std::vector<std::int16_t>& 
   }
   if (built != nullptr) *built = true;
   auto view = std::make_unique<RegionView>();
-  TokenId max_id = 0;
-  for (TokenId t : tokens_) max_id = std::max(max_id, t);
-  view->inside_bits.assign(PaddedBitmaskWords(max_id + 1), 0);
+  view->inside_bits = IdBits(tokens_);
   struct Exit {
     std::int32_t q;
     std::string_view suffix;
@@ -227,32 +238,24 @@ const TokenTrie::RegionView* TokenTrie::Region(const std::vector<std::int16_t>& 
   };
   std::vector<Exit> exits;
   std::vector<std::int32_t> state(max_depth_ + 1, 0);
-  const std::uint32_t n = static_cast<std::uint32_t>(num_nodes());
-  std::uint32_t i = 0;
-  while (i < n) {
-    const Node& node = nodes_[i];
+  WalkNodes(*this, [&](std::uint32_t i, const Node& node) {
     const std::int32_t q = state[node.depth - 1];
     const std::int16_t t = table[static_cast<std::size_t>(q) * 256 + node.byte];
-    if (t == kRegionDead) {
-      i = node.subtree_end;
-      continue;
-    }
+    if (t == kRegionDead) return false;
     if (t == kRegionExit) {
-      for (std::uint32_t j = node.token_begin; j < nodes_[node.subtree_end].token_begin; ++j) {
-        std::string_view bytes = vocab.TokenBytes(tokens_[j]);
-        exits.push_back({q, bytes.substr(node.depth - 1), tokens_[j],
+      for (TokenId id : TokensUnder(i)) {
+        exits.push_back({q, vocab.TokenBytes(id).substr(node.depth - 1), id,
                          static_cast<std::uint16_t>(node.depth - 1)});
       }
-      i = node.subtree_end;
-      continue;
+      return false;
     }
     state[node.depth] = t;
-    for (std::uint32_t j = node.token_begin; j < nodes_[i + 1].token_begin; ++j) {
-      view->inside_bits[static_cast<std::size_t>(tokens_[j]) >> 5] |= 1u << (tokens_[j] & 31);
+    for (TokenId id : TokensAt(i)) {
+      mask_words::SetBit(view->inside_bits, id);
       ++view->inside_count;
     }
-    ++i;
-  }
+    return true;
+  });
   if (exits.size() > tokens_.size() / 4) {
     // Most tokens leave the region (a narrow loop such as [a-z]*): the view would hold most of
     // the vocabulary again and save no walking. Remembered as unusable.

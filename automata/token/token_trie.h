@@ -34,6 +34,11 @@ class TokenTrie {
     return {tokens_.data() + nodes_[i].token_begin,
             tokens_.data() + nodes_[i + 1].token_begin};
   }
+  // Token ids whose bytes end in the subtree of node `i` (at node i or below it).
+  std::span<const TokenId> TokensUnder(std::uint32_t i) const {
+    return {tokens_.data() + nodes_[i].token_begin,
+            tokens_.data() + nodes_[nodes_[i].subtree_end].token_begin};
+  }
   std::int32_t max_depth() const { return max_depth_; }
   std::size_t num_nodes() const { return nodes_.size() - 1; }  // minus the sentinel
   std::span<const TokenId> tokens() const { return tokens_; }

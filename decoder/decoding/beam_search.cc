@@ -81,7 +81,7 @@ Result<BeamResult> BeamSearch(LogitsSource& source, const Matcher& matcher,
       if (!std::isfinite(lse)) continue;  // nothing allowed or every allowed logit is -inf
       // The B + 1 best allowed tokens (at most one is EOS, so B live continuations remain).
       top.clear();
-      internal::ForEachAllowed(mask.data(), width, [&](std::int32_t id) {
+      mask_words::ForEachSetBit(mask.data(), width, [&](std::int32_t id) {
         if (logits[id] != -std::numeric_limits<float>::infinity()) top.push_back({logits[id], id});
       });
       const std::size_t keep = std::min(top.size(), B + 1);

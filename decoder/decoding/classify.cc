@@ -82,9 +82,9 @@ Result<ClassifyResult> Classify(LogitsSource& source, const Matcher& matcher,
       continue;
     }
     double sum = 0;
-    internal::ForEachAllowed(mask.data(), width, [&](std::int32_t id) { sum += probs[id]; });
+    mask_words::ForEachSetBit(mask.data(), width, [&](std::int32_t id) { sum += probs[id]; });
     bool ended_here = false;  // several EOS ids end one tokenisation once
-    internal::ForEachAllowed(mask.data(), width, [&](std::int32_t id) {
+    mask_words::ForEachSetBit(mask.data(), width, [&](std::int32_t id) {
       if (!(probs[id] > 0)) return;
       const double child = node->prob * (probs[id] / sum);
       if (internal::IsEos(vocab, id)) {

@@ -1,6 +1,7 @@
 // Internal helpers shared by the decoding loops (generate_loop.cc, beam_search.cc, speculative.cc,
-// classify.cc): the logits-width check, mask bit tests, the constrained log-softmax, inverse-CDF
-// draws and EOS tests.
+// classify.cc): the logits-width check, the constrained log-softmax, inverse-CDF draws and EOS
+// tests. Walks over a mask's allowed ids are mask_words::ForEachSetBit
+// (automata/token/mask_words.h).
 #pragma once
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "automata/token/mask_words.h"
 #include "lockstep/status.h"
 #include "lockstep/types.h"
 #include "lockstep/vocabulary.h"
@@ -30,32 +32,16 @@ inline Status CheckSourceWidth(std::int32_t source_width, std::int32_t width,
                 location);
 }
 
-inline bool MaskBit(const std::uint32_t* mask, std::int32_t i) {
-  return ((mask[i >> 5] >> (i & 31)) & 1u) != 0;
-}
-
-// Calls f(id) for every set bit below `width`, in increasing id order.
-template <typename F>
-void ForEachAllowed(const std::uint32_t* mask, std::int32_t width, F&& f) {
-  const std::int32_t words = static_cast<std::int32_t>(BitmaskWords(width));
-  for (std::int32_t w = 0; w < words; ++w) {
-    std::uint32_t bits = mask[w];
-    while (bits != 0) {
-      const std::int32_t id = w * 32 + __builtin_ctz(bits);
-      bits &= bits - 1;
-      if (id < width) f(id);
-    }
-  }
-}
-
 // log sum exp of the allowed logits (-inf if none is allowed or all are -inf), in double.
 inline double MaskedLogSumExp(std::span<const float> logits, const std::uint32_t* mask) {
   const std::int32_t width = static_cast<std::int32_t>(logits.size());
   double best = -std::numeric_limits<double>::infinity();
-  ForEachAllowed(mask, width, [&](std::int32_t i) { best = std::max(best, double{logits[i]}); });
+  mask_words::ForEachSetBit(mask, width,
+                            [&](std::int32_t i) { best = std::max(best, double{logits[i]}); });
   if (!std::isfinite(best)) return best;
   double sum = 0;
-  ForEachAllowed(mask, width, [&](std::int32_t i) { sum += std::exp(double{logits[i]} - best); });
+  mask_words::ForEachSetBit(mask, width,
+                            [&](std::int32_t i) { sum += std::exp(double{logits[i]} - best); });
   return best + std::log(sum);
 }
 

@@ -27,7 +27,7 @@ std::int32_t JumpForward(Matcher& matcher, std::int32_t budget, std::vector<std:
       // here (nothing but EOS may follow).
       bool only_eos = matcher.FillNextTokenBitmask(mask);
       const std::int32_t width = matcher.grammar().logits_width();
-      internal::ForEachAllowed(mask.data(), width, [&](std::int32_t id) {
+      mask_words::ForEachSetBit(mask.data(), width, [&](std::int32_t id) {
         if (!internal::IsEos(vocab, id)) only_eos = false;
       });
       if (!only_eos) {

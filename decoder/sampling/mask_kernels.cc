@@ -19,9 +19,7 @@ namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-inline bool Allowed(const std::uint32_t* mask, std::int32_t i) {
-  return mask == nullptr || ((mask[i >> 5] >> (i & 31)) & 1u);
-}
+using mask_words::Allowed;
 
 inline std::uint32_t TailMask(std::int32_t width) {
   return width % 32 == 0 ? ~0u : (1u << (width % 32)) - 1;
@@ -87,6 +85,84 @@ inline float ReduceLanes(const float* l) {
   return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
 }
 
+// The scalar loops over [from, end): the whole array in the scalar versions, the entries past the
+// last full vector (or word) in the AVX2 ones, so that both compute the same thing.
+
+// ExpBlocks within the block that starts at `begin`; entry i adds to lane (i - begin) % 8.
+inline void ExpRange(float* x, const std::uint32_t* mask, std::int32_t begin, std::int32_t from,
+                     std::int32_t end, float shift, float scale, float (&lanes)[8]) {
+  for (std::int32_t i = from; i < end; ++i) {
+    const float e = Allowed(mask, i) ? ExpScalar((x[i] - shift) * scale) : 0.0f;
+    x[i] = e;
+    lanes[(i - begin) & 7] += e;
+  }
+}
+// ThresholdBlocks likewise.
+inline void ThresholdRange(float* p, std::int32_t begin, std::int32_t from, std::int32_t end,
+                           float tau, float (&lanes)[8]) {
+  for (std::int32_t i = from; i < end; ++i) {
+    const float v = p[i] >= tau ? p[i] : 0.0f;
+    p[i] = v;
+    lanes[(i - begin) & 7] += v;
+  }
+}
+// The scalar block sums: fill(begin, end, lanes) leaves a block's eight lane sums in `lanes`;
+// block_sums[b] = their fixed-order sum. Returns the total, added in block order in double.
+template <typename Fill>
+inline double SumBlocks(std::int32_t width, float* block_sums, Fill&& fill) {
+  double total = 0;
+  for (std::int32_t b = 0, begin = 0; begin < width; ++b, begin += kBlockSize) {
+    const std::int32_t end = begin + kBlockSize < width ? begin + kBlockSize : width;
+    float lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    fill(begin, end, lanes);
+    block_sums[b] = ReduceLanes(lanes);
+    total += block_sums[b];
+  }
+  return total;
+}
+// CollectInRange: appends to out[*m...].
+inline void InRange(const float* p, std::int32_t from, std::int32_t n, float lo, float hi,
+                    float* out, std::int32_t* m) {
+  for (std::int32_t i = from; i < n; ++i) {
+    if (p[i] >= lo && p[i] < hi) out[(*m)++] = p[i];
+  }
+}
+// CollectCandidates: appends the candidates to ids/vals[*m...] and the tail terms to lane i % 8;
+// false as soon as there would be more than `limit` candidates.
+inline bool CandidatesInRange(const float* x, const std::uint32_t* mask, std::int32_t from,
+                              std::int32_t width, float lo, float shift, TailParams tp,
+                              std::int32_t limit, TokenId* ids, float* vals, std::int32_t* m,
+                              float (&lanes)[8]) {
+  for (std::int32_t i = from; i < width; ++i) {
+    if (x[i] >= lo && Allowed(mask, i)) {
+      if (*m == limit) return false;
+      ids[*m] = i;
+      vals[(*m)++] = x[i];
+    } else if (!(x[i] >= lo) && Allowed(mask, i)) {
+      lanes[i & 7] += TailTerm(x[i], shift, tp);
+    }
+  }
+  return true;
+}
+// ForEachAbove.
+inline void AboveInRange(const float* x, const std::uint32_t* mask, std::int32_t from,
+                         std::int32_t width, const float* threshold, AboveVisitor visit,
+                         void* ctx) {
+  for (std::int32_t i = from; i < width; ++i) {
+    if (Allowed(mask, i) && x[i] > *threshold) visit(ctx, i, x[i]);
+  }
+}
+// FirstSetBit over the words [w, words) of a mask of `width` bits.
+inline TokenId FirstSetBitFrom(const std::uint32_t* mask, std::int32_t w, std::int32_t words,
+                               std::int32_t width) {
+  for (; w < words; ++w) {
+    std::uint32_t bits = mask[w];
+    if (w == words - 1) bits &= TailMask(width);
+    if (bits != 0) return w * 32 + __builtin_ctz(bits);
+  }
+  return kNoToken;
+}
+
 // ---- Scalar reference.
 
 void ApplyMaskScalar(float* logits, const std::uint32_t* mask, std::int32_t width) {
@@ -100,28 +176,10 @@ void ApplyMaskScalar(float* logits, const std::uint32_t* mask, std::int32_t widt
   }
 }
 
-std::size_t PopcountScalar(const std::uint32_t* words, std::size_t n) {
-  std::size_t total = 0;
-  for (std::size_t i = 0; i < n; ++i)
-    total += static_cast<std::size_t>(__builtin_popcount(words[i]));
-  return total;
-}
-
-void AndIntoScalar(std::uint32_t* dst, const std::uint32_t* src, std::size_t n) {
-  for (std::size_t i = 0; i < n; ++i) dst[i] &= src[i];
-}
-void OrIntoScalar(std::uint32_t* dst, const std::uint32_t* src, std::size_t n) {
-  for (std::size_t i = 0; i < n; ++i) dst[i] |= src[i];
-}
+// Popcount, AndInto and OrInto are the shared word kernels (automata/token/mask_words.h).
 
 TokenId FirstSetBitScalar(const std::uint32_t* mask, std::int32_t width) {
-  const std::int32_t words = static_cast<std::int32_t>(BitmaskWords(width));
-  for (std::int32_t w = 0; w < words; ++w) {
-    std::uint32_t bits = mask[w];
-    if (w == words - 1) bits &= TailMask(width);
-    if (bits != 0) return w * 32 + __builtin_ctz(bits);
-  }
-  return kNoToken;
+  return FirstSetBitFrom(mask, 0, static_cast<std::int32_t>(BitmaskWords(width)), width);
 }
 
 TokenId FirstAllowed(const std::uint32_t* mask, std::int32_t width);
@@ -148,59 +206,31 @@ float MaskedMaxScalar(const float* logits, const std::uint32_t* mask, std::int32
 
 double ExpBlocksScalar(float* x, const std::uint32_t* mask, std::int32_t width, float shift,
                        float scale, float* block_sums) {
-  double total = 0;
-  for (std::int32_t b = 0, begin = 0; begin < width; ++b, begin += kBlockSize) {
-    const std::int32_t end = begin + kBlockSize < width ? begin + kBlockSize : width;
-    float lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    for (std::int32_t i = begin; i < end; ++i) {
-      const float e = Allowed(mask, i) ? ExpScalar((x[i] - shift) * scale) : 0.0f;
-      x[i] = e;
-      lanes[(i - begin) & 7] += e;
-    }
-    block_sums[b] = ReduceLanes(lanes);
-    total += block_sums[b];
-  }
-  return total;
+  return SumBlocks(width, block_sums, [&](std::int32_t begin, std::int32_t end, float (&lanes)[8]) {
+    ExpRange(x, mask, begin, begin, end, shift, scale, lanes);
+  });
 }
 
 double ThresholdBlocksScalar(float* p, std::int32_t width, float tau, float* block_sums) {
-  double total = 0;
-  for (std::int32_t b = 0, begin = 0; begin < width; ++b, begin += kBlockSize) {
-    const std::int32_t end = begin + kBlockSize < width ? begin + kBlockSize : width;
-    float lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    for (std::int32_t i = begin; i < end; ++i) {
-      const float v = p[i] >= tau ? p[i] : 0.0f;
-      p[i] = v;
-      lanes[(i - begin) & 7] += v;
-    }
-    block_sums[b] = ReduceLanes(lanes);
-    total += block_sums[b];
-  }
-  return total;
+  return SumBlocks(width, block_sums, [&](std::int32_t begin, std::int32_t end, float (&lanes)[8]) {
+    ThresholdRange(p, begin, begin, end, tau, lanes);
+  });
 }
 
 std::int32_t CollectInRangeScalar(const float* p, std::int32_t n, float lo, float hi, float* out) {
   std::int32_t m = 0;
-  for (std::int32_t i = 0; i < n; ++i) {
-    if (p[i] >= lo && p[i] < hi) out[m++] = p[i];
-  }
+  InRange(p, 0, n, lo, hi, out, &m);
   return m;
 }
 
 std::int32_t CollectCandidatesScalar(const float* x, const std::uint32_t* mask, std::int32_t width,
                                      float lo, float shift, float scale, std::int32_t limit,
                                      TokenId* ids, float* vals, double* tail_bound) {
-  const TailParams tp = MakeTailParams(scale);
   float lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   std::int32_t m = 0;
-  for (std::int32_t i = 0; i < width; ++i) {
-    if (x[i] >= lo && Allowed(mask, i)) {
-      if (m == limit) return -1;
-      ids[m] = i;
-      vals[m++] = x[i];
-    } else if (!(x[i] >= lo) && Allowed(mask, i)) {
-      lanes[i & 7] += TailTerm(x[i], shift, tp);
-    }
+  if (!CandidatesInRange(x, mask, 0, width, lo, shift, MakeTailParams(scale), limit, ids, vals, &m,
+                         lanes)) {
+    return -1;
   }
   *tail_bound = WidenTailBound(ReduceLanes(lanes), width);
   return m;
@@ -208,9 +238,7 @@ std::int32_t CollectCandidatesScalar(const float* x, const std::uint32_t* mask, 
 
 void ForEachAboveScalar(const float* x, const std::uint32_t* mask, std::int32_t width,
                         const float* threshold, AboveVisitor visit, void* ctx) {
-  for (std::int32_t i = 0; i < width; ++i) {
-    if (Allowed(mask, i) && x[i] > *threshold) visit(ctx, i, x[i]);
-  }
+  AboveInRange(x, mask, 0, width, threshold, visit, ctx);
 }
 
 // ---- AVX2.
@@ -222,6 +250,18 @@ LOCKSTEP_AVX2 inline __m256 LaneSigns(__m256i word, int chunk) {
   const __m256i shifts = _mm256_sub_epi32(_mm256_setr_epi32(31, 30, 29, 28, 27, 26, 25, 24),
                                           _mm256_set1_epi32(8 * chunk));
   return _mm256_castsi256_ps(_mm256_sllv_epi32(word, shifts));
+}
+
+// Bit j of the result: x[j] compared with `v` by kCmp (a _CMP_* predicate), for the 32 floats
+// under one mask word.
+template <int kCmp>
+LOCKSTEP_AVX2 inline std::uint32_t CompareWord(const float* x, __m256 v) {
+  std::uint32_t bits = 0;
+  for (int c = 0; c < 4; ++c) {
+    const __m256 r = _mm256_cmp_ps(_mm256_loadu_ps(x + 8 * c), v, kCmp);
+    bits |= static_cast<std::uint32_t>(_mm256_movemask_ps(r)) << (8 * c);
+  }
+  return bits;
 }
 
 LOCKSTEP_AVX2 inline float HorizontalMax(__m256 v) {
@@ -275,35 +315,25 @@ LOCKSTEP_AVX2 void ApplyMaskAvx2(float* logits, const std::uint32_t* mask, std::
   }
 }
 
-LOCKSTEP_AVX2 std::size_t PopcountAvx2(const std::uint32_t* words, std::size_t n) {
-  std::size_t total = 0, i = 0;
-  for (; i + 2 <= n; i += 2) {
-    std::uint64_t pair;
-    std::memcpy(&pair, words + i, sizeof pair);
-    total += static_cast<std::size_t>(__builtin_popcountll(pair));
+// dst[i] |= src[i] (kOr) or dst[i] &= src[i], eight words at a time.
+template <bool kOr>
+LOCKSTEP_AVX2 inline void CombineIntoAvx2(std::uint32_t* dst, const std::uint32_t* src,
+                                          std::size_t n) {
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(dst + i));
+    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i));
+    const __m256i r = kOr ? _mm256_or_si256(a, b) : _mm256_and_si256(a, b);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), r);
   }
-  if (i < n) total += static_cast<std::size_t>(__builtin_popcount(words[i]));
-  return total;
+  for (; i < n; ++i) dst[i] = kOr ? dst[i] | src[i] : dst[i] & src[i];
 }
 
 LOCKSTEP_AVX2 void AndIntoAvx2(std::uint32_t* dst, const std::uint32_t* src, std::size_t n) {
-  std::size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(dst + i));
-    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), _mm256_and_si256(a, b));
-  }
-  for (; i < n; ++i) dst[i] &= src[i];
+  CombineIntoAvx2<false>(dst, src, n);
 }
-
 LOCKSTEP_AVX2 void OrIntoAvx2(std::uint32_t* dst, const std::uint32_t* src, std::size_t n) {
-  std::size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(dst + i));
-    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), _mm256_or_si256(a, b));
-  }
-  for (; i < n; ++i) dst[i] |= src[i];
+  CombineIntoAvx2<true>(dst, src, n);
 }
 
 LOCKSTEP_AVX2 TokenId FirstSetBitAvx2(const std::uint32_t* mask, std::int32_t width) {
@@ -313,12 +343,7 @@ LOCKSTEP_AVX2 TokenId FirstSetBitAvx2(const std::uint32_t* mask, std::int32_t wi
     const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(mask + w));
     if (!_mm256_testz_si256(v, v)) break;
   }
-  for (; w < words; ++w) {
-    std::uint32_t bits = mask[w];
-    if (w == words - 1) bits &= TailMask(width);
-    if (bits != 0) return w * 32 + __builtin_ctz(bits);
-  }
-  return kNoToken;
+  return FirstSetBitFrom(mask, w, words, width);
 }
 
 LOCKSTEP_AVX2 float MaskedMaxAvx2(const float* logits, const std::uint32_t* mask,
@@ -358,13 +383,7 @@ LOCKSTEP_AVX2 TokenId FindFirstEqualAvx2(const float* logits, const std::uint32_
   for (std::int32_t w = 0; w < full; ++w) {
     const std::uint32_t bits = mask == nullptr ? ~0u : mask[w];
     if (bits == 0) continue;
-    const float* x = logits + w * 32;
-    std::uint32_t eq = 0;
-    for (int c = 0; c < 4; ++c) {
-      const __m256 e = _mm256_cmp_ps(_mm256_loadu_ps(x + 8 * c), v, _CMP_EQ_OQ);
-      eq |= static_cast<std::uint32_t>(_mm256_movemask_ps(e)) << (8 * c);
-    }
-    eq &= bits;
+    const std::uint32_t eq = CompareWord<_CMP_EQ_OQ>(logits + w * 32, v) & bits;
     if (eq != 0) return w * 32 + __builtin_ctz(eq);
   }
   for (std::int32_t i = full * 32; i < width; ++i) {
@@ -411,11 +430,7 @@ LOCKSTEP_AVX2 double ExpBlocksAvx2(float* x, const std::uint32_t* mask, std::int
     }
     alignas(32) float lanes[8];
     _mm256_store_ps(lanes, acc);
-    for (; i < end; ++i) {
-      const float e = Allowed(mask, i) ? ExpScalar((x[i] - shift) * scale) : 0.0f;
-      x[i] = e;
-      lanes[(i - begin) & 7] += e;
-    }
+    ExpRange(x, mask, begin, i, end, shift, scale, lanes);
     block_sums[b] = ReduceLanes(lanes);
     total += block_sums[b];
   }
@@ -438,11 +453,7 @@ LOCKSTEP_AVX2 double ThresholdBlocksAvx2(float* p, std::int32_t width, float tau
     }
     alignas(32) float lanes[8];
     _mm256_store_ps(lanes, acc);
-    for (; i < end; ++i) {
-      const float v = p[i] >= tau ? p[i] : 0.0f;
-      p[i] = v;
-      lanes[(i - begin) & 7] += v;
-    }
+    ThresholdRange(p, begin, i, end, tau, lanes);
     block_sums[b] = ReduceLanes(lanes);
     total += block_sums[b];
   }
@@ -463,9 +474,7 @@ LOCKSTEP_AVX2 std::int32_t CollectInRangeAvx2(const float* p, std::int32_t n, fl
       bits &= bits - 1;
     }
   }
-  for (; i < n; ++i) {
-    if (p[i] >= lo && p[i] < hi) out[m++] = p[i];
-  }
+  InRange(p, i, n, lo, hi, out, &m);
   return m;
 }
 
@@ -509,14 +518,8 @@ LOCKSTEP_AVX2 std::int32_t CollectCandidatesAvx2(const float* x, const std::uint
   }
   alignas(32) float lanes[8];
   _mm256_store_ps(lanes, acc);
-  for (std::int32_t i = full * 32; i < width; ++i) {
-    if (x[i] >= lo && Allowed(mask, i)) {
-      if (m == limit) return -1;
-      ids[m] = i;
-      vals[m++] = x[i];
-    } else if (!(x[i] >= lo) && Allowed(mask, i)) {
-      lanes[i & 7] += TailTerm(x[i], shift, tp);
-    }
+  if (!CandidatesInRange(x, mask, full * 32, width, lo, shift, tp, limit, ids, vals, &m, lanes)) {
+    return -1;
   }
   *tail_bound = WidenTailBound(ReduceLanes(lanes), width);
   return m;
@@ -528,23 +531,14 @@ LOCKSTEP_AVX2 void ForEachAboveAvx2(const float* x, const std::uint32_t* mask, s
   for (std::int32_t w = 0; w < full; ++w) {
     std::uint32_t bits = mask == nullptr ? ~0u : mask[w];
     if (bits == 0) continue;
-    const __m256 thr = _mm256_set1_ps(*threshold);
-    const float* v = x + w * 32;
-    std::uint32_t above = 0;
-    for (int c = 0; c < 4; ++c) {
-      const __m256 gt = _mm256_cmp_ps(_mm256_loadu_ps(v + 8 * c), thr, _CMP_GT_OQ);
-      above |= static_cast<std::uint32_t>(_mm256_movemask_ps(gt)) << (8 * c);
-    }
-    bits &= above;
+    bits &= CompareWord<_CMP_GT_OQ>(x + w * 32, _mm256_set1_ps(*threshold));
     while (bits != 0) {
       const TokenId id = w * 32 + __builtin_ctz(bits);
       if (x[id] > *threshold) visit(ctx, id, x[id]);  // the visitor may have raised it
       bits &= bits - 1;
     }
   }
-  for (std::int32_t i = full * 32; i < width; ++i) {
-    if (Allowed(mask, i) && x[i] > *threshold) visit(ctx, i, x[i]);
-  }
+  AboveInRange(x, mask, full * 32, width, threshold, visit, ctx);
 }
 #endif  // LOCKSTEP_X86
 
@@ -574,16 +568,17 @@ struct Table {
 };
 
 constexpr Table kScalarTable = {
-    Isa::kScalar,    ApplyMaskScalar,       PopcountScalar,       AndIntoScalar,
-    OrIntoScalar,    FirstSetBitScalar,     MaskedArgmaxScalar,   MaskedMaxScalar,
-    ExpBlocksScalar, ThresholdBlocksScalar, CollectInRangeScalar, ForEachAboveScalar,
+    Isa::kScalar,          ApplyMaskScalar,       mask_words::CountOnesScalar,
+    mask_words::AndWords,  mask_words::OrWords,   FirstSetBitScalar,
+    MaskedArgmaxScalar,    MaskedMaxScalar,       ExpBlocksScalar,
+    ThresholdBlocksScalar, CollectInRangeScalar,  ForEachAboveScalar,
     CollectCandidatesScalar,
 };
 #ifdef LOCKSTEP_X86
 constexpr Table kAvx2Table = {
-    Isa::kAvx2,    ApplyMaskAvx2,       PopcountAvx2,       AndIntoAvx2,
-    OrIntoAvx2,    FirstSetBitAvx2,     MaskedArgmaxAvx2,   MaskedMaxAvx2,
-    ExpBlocksAvx2, ThresholdBlocksAvx2, CollectInRangeAvx2, ForEachAboveAvx2,
+    Isa::kAvx2,    ApplyMaskAvx2,       mask_words::CountOnesAvx2, AndIntoAvx2,
+    OrIntoAvx2,    FirstSetBitAvx2,     MaskedArgmaxAvx2,          MaskedMaxAvx2,
+    ExpBlocksAvx2, ThresholdBlocksAvx2, CollectInRangeAvx2,        ForEachAboveAvx2,
     CollectCandidatesAvx2,
 };
 #endif
@@ -608,14 +603,7 @@ inline const Table& Kernels() {
 
 }  // namespace
 
-bool CpuHasAvx2() {
-#ifdef LOCKSTEP_X86
-  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("popcnt");
-  return has;
-#else
-  return false;
-#endif
-}
+bool CpuHasAvx2() { return mask_words::CpuHasAvx2(); }
 
 bool ForceIsa(Isa isa) {
   switch (isa) {

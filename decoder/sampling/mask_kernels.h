@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "automata/token/mask_words.h"
 #include "lockstep/types.h"
 
 namespace lockstep::kernels {
@@ -40,27 +41,9 @@ void OrInto(std::uint32_t* dst, const std::uint32_t* src, std::size_t num_words)
 // Lowest allowed id in [0, width), or kNoToken.
 TokenId FirstSetBit(const std::uint32_t* mask, std::int32_t width);
 
-// Calls fn(TokenId) for every allowed id in [0, width), in increasing order. Zero words cost one
-// compare each, so a sparse mask costs about a popcount.
-template <typename Fn>
-inline void ForEachSetBit(const std::uint32_t* mask, std::int32_t width, Fn&& fn) {
-  if (width <= 0) return;
-  const std::int32_t full = width / 32;
-  for (std::int32_t w = 0; w < full; ++w) {
-    std::uint32_t bits = mask[w];
-    while (bits != 0) {
-      fn(static_cast<TokenId>(w * 32 + __builtin_ctz(bits)));
-      bits &= bits - 1;
-    }
-  }
-  if (width % 32 != 0) {
-    std::uint32_t bits = mask[full] & ((1u << (width % 32)) - 1);
-    while (bits != 0) {
-      fn(static_cast<TokenId>(full * 32 + __builtin_ctz(bits)));
-      bits &= bits - 1;
-    }
-  }
-}
+// Calls fn(TokenId) for every allowed id in [0, width), in increasing order: the shared word
+// kernel (automata/token/mask_words.h), inline.
+using mask_words::ForEachSetBit;
 
 // `mask` may be null in the functions below: every id is then allowed.
 //

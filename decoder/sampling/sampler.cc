@@ -16,9 +16,11 @@
 #include <limits>
 #include <new>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "decoder/sampling/mask_kernels.h"
+#include "grammar/base/hash_mix.h"
 #include "grammar/base/json_pointer.h"
 
 namespace lockstep {
@@ -52,13 +54,6 @@ inline float FloatFromBits(std::uint32_t b) {
   float v;
   std::memcpy(&v, &b, sizeof v);
   return v;
-}
-
-inline std::uint64_t Mix64(std::uint64_t z) {
-  z += 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
 }
 
 using HeapEntry = std::pair<float, TokenId>;  // (value, id)
@@ -160,9 +155,9 @@ float CutByMass(float* v, std::int32_t m, double need) {
 }  // namespace
 
 double CounterUniform(std::uint64_t seed, std::uint64_t sequence_id, std::uint64_t step) {
-  std::uint64_t h = Mix64(seed ^ 0x6C6F636B73746570ull);  // "lockstep"
-  h = Mix64(h + sequence_id);
-  h = Mix64(h ^ (step * 0xD1B54A32D192ED03ull));
+  std::uint64_t h = SplitMix64(seed ^ 0x6C6F636B73746570ull);  // "lockstep"
+  h = SplitMix64(h + sequence_id);
+  h = SplitMix64(h ^ (step * 0xD1B54A32D192ED03ull));
   return static_cast<double>(h >> 11) * 0x1.0p-53;
 }
 
@@ -586,7 +581,7 @@ TokenLogprobs Sampler::Logprobs(std::span<const float> logits, const std::uint32
                       : kNegInf;
   float max = 0;
   const double lse = log_softmax(mask, &max);
-  const bool allowed = mask == nullptr || ((mask[token >> 5] >> (token & 31)) & 1u);
+  const bool allowed = mask_words::Allowed(mask, token);
   r.constrained_logprob =
       allowed && std::isfinite(max)
           ? static_cast<float>(static_cast<double>(logits[token]) - max - lse)
@@ -647,44 +642,64 @@ Status ReadInteger(const nlohmann::json& v, const std::string& at, std::int64_t 
   return Status::Ok();
 }
 
+constexpr double kMaxFloat = std::numeric_limits<float>::max();
+
+// The preset fields that are one number: the key, the range and where it goes.
+struct NumberField {
+  const char* key;
+  double lo, hi;
+  float SamplerConfig::*member;
+};
+constexpr NumberField kNumberFields[] = {
+    {"temperature", 0, kMaxFloat, &SamplerConfig::temperature},
+    {"top_p", 0, 1, &SamplerConfig::top_p},
+    {"min_p", 0, 1, &SamplerConfig::min_p},
+    {"repetition_penalty", 1e-6, kMaxFloat, &SamplerConfig::repetition_penalty},
+    {"frequency_penalty", -kMaxFloat, kMaxFloat, &SamplerConfig::frequency_penalty},
+    {"presence_penalty", -kMaxFloat, kMaxFloat, &SamplerConfig::presence_penalty},
+};
+// The fields that are one integer in [0, INT32_MAX].
+struct IntegerField {
+  const char* key;
+  std::int32_t SamplerConfig::*member;
+};
+constexpr IntegerField kIntegerFields[] = {
+    {"top_k", &SamplerConfig::top_k},
+    {"repetition_window", &SamplerConfig::repetition_window},
+};
+
+// Reads `v` into the number or integer field named `key`; nullopt when `key` names neither.
+std::optional<Status> ReadScalarField(const std::string& key, const nlohmann::json& v,
+                                      const std::string& where, SamplerConfig* c) {
+  for (const NumberField& f : kNumberFields) {
+    if (key != f.key) continue;
+    double d = 0;
+    LOCKSTEP_RETURN_IF_ERROR(ReadNumber(v, where, f.lo, f.hi, &d));
+    c->*f.member = static_cast<float>(d);
+    return Status::Ok();
+  }
+  for (const IntegerField& f : kIntegerFields) {
+    if (key != f.key) continue;
+    std::int64_t i = 0;
+    LOCKSTEP_RETURN_IF_ERROR(
+        ReadInteger(v, where, 0, std::numeric_limits<std::int32_t>::max(), &i));
+    c->*f.member = static_cast<std::int32_t>(i);
+    return Status::Ok();
+  }
+  return std::nullopt;
+}
+
 Status ReadPreset(const nlohmann::json& obj, const std::string& at, SamplerConfig* c) {
   if (!obj.is_object()) return PresetError("a preset must be an object", at);
-  constexpr double kMaxFloat = std::numeric_limits<float>::max();
   for (const auto& [key, v] : obj.items()) {
     const std::string where = at + JsonPointerSegment(key);
-    double d = 0;
-    std::int64_t i = 0;
-    if (key == "description") {
+    if (std::optional<Status> read = ReadScalarField(key, v, where, c)) {
+      LOCKSTEP_RETURN_IF_ERROR(*read);
+    } else if (key == "description") {
       if (!v.is_string()) return PresetError("expected a string", where);
-    } else if (key == "temperature") {
-      LOCKSTEP_RETURN_IF_ERROR(ReadNumber(v, where, 0, kMaxFloat, &d));
-      c->temperature = static_cast<float>(d);
-    } else if (key == "top_k") {
-      LOCKSTEP_RETURN_IF_ERROR(
-          ReadInteger(v, where, 0, std::numeric_limits<std::int32_t>::max(), &i));
-      c->top_k = static_cast<std::int32_t>(i);
-    } else if (key == "top_p") {
-      LOCKSTEP_RETURN_IF_ERROR(ReadNumber(v, where, 0, 1, &d));
-      c->top_p = static_cast<float>(d);
-    } else if (key == "min_p") {
-      LOCKSTEP_RETURN_IF_ERROR(ReadNumber(v, where, 0, 1, &d));
-      c->min_p = static_cast<float>(d);
     } else if (key == "seed") {
       if (!v.is_number_unsigned()) return PresetError("expected a non-negative integer", where);
       c->seed = v.get<std::uint64_t>();
-    } else if (key == "repetition_penalty") {
-      LOCKSTEP_RETURN_IF_ERROR(ReadNumber(v, where, 1e-6, kMaxFloat, &d));
-      c->repetition_penalty = static_cast<float>(d);
-    } else if (key == "repetition_window") {
-      LOCKSTEP_RETURN_IF_ERROR(
-          ReadInteger(v, where, 0, std::numeric_limits<std::int32_t>::max(), &i));
-      c->repetition_window = static_cast<std::int32_t>(i);
-    } else if (key == "frequency_penalty") {
-      LOCKSTEP_RETURN_IF_ERROR(ReadNumber(v, where, -kMaxFloat, kMaxFloat, &d));
-      c->frequency_penalty = static_cast<float>(d);
-    } else if (key == "presence_penalty") {
-      LOCKSTEP_RETURN_IF_ERROR(ReadNumber(v, where, -kMaxFloat, kMaxFloat, &d));
-      c->presence_penalty = static_cast<float>(d);
     } else if (key == "logit_bias") {
       if (!v.is_object()) return PresetError("expected an object of token id -> bias", where);
       for (const auto& [id_text, bias] : v.items()) {
@@ -698,6 +713,7 @@ Status ReadPreset(const nlohmann::json& obj, const std::string& at, SamplerConfi
         if (!digits || id > std::numeric_limits<TokenId>::max()) {
           return PresetError("a logit_bias key must be a decimal token id", bias_at);
         }
+        double d = 0;
         LOCKSTEP_RETURN_IF_ERROR(ReadNumber(bias, bias_at, -kMaxFloat, kMaxFloat, &d));
         c->logit_bias.emplace_back(static_cast<TokenId>(id), static_cast<float>(d));
       }

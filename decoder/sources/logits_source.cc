@@ -5,15 +5,11 @@
 #include <cmath>
 #include <limits>
 
+#include "automata/token/mask_words.h"
+#include "grammar/base/hash_mix.h"
+
 namespace lockstep {
 namespace {
-
-inline std::uint64_t Mix64(std::uint64_t z) {
-  z += 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
 
 // A 32-bit integer finaliser (xorshift-multiply); cheap enough to run once per logit.
 inline std::uint32_t Mix32(std::uint32_t h) {
@@ -27,9 +23,7 @@ inline std::uint32_t Mix32(std::uint32_t h) {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-inline bool Allowed(const std::uint32_t* mask, std::int32_t i) {
-  return mask == nullptr || ((mask[i >> 5] >> (i & 31)) & 1u);
-}
+using mask_words::Allowed;
 
 }  // namespace
 
@@ -41,7 +35,8 @@ UniformSource::UniformSource(std::int32_t width, std::uint64_t seed)
 void UniformSource::Logits(std::span<const TokenId> context, std::span<float> out) {
   if (out.size() != static_cast<std::size_t>(width_)) return;
   const std::uint64_t last = context.empty() ? ~0ull : static_cast<std::uint64_t>(context.back());
-  const std::uint64_t key64 = Mix64(Mix64(seed_ ^ (context.size() * 0xA24BAED4963EE407ull)) ^ last);
+  const std::uint64_t key64 =
+      SplitMix64(SplitMix64(seed_ ^ (context.size() * 0xA24BAED4963EE407ull)) ^ last);
   const std::uint32_t key = static_cast<std::uint32_t>(key64 ^ (key64 >> 32));
   constexpr float kScale = 8.0f / 16777216.0f;  // 24 random bits -> [0, 8)
   for (std::int32_t i = 0; i < width_; ++i) {

@@ -44,20 +44,22 @@ struct SourceLocation {
 struct Expr {
   static constexpr std::int32_t kUnbounded = -1;
 
+  // Every field has an initializer, so that a builder may name only the fields its kind uses
+  // (designated initializers, ir_builder.h).
   ExprKind kind = ExprKind::kEmpty;
-  std::string text;                    // kLiteral, kLexeme, kSpecialToken
-  std::vector<CodepointRange> ranges;  // kCharClass
-  RuleId rule = -1;                    // kRuleRef
-  std::vector<ExprId> children;        // kSequence, kChoice, kRepeat (one child)
-  std::int32_t min = 0;                // kRepeat
-  std::int32_t max = 0;                // kRepeat; kUnbounded for * and +
+  std::string text{};                    // kLiteral, kLexeme, kSpecialToken
+  std::vector<CodepointRange> ranges{};  // kCharClass
+  RuleId rule = -1;                      // kRuleRef
+  std::vector<ExprId> children{};        // kSequence, kChoice, kRepeat (one child)
+  std::int32_t min = 0;                  // kRepeat
+  std::int32_t max = 0;                  // kRepeat; kUnbounded for * and +
   // kRepeat: stays a counter rule, never unrolled into the automaton, when the bounds count
   // (not ?, *, +). A JSON string's minLength/maxLength: a counter over one character takes its
   // positions from the vocabulary's counted view (automata/token/token_trie.h), where each unrolled
   // count would be a state of its own, walked over the whole vocabulary.
   bool count = false;
-  std::shared_ptr<const ByteDfa> dfa;  // kByteDfa (shared, immutable)
-  SourceLocation loc;
+  std::shared_ptr<const ByteDfa> dfa{};  // kByteDfa (shared, immutable)
+  SourceLocation loc{};
 };
 
 struct Rule {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "grammar/ir/grammar_ir.h"
+#include "grammar/ir/ir_builder.h"
 #include "grammar/regex/regex_parser.h"
 
 namespace lockstep::grammar {
@@ -18,13 +19,6 @@ namespace {
 
 // Inlining never builds trees taller than this, so recursive passes stay within the stack.
 constexpr std::int32_t kMaxInlineHeight = 1000;
-
-Expr EmptyAt(SourceLocation loc) {
-  Expr e;
-  e.kind = ExprKind::kEmpty;
-  e.loc = loc;
-  return e;
-}
 
 bool RegexNullable(const RegexAst& ast, std::int32_t id) {
   const RegexNode& n = ast.node(id);
@@ -289,7 +283,7 @@ class Pass {
     }
     result.root = new_id[g_.root];
     // Copy the reachable trees, depth first, into the result arena.
-    for (Rule& rule : result.rules) rule.body = Copy(rule.body, &result);
+    for (Rule& rule : result.rules) rule.body = CopyTree(out_, rule.body, &result);
     return result;
   }
 
@@ -407,7 +401,7 @@ class Pass {
     }
     switch (e.kind) {
       case ExprKind::kLiteral:
-        if (e.text.empty()) out = EmptyAt(e.loc);
+        if (e.text.empty()) out = EmptyExpr(e.loc);
         return Emit(std::move(out));
       case ExprKind::kSequence: {
         for (ExprId k : kids) {
@@ -437,7 +431,7 @@ class Pass {
       case ExprKind::kRepeat: {
         const ExprKind ck = out_.expr(kids[0]).kind;
         if (e.min == 1 && e.max == 1) return kids[0];
-        if (ck == ExprKind::kEmpty || e.max == 0) return Emit(EmptyAt(e.loc));
+        if (ck == ExprKind::kEmpty || e.max == 0) return Emit(EmptyExpr(e.loc));
         out.children = std::move(kids);
         return Emit(std::move(out));
       }
@@ -462,20 +456,9 @@ class Pass {
   }
 
   ExprId Collapse(Expr seq) {
-    if (seq.children.empty()) return Emit(EmptyAt(seq.loc));
+    if (seq.children.empty()) return Emit(EmptyExpr(seq.loc));
     if (seq.children.size() == 1) return seq.children[0];
     return Emit(std::move(seq));
-  }
-
-  ExprId Copy(ExprId id, Grammar* into) {
-    std::vector<ExprId> kids;
-    for (ExprId c : out_.expr(id).children) kids.push_back(Copy(c, into));
-    return AddCopy(out_.expr(id), std::move(kids), into);
-  }
-  [[gnu::noinline]] static ExprId AddCopy(const Expr& e, std::vector<ExprId> kids, Grammar* to) {
-    Expr copy = e;
-    copy.children = std::move(kids);
-    return to->Add(std::move(copy));
   }
 
   const Grammar& g_;

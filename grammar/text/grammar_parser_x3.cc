@@ -15,11 +15,13 @@
 #include <functional>  // std::ref
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "grammar/ir/grammar_ir.h"
+#include "grammar/ir/ir_builder.h"
 #include "grammar/regex/regex_parser.h"
 #include "grammar/base/utf8.h"
 
@@ -128,32 +130,19 @@ struct State {
     height.push_back(h);
     return g.Add(std::move(e));
   }
+  // The IR builders (grammar/ir/ir_builder.h) at a source offset.
   ExprId List(ExprKind kind, std::vector<ExprId> kids, std::size_t offset) {
     if (kids.size() == 1) return kids[0];
-    Expr e;
-    e.kind = kids.empty() ? ExprKind::kEmpty : kind;
-    e.children = std::move(kids);
-    return Add(std::move(e), offset);
+    return Add(kids.empty() ? EmptyExpr() : ListExpr(kind, std::move(kids)), offset);
   }
   ExprId Literal(const std::vector<char32_t>& cps, std::size_t offset) {
-    Expr e;
-    e.kind = ExprKind::kLiteral;
-    for (char32_t c : cps) AppendUtf8(c, &e.text);
-    return Add(std::move(e), offset);
+    std::string text;
+    for (char32_t c : cps) AppendUtf8(c, &text);
+    return Add(LiteralExpr(std::move(text)), offset);
   }
-  ExprId Class(Ranges r, std::size_t offset) {
-    Expr e;
-    e.kind = ExprKind::kCharClass;
-    e.ranges = std::move(r);
-    return Add(std::move(e), offset);
-  }
+  ExprId Class(Ranges r, std::size_t offset) { return Add(CharClassExpr(std::move(r)), offset); }
   ExprId Repeat(ExprId child, std::int32_t min, std::int32_t max, std::size_t offset) {
-    Expr e;
-    e.kind = ExprKind::kRepeat;
-    e.children = {child};
-    e.min = min;
-    e.max = max;
-    return Add(std::move(e), offset);
+    return Add(RepeatExpr(child, min, max), offset);
   }
   std::int32_t Count(std::string_view digits, std::size_t offset) const {
     std::int64_t v = 0;
@@ -190,122 +179,120 @@ std::size_t Here(const Ctx& ctx) {
   return St(ctx).Offset(x3::_where(ctx).begin());
 }
 
-// Records the current position (after skipping) in State::mark; consumes nothing.
-struct Mark : x3::parser<Mark> {
-  using attribute_type = x3::unused_type;
-  static bool const has_attribute = false;
-  template <typename Ctx, typename RCtx, typename Attr>
-  bool parse(It& first, It last, const Ctx& ctx, RCtx&, Attr&) const {
-    x3::skip_over(first, last, ctx);
-    St(ctx).mark = St(ctx).Offset(first);
-    return true;
-  }
-};
-constexpr Mark mark{};
-
-// One UTF-8 encoded code point; invalid UTF-8 is an error at its first byte.
-struct Utf8Char : x3::parser<Utf8Char> {
-  using attribute_type = std::uint32_t;
-  static bool const has_attribute = true;
+// A primitive parser from a function fn(first, last, ctx, attr) -> bool: x3's parser interface
+// (parse() on a class deriving from x3::parser) written once for the token parsers below.
+// `Attribute` is what it produces, x3::unused_type for nothing.
+template <typename Attribute, typename Fn>
+struct Primitive : x3::parser<Primitive<Attribute, Fn>> {
+  using attribute_type = Attribute;
+  static bool const has_attribute = !std::is_same_v<Attribute, x3::unused_type>;
+  constexpr explicit Primitive(Fn f) : fn(f) {}
   template <typename Ctx, typename RCtx, typename Attr>
   bool parse(It& first, It last, const Ctx& ctx, RCtx&, Attr& attr) const {
-    x3::skip_over(first, last, ctx);
-    if (first == last) return false;
-    const auto b0 = static_cast<unsigned char>(*first);
-    std::uint32_t cp = 0;
-    int len = 1;
-    if (b0 < 0x80) {
-      cp = b0;
-    } else if (b0 >= 0xC2 && b0 <= 0xDF) {
-      cp = b0 & 0x1F, len = 2;
-    } else if (b0 >= 0xE0 && b0 <= 0xEF) {
-      cp = b0 & 0x0F, len = 3;
-    } else if (b0 >= 0xF0 && b0 <= 0xF4) {
-      cp = b0 & 0x07, len = 4;
-    } else {
-      throw Failure{St(ctx).Offset(first), "invalid UTF-8"};
-    }
-    if (last - first < len) throw Failure{St(ctx).Offset(first), "invalid UTF-8"};
-    for (int i = 1; i < len; ++i) {
-      const auto b = static_cast<unsigned char>(first[i]);
-      if ((b & 0xC0) != 0x80) throw Failure{St(ctx).Offset(first), "invalid UTF-8"};
-      cp = (cp << 6) | (b & 0x3F);
-    }
-    const std::uint32_t min_for_len[] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < min_for_len[len] || cp > kMaxCodepoint || (cp >= kSurrogateLo && cp <= kSurrogateHi)) {
-      throw Failure{St(ctx).Offset(first), "invalid UTF-8"};
-    }
-    first += len;
-    x3::traits::move_to(cp, attr);
-    return true;
+    return fn(first, last, ctx, attr);
   }
+  Fn fn;
 };
-constexpr Utf8Char utf8_char{};
+template <typename Attribute = x3::unused_type, typename Fn>
+constexpr Primitive<Attribute, Fn> MakePrimitive(Fn fn) {
+  return Primitive<Attribute, Fn>(fn);
+}
+
+// Records the current position (after skipping) in State::mark; consumes nothing.
+constexpr auto mark = MakePrimitive([](It& first, It last, const auto& ctx, auto&) {
+  x3::skip_over(first, last, ctx);
+  St(ctx).mark = St(ctx).Offset(first);
+  return true;
+});
+
+// One UTF-8 encoded code point; invalid UTF-8 is an error at its first byte.
+constexpr auto utf8_char = MakePrimitive<std::uint32_t>([](It& first, It last, const auto& ctx,
+                                                           auto& attr) {
+  x3::skip_over(first, last, ctx);
+  if (first == last) return false;
+  const auto b0 = static_cast<unsigned char>(*first);
+  std::uint32_t cp = 0;
+  int len = 1;
+  if (b0 < 0x80) {
+    cp = b0;
+  } else if (b0 >= 0xC2 && b0 <= 0xDF) {
+    cp = b0 & 0x1F, len = 2;
+  } else if (b0 >= 0xE0 && b0 <= 0xEF) {
+    cp = b0 & 0x0F, len = 3;
+  } else if (b0 >= 0xF0 && b0 <= 0xF4) {
+    cp = b0 & 0x07, len = 4;
+  } else {
+    throw Failure{St(ctx).Offset(first), "invalid UTF-8"};
+  }
+  if (last - first < len) throw Failure{St(ctx).Offset(first), "invalid UTF-8"};
+  for (int i = 1; i < len; ++i) {
+    const auto b = static_cast<unsigned char>(first[i]);
+    if ((b & 0xC0) != 0x80) throw Failure{St(ctx).Offset(first), "invalid UTF-8"};
+    cp = (cp << 6) | (b & 0x3F);
+  }
+  const std::uint32_t min_for_len[] = {0, 0, 0x80, 0x800, 0x10000};
+  if (cp < min_for_len[len] || cp > kMaxCodepoint || (cp >= kSurrogateLo && cp <= kSurrogateHi)) {
+    throw Failure{St(ctx).Offset(first), "invalid UTF-8"};
+  }
+  first += len;
+  x3::traits::move_to(cp, attr);
+  return true;
+});
 
 // A /regex/ terminal: the pattern up to the next unescaped '/' on the same line, with "\/"
 // unescaped (the IR holds plain regex syntax) and the source offset of every pattern byte kept
 // so regex errors point into the grammar text.
-struct RegexToken : x3::parser<RegexToken> {
-  using attribute_type = x3::unused_type;
-  template <typename Ctx, typename RCtx, typename Attr>
-  bool parse(It& first, It last, const Ctx& ctx, RCtx&, Attr&) const {
-    x3::skip_over(first, last, ctx);
-    if (first == last || *first != '/') return false;
-    // "//" starts a comment in Lark; an empty regex is never meant.
-    if (last - first >= 2 && first[1] == '/') return false;
-    State& st = St(ctx);
-    st.tok_at = st.Offset(first);
-    st.regex.clear();
-    st.regex_at.clear();
-    It p = first + 1;
-    for (;;) {
-      if (p == last || *p == '\n' || *p == '\r') {
-        throw Failure{st.tok_at, "unterminated /regex/"};
-      }
-      if (*p == '/') break;
-      if (*p == '\\' && p + 1 != last && p[1] == '/') {
-        st.regex_at.push_back(st.Offset(p));
-        st.regex.push_back('/');
-        p += 2;
-        continue;
-      }
-      if (*p == '\\' && p + 1 != last && p[1] != '\n') {
-        st.regex_at.push_back(st.Offset(p));
-        st.regex.push_back(*p++);
-      }
+constexpr auto regex_token = MakePrimitive([](It& first, It last, const auto& ctx, auto&) {
+  x3::skip_over(first, last, ctx);
+  if (first == last || *first != '/') return false;
+  // "//" starts a comment in Lark; an empty regex is never meant.
+  if (last - first >= 2 && first[1] == '/') return false;
+  State& st = St(ctx);
+  st.tok_at = st.Offset(first);
+  st.regex.clear();
+  st.regex_at.clear();
+  It p = first + 1;
+  for (;;) {
+    if (p == last || *p == '\n' || *p == '\r') {
+      throw Failure{st.tok_at, "unterminated /regex/"};
+    }
+    if (*p == '/') break;
+    if (*p == '\\' && p + 1 != last && p[1] == '/') {
+      st.regex_at.push_back(st.Offset(p));
+      st.regex.push_back('/');
+      p += 2;
+      continue;
+    }
+    if (*p == '\\' && p + 1 != last && p[1] != '\n') {
       st.regex_at.push_back(st.Offset(p));
       st.regex.push_back(*p++);
     }
-    st.regex_at.push_back(st.Offset(p));  // one past the pattern: the closing '/'
-    first = p + 1;
-    if (st.lark) {
-      It f = first;
-      while (f != last && std::isalpha(static_cast<unsigned char>(*f))) ++f;
-      if (f != first) {
-        throw Failure{st.Offset(first),
-                      "regex flags are not supported (write the case variants out)",
-                      StatusCode::kUnsupported};
-      }
-    }
-    return true;
+    st.regex_at.push_back(st.Offset(p));
+    st.regex.push_back(*p++);
   }
-};
-constexpr RegexToken regex_token{};
+  st.regex_at.push_back(st.Offset(p));  // one past the pattern: the closing '/'
+  first = p + 1;
+  if (st.lark) {
+    It f = first;
+    while (f != last && std::isalpha(static_cast<unsigned char>(*f))) ++f;
+    if (f != first) {
+      throw Failure{st.Offset(first),
+                    "regex flags are not supported (write the case variants out)",
+                    StatusCode::kUnsupported};
+    }
+  }
+  return true;
+});
 
 // True when only spaces and tabs precede the current token on its line (Lark's `?rule:` prefix
 // versus the `?` postfix operator).
-struct AtLineStart : x3::parser<AtLineStart> {
-  using attribute_type = x3::unused_type;
-  template <typename Ctx, typename RCtx, typename Attr>
-  bool parse(It& first, It last, const Ctx& ctx, RCtx&, Attr&) const {
-    It p = first;
-    x3::skip_over(p, last, ctx);
-    const char* begin = St(ctx).text.data();
-    while (p != begin && (p[-1] == ' ' || p[-1] == '\t')) --p;
-    return p == begin || p[-1] == '\n' || p[-1] == '\r';
-  }
-};
-constexpr AtLineStart at_line_start{};
+constexpr auto at_line_start = MakePrimitive([](It& first, It last, const auto& ctx, auto&) {
+  It p = first;
+  x3::skip_over(p, last, ctx);
+  const char* begin = St(ctx).text.data();
+  while (p != begin && (p[-1] == ' ' || p[-1] == '\t')) --p;
+  return p == begin || p[-1] == '\n' || p[-1] == '\r';
+});
 
 // ---- Semantic actions shared by both syntaxes ----
 
@@ -373,10 +360,7 @@ auto const make_regex = [](auto& ctx) {
                                 : StatusCode::kInvalidGrammar;
     throw Failure{st.regex_at[at], "invalid regex: " + what, code};
   }
-  Expr e;
-  e.kind = ExprKind::kLexeme;
-  e.text = st.regex;
-  x3::_val(ctx) = st.Add(std::move(e), st.tok_at);
+  x3::_val(ctx) = st.Add(LexemeExpr(st.regex), st.tok_at);
 };
 // Names are stashed when read and used once the construct around them has matched, so
 // backtracking never leaves a half-made rule or reference behind.
@@ -388,16 +372,11 @@ auto const stash_name = [](auto& ctx) {
 };
 auto const make_special = [](auto& ctx) {
   State& st = St(ctx);
-  Expr e;
-  e.kind = ExprKind::kSpecialToken;
-  e.text = st.name;
-  x3::_val(ctx) = st.Add(std::move(e), st.name_at - 2);
+  x3::_val(ctx) = st.Add(SpecialTokenExpr(st.name), st.name_at - 2);
 };
 auto const make_ref = [](auto& ctx) {
   State& st = St(ctx);
-  Expr e;
-  e.kind = ExprKind::kRuleRef;
-  const ExprId id = st.Add(std::move(e), st.name_at);
+  const ExprId id = st.Add(RuleRefExpr(/*resolved after the parse*/ -1), st.name_at);
   st.refs.push_back({id, st.name, st.name_at});
   x3::_val(ctx) = id;
 };
@@ -534,6 +513,21 @@ auto const digits = x3::raw[digits_rule];
 
 BOOST_SPIRIT_DEFINE(escape_body, escape, str_ch, cls_ch, literal, char_class, regex, special)
 
+// The expression rules both syntaxes have. Each syntax has its own: X3 binds a rule to its
+// definition (BOOST_SPIRIT_DEFINE, found by argument-dependent lookup) by the rule's tag, which
+// carries the syntax here. The names are what an expectation failure prints.
+template <typename Syntax, int kRule>
+struct RuleTag;
+template <typename Syntax>
+struct ExprRules {
+  x3::rule<RuleTag<Syntax, 0>, ExprId> alternatives{"alternatives"};
+  x3::rule<RuleTag<Syntax, 1>, ExprId> sequence{"sequence"};
+  x3::rule<RuleTag<Syntax, 2>, ExprId> item{"item"};
+  x3::rule<RuleTag<Syntax, 3>, ExprId> primary{"expression"};
+  x3::rule<RuleTag<Syntax, 4>, ExprId> group{"group"};
+  x3::rule<RuleTag<Syntax, 5>, ExprId> ref{"rule reference"};
+};
+
 // ---- GBNF ----
 namespace gbnf {
 
@@ -541,12 +535,8 @@ auto const skipper = x3::ascii::space | ('#' >> *(x3::char_ - x3::eol));
 auto const name_char = x3::ascii::alnum | x3::char_('-') | x3::char_('_');
 auto const name = x3::raw[x3::lexeme[+name_char]][stash_name];
 
-x3::rule<class Alternatives, ExprId> const alternatives = "alternatives";
-x3::rule<class Sequence, ExprId> const sequence = "sequence";
-x3::rule<class Item, ExprId> const item = "item";
-x3::rule<class Primary, ExprId> const primary = "expression";
-x3::rule<class Group, ExprId> const group = "group";
-x3::rule<class Ref, ExprId> const ref = "rule reference";
+struct Syntax;
+auto const [alternatives, sequence, item, primary, group, ref] = ExprRules<Syntax>{};
 x3::rule<class Any, ExprId> const any = "'.'";
 
 auto const alternatives_def = (sequence % '|')[make_choice];
@@ -576,13 +566,9 @@ auto const name =
     x3::raw[x3::lexeme[(x3::ascii::alpha | '_') >> *(x3::ascii::alnum | '_')]][stash_name];
 auto const priority = x3::lexeme['.' >> -x3::lit('-') >> +x3::digit];
 
-x3::rule<class Alternatives, ExprId> const alternatives = "alternatives";
-x3::rule<class Sequence, ExprId> const sequence = "sequence";
-x3::rule<class Item, ExprId> const item = "item";
-x3::rule<class Primary, ExprId> const primary = "expression";
-x3::rule<class Group, ExprId> const group = "group";
+struct Syntax;
+auto const [alternatives, sequence, item, primary, group, ref] = ExprRules<Syntax>{};
 x3::rule<class Optional, ExprId> const optional = "optional";
-x3::rule<class Ref, ExprId> const ref = "rule reference";
 x3::rule<class String, ExprId> const string = "string literal";
 
 auto const str_nocase = [](auto& ctx) { St(ctx).str_nocase = true; };
@@ -663,20 +649,8 @@ BOOST_SPIRIT_DEFINE(alternatives, sequence, item, primary, group, optional, ref,
 }  // namespace lark
 
 // Copies the expressions reachable from rule bodies into a fresh arena in depth-first order, so
-// the arena holds no nodes left behind by backtracking.
-[[gnu::noinline]] ExprId AddCopy(const Expr& e, std::vector<ExprId> kids, Grammar* to) {
-  Expr copy = e;
-  copy.children = std::move(kids);
-  return to->Add(std::move(copy));
-}
-
-// Recursion as deep as the tree (bounded by State::max_height); the frame stays small.
-ExprId CopyTree(const Grammar& from, ExprId id, Grammar* to) {
-  std::vector<ExprId> kids;
-  for (ExprId c : from.exprs[id].children) kids.push_back(CopyTree(from, c, to));
-  return AddCopy(from.exprs[id], std::move(kids), to);
-}
-
+// the arena holds no nodes left behind by backtracking. CopyTree recurses as deep as the tree,
+// which State::max_height bounds.
 void Compact(Grammar& g) {
   Grammar out;
   out.rules = g.rules;
