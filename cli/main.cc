@@ -323,7 +323,7 @@ int CompileRegexFile(const Args& args, const CompileOptions& options) {
     const auto t0 = Clock::now();
     grammar.PrecomputeAllMasks();
     out["all_masks_ms"] = MsSince(t0);
-    auto per_state = (*grammar)->AllowedTokensPerState();
+    std::vector<std::int64_t> per_state = grammar.AllowedTokensPerState();
     std::vector<std::int64_t> sorted = per_state;
     std::sort(sorted.begin(), sorted.end());
     if (!sorted.empty()) {

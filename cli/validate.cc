@@ -34,7 +34,8 @@ INSTANCE reads stdin the same way.
   --ndjson               always read instances one per line
   --formats              check `format` as an assertion (date, date-time, email, ipv4, ...)
   --remote URI=DIR       serve $ref targets under URI from the files of DIR (repeatable; the
-                         network is never used)
+                         network is never used): DIR/a.json is URI/a.json, with or without a
+                         trailing / on URI
   --quiet                print nothing, only the exit code
 exit: 0 all valid, 1 some instance invalid or not JSON, 2 unusable schema or usage error
 )";

@@ -181,11 +181,15 @@ Status AddRemoteDirectory(const std::string& base_uri, const std::string& dir,
   if (!fs::is_directory(dir, ec)) {
     return Status(StatusCode::kIoError, "not a directory", dir);
   }
+  // The base names the directory: "http://x.test/schemas" serves DIR/a.json as
+  // "http://x.test/schemas/a.json", as "http://x.test/schemas/" does.
+  std::string base = base_uri;
+  if (!base.empty() && base.back() != '/') base.push_back('/');
   for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     if (!it->is_regular_file()) continue;
     std::string rel = fs::relative(it->path(), dir).generic_string();
     std::ifstream in(it->path(), std::ios::binary);
-    (*remotes)[base_uri + rel] =
+    (*remotes)[base + rel] =
         std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   }
   return Status::Ok();

@@ -52,8 +52,9 @@ struct SchemaValidatorOptions {
 
   // Adds every file under `dir` (recursively) to `remotes` as `base_uri` + its path relative to
   // `dir` (`lockstep validate --remote URI=DIR`): base "http://localhost:1234/" and the file
-  // DIR/draft7/integer.json give "http://localhost:1234/draft7/integer.json". The files are
-  // read now. kIoError (location: `dir`) when `dir` is not a directory.
+  // DIR/draft7/integer.json give "http://localhost:1234/draft7/integer.json"; a base without its
+  // trailing '/' names the same directory ("http://localhost:1234" gives the same URI). The
+  // files are read now. kIoError (location: `dir`) when `dir` is not a directory.
   Status AddRemoteDirectory(const std::string& base_uri, const std::string& dir);
 };
 

@@ -15,7 +15,6 @@
 #include <vector>
 
 #include "capi/capi_test_support.h"
-#include "grammar/schema/json_schema.h"
 #include "lockstep/compiler.h"
 #include "lockstep/decoding.h"
 #include "lockstep/lockstep_c.h"
@@ -251,23 +250,33 @@ TEST_F(CapiTest, ArtifactRoundTripGeneratesTheSameTokens) {
 }
 
 TEST_F(CapiTest, GeneratedTextValidatesAgainstTheSchema) {
-  auto schema = schema::Schema::Load(SchemaText());
-  ASSERT_TRUE(schema.ok()) << schema.status().ToString();
-  schema::ValidateOptions vo;
-  vo.format_assertion = true;  // the compiler enforces `format: date`
-  auto validator = schema::Validator::Create(*schema, vo);
-  ASSERT_TRUE(validator.ok()) << validator.status().ToString();
+  // The C ABI's own validator, as a C host would check what it generated.
+  lockstep_validator_options vo;
+  lockstep_validator_options_init(&vo);
+  vo.format_assertion = 1;  // the compiler enforces `format: date`
+  const std::string schema = SchemaText();
+  lockstep_validator* validator = nullptr;
+  ASSERT_EQ(lockstep_validator_create(schema.data(), schema.size(), &vo, &validator), LOCKSTEP_OK)
+      << lockstep_last_error();
   bool eos = false;
   lockstep_finish_reason finish = LOCKSTEP_FINISH_LENGTH;
   for (const std::vector<std::int32_t>& ids : {CSteps(&eos), CGenerate(1, &finish)}) {
     const std::string text = Text(ids);
-    std::vector<schema::ValidationError> errors;
-    auto valid = validator->ValidateText(text, &errors);
-    ASSERT_TRUE(valid.ok()) << valid.status().ToString() << "\n" << text;
-    EXPECT_TRUE(*valid) << text << "\n"
-                        << (errors.empty() ? ""
-                                           : errors[0].schema_pointer + ": " + errors[0].message);
+    lockstep_validation* verdict = nullptr;
+    ASSERT_EQ(lockstep_validate(validator, text.data(), text.size(), &verdict), LOCKSTEP_OK)
+        << lockstep_last_error() << "\n" << text;
+    std::string why;
+    if (lockstep_validation_num_errors(verdict) > 0) {
+      const char* at = nullptr;
+      const char* keyword = nullptr;
+      const char* message = nullptr;
+      ASSERT_EQ(lockstep_validation_error(verdict, 0, &at, &keyword, &message), LOCKSTEP_OK);
+      why = std::string(keyword) + ": " + message;
+    }
+    EXPECT_EQ(lockstep_validation_is_valid(verdict), 1) << text << "\n" << why;
+    lockstep_validation_free(verdict);
   }
+  lockstep_validator_free(validator);
   EXPECT_TRUE(eos);
   EXPECT_EQ(finish, LOCKSTEP_FINISH_EOS);
 }
@@ -399,6 +408,16 @@ TEST_F(CapiTest, VocabularyAndCompileErrors) {
   EXPECT_NE(std::string(lockstep_grammar_warning(g, 0)).find("/uniqueItems"), std::string::npos)
       << lockstep_grammar_warning(g, 0);
   EXPECT_EQ(lockstep_grammar_warning(g, 1), nullptr);
+  lockstep_grammar_free(g);
+  g = nullptr;
+  // A grammar rule the root never reaches: compiled, with a warning at its line:column.
+  const std::string spare = "root ::= \"a\"\n\nspare ::= \"b\"\n";
+  ASSERT_EQ(lockstep_compile_grammar(vocab_, spare.data(), spare.size(), "gbnf", nullptr, &g),
+            LOCKSTEP_OK)
+      << lockstep_last_error();
+  ASSERT_EQ(lockstep_grammar_num_warnings(g), 1u);
+  EXPECT_STREQ(lockstep_grammar_warning(g, 0),
+               "3:1: rule 'spare' is never used (unreachable from 'root')");
   lockstep_grammar_free(g);
   g = nullptr;
   // Unsatisfiable.

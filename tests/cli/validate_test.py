@@ -126,6 +126,12 @@ class Validate(unittest.TestCase):
                              "-", stdin="3")[0], 0)
         self.assertEqual(run("--schema", s, "--remote", "http://example.test/=" + remote_dir,
                              "-", stdin="3.5")[0], 1)
+        # The base URI without its trailing '/' serves the same files.
+        s2 = self.write("r2.json", json.dumps({"$ref": "http://example.test/v1/int.json"}))
+        self.assertEqual(run("--schema", s2, "--remote", "http://example.test/v1=" + remote_dir,
+                             "-", stdin="3")[0], 0)
+        self.assertEqual(run("--schema", s2, "--remote", "http://example.test/v1=" + remote_dir,
+                             "-", stdin="3.5")[0], 1)
 
 
 if __name__ == "__main__":

@@ -284,6 +284,14 @@ TEST(SchemaValidator, RemoteDocumentsFromTextAndFromADirectory) {
   SchemaValidatorOptions from_dir;
   ASSERT_TRUE(from_dir.AddRemoteDirectory("http://example.test/", dir.string()).ok());
   EXPECT_EQ(from_dir.remotes.count("http://example.test/sub/int.json"), 1u);
+  // A base without its trailing '/' names the same directory.
+  SchemaValidatorOptions no_slash;
+  ASSERT_TRUE(no_slash.AddRemoteDirectory("http://example.test/v1", dir.string()).ok());
+  EXPECT_EQ(no_slash.remotes.count("http://example.test/v1/sub/int.json"), 1u);
+  EXPECT_EQ(no_slash.remotes.size(), 1u);
+  EXPECT_TRUE(Make(R"({"$ref": "http://example.test/v1/sub/int.json"})", no_slash)
+                  .Validate("3")
+                  ->valid);
   fs::remove_all(dir);
   SchemaValidator vd = Make(R"({"$ref": "http://example.test/sub/int.json"})", from_dir);
   EXPECT_TRUE(vd.Validate("3")->valid);
