@@ -572,7 +572,9 @@ lockstep_status lockstep_compile_grammar(const lockstep_vocab* vocab, const char
     return Compile(function, vocab, text, len, options, out,
                    [s](const lockstep::GrammarCompiler& c, std::string_view t,
                        const lockstep::CompileOptions& o,
-                       std::vector<std::string>*) { return c.CompileGrammar(t, o, s); });
+                       std::vector<std::string>* warnings) {
+                     return c.CompileGrammar(t, o, s, warnings);
+                   });
   });
 }
 

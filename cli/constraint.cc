@@ -73,7 +73,8 @@ Result<std::string> ReadConstraintFile(const std::string& path, const char* what
 
 Result<std::shared_ptr<const CompiledGrammar>> CompileConstraint(const Args& args,
                                                                  const GrammarCompiler& compiler,
-                                                                 const CompileOptions& defaults) {
+                                                                 const CompileOptions& defaults,
+                                                                 std::vector<std::string>* out) {
   CompileOptions options = defaults;
   LOCKSTEP_RETURN_IF_ERROR(ApplyCompileTimeout(args, &options));
   int given = args.Has("regex") + args.Has("grammar") + args.Has("schema") + args.Has("artifact") +
@@ -118,6 +119,7 @@ Result<std::shared_ptr<const CompiledGrammar>> CompileConstraint(const Args& arg
     std::vector<std::string> warnings;
     auto g = compiler.CompileSchema(*text, o, &warnings);
     for (const std::string& w : warnings) std::cerr << "lockstep: warning: relaxed " << w << "\n";
+    if (out != nullptr) out->insert(out->end(), warnings.begin(), warnings.end());
     if (!g.ok()) {
       const Status& st = g.status();
       return Status(st.code(), st.message(), SchemaFileLocation(path, st.location()));
@@ -132,7 +134,13 @@ Result<std::shared_ptr<const CompiledGrammar>> CompileConstraint(const Args& arg
   const std::string path = args.Get("grammar");
   auto text = ReadConstraintFile(path, "grammar");
   if (!text.ok()) return text.status();
-  auto g = compiler.CompileGrammar(*text, options, args.Get("grammar-syntax", "auto"));
+  std::vector<std::string> warnings;
+  auto g = compiler.CompileGrammar(*text, options, args.Get("grammar-syntax", "auto"), &warnings);
+  for (std::string& w : warnings) {
+    w = path + ":" + w;  // "FILE:line:column: ..."
+    std::cerr << "lockstep: warning: " << w << "\n";
+    if (out != nullptr) out->push_back(w);
+  }
   if (!g.ok()) {
     const Status& st = g.status();
     return Status(st.code(), st.message(),

@@ -36,9 +36,12 @@ void ApplySchemaFlags(const Args& args, CompileOptions* options);
 Status ApplyCompileTimeout(const Args& args, CompileOptions* options);
 // Compiles the constraint the flags name; kInvalidArgument if none or several are given,
 // kIoError for an unreadable file, grammar errors with FILE:line:column, schema errors with
-// FILE#/json/pointer. Schema warnings (--lenient) go to stderr.
+// FILE#/json/pointer. Warnings go to stderr, "lockstep: warning: ..." each, and to `*warnings`
+// when given: a lenient schema's relaxed keywords ("pointer: message") and a grammar's unused
+// rules ("FILE:line:column: rule 'x' is never used ...").
 Result<std::shared_ptr<const CompiledGrammar>> CompileConstraint(
-    const Args& args, const GrammarCompiler& compiler, const CompileOptions& options = {});
+    const Args& args, const GrammarCompiler& compiler, const CompileOptions& options = {},
+    std::vector<std::string>* warnings = nullptr);
 // The vocabulary --tokenizer names and the constraint the flags name, compiled over it with the
 // default options (generate, explain). Errors as LoadVocabulary's and CompileConstraint's.
 struct LoadedConstraint {

@@ -260,8 +260,9 @@ void PrintReportTimes(const TimedCompile& run) {
 }
 
 int CompileGrammarFile(const Args& args, const CompileOptions& options) {
+  std::vector<std::string> warnings;
   auto run = TimeCompile(args, [&](const GrammarCompiler& compiler) {
-    return CompileConstraint(args, compiler, options);
+    return CompileConstraint(args, compiler, options, &warnings);
   });
   if (!run.ok()) return Fail(run.status());
   const Vocabulary& vocab = *run->vocab;
@@ -288,6 +289,7 @@ int CompileGrammarFile(const Args& args, const CompileOptions& options) {
   out["uncertain_tokens"] = stats.uncertain_tokens;
   out["mask_cache_bytes"] = stats.mask_cache_bytes;
   if (all_ms >= 0) out["all_positions_ms"] = all_ms;
+  out["warnings"] = warnings;
   if (args.Has("json")) {
     std::cout << out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     return 0;

@@ -661,8 +661,9 @@ void BindCompiledGrammar(py::module_& m) {
                              [](const PyGrammar& g) { return g.grammar->is_grammar(); })
       .def_property_readonly(
           "warnings", [](const PyGrammar& g) { return g.warnings; },
-          "compile_schema(lenient=True): one 'pointer: message' per relaxed "
-          "keyword; empty otherwise.")
+          "compile_schema(lenient=True): one 'pointer: message' per relaxed keyword; "
+          "compile_grammar: one 'line:column: rule ... is never used' per rule the start rule "
+          "never reaches; empty otherwise.")
       .def("stats", [](const PyGrammar& g) {
         const CompiledGrammarStats s = g.grammar->Stats();
         py::dict d;
@@ -800,8 +801,8 @@ void BindCompile(py::module_& m) {
         o.max_nesting_depth = max_nesting_depth;
         o.max_earley_items_per_byte = max_earley_items_per_byte;
         SetBudget(&o, timeout_ms, cancel, background_positions);
-        return Compile(vocab, [&](const GrammarCompiler& c, std::vector<std::string>*) {
-          return c.CompileGrammar(text, o, syntax);
+        return Compile(vocab, [&](const GrammarCompiler& c, std::vector<std::string>* warnings) {
+          return c.CompileGrammar(text, o, syntax, warnings);
         });
       },
       py::arg("vocab"), py::arg("text"), py::arg("syntax") = "auto",
@@ -811,7 +812,9 @@ void BindCompile(py::module_& m) {
       py::arg("background_positions") = true,
       (std::string("Compiles a context-free grammar; syntax 'auto' (GBNF if rules use '::='), "
                    "'gbnf' or 'lark'. Input nested deeper than max_nesting_depth, or whose parse "
-                   "of one byte takes more than max_earley_items_per_byte items, is rejected.") +
+                   "of one byte takes more than max_earley_items_per_byte items, is rejected. "
+                   "A rule the start rule never reaches is listed in .warnings "
+                   "('line:column: rule ... is never used').") +
        kBudgetDoc)
           .c_str());
 }

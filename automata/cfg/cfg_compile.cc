@@ -46,7 +46,8 @@ Result<std::shared_ptr<const CompiledGrammar>> CompileGrammarIr(const GrammarCom
 }
 
 Result<std::shared_ptr<const CompiledGrammar>> GrammarCompiler::CompileGrammar(
-    std::string_view text, const CompileOptions& options, std::string_view syntax) const {
+    std::string_view text, const CompileOptions& options, std::string_view syntax,
+    std::vector<std::string>* warnings) const {
   grammar::GrammarSyntax sx;
   if (syntax == "auto" || syntax.empty()) {
     sx = grammar::GrammarSyntax::kAuto;
@@ -63,6 +64,10 @@ Result<std::shared_ptr<const CompiledGrammar>> GrammarCompiler::CompileGrammar(
   po.max_repeat = options.max_repeat;
   Result<grammar::Grammar> ir = grammar::ParseGrammar(text, sx, po);
   if (!ir.ok()) return ir.status();
+  if (warnings != nullptr) {
+    warnings->insert(warnings->end(), ir->warnings.begin(), ir->warnings.end());
+  }
+  grammar::DropUnreachableRules(*ir);  // unused rules are warnings: never lowered
   return CompileGrammarIrUnder(*this, *ir, options, deadline);
 }
 

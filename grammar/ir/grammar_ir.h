@@ -77,6 +77,9 @@ struct Grammar {
   std::vector<Expr> exprs;
   std::vector<Rule> rules;
   RuleId root = -1;  // the start rule ("root" in GBNF, "start" in Lark)
+  // What the parser accepted but a reader should know: "line:column: rule 'x' is never used
+  // (unreachable from 'root')". Not part of the grammar's structure (StructurallyEqual ignores it).
+  std::vector<std::string> warnings;
 
   const Expr& expr(ExprId id) const { return exprs[id]; }
   const Rule& rule(RuleId id) const { return rules[id]; }
@@ -103,13 +106,16 @@ struct GrammarParseOptions {
   std::int32_t max_nesting_depth = 1000;
   // Largest repetition bound accepted in {m,n}; larger is kResourceLimit.
   std::int32_t max_repeat = 100000;
-  // Unused rules are an error by default (likely typos); set to keep them as warnings.
-  bool allow_unused_rules = false;
+  // Rules the start rule never reaches: kept, with a warning each in Grammar::warnings (llama.cpp
+  // and XGrammar accept them, and grammars copied around carry them; compiling drops them).
+  // false makes the first one an error (kInvalidGrammar at its line:column).
+  bool allow_unused_rules = true;
 };
 
 // Parses grammar text into the IR. Errors are kInvalidGrammar with location "line:column" and a
-// message that quotes the offending line with a caret; undefined rules, unused rules, duplicate
-// rules and a missing root ("root" for GBNF, "start" for Lark) are reported.
+// message that quotes the offending line with a caret; undefined rules, duplicate rules and a
+// missing root ("root" for GBNF, "start" for Lark) are reported. Unused rules are warnings
+// (GrammarParseOptions::allow_unused_rules).
 Result<Grammar> ParseGbnf(std::string_view text, const GrammarParseOptions& options = {});
 Result<Grammar> ParseLark(std::string_view text, const GrammarParseOptions& options = {});
 Result<Grammar> ParseGrammar(std::string_view text, GrammarSyntax syntax = GrammarSyntax::kAuto,
@@ -137,5 +143,9 @@ struct NormalizeOptions {
 // Rewrites `g` in place into an equivalent grammar (same language); removes rules that become
 // unreachable. Keeps root. Idempotent.
 Status Normalize(Grammar& g, const NormalizeOptions& options = {});
+
+// Removes the rules the root does not reach (and their expressions), renumbering the others in
+// their order; nothing else changes. What compiling a parsed grammar does with unused rules.
+void DropUnreachableRules(Grammar& g);
 
 }  // namespace lockstep::grammar

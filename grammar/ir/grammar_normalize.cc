@@ -534,4 +534,26 @@ Status Normalize(Grammar& g, const NormalizeOptions& options) {
   return Status::Ok();
 }
 
+void DropUnreachableRules(Grammar& g) {
+  if (g.root < 0 || static_cast<std::size_t>(g.root) >= g.rules.size()) return;
+  const RuleGraph graph = AnalyzeRules(g);
+  if (std::all_of(graph.reachable.begin(), graph.reachable.end(), [](bool b) { return b; })) return;
+  std::vector<RuleId> new_id(g.rules.size(), -1);
+  Grammar out;
+  for (std::size_t r = 0; r < g.rules.size(); ++r) {
+    if (!graph.reachable[r]) continue;
+    new_id[r] = static_cast<RuleId>(out.rules.size());
+    out.rules.push_back(g.rules[r]);
+  }
+  for (Rule& rule : out.rules) {
+    if (rule.body >= 0) rule.body = CopyTree(g, rule.body, &out);
+  }
+  for (Expr& e : out.exprs) {
+    if (e.kind == ExprKind::kRuleRef) e.rule = new_id[e.rule];
+  }
+  out.root = new_id[g.root];
+  out.warnings = std::move(g.warnings);
+  g = std::move(out);
+}
+
 }  // namespace lockstep::grammar

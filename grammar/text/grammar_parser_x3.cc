@@ -42,22 +42,41 @@ struct Failure {
   StatusCode code = StatusCode::kInvalidGrammar;
 };
 
-// The error every grammar front end reports: location "L:C" (1-based, bytes) and a message of
-// `what` followed by the offending line with a caret under the column (RegexError's snippet).
-Status GrammarError(std::string_view text, std::size_t offset, std::string_view what,
-                    StatusCode code) {
+// Where byte `offset` of `text` is: its line (without the line break), 1-based line number and
+// 0-based column.
+struct TextPlace {
+  std::string_view line;
+  std::size_t line_no = 1;
+  std::size_t col = 0;
+  std::string LineColumn() const { return std::to_string(line_no) + ":" + std::to_string(col + 1); }
+};
+TextPlace PlaceOf(std::string_view text, std::size_t offset) {
   offset = std::min(offset, text.size());
   const std::size_t nl = text.substr(0, offset).rfind('\n');
   const std::size_t line_begin = nl == std::string_view::npos ? 0 : nl + 1;
   std::size_t line_end = text.find('\n', line_begin);
   if (line_end == std::string_view::npos) line_end = text.size();
-  std::string_view line = text.substr(line_begin, line_end - line_begin);
-  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-  const std::size_t line_no =
+  TextPlace p;
+  p.line = text.substr(line_begin, line_end - line_begin);
+  if (!p.line.empty() && p.line.back() == '\r') p.line.remove_suffix(1);
+  p.line_no =
       1 + static_cast<std::size_t>(std::count(text.begin(), text.begin() + line_begin, '\n'));
-  const std::size_t col = offset - line_begin;
-  Status snippet = RegexError(line, std::min(col, line.size()), what, code);
-  return Status(code, snippet.message(), std::to_string(line_no) + ":" + std::to_string(col + 1));
+  p.col = offset - line_begin;
+  return p;
+}
+
+// "line:column" of byte `offset` (1-based, as errors give it).
+std::string LineColumn(std::string_view text, std::size_t offset) {
+  return PlaceOf(text, offset).LineColumn();
+}
+
+// The error every grammar front end reports: location "L:C" (1-based, bytes) and a message of
+// `what` followed by the offending line with a caret under the column (RegexError's snippet).
+Status GrammarError(std::string_view text, std::size_t offset, std::string_view what,
+                    StatusCode code) {
+  const TextPlace p = PlaceOf(text, offset);
+  Status snippet = RegexError(p.line, std::min(p.col, p.line.size()), what, code);
+  return Status(code, snippet.message(), p.LineColumn());
 }
 
 Ranges NormalizeRanges(Ranges r, bool negate) { return NormalizeCodepointRanges(std::move(r), negate); }
@@ -741,7 +760,7 @@ Result<Grammar> Run(std::string_view text, const GrammarParseOptions& options, b
                         StatusCode::kInvalidGrammar);
   }
   Compact(g);
-  if (!options.allow_unused_rules) {
+  {
     std::vector<bool> seen(g.rules.size(), false);
     std::vector<RuleId> work = {g.root};
     seen[g.root] = true;
@@ -761,12 +780,13 @@ Result<Grammar> Run(std::string_view text, const GrammarParseOptions& options, b
       }
     }
     for (std::size_t r = 0; r < g.rules.size(); ++r) {
-      if (!seen[r]) {
-        return GrammarError(text, st.rule_at[r],
-                            "rule '" + g.rules[r].name + "' is never used (unreachable from '" +
-                                root_name + "')",
-                            StatusCode::kInvalidGrammar);
+      if (seen[r]) continue;
+      const std::string what =
+          "rule '" + g.rules[r].name + "' is never used (unreachable from '" + root_name + "')";
+      if (!options.allow_unused_rules) {
+        return GrammarError(text, st.rule_at[r], what, StatusCode::kInvalidGrammar);
       }
+      g.warnings.push_back(LineColumn(text, st.rule_at[r]) + ": " + what);
     }
   }
   return std::move(g);

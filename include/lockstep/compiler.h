@@ -116,10 +116,12 @@ class GrammarCompiler {
 
   // A context-free grammar in GBNF (llama.cpp's dialect) or Lark-style EBNF; `syntax` is
   // "auto" (GBNF if rules use "::="), "gbnf" or "lark". Parse errors are kInvalidGrammar with
-  // line:column; see grammar/ir/grammar_ir.h.
+  // line:column; see grammar/ir/grammar_ir.h. A rule the start rule never reaches is not an
+  // error (llama.cpp and XGrammar accept it): `warnings` (when given) receives one
+  // "line:column: rule 'x' is never used (unreachable from 'root')" per such rule.
   Result<std::shared_ptr<const CompiledGrammar>> CompileGrammar(
-      std::string_view text, const CompileOptions& options = {},
-      std::string_view syntax = "auto") const;
+      std::string_view text, const CompileOptions& options = {}, std::string_view syntax = "auto",
+      std::vector<std::string>* warnings = nullptr) const;
   // A JSON Schema (draft 2020-12 or draft-07, by its $schema): valid JSON texts of the instances
   // it accepts, rendered under the formatting policy. Errors keep the JSON Pointer of the keyword
   // in Status::location() (kInvalidSchema, kUnsupported, kUnsatisfiable, kResourceLimit).

@@ -175,7 +175,9 @@ lockstep_status lockstep_compile_regex(const lockstep_vocab* vocab, const char* 
 lockstep_status lockstep_compile_schema(const lockstep_vocab* vocab, const char* schema_json,
                                         size_t len, const lockstep_compile_options* options,
                                         lockstep_grammar** out);
-/* A grammar in GBNF or Lark-style EBNF; syntax "auto" (or NULL), "gbnf" or "lark". */
+/* A grammar in GBNF or Lark-style EBNF; syntax "auto" (or NULL), "gbnf" or "lark". A rule the
+ * start rule never reaches is a warning ("line:column: rule 'x' is never used (unreachable from
+ * 'root')"), listed by lockstep_grammar_num_warnings / lockstep_grammar_warning. */
 lockstep_status lockstep_compile_grammar(const lockstep_vocab* vocab, const char* text, size_t len,
                                          const char* syntax,
                                          const lockstep_compile_options* options,
@@ -186,7 +188,8 @@ void lockstep_grammar_free(lockstep_grammar* grammar);
 int32_t lockstep_grammar_logits_width(const lockstep_grammar* grammar);
 /* ceil(logits_width / 32); 0 for NULL. */
 size_t lockstep_grammar_bitmask_words(const lockstep_grammar* grammar);
-/* Warnings of a lenient schema compile ("pointer: message"); 0 for NULL. */
+/* Warnings of the compile: a lenient schema's relaxed keywords ("pointer: message"), a grammar's
+ * unused rules ("line:column: message"); 0 for NULL. */
 size_t lockstep_grammar_num_warnings(const lockstep_grammar* grammar);
 /* The i-th warning, NUL-terminated, valid while the grammar lives; NULL for NULL or i out of
  * range. */

@@ -170,6 +170,23 @@ class Grammars(unittest.TestCase):
         code, _, err = run("generate", "--grammar", path, "--regex", "a")
         self.assertEqual(code, 2, err)
 
+    def test_unused_rules_are_warnings_with_file_line_column(self):
+        path = os.path.join(self.tmp, "spare.gbnf")
+        with open(path, "w") as f:
+            f.write('root ::= "yes" | "no"\n\nspare ::= "maybe"\n')
+        expected = path + ":3:1: rule 'spare' is never used (unreachable from 'root')"
+        code, out, err = run("compile", "--grammar", path, "--json")
+        self.assertEqual(code, 0, err)
+        self.assertIn("lockstep: warning: " + expected, err)
+        self.assertEqual(json.loads(out)["warnings"], [expected])
+        code, out, err = run("generate", "--grammar", path, "-n", "3", "--json", "--seed", "1")
+        self.assertEqual(code, 0, err)
+        self.assertIn("lockstep: warning: " + expected, err)
+        texts = [json.loads(line)["text"] for line in out.splitlines()]
+        self.assertEqual(len(texts), 3)
+        for t in texts:
+            self.assertIn(t, ("yes", "no"))
+
 
 class Errors(unittest.TestCase):
     def assert_clean_error(self, args, *needles):

@@ -356,6 +356,13 @@ class MaskTest(unittest.TestCase):
             self.assertTrue(fg.accept_token(t))
         gg = lockstep.compile_grammar(v, 'root ::= "yes" | "no"')
         self.assertTrue(gg.is_grammar)
+        self.assertEqual(gg.warnings, [])
+        # A rule the root never reaches: compiled, listed in .warnings with its line:column.
+        spare = lockstep.compile_grammar(v, 'root ::= "yes" | "no"\nspare ::= "maybe"\n')
+        self.assertEqual(spare.warnings,
+                         ["2:1: rule 'spare' is never used (unreachable from 'root')"])
+        self.assertFalse(lockstep.Matcher(spare).accept_string("maybe"))
+        self.assertTrue(lockstep.Matcher(spare).accept_string("no"))
         # The parse-work budget per byte: a left-recursive list's byte takes a few items, under a
         # budget of 3 it is refused; zero is not a budget.
         leftrec = 'root ::= list\nlist ::= list "," [a-z] | [a-z]'

@@ -3,6 +3,7 @@
 // speculative decoding, and batch filling on a thread pool equal to one-by-one fills.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -47,6 +48,39 @@ std::vector<TokenId> Encode(const std::string& text) {
 
 const std::string kToolCall =
     R"([{"name": "get_weather", "arguments": {"city": "Paris", "days": [1, 2, 3], "units": null}}])";
+
+// Grammars copied around carry rules their root never uses (llama.cpp and XGrammar accept them):
+// they compile, with a warning naming each one's line:column, and the language is the one
+// without them: the masks along a real tool call are the same at every step.
+TEST(GrammarMatcherTest, UnusedRulesAreWarningsAndChangeNothing) {
+  static GrammarCompiler compiler(Llama3());
+  std::ifstream in(testing::SourceDataDir() + "/grammars/tool_calls.gbnf");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string base = ss.str();
+  const std::size_t lines = static_cast<std::size_t>(std::count(base.begin(), base.end(), '\n'));
+  ASSERT_EQ(base.back(), '\n');
+  // An unused left-recursive rule, and one only an unused rule refers to.
+  const std::string extra = "spare ::= spare \"x\" | digits\n  digits ::= [0-9]+\n";
+  std::vector<std::string> warnings;
+  auto with = compiler.CompileGrammar(base + extra, {}, "auto", &warnings);
+  ASSERT_TRUE(with.ok()) << with.status().ToString();
+  const std::string l1 = std::to_string(lines + 1), l2 = std::to_string(lines + 2);
+  EXPECT_EQ(warnings, (std::vector<std::string>{
+                          l1 + ":1: rule 'spare' is never used (unreachable from 'root')",
+                          l2 + ":3: rule 'digits' is never used (unreachable from 'root')"}));
+  std::vector<std::string> none;
+  auto without = compiler.CompileGrammar(base, {}, "auto", &none);
+  ASSERT_TRUE(without.ok()) << without.status().ToString();
+  EXPECT_TRUE(none.empty());
+  Matcher a(*with), b(*without);
+  EXPECT_EQ(MaskOf(a), MaskOf(b));
+  for (TokenId id : Encode(kToolCall)) {
+    ASSERT_EQ(a.AcceptToken(id), b.AcceptToken(id));
+    ASSERT_EQ(MaskOf(a), MaskOf(b)) << "after " << a.NumSteps() << " tokens";
+  }
+  EXPECT_TRUE(a.CanEnd());
+}
 
 TEST(GrammarMatcherTest, RollbackOverAnyNumberOfTokens) {
   auto g = Shipped("tool_calls");

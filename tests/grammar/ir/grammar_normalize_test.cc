@@ -215,6 +215,25 @@ TEST(Normalize, RemovesUnreachableRulesAndRejectsMalformedIr) {
   EXPECT_EQ(Normalize(dangling).code(), StatusCode::kInvalidArgument);
 }
 
+// What compiling does with a parsed grammar's unused rules: only they go, in order, references
+// renumbered; the rest is exactly as parsed (no inlining, no merging).
+TEST(DropUnreachableRules, KeepsTheReachableRulesAsTheyAre) {
+  Result<Grammar> g =
+      ParseGbnf("spare ::= x spare\nroot ::= \"a\" x y\nlone ::= \"z\"\nx ::= \"b\"\ny ::= x | \"c\"");
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  ASSERT_EQ(g->warnings.size(), 2u);
+  DropUnreachableRules(*g);
+  Builder want;
+  want.Define("root", want.Seq({want.Lit("a"), want.Ref("x"), want.Ref("y")}));
+  want.Define("x", want.Lit("b"));
+  want.Define("y", want.Alt({want.Ref("x"), want.Lit("c")}));
+  EXPECT_TRUE(StructurallyEqual(*g, want.Build("root"))) << PrintGbnf(*g);
+  EXPECT_EQ(g->warnings.size(), 2u);  // the warnings stay with the grammar
+  Grammar again = *g;
+  DropUnreachableRules(again);  // nothing left to drop
+  EXPECT_TRUE(StructurallyEqual(again, *g));
+}
+
 TEST(Normalize, LongChainsOfRulesDoNotExhaustTheStack) {
   std::string text = "root ::= r0\n";
   const int n = 20000;

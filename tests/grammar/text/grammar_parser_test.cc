@@ -140,13 +140,23 @@ TEST(GbnfParse, RootNeedNotComeFirstAndLocationsAreKept) {
   EXPECT_EQ(g->expr(g->rules[0].body).loc.column, 7);
 }
 
-TEST(GbnfParse, AllowUnusedRulesKeepsThem) {
-  GrammarParseOptions options;
-  options.allow_unused_rules = true;
+TEST(GbnfParse, UnusedRulesAreKeptWithAWarningEach) {
   Builder b;
   b.Define("root", b.Lit("a"));
   b.Define("spare", b.Lit("b"));
-  ExpectSame(ParseGbnf("root ::= \"a\"\nspare ::= \"b\"", options), b.Build("root"));
+  b.Define("loop", b.Seq({b.Lit("c"), b.Ref("loop")}));
+  const std::string text = "root ::= \"a\"\nspare ::= \"b\"\n\n  loop ::= \"c\" loop\n";
+  Result<Grammar> g = ParseGbnf(text);
+  ExpectSame(g, b.Build("root"));
+  // Unreachable even though referenced (only by itself): a warning too, at each rule's name.
+  EXPECT_EQ(g->warnings, (std::vector<std::string>{
+                             "2:1: rule 'spare' is never used (unreachable from 'root')",
+                             "4:3: rule 'loop' is never used (unreachable from 'root')"}));
+  EXPECT_TRUE(ParseGbnf("root ::= a\na ::= \"x\"")->warnings.empty());
+  Result<Grammar> lark = ParseLark("start: a\n\nb: \"x\"\na: \"y\"");
+  ASSERT_TRUE(lark.ok()) << lark.status().ToString();
+  EXPECT_EQ(lark->warnings,
+            std::vector<std::string>{"3:1: rule 'b' is never used (unreachable from 'start')"});
 }
 
 // ---- GBNF errors ----
@@ -156,11 +166,14 @@ TEST(GbnfErrors, SemanticErrorsWithLineAndColumn) {
               "undefined rule 'foo'");
   ExpectError(ParseGbnf("root ::= a\na ::= \"x\"\n  a ::= \"y\""), StatusCode::kInvalidGrammar,
               "3:3", "rule 'a' is defined twice (first at 2:1)");
-  ExpectError(ParseGbnf("root ::= \"a\"\n\nunused ::= \"b\""), StatusCode::kInvalidGrammar,
-              "3:1", "rule 'unused' is never used");
+  // Unused rules, when asked to refuse them.
+  GrammarParseOptions strict;
+  strict.allow_unused_rules = false;
+  ExpectError(ParseGbnf("root ::= \"a\"\n\nunused ::= \"b\"", strict),
+              StatusCode::kInvalidGrammar, "3:1", "rule 'unused' is never used");
   // Unreachable even though referenced (only by itself).
-  ExpectError(ParseGbnf("root ::= \"a\"\nloop ::= \"b\" loop"), StatusCode::kInvalidGrammar,
-              "2:1", "rule 'loop' is never used");
+  ExpectError(ParseGbnf("root ::= \"a\"\nloop ::= \"b\" loop", strict),
+              StatusCode::kInvalidGrammar, "2:1", "rule 'loop' is never used");
   ExpectError(ParseGbnf("start ::= \"a\""), StatusCode::kInvalidGrammar, "1:1",
               "missing the start rule 'root'");
   ExpectError(ParseGbnf(""), StatusCode::kInvalidGrammar, "1:1", "missing the start rule");
@@ -321,8 +334,10 @@ TEST(LarkErrors, ErrorsWithLineAndColumn) {
   ExpectError(ParseLark("start: [\"a\""), StatusCode::kInvalidGrammar, "1:12", "expected ']'");
   ExpectError(ParseLark("root: \"a\""), StatusCode::kInvalidGrammar, "1:1",
               "missing the start rule 'start'");
-  ExpectError(ParseLark("start: a\n\nb: \"x\"\na: \"y\""), StatusCode::kInvalidGrammar, "3:1",
-              "rule 'b' is never used");
+  GrammarParseOptions strict;
+  strict.allow_unused_rules = false;
+  ExpectError(ParseLark("start: a\n\nb: \"x\"\na: \"y\"", strict), StatusCode::kInvalidGrammar,
+              "3:1", "rule 'b' is never used");
   ExpectError(ParseLark("start: a b\na: \"y\""), StatusCode::kInvalidGrammar, "1:10",
               "undefined rule 'b'");
   const std::string deep = "start: " + std::string(100000, '[') + "\"a\"" +
