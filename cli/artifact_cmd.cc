@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/constraint.h"
+#include "cli/report.h"
 #include "lockstep/artifact.h"
 #include "lockstep/matcher.h"
 
@@ -21,11 +22,6 @@ namespace lockstep::cli {
 namespace {
 
 namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
-
-double MsSince(Clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
 
 std::string SourceKind(const Args& args) {
   if (args.Has("schema")) return "schema";

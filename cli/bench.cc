@@ -27,6 +27,7 @@
 
 #include "cli/args.h"
 #include "cli/constraint.h"
+#include "cli/report.h"
 #include "lockstep/batch.h"
 #include "lockstep/compiler.h"
 #include "lockstep/matcher.h"
@@ -38,7 +39,6 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 using ojson = nlohmann::ordered_json;
-using Clock = std::chrono::steady_clock;
 
 constexpr const char* kBenchHelp =
     R"(usage: lockstep bench --maskbench DIR|FILE... [--traces FILE] [--tokenizer NAME|PATH] [--json]

@@ -13,6 +13,7 @@
 #include "cli/args.h"
 #include "cli/constraint.h"
 #include "cli/decoding_flags.h"
+#include "cli/report.h"
 #include "cli/sampler_flags.h"
 #include "lockstep/classify.h"
 #include "lockstep/compiler.h"
@@ -65,10 +66,6 @@ std::vector<std::string> SplitChoices(const std::string& s) {
   }
   out.push_back(cur);
   return out;
-}
-
-std::string Dump(const nlohmann::ordered_json& j) {
-  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 void PrintTable(const ClassifyResult& r) {
@@ -168,7 +165,7 @@ int Classify(int argc, char** argv) {
     auto r = classify(args.Get("prompt"), "--prompt");
     if (!r.ok()) return Fail(r.status());
     if (args.Has("json")) {
-      std::cout << Dump(ResultJson(*r)) << "\n";
+      std::cout << JsonLine(ResultJson(*r)) << "\n";
     } else {
       PrintTable(*r);
     }
@@ -198,7 +195,7 @@ int Classify(int argc, char** argv) {
     for (const auto& l : r->labels) dist[l.label] = l.probability;
     j["distribution"] = dist;
     j["unassigned_mass"] = r->floor_mass + r->budget_mass + r->other_mass;
-    std::cout << Dump(j) << "\n";
+    std::cout << JsonLine(j) << "\n";
   }
   return 0;
 }

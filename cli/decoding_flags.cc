@@ -7,6 +7,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "cli/report.h"
 #include "lockstep/decoding.h"
 #include "lockstep/matcher.h"
 #include "lockstep/ngram_model.h"
@@ -182,13 +183,6 @@ Result<std::unique_ptr<DecodingSetup>> SetupDecoding(const Args& args, const Voc
   return setup;
 }
 
-namespace {
-
-std::string Dump(const nlohmann::ordered_json& j) {
-  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
-
-}  // namespace
 
 int RunDecoding(const DecodingSetup& setup, const Args& args,
                 const std::shared_ptr<const CompiledGrammar>& grammar,
@@ -208,7 +202,7 @@ int RunDecoding(const DecodingSetup& setup, const Args& args,
     for (std::size_t i = 0; i < shown; ++i) {
       const BeamHypothesis& h = r->hypotheses[i];
       if (json) {
-        std::cout << Dump({{"text", h.text},
+        std::cout << JsonLine({{"text", h.text},
                            {"tokens", h.tokens},
                            {"finish", FinishReasonName(h.finish)},
                            {"match", h.finish == FinishReason::kEos},
@@ -237,7 +231,7 @@ int RunDecoding(const DecodingSetup& setup, const Args& args,
     emitted += static_cast<std::int64_t>(r->tokens.size()) + (r->finish == FinishReason::kEos);
     const bool match = matcher.IsTerminated() || matcher.CanEnd();
     if (json) {
-      std::cout << Dump({{"text", r->text},
+      std::cout << JsonLine({{"text", r->text},
                          {"tokens", r->tokens},
                          {"finish", FinishReasonName(r->finish)},
                          {"match", match},

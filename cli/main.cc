@@ -32,10 +32,6 @@
 namespace lockstep::cli {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double MsSince(Clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
 
 std::string JsonString(std::string_view s) {
   return nlohmann::json(std::string(s)).dump(-1, ' ', false,

@@ -49,22 +49,22 @@ std::string ReadAll(std::istream& in) {
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
-struct Instance {
+struct InstanceText {
   std::string text;
   int line = 0;  // 0: the whole source is one document
   std::optional<JsonInstance> parsed;
 };
 
-std::vector<Instance> SplitInstances(const std::string& text, bool ndjson) {
+std::vector<InstanceText> SplitInstances(const std::string& text, bool ndjson) {
   if (!ndjson) {
     Result<JsonInstance> whole = JsonInstance::Parse(text);
     if (whole.ok()) {
-      std::vector<Instance> one(1);
+      std::vector<InstanceText> one(1);
       one[0].parsed = std::move(*whole);
       return one;
     }
   }
-  std::vector<Instance> out;
+  std::vector<InstanceText> out;
   std::istringstream in(text);
   std::string line;
   for (int n = 1; std::getline(in, line); ++n) {
@@ -124,7 +124,7 @@ int Validate(int argc, char** argv) {
       text = ReadAll(in);
     }
     bool ndjson = args.Has("ndjson") || EndsWith(src, ".ndjson") || EndsWith(src, ".jsonl");
-    for (Instance& inst : SplitInstances(text, ndjson)) {
+    for (InstanceText& inst : SplitInstances(text, ndjson)) {
       Result<JsonInstance> parsed = inst.parsed ? Result<JsonInstance>(std::move(*inst.parsed))
                                                 : JsonInstance::Parse(inst.text);
       // On a resource limit `result` keeps the errors found before it, printed after the failure.
