@@ -23,6 +23,7 @@
 #include "automata/schema/ir_nodes.h"
 #include "grammar/regex/regex_parser.h"
 #include "grammar/base/utf8.h"
+#include "grammar/schema/uri_regex.h"
 
 namespace lockstep::schema {
 namespace {
@@ -1022,30 +1023,13 @@ std::string Ipv6Regex() {
   return r;
 }
 
-// The checker's URI grammar (RFC 3986; RFC 3987 with iri), with the IP literal checked inline.
+// The validator's URI grammar (grammar/schema/uri_regex.h) in the pattern dialect, with the IP
+// literal (IPv6 or IPvFuture) checked inline.
 std::string UriRegex(bool iri, bool reference) {
-  std::string unreserved = iri ? "A-Za-z0-9\\-._~\\u{80}-\\u{10FFFF}" : "A-Za-z0-9\\-._~";
-  std::string pct = "%[0-9A-Fa-f]{2}";
-  std::string sub = "!$&'()*+,;=";
-  std::string pchar = "(?:[" + unreserved + sub + ":@]|" + pct + ")";
-  std::string userinfo = "(?:[" + unreserved + sub + ":]|" + pct + ")*";
-  std::string host = "(?:\\[(?:" + Ipv6Regex() +
-                     "|[vV][0-9A-Fa-f]+\\.[A-Za-z0-9\\-._~!$&'()*+,;=:]+)\\]|(?:[" + unreserved +
-                     sub + "]|" + pct + ")*)";
-  std::string authority = "(?:" + userinfo + "@)?" + host + "(?::[0-9]*)?";
-  std::string abempty = "(?:/" + pchar + "*)*";
-  std::string absolute = "/(?:" + pchar + "+(?:/" + pchar + "*)*)?";
-  std::string rootless = pchar + "+(?:/" + pchar + "*)*";
-  std::string noscheme = "(?:[" + unreserved + sub + "@]|" + pct + ")+(?:/" + pchar + "*)*";
-  std::string tail = "(?:\\?(?:" + pchar + "|[/?]|" + (iri ? "[\\u{E000}-\\u{F8FF}]" : "[/]") +
-                     ")*)?(?:#(?:" + pchar + "|[/?])*)?";
-  std::string hier = "(?://" + authority + abempty + "|" + absolute + "|" +
-                     (reference ? noscheme : rootless) + "|)";
-  std::string scheme = "[A-Za-z][A-Za-z0-9+.\\-]*:";
-  if (!reference) return scheme + hier + tail;
-  std::string with_scheme =
-      "(?:" + scheme + "(?://" + authority + abempty + "|" + absolute + "|" + rootless + "|))";
-  return "(?:" + with_scheme + "|" + hier + ")" + tail;
+  return schema::UriRegex(iri, reference,
+                          {.code_point_open = "\\u{",
+                           .ip_literal = "\\[(?:" + Ipv6Regex() +
+                                         "|[vV][0-9A-Fa-f]+\\.[A-Za-z0-9\\-._~!$&'()*+,;=:]+)\\]"});
 }
 
 const char kUriTemplateRegex[] =

@@ -5,6 +5,8 @@
 #include <cctype>
 #include <string>
 
+#include "grammar/schema/uri_regex.h"
+
 namespace lockstep::schema {
 namespace {
 
@@ -194,29 +196,12 @@ bool Duration(const std::string& s) {
   return RE2::FullMatch(s, kRe);
 }
 
-// RFC 3986 (and RFC 3987 with `iri`: non-ASCII allowed where unreserved characters are),
-// as a regex built from the ABNF; an IP literal's content is checked by Ipv6 afterwards.
-std::string UriRegex(bool iri, bool reference) {
-  std::string unreserved = iri ? "A-Za-z0-9\\-._~\\x{80}-\\x{10FFFF}" : "A-Za-z0-9\\-._~";
-  std::string pct = "%[0-9A-Fa-f]{2}";
-  std::string sub = "!$&'()*+,;=";
-  std::string pchar = "(?:[" + unreserved + sub + ":@]|" + pct + ")";
-  std::string userinfo = "(?:[" + unreserved + sub + ":]|" + pct + ")*";
-  std::string host = "(\\[[^\\]/]*\\]|(?:[" + unreserved + sub + "]|" + pct + ")*)";
-  std::string authority = "(?:" + userinfo + "@)?" + host + "(?::[0-9]*)?";
-  std::string abempty = "(?:/" + pchar + "*)*";
-  std::string absolute = "/(?:" + pchar + "+(?:/" + pchar + "*)*)?";
-  std::string rootless = pchar + "+(?:/" + pchar + "*)*";
-  std::string noscheme = "(?:[" + unreserved + sub + "@]|" + pct + ")+(?:/" + pchar + "*)*";
-  std::string tail = "(?:\\?(?:" + pchar + "|[/?]|" + (iri ? "[\\x{E000}-\\x{F8FF}]" : "[/]") +
-                     ")*)?(?:#(?:" + pchar + "|[/?])*)?";
-  std::string hier = "(?://" + authority + abempty + "|" + absolute + "|" +
-                     (reference ? noscheme : rootless) + "|)";
-  std::string scheme = "[A-Za-z][A-Za-z0-9+.\\-]*:";
-  if (!reference) return "^" + scheme + hier + tail + "$";
-  std::string with_scheme =
-      "(?:" + scheme + "(?://" + authority + abempty + "|" + absolute + "|" + rootless + "|))";
-  return "^(?:" + with_scheme + "|" + hier + ")" + tail + "$";
+// RFC 3986 (RFC 3987 with `iri`), anchored, in RE2's dialect; an IP literal is captured, and its
+// content checked by Ipv6 (or as IPvFuture) afterwards.
+std::string UriRegexRe2(bool iri, bool reference) {
+  return "^" +
+         UriRegex(iri, reference, {.code_point_open = "\\x{", .ip_literal = "(\\[[^\\]/]*\\])"}) +
+         "$";
 }
 
 bool Uri(const std::string& s, bool iri, bool reference) {
@@ -226,7 +211,7 @@ bool Uri(const std::string& s, bool iri, bool reference) {
     for (int i = 0; i < 4; ++i) {
       RE2::Options opt;
       opt.set_log_errors(false);
-      kRes[i] = new RE2(UriRegex(i >= 2, i % 2 == 1), opt);
+      kRes[i] = new RE2(UriRegexRe2(i >= 2, i % 2 == 1), opt);
     }
     return true;
   }();
