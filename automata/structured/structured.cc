@@ -21,6 +21,7 @@
 #include "automata/regex/dfa_builder.h"
 #include "automata/schema/ir_nodes.h"
 #include "automata/schema/schema_compile.h"
+#include "grammar/base/text_place.h"
 #include "grammar/ir/grammar_ir.h"
 #include "grammar/schema/json_schema.h"
 
@@ -35,19 +36,6 @@ using ojson = nlohmann::ordered_json;
 
 const char* const kBundled[] = {"qwen", "hermes", "llama3", "llama3-function", "mistral",
                                  "think-json"};
-
-std::string LineCol(std::string_view text, std::size_t byte) {
-  std::size_t line = 1, col = 1;
-  for (std::size_t i = 0; i < byte && i < text.size(); ++i) {
-    if (text[i] == '\n') {
-      ++line;
-      col = 1;
-    } else {
-      ++col;
-    }
-  }
-  return std::to_string(line) + ":" + std::to_string(col);
-}
 
 // ---- format files ----------------------------------------------------------------------------
 
@@ -529,7 +517,7 @@ Result<StructuredFormat> ParseFormat(std::string_view json_text, std::string_vie
   } catch (const ojson::parse_error& e) {
     std::size_t at = e.byte > 0 ? e.byte - 1 : 0;
     return Status(StatusCode::kInvalidGrammar, std::string("format is not valid JSON: ") + e.what(),
-                  std::string(origin) + ":" + LineCol(json_text, at));
+                  std::string(origin) + ":" + LineColumn(json_text, at));
   } catch (const std::exception& e) {
     return Status(StatusCode::kInvalidGrammar, std::string("format: ") + e.what(),
                   std::string(origin));

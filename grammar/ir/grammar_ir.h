@@ -144,6 +144,10 @@ struct NormalizeOptions {
 // unreachable. Keeps root. Idempotent.
 Status Normalize(Grammar& g, const NormalizeOptions& options = {});
 
+// reachable[r]: rule r is the root or referred to, transitively, from it (iterative: no recursion
+// over the expression trees). All false for a grammar without a valid root.
+std::vector<bool> ReachableRules(const Grammar& g);
+
 // Removes the rules the root does not reach (and their expressions), renumbering the others in
 // their order; nothing else changes. What compiling a parsed grammar does with unused rules.
 void DropUnreachableRules(Grammar& g);

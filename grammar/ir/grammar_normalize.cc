@@ -534,14 +534,37 @@ Status Normalize(Grammar& g, const NormalizeOptions& options) {
   return Status::Ok();
 }
 
+std::vector<bool> ReachableRules(const Grammar& g) {
+  std::vector<bool> seen(g.rules.size(), false);
+  if (g.root < 0 || static_cast<std::size_t>(g.root) >= g.rules.size()) return seen;
+  std::vector<RuleId> work = {g.root};
+  seen[g.root] = true;
+  std::vector<ExprId> stack;  // explicit: expression trees may be deep
+  while (!work.empty()) {
+    const RuleId r = work.back();
+    work.pop_back();
+    if (g.rules[r].body >= 0) stack.push_back(g.rules[r].body);
+    while (!stack.empty()) {
+      const Expr& e = g.exprs[stack.back()];
+      stack.pop_back();
+      if (e.kind == ExprKind::kRuleRef && !seen[e.rule]) {
+        seen[e.rule] = true;
+        work.push_back(e.rule);
+      }
+      for (ExprId c : e.children) stack.push_back(c);
+    }
+  }
+  return seen;
+}
+
 void DropUnreachableRules(Grammar& g) {
   if (g.root < 0 || static_cast<std::size_t>(g.root) >= g.rules.size()) return;
-  const RuleGraph graph = AnalyzeRules(g);
-  if (std::all_of(graph.reachable.begin(), graph.reachable.end(), [](bool b) { return b; })) return;
+  const std::vector<bool> reachable = ReachableRules(g);
+  if (std::all_of(reachable.begin(), reachable.end(), [](bool b) { return b; })) return;
   std::vector<RuleId> new_id(g.rules.size(), -1);
   Grammar out;
   for (std::size_t r = 0; r < g.rules.size(); ++r) {
-    if (!graph.reachable[r]) continue;
+    if (!reachable[r]) continue;
     new_id[r] = static_cast<RuleId>(out.rules.size());
     out.rules.push_back(g.rules[r]);
   }

@@ -23,6 +23,7 @@
 #include "grammar/ir/grammar_ir.h"
 #include "grammar/ir/ir_builder.h"
 #include "grammar/regex/regex_parser.h"
+#include "grammar/base/text_place.h"
 #include "grammar/base/utf8.h"
 
 namespace lockstep::grammar {
@@ -41,34 +42,6 @@ struct Failure {
   std::string what;
   StatusCode code = StatusCode::kInvalidGrammar;
 };
-
-// Where byte `offset` of `text` is: its line (without the line break), 1-based line number and
-// 0-based column.
-struct TextPlace {
-  std::string_view line;
-  std::size_t line_no = 1;
-  std::size_t col = 0;
-  std::string LineColumn() const { return std::to_string(line_no) + ":" + std::to_string(col + 1); }
-};
-TextPlace PlaceOf(std::string_view text, std::size_t offset) {
-  offset = std::min(offset, text.size());
-  const std::size_t nl = text.substr(0, offset).rfind('\n');
-  const std::size_t line_begin = nl == std::string_view::npos ? 0 : nl + 1;
-  std::size_t line_end = text.find('\n', line_begin);
-  if (line_end == std::string_view::npos) line_end = text.size();
-  TextPlace p;
-  p.line = text.substr(line_begin, line_end - line_begin);
-  if (!p.line.empty() && p.line.back() == '\r') p.line.remove_suffix(1);
-  p.line_no =
-      1 + static_cast<std::size_t>(std::count(text.begin(), text.begin() + line_begin, '\n'));
-  p.col = offset - line_begin;
-  return p;
-}
-
-// "line:column" of byte `offset` (1-based, as errors give it).
-std::string LineColumn(std::string_view text, std::size_t offset) {
-  return PlaceOf(text, offset).LineColumn();
-}
 
 // The error every grammar front end reports: location "L:C" (1-based, bytes) and a message of
 // `what` followed by the offending line with a caret under the column (RegexError's snippet).
@@ -760,34 +733,15 @@ Result<Grammar> Run(std::string_view text, const GrammarParseOptions& options, b
                         StatusCode::kInvalidGrammar);
   }
   Compact(g);
-  {
-    std::vector<bool> seen(g.rules.size(), false);
-    std::vector<RuleId> work = {g.root};
-    seen[g.root] = true;
-    std::vector<ExprId> stack;
-    while (!work.empty()) {
-      const RuleId r = work.back();
-      work.pop_back();
-      stack.push_back(g.rules[r].body);
-      while (!stack.empty()) {
-        const Expr& e = g.exprs[stack.back()];
-        stack.pop_back();
-        if (e.kind == ExprKind::kRuleRef && !seen[e.rule]) {
-          seen[e.rule] = true;
-          work.push_back(e.rule);
-        }
-        for (ExprId c : e.children) stack.push_back(c);
-      }
+  const std::vector<bool> reachable = ReachableRules(g);
+  for (std::size_t r = 0; r < g.rules.size(); ++r) {
+    if (reachable[r]) continue;
+    const std::string what =
+        "rule '" + g.rules[r].name + "' is never used (unreachable from '" + root_name + "')";
+    if (!options.allow_unused_rules) {
+      return GrammarError(text, st.rule_at[r], what, StatusCode::kInvalidGrammar);
     }
-    for (std::size_t r = 0; r < g.rules.size(); ++r) {
-      if (seen[r]) continue;
-      const std::string what =
-          "rule '" + g.rules[r].name + "' is never used (unreachable from '" + root_name + "')";
-      if (!options.allow_unused_rules) {
-        return GrammarError(text, st.rule_at[r], what, StatusCode::kInvalidGrammar);
-      }
-      g.warnings.push_back(LineColumn(text, st.rule_at[r]) + ": " + what);
-    }
+    g.warnings.push_back(LineColumn(text, st.rule_at[r]) + ": " + what);
   }
   return std::move(g);
 }
