@@ -16,20 +16,27 @@ using Bytes = std::array<std::uint64_t, 4>;
 bool Has(const Bytes& b, std::uint8_t x) { return (b[x >> 6] >> (x & 63)) & 1; }
 
 // What the fold needs of the trie for the states reading alphabet A: tokens are compared on their
-// first `depth` bytes by Moore's refinement, and beyond that node by node. The depth is the least
-// one below which the trie holds at most kDeepBudget nodes within A: the deep part is a few long
-// tokens (in Llama-3, runs of '-' up to 96 bytes, while no run of letters and digits is longer
-// than 36; from a state inside a date-time, every token of its digits and signs longer than 6
-// bytes is such a run).
-// At most kMaxRounds rounds of refinement (each costs a pass over all states).
-constexpr std::int64_t kDeepBudget = 256;
-constexpr std::int32_t kMaxRounds = 32;
+// first `round` bytes by Moore's refinement, and beyond that node by node. Both cost: a round of
+// refinement is a pass over every state's row (k columns), a long token's nodes are walked from
+// every state of A, with their ancestors (all the trie nodes within A on a path to a node deeper
+// than the round). The round is chosen once for all alphabets (the refinement runs to the
+// largest anyway) as the one of least total cost, each alphabet using it or the length of its
+// longest token prefix, if shorter (then nothing is left to walk). In Llama-3, runs of '-' reach
+// 96 bytes while no run of letters and digits is longer than 36; from a state inside a date-time,
+// every token of its digits and signs is short.
+// At most kMaxRounds rounds of refinement.
+constexpr std::int32_t kMaxRounds = 48;
 
 struct Alphabet {
-  // The round whose class decides a state reading A: the longest token prefix within A, at most
-  // `depth` (the byte after a token's prefix within A kills its run from every such state).
+  // The longest token prefix within A (the byte after a token's prefix within A kills its run
+  // from every state reading A).
+  std::int32_t longest = 0;
+  // walked[r]: the trie nodes within A that the long tokens' walk visits when the round is r
+  // (those with a node deeper than r at or below them), r = 0 .. min(longest, kMaxRounds).
+  std::vector<std::int64_t> walked;
+  // The round that decides a state reading A (min(chosen round, longest)).
   std::int32_t round = 0;
-  // The nodes within A below depth `depth` and those on their paths, depth-first: depth, byte,
+  // The nodes within A below depth `round` and those on their paths, depth-first: depth, byte,
   // and the index past the node's subtree in this list.
   struct Node {
     std::uint16_t depth;
@@ -39,29 +46,53 @@ struct Alphabet {
   std::vector<Node> deep;
 };
 
-Alphabet Analyze(const TokenTrie& trie, const Bytes& a) {
+// Fills a.longest and a.walked: one depth-first pass, with the deepest node within A under each
+// node on the current path.
+Alphabet Measure(const TokenTrie& trie, const Bytes& a) {
   const std::span<const TokenTrie::Node> nodes = trie.nodes();
   const std::uint32_t n = static_cast<std::uint32_t>(trie.num_nodes());
-  std::vector<std::int64_t> at_depth(static_cast<std::size_t>(trie.max_depth()) + 2, 0);
-  std::int32_t longest = 0;
-  for (std::uint32_t i = 0; i < n;) {
-    if (Has(a, nodes[i].byte)) {
-      ++at_depth[nodes[i].depth];
-      longest = std::max<std::int32_t>(longest, nodes[i].depth);
-      ++i;
-    } else {
-      i = nodes[i].subtree_end;
-    }
-  }
-  std::int32_t depth = longest;
-  for (std::int64_t below = 0; depth > 0 && below + at_depth[depth] <= kDeepBudget; --depth) {
-    below += at_depth[depth];
-  }
-  depth = std::min(depth, kMaxRounds);
   Alphabet out;
-  out.round = depth;
-  if (depth == longest) return out;
-  // Nodes within A deeper than `depth`, with their ancestors, in trie order.
+  // below[d]: the nodes within A whose deepest descendant within A is at depth d.
+  std::vector<std::int64_t> below(static_cast<std::size_t>(trie.max_depth()) + 2, 0);
+  std::vector<std::int32_t> deepest;  // per depth on the current path (index depth - 1)
+  auto close_to = [&](std::size_t d) {
+    while (deepest.size() > d) {
+      const std::int32_t x = deepest.back();
+      ++below[x];
+      deepest.pop_back();
+      if (!deepest.empty()) deepest.back() = std::max(deepest.back(), x);
+    }
+  };
+  for (std::uint32_t i = 0; i < n;) {
+    const TokenTrie::Node& v = nodes[i];
+    if (!Has(a, v.byte)) {
+      i = v.subtree_end;
+      continue;
+    }
+    close_to(v.depth - 1u);
+    deepest.push_back(v.depth);
+    out.longest = std::max<std::int32_t>(out.longest, v.depth);
+    ++i;
+  }
+  close_to(0);
+  const std::int32_t top = std::min(out.longest, kMaxRounds);
+  out.walked.assign(static_cast<std::size_t>(top) + 1, 0);
+  // walked[r]: the nodes whose deepest descendant is deeper than r.
+  std::int64_t sum = 0;
+  for (std::int32_t d = out.longest; d >= 1; --d) {
+    sum += below[d];
+    if (d - 1 <= top) out.walked[d - 1] = sum;
+  }
+  return out;
+}
+
+// The nodes within A deeper than a.round, with their ancestors, in trie order (a.deep).
+void ListDeepNodes(const TokenTrie& trie, const Bytes& a, Alphabet& out) {
+  const std::span<const TokenTrie::Node> nodes = trie.nodes();
+  const std::uint32_t n = static_cast<std::uint32_t>(trie.num_nodes());
+  const std::int32_t depth = out.round;
+  out.deep.clear();
+  if (depth >= out.longest) return;
   // The listed nodes whose subtrees are still open: (trie index, index into out.deep).
   std::vector<std::pair<std::uint32_t, std::uint32_t>> open;
   auto close_to = [&](std::size_t d) {
@@ -96,7 +127,6 @@ Alphabet Analyze(const TokenTrie& trie, const Bytes& a) {
     ++i;
   }
   close_to(0);
-  return out;
 }
 
 std::uint64_t Mix(std::uint64_t h, std::uint64_t x) {
@@ -231,18 +261,41 @@ std::vector<Bytes> ReadBytes(const LocalDfa& d) {
 }
 
 // Per distinct alphabet (`alphabets`) the round that decides its states and the long tokens'
-// part of the trie; per state its alphabet's index (`alphabet_of`). False once the deadline has
-// passed.
-bool AnalyzeAlphabets(const TokenTrie& trie, const std::vector<Bytes>& reads,
+// part of the trie; per state its alphabet's index (`alphabet_of`). The round is the one of
+// least cost for `k` columns (see Alphabet). False once the deadline has passed.
+bool AnalyzeAlphabets(const TokenTrie& trie, const std::vector<Bytes>& reads, std::int32_t k,
                       const CompileDeadline* deadline, std::vector<Alphabet>& alphabets,
                       std::vector<std::int32_t>& alphabet_of) {
   std::map<Bytes, std::int32_t> memo;
+  std::vector<Bytes> distinct;
+  std::vector<std::int64_t> states_of;
   alphabet_of.resize(reads.size());
   for (std::size_t i = 0; i < reads.size(); ++i) {
     if (Passed(deadline)) return false;
     auto [it, fresh] = memo.try_emplace(reads[i], static_cast<std::int32_t>(alphabets.size()));
-    if (fresh) alphabets.push_back(Analyze(trie, reads[i]));
+    if (fresh) {
+      alphabets.push_back(Measure(trie, reads[i]));
+      distinct.push_back(reads[i]);
+      states_of.push_back(0);
+    }
     alphabet_of[i] = it->second;
+    ++states_of[it->second];
+  }
+  const auto walked = [&](std::size_t a, std::int32_t r) {
+    const std::vector<std::int64_t>& w = alphabets[a].walked;
+    return w[std::min<std::size_t>(static_cast<std::size_t>(r), w.size() - 1)];
+  };
+  std::int32_t best = 0;
+  std::int64_t best_cost = -1;
+  for (std::int32_t r = 0; r <= kMaxRounds; ++r) {
+    std::int64_t cost = static_cast<std::int64_t>(reads.size()) * k * r;
+    for (std::size_t a = 0; a < alphabets.size(); ++a) cost += states_of[a] * walked(a, r);
+    if (best_cost < 0 || cost < best_cost) best = r, best_cost = cost;
+  }
+  for (std::size_t a = 0; a < alphabets.size(); ++a) {
+    if (Passed(deadline)) return false;
+    alphabets[a].round = std::min(best, alphabets[a].longest);
+    ListDeepNodes(trie, distinct[a], alphabets[a]);
   }
   return true;
 }
@@ -362,7 +415,7 @@ std::vector<std::int32_t> FoldStatesForTokens(const CfgProgram& p, std::span<con
   const std::vector<Bytes> reads = ReadBytes(d);
   std::vector<Alphabet> alphabets;
   std::vector<std::int32_t> alphabet_of;
-  if (!AnalyzeAlphabets(trie, reads, deadline, alphabets, alphabet_of)) return rep;
+  if (!AnalyzeAlphabets(trie, reads, d.k, deadline, alphabets, alphabet_of)) return rep;
   std::vector<std::int32_t> round(n);
   for (std::int32_t i = 0; i < n; ++i) round[i] = alphabets[alphabet_of[i]].round;
   std::vector<std::int32_t> deep_id;
