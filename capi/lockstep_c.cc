@@ -182,6 +182,7 @@ lockstep::CompileOptions ToCompileOptions(const lockstep_compile_options& o) {
   c.schema_whitespace_compact = o.schema_whitespace_compact != 0;
   c.schema_max_whitespace_run = o.schema_max_whitespace_run;
   c.schema_format_assertion = o.schema_format_assertion != 0;
+  c.schema_openapi_formats = o.schema_openapi_formats != 0;
   c.schema_max_exprs = o.schema_max_exprs;
   c.max_earley_items_per_byte = o.max_earley_items_per_byte;
   c.background_positions = o.background_positions != 0;
@@ -317,6 +318,7 @@ lockstep_status ToValidatorOptions(const char* function, const lockstep_validato
       "remote_dir_uris or remote_dirs is NULL");
   out->default_draft = static_cast<lockstep::SchemaDraft>(o.default_draft);
   out->format_assertion = o.format_assertion != 0;
+  out->openapi_formats = o.openapi_formats != 0;
   out->max_errors = static_cast<std::size_t>(o.max_errors);
   out->max_depth = o.max_depth;
   for (std::size_t i = 0; i < o.num_remotes; ++i) {
@@ -510,6 +512,7 @@ void lockstep_compile_options_init(lockstep_compile_options* options) {
   options->background_positions = d.background_positions ? 1 : 0;
   options->compile_timeout_ms = d.compile_timeout_ms;
   options->cancel = nullptr;
+  options->schema_openapi_formats = d.schema_openapi_formats ? 1 : 0;
 }
 
 lockstep_status lockstep_cancel_token_create(lockstep_cancel_token** out) {
@@ -1057,6 +1060,7 @@ void lockstep_validator_options_init(lockstep_validator_options* options) {
   options->remote_dir_uris = nullptr;
   options->remote_dirs = nullptr;
   options->num_remote_dirs = 0;
+  options->openapi_formats = d.openapi_formats ? 1 : 0;
 }
 
 lockstep_status lockstep_validator_create(const char* schema_json, size_t len,

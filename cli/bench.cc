@@ -64,7 +64,8 @@ BM_SchemaTraceMask).
                          line use the canonical tokenisation; lines for other files are ignored
   --tokenizer NAME|PATH  vocabulary (default llama3)
   --logits-width V       the model's logits width when it exceeds the vocabulary
-  --lenient, --compact   schema compile options, as for `lockstep compile`
+  --lenient, --compact, --openapi-formats
+                         schema compile options, as for `lockstep compile`
   --compile-timeout MS   each compile's wall-clock budget (default 10000; 0 = none), also for
                          rendering a file's instances under its schema; past it the file is a
                          failure naming the deadline and where it stopped
@@ -1151,7 +1152,7 @@ int Report(const BenchRun& run, const BenchFlags& flags, double prepare_s,
 int Bench(int argc, char** argv) {
   Args args({"maskbench", "traces", "tokenizer", "logits-width", "threads", "batch", "timeout-ms",
              "per-schema", "step-us", "compile-timeout"},
-            {"json", "check", "help", "lenient", "compact", "interleave", "no-share", "precompute",
+            {"json", "check", "help", "lenient", "openapi-formats", "compact", "interleave", "no-share", "precompute",
              "no-background", "cpu-time"},
             {{"-h", "help"}});
   if (auto done = ParseCommand(args, argc, argv, kBenchHelp)) return *done;

@@ -23,6 +23,7 @@ void AddConstraintFlags(std::set<std::string>* value_flags) {
 
 void AddConstraintSwitches(std::set<std::string>* switches) {
   switches->insert("lenient");
+  switches->insert("openapi-formats");
   switches->insert("compact");
 }
 
@@ -47,7 +48,14 @@ std::string ConstraintLabel(const Args& args) {
 
 void ApplySchemaFlags(const Args& args, CompileOptions* options) {
   options->schema_lenient = args.Has("lenient");
+  options->schema_openapi_formats = args.Has("openapi-formats");
   options->schema_whitespace_compact = args.Has("compact");
+}
+
+std::string SchemaWarning(const std::string& path, const std::string& warning) {
+  // "POINTER: message" (or "(root): message") from CompileSchema.
+  if (!warning.empty() && warning[0] == '/') return "lockstep: warning: " + path + "#" + warning;
+  return "lockstep: warning: " + path + ": " + warning;
 }
 
 std::string SchemaFileLocation(const std::string& path, const std::string& location) {
@@ -118,7 +126,7 @@ Result<std::shared_ptr<const CompiledGrammar>> CompileConstraint(const Args& arg
     ApplySchemaFlags(args, &o);
     std::vector<std::string> warnings;
     auto g = compiler.CompileSchema(*text, o, &warnings);
-    for (const std::string& w : warnings) std::cerr << "lockstep: warning: relaxed " << w << "\n";
+    for (const std::string& w : warnings) std::cerr << SchemaWarning(path, w) << "\n";
     if (out != nullptr) out->insert(out->end(), warnings.begin(), warnings.end());
     if (!g.ok()) {
       const Status& st = g.status();

@@ -54,6 +54,9 @@ Result<std::vector<TokenId>> EncodePrompt(const Args& args, const Vocabulary& vo
 // `path#pointer` for a location in a schema file (a JSON Pointer, "" for the root), else
 // `path: location` (a rule the compile stopped in, "rule 'name'").
 std::string SchemaFileLocation(const std::string& path, const std::string& location);
+// A schema compile warning ("POINTER: message") as stderr shows it:
+// "lockstep: warning: FILE#POINTER: message".
+std::string SchemaWarning(const std::string& path, const std::string& warning);
 // Reads a whole file (kIoError naming it if it cannot be read).
 Result<std::string> ReadConstraintFile(const std::string& path, const char* what);
 

@@ -67,6 +67,9 @@ On a real generation (per step: top 16 tokens before and after the mask, the tok
   --lenient              schemas: relax keywords that cannot be enforced exactly (warnings on
                          stderr) instead of failing
   --compact              schemas: no whitespace between JSON tokens
+  --openapi-formats      schemas: also enforce the OpenAPI formats int32, int64 (integer ranges)
+                         and byte (base64), as `lockstep validate --openapi-formats` checks them;
+                         any other unknown format is an annotation, with a warning
   --tokenizer NAME|PATH  vocabulary (default llama3)
   --model MODEL          logits source (default ngram; as on generate: ngram, ngram2..4,
                          uniform, scripted:FILE, replay:FILE or an n-gram file)

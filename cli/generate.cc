@@ -82,6 +82,9 @@ options:
   --lenient              schemas: relax keywords that cannot be enforced exactly (warnings on
                          stderr) instead of failing
   --compact              schemas: no whitespace between JSON tokens
+  --openapi-formats      schemas: also enforce the OpenAPI formats int32, int64 (integer ranges)
+                         and byte (base64), as `lockstep validate --openapi-formats` checks them;
+                         any other unknown format is an annotation, with a warning
   --tokenizer NAME|PATH  vocabulary (default llama3)
   --logits-width V       the model's logits width when it exceeds the vocabulary (padding
                          ids are never allowed)

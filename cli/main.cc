@@ -88,6 +88,9 @@ its adaptive token-mask cache.
                          its JSON Pointer
   --lenient              schemas: relax such keywords instead, with a warning on stderr each
   --compact              schemas: no whitespace between JSON tokens
+  --openapi-formats      schemas: also enforce the OpenAPI formats int32, int64 (integer ranges)
+                         and byte (base64), as `lockstep validate --openapi-formats` checks them;
+                         any other unknown format is an annotation, with a warning
   --emit-grammar         schemas: print the compiled grammar (GBNF with /regex/ and /<dfa>/
                          terminals) and stop
   --tokenizer NAME|PATH  vocabulary (default llama3)
@@ -191,7 +194,7 @@ int EmitSchemaGrammar(const Args& args, CompileOptions options) {
     const Status& st = gbnf.status();
     return Fail(Status(st.code(), st.message(), SchemaFileLocation(path, st.location())));
   }
-  for (const std::string& w : warnings) std::cerr << "lockstep: warning: relaxed " << w << "\n";
+  for (const std::string& w : warnings) std::cerr << SchemaWarning(path, w) << "\n";
   std::cout << *gbnf;
   return 0;
 }

@@ -33,6 +33,8 @@ INSTANCE reads stdin the same way.
                          [{"instance", "schema", "message"}]} (pointers are JSON Pointers)
   --ndjson               always read instances one per line
   --formats              check `format` as an assertion (date, date-time, email, ipv4, ...)
+  --openapi-formats      check the OpenAPI formats: int32, int64 (integer ranges), byte (base64);
+                         float, double, binary, password are known and check nothing
   --remote URI=DIR       serve $ref targets under URI from the files of DIR (repeatable; the
                          network is never used): DIR/a.json is URI/a.json, with or without a
                          trailing / on URI
@@ -83,7 +85,7 @@ bool EndsWith(const std::string& s, const std::string& suffix) {
 }  // namespace
 
 int Validate(int argc, char** argv) {
-  Args args({"schema", "remote"}, {"json", "ndjson", "formats", "quiet", "help"}, {{"-h", "help"}});
+  Args args({"schema", "remote"}, {"json", "ndjson", "formats", "openapi-formats", "quiet", "help"}, {{"-h", "help"}});
   if (Status st = args.Parse(argc, argv, 2); !st.ok()) return Usage(st);
   if (args.Has("help")) return std::cout << kValidateHelp, 0;
   if (!args.Has("schema")) {
@@ -104,6 +106,7 @@ int Validate(int argc, char** argv) {
     }
   }
   options.format_assertion = args.Has("formats");
+  options.openapi_formats = args.Has("openapi-formats");
   auto validator = SchemaValidator::Create(ReadAll(schema_in), options);
   if (!validator.ok()) {
     std::cerr << "lockstep: " << schema_path << ": " << validator.status().ToString() << "\n";

@@ -744,10 +744,12 @@ void BindCompile(py::module_& m) {
       [](const std::shared_ptr<PyVocab>& vocab, const py::object& schema, bool lenient,
          bool compact, std::int32_t max_whitespace_run, bool format_assertion,
          bool precompute_masks, std::int64_t timeout_ms,
-         const std::shared_ptr<PyCancelToken>& cancel, bool background_positions) {
+         const std::shared_ptr<PyCancelToken>& cancel, bool background_positions,
+         bool openapi_formats) {
         const std::string text = JsonText(schema, "schema");
         CompileOptions o;
         o.schema_lenient = lenient;
+        o.schema_openapi_formats = openapi_formats;
         o.schema_whitespace_compact = compact;
         o.schema_max_whitespace_run = max_whitespace_run;
         o.schema_format_assertion = format_assertion;
@@ -761,11 +763,13 @@ void BindCompile(py::module_& m) {
       py::arg("max_whitespace_run") = 32, py::arg("format_assertion") = true,
       py::arg("precompute_masks") = false,
       py::arg("timeout_ms") = CompileOptions{}.compile_timeout_ms, py::arg("cancel") = nullptr,
-      py::arg("background_positions") = true,
+      py::arg("background_positions") = true, py::arg("openapi_formats") = false,
       (std::string("Compiles a JSON Schema (str, or a dict/list/bool serialised with json.dumps). "
                    "A keyword that cannot be enforced exactly raises lockstep.Error naming its "
                    "JSON Pointer; with lenient=True it is relaxed and reported in .warnings. "
-                   "compact: no whitespace at all.") +
+                   "An unknown format is an annotation, reported in .warnings. "
+                   "compact: no whitespace at all. openapi_formats: also enforce the OpenAPI "
+                   "formats int32, int64 (integer ranges) and byte (base64).") +
        kBudgetDoc)
           .c_str());
   m.def(
@@ -1218,9 +1222,10 @@ void BindSchemaValidator(py::module_& m) {
       .def(py::init([](const py::object& schema, bool format_assertion,
                        const std::string& default_draft, const py::object& remotes,
                        const py::object& remote_dirs, std::int64_t max_errors,
-                       std::int32_t max_depth) {
+                       std::int32_t max_depth, bool openapi_formats) {
              SchemaValidatorOptions o = ValidatorOptions(default_draft, remotes, remote_dirs);
              o.format_assertion = format_assertion;
+             o.openapi_formats = openapi_formats;
              if (max_errors < 0) throw py::value_error("max_errors must be >= 0");
              o.max_errors = static_cast<std::size_t>(max_errors);
              o.max_depth = max_depth;
@@ -1237,8 +1242,11 @@ void BindSchemaValidator(py::module_& m) {
            py::arg("remote_dirs") = py::none(),
            py::arg("max_errors") = SchemaValidatorOptions{}.max_errors,
            py::arg("max_depth") = SchemaValidatorOptions{}.max_depth,
+           py::arg("openapi_formats") = false,
            "schema: JSON text (str or bytes) or a dict/bool serialised with json.dumps. "
            "format_assertion: check `format` (date, email, ipv4, ...) instead of ignoring it. "
+           "openapi_formats: check the OpenAPI formats int32, int64 (integer ranges) and byte "
+           "(base64), as compile_schema(openapi_formats=True) enforces them. "
            "default_draft: '2020-12' or 'draft-07', for a schema whose $schema names neither. "
            "remotes: {uri: document} for $ref targets (text, or objects serialised with "
            "json.dumps). remote_dirs: {base_uri: directory}, every file under the directory "

@@ -82,6 +82,7 @@ schema::SchemaCompileOptions schema::SchemaOptionsFrom(const CompileOptions& opt
                                                     : schema::Whitespace::kFlexible;
   so.max_whitespace_run = options.schema_max_whitespace_run;
   so.format_assertion = options.schema_format_assertion;
+  so.openapi_formats = options.schema_openapi_formats;
   so.max_exprs = options.schema_max_exprs;
   so.lexical.max_dfa_states = options.max_dfa_states;
   return so;

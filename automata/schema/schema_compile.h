@@ -46,6 +46,8 @@ struct SchemaCompileOptions {
   // `format` as the annotation it is by default in draft 2020-12 (what the validator does
   // without ValidateOptions::format_assertion and what the test suite's required tests expect).
   bool format_assertion = true;
+  // The OpenAPI formats asserted (CompileOptions::schema_openapi_formats).
+  bool openapi_formats = false;
   // Nesting of subschemas compiled inside one another (not $ref recursion, which becomes grammar
   // rules); deeper is kResourceLimit, never a stack overflow.
   std::int32_t max_depth = 200;

@@ -231,6 +231,8 @@ class Model {
   // one of the step's keywords; in strict mode an error when the merge would not be exact.
   Result<bool> MergeNumberFacts(Facts& f, const json* leaf, const std::string& k, const json& v);
   Result<bool> MergeStringFacts(Facts& f, const json* leaf, const std::string& k, const json& v);
+  Status MergeMultipleOf(Facts& f, const json& v, const std::string& where);
+  Result<bool> MergeOpenApiFormat(Facts& f, const json* leaf, const std::string& fmt);
   // *in_arr: the leaf constrains the items (planned from f.arr).
   Result<bool> MergeArrayFacts(Facts& f, const json* leaf, const std::string& k, const json& v,
                                bool* in_arr);
@@ -288,6 +290,9 @@ using ::lockstep::schema::CompareNumbers;  // shared with the validator (json_sc
 using ::lockstep::schema::JsonEqual;
 using ::lockstep::schema::IsMultipleOf;
 using ::lockstep::schema::CodePoints;
+using ::lockstep::schema::FormatKnown;
+using ::lockstep::schema::IsOpenApiFormat;
+using ::lockstep::schema::OpenApiIntegerRange;
 // The least common multiple of two positive JSON numbers, exact in decimal (nullopt when too
 // large).
 std::optional<json> LcmOf(const json& a, const json& b);

@@ -843,7 +843,12 @@ void Model::RefuseWithoutComplement(Negation& neg, const std::string& k, const j
   if (k == "uniqueItems") {
     if (v.is_boolean() && v.get<bool>()) RefuseNegation(neg, k, "it would require duplicate items");
   } else if (k == "format") {
-    if (o_.format_assertion) RefuseNegation(neg, k, "formats have no complement automaton");
+    // Unknown formats (and OpenAPI's without a constraint) assert nothing: nothing to negate.
+    const std::string fmt = v.is_string() ? v.get<std::string>() : std::string();
+    const bool openapi = o_.openapi_formats && IsOpenApiFormat(fmt);
+    const bool asserts = openapi ? (fmt == "int32" || fmt == "int64" || fmt == "byte")
+                                 : (o_.format_assertion && FormatKnown(fmt));
+    if (asserts) RefuseNegation(neg, k, "formats have no complement automaton");
   } else if (k == "multipleOf" || k == "pattern") {
     RefuseNegation(neg, k, "no complement automaton");
   } else if (k == "additionalProperties" || k == "patternProperties" || k == "propertyNames" ||
@@ -965,22 +970,50 @@ Result<bool> Model::MergeNumberFacts(Facts& f, const json* leaf, const std::stri
   } else if ((k == "exclusiveMinimum" || k == "exclusiveMaximum") && v.is_number()) {
     Tighten(f, k == "exclusiveMinimum", v, true, KwLoc(leaf, k));
   } else if (k == "multipleOf" && v.is_number()) {
-    f.num_loc = KwLoc(leaf, k);
-    if (!f.multiple_of || IsMultipleOf(v, *f.multiple_of)) {
-      f.multiple_of = v;
-    } else if (auto lcm =
-                   IsMultipleOf(*f.multiple_of, v) ? std::nullopt : LcmOf(*f.multiple_of, v)) {
-      // Multiples of both: exactly the multiples of their least common multiple.
-      f.multiple_of = *lcm;
-    } else if (!IsMultipleOf(*f.multiple_of, v)) {
-      Status st(StatusCode::kUnsupported,
-                "two multipleOf values (" + f.multiple_of->dump() + " and " + v.dump() +
-                    ") on one number, neither a multiple of the other",
-                KwLoc(leaf, k));
-      if (!Relax(st)) return st;
-    }
+    LOCKSTEP_RETURN_IF_ERROR(MergeMultipleOf(f, v, KwLoc(leaf, k)));
   } else {
     return false;
+  }
+  return true;
+}
+
+Status Model::MergeMultipleOf(Facts& f, const json& v, const std::string& where) {
+  f.num_loc = where;
+  if (!f.multiple_of || IsMultipleOf(v, *f.multiple_of)) {
+    f.multiple_of = v;
+  } else if (auto lcm =
+                 IsMultipleOf(*f.multiple_of, v) ? std::nullopt : LcmOf(*f.multiple_of, v)) {
+    // Multiples of both: exactly the multiples of their least common multiple.
+    f.multiple_of = *lcm;
+  } else if (!IsMultipleOf(*f.multiple_of, v)) {
+    Status st(StatusCode::kUnsupported,
+              "two multipleOf values (" + f.multiple_of->dump() + " and " + v.dump() +
+                  ") on one number, neither a multiple of the other",
+              where);
+    if (!Relax(st)) return st;
+  }
+  return Status::Ok();
+}
+
+// OpenAPI formats (with openapi_formats): int32 / int64 are an integer range on the numbers
+// (multipleOf 1 and the bounds, as the validator's CheckOpenApiFormat), byte the base64
+// automaton on the strings, the others nothing. False for other formats.
+Result<bool> Model::MergeOpenApiFormat(Facts& f, const json* leaf, const std::string& fmt) {
+  if (!o_.openapi_formats || !IsOpenApiFormat(fmt)) return false;
+  const std::string where = KwLoc(leaf, "format");
+  json lo, hi;
+  if (OpenApiIntegerRange(fmt, &lo, &hi)) {
+    LOCKSTEP_RETURN_IF_ERROR(MergeMultipleOf(f, json(1), where));
+    Tighten(f, true, lo, false, where);
+    Tighten(f, false, hi, false, where);
+  } else if (fmt == "byte") {
+    if (f.format && *f.format != fmt) {
+      Status st(StatusCode::kUnsupported, "two different formats on one string", where);
+      if (!Relax(st)) return st;
+      return true;
+    }
+    f.format = fmt;
+    f.str_loc = where;
   }
   return true;
 }
@@ -1003,8 +1036,17 @@ Result<bool> Model::MergeStringFacts(Facts& f, const json* leaf, const std::stri
     f.pattern = v.get<std::string>();
     f.str_loc = KwLoc(leaf, k);
   } else if (k == "format") {
-    if (!o_.format_assertion || !v.is_string()) return true;
+    if (!v.is_string()) return true;
     std::string fmt = v.get<std::string>();
+    LOCKSTEP_ASSIGN_OR_RETURN(bool openapi, MergeOpenApiFormat(f, leaf, fmt));
+    if (openapi || !o_.format_assertion) return true;
+    if (!FormatKnown(fmt)) {
+      // Draft 2020-12: an unknown format is an annotation (the validator ignores it too).
+      relaxed_.push_back({KwLoc(leaf, k), "format \"" + fmt +
+                                              "\" is unknown: an annotation, not enforced" +
+                                              (IsOpenApiFormat(fmt) ? " (see --openapi-formats)" : "")});
+      return true;
+    }
     if (!FormatSupported(fmt)) {
       if (!o_.lenient) {
         return Status(StatusCode::kUnsupported, "format \"" + fmt + "\" is not enforced",

@@ -23,6 +23,7 @@
 #include "automata/schema/ir_nodes.h"
 #include "grammar/regex/regex_parser.h"
 #include "grammar/base/utf8.h"
+#include "grammar/schema/json_schema.h"
 #include "grammar/schema/uri_regex.h"
 
 namespace lockstep::schema {
@@ -992,6 +993,9 @@ const char* const kFormats[] = {
     "uri",          "uri-reference", "iri",          "iri-reference",
     "uri-template", "uuid",          "json-pointer", "relative-json-pointer"};
 
+// Formats built here that only an option asserts (the schema model decides): OpenAPI's `byte`.
+bool OptionalFormat(std::string_view f) { return f == "byte"; }
+
 const char kDateRegex[] =
     "[0-9]{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|"
     "30)|02-(?:0[1-9]|1[0-9]|2[0-8]))|(?:[0-9]{2}(?:0[48]|[2468][048]|[13579][26])|(?:[02468][048]"
@@ -1261,6 +1265,7 @@ Result<ByteDfa> BuildFormatDfa(std::string_view f, std::int32_t budget) {
   if (f == "iri") return Regex(UriRegex(true, false), budget);
   if (f == "iri-reference") return Regex(UriRegex(true, true), budget);
   if (f == "uri-template") return Regex(kUriTemplateRegex, budget);
+  if (f == "byte") return Regex(kBase64Pattern, budget);
   return Status(StatusCode::kUnsupported, "format '" + std::string(f) + "' is not supported");
 }
 
@@ -1408,7 +1413,7 @@ Result<grammar::ExprId> AddStringExpr(grammar::Grammar* g, const StringConstrain
   std::shared_ptr<const ByteDfa> format_dfa;
   ByteDfa pattern_dfa;
   if (c.format) {
-    if (!FormatSupported(*c.format)) {
+    if (!FormatSupported(*c.format) && !OptionalFormat(*c.format)) {
       return Status(StatusCode::kUnsupported,
                     "format '" + *c.format + "' cannot be enforced exactly");
     }

@@ -112,10 +112,29 @@ ExactDecimal ExactDecimalOf(const nlohmann::json& j);
 // Unicode code points of UTF-8 text (what minLength / maxLength count).
 std::size_t CodePoints(const std::string& s);
 
+// ---- Formats (json_schema_format.cc) ----
+
+// The formats ValidateOptions::format_assertion checks (date, time, date-time, email, ...).
+// Others are unknown: annotations, as draft 2020-12 says.
+bool FormatKnown(std::string_view format);
+// The OpenAPI formats (ValidateOptions::openapi_formats, CompileOptions::schema_openapi_formats):
+// int32 and int64 (a number that is an integer in the signed 32- or 64-bit range), byte (base64,
+// RFC 4648 with padding); float, double, binary and password assert nothing.
+bool IsOpenApiFormat(std::string_view format);
+// Whether `instance` satisfies OpenAPI format `format` (instances of other types pass).
+bool CheckOpenApiFormat(std::string_view format, const nlohmann::json& instance);
+// The inclusive range of int32 / int64 as JSON numbers; false for other formats.
+bool OpenApiIntegerRange(std::string_view format, nlohmann::json* lo, nlohmann::json* hi);
+// `byte`: base64 with padding, in the syntax both RE2 and the schema compiler's pattern dialect
+// read, matched against the whole string.
+inline constexpr char kBase64Pattern[] =
+    "(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?";
+
 // ---- Validation (json_schema_validate.cc) ----
 
 struct ValidateOptions {
   bool format_assertion = false;  // check `format` (date, email, ipv4, ...) instead of ignoring
+  bool openapi_formats = false;   // check the OpenAPI formats (IsOpenApiFormat)
   std::size_t max_errors = 100;   // errors kept per instance (validity is always exact)
   int max_depth = 400;            // nested schema evaluations before kResourceLimit
 };

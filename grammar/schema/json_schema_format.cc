@@ -3,7 +3,12 @@
 #include <re2/re2.h>
 
 #include <cctype>
+#include <cmath>
+#include <cstdint>
+#include <limits>
 #include <string>
+
+#include "grammar/schema/json_schema.h"
 
 #include "grammar/schema/uri_regex.h"
 
@@ -271,6 +276,59 @@ bool CheckFormat(const std::string& format, const std::string& value) {
     RE2::Options opt;
     opt.set_log_errors(false);
     return RE2(value, opt).ok();
+  }
+  return true;
+}
+
+bool FormatKnown(std::string_view format) {
+  static const char* const kKnown[] = {
+      "date",          "time",         "date-time",    "ipv4",         "ipv6",
+      "hostname",      "email",        "uuid",         "json-pointer", "relative-json-pointer",
+      "duration",      "uri",          "uri-reference", "iri",         "iri-reference",
+      "uri-template",  "regex"};
+  for (const char* f : kKnown) {
+    if (format == f) return true;
+  }
+  return false;
+}
+
+bool IsOpenApiFormat(std::string_view format) {
+  static const char* const kOpenApi[] = {"int32",  "int64",  "float",   "double",
+                                         "byte",   "binary", "password"};
+  for (const char* f : kOpenApi) {
+    if (format == f) return true;
+  }
+  return false;
+}
+
+bool OpenApiIntegerRange(std::string_view format, nlohmann::json* lo, nlohmann::json* hi) {
+  if (format == "int32") {
+    *lo = std::int64_t{-2147483648LL};
+    *hi = std::int64_t{2147483647LL};
+    return true;
+  }
+  if (format == "int64") {
+    *lo = std::numeric_limits<std::int64_t>::min();
+    *hi = std::numeric_limits<std::int64_t>::max();
+    return true;
+  }
+  return false;
+}
+
+bool CheckOpenApiFormat(std::string_view format, const nlohmann::json& instance) {
+  nlohmann::json lo, hi;
+  if (OpenApiIntegerRange(format, &lo, &hi)) {
+    if (!instance.is_number()) return true;
+    if (instance.is_number_float()) {
+      const double d = instance.get<double>();
+      if (!std::isfinite(d) || std::floor(d) != d) return false;
+    }
+    return CompareNumbers(instance, lo) >= 0 && CompareNumbers(instance, hi) <= 0;
+  }
+  if (format == "byte") {
+    if (!instance.is_string()) return true;
+    static const RE2* const kBase64 = new RE2(kBase64Pattern);
+    return RE2::FullMatch(instance.get_ref<const std::string&>(), *kBase64);
   }
   return true;
 }

@@ -417,11 +417,17 @@ class Evaluator {
     }
     if (inst.is_object()) valid &= EvalObjectApplicators(sch, inst, iptr, ann);
     if (inst.is_array()) valid &= EvalArrayApplicators(sch, inst, iptr, ann);
-    if (const json* f = kw("format");
-        f && o_.format_assertion && f->is_string() && inst.is_string()) {
-      if (!CheckFormat(f->get<std::string>(), inst.get<std::string>())) {
+    if (const json* f = kw("format"); f && f->is_string()) {
+      const std::string& name = f->get_ref<const std::string&>();
+      if (o_.openapi_formats && IsOpenApiFormat(name)) {
+        if (!CheckOpenApiFormat(name, inst)) {
+          valid = false;
+          Error(iptr, &sch, "format", "not a valid " + name);
+        }
+      } else if (o_.format_assertion && inst.is_string() &&
+                 !CheckFormat(name, inst.get<std::string>())) {
         valid = false;
-        Error(iptr, &sch, "format", "not a valid " + f->get<std::string>());
+        Error(iptr, &sch, "format", "not a valid " + name);
       }
     }
     if (!Draft7()) {

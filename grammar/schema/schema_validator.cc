@@ -85,6 +85,7 @@ Result<SchemaValidator> SchemaValidator::Create(std::string_view schema_json,
     const schema::Draft draft = (*loaded)->draft();
     schema::ValidateOptions vo;
     vo.format_assertion = options.format_assertion;
+    vo.openapi_formats = options.openapi_formats;
     vo.max_errors = options.max_errors;
     vo.max_depth = options.max_depth;
     Result<schema::Validator> v = schema::Validator::Create(std::move(loaded).value(), vo);

@@ -65,6 +65,10 @@ struct CompileOptions {
   std::int32_t schema_max_whitespace_run = 32;
   // `format` enforced (the default) or only an annotation.
   bool schema_format_assertion = true;
+  // Also assert the OpenAPI formats (docs/json-schema-compiler.md): int32 / int64 (an integer
+  // in range), byte (base64); float, double, binary and password are known and assert nothing.
+  // Without it they are unknown formats: annotations, with a warning.
+  bool schema_openapi_formats = false;
   // Budget of grammar expressions built from one schema.
   std::int64_t schema_max_exprs = 2000000;
   // Wall-clock budget of one compile (CompileRegex, CompileGrammar, CompileSchema,

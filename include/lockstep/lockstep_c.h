@@ -158,6 +158,9 @@ typedef struct lockstep_compile_options {
    * Pointer or the grammar rule it was compiling. */
   int64_t compile_timeout_ms;
   const lockstep_cancel_token* cancel; /* NULL: none */
+  /* schemas: 1 also enforces the OpenAPI formats int32, int64 (integer ranges) and byte
+   * (base64); 0 (default): they are unknown formats, annotations with a warning. */
+  int32_t schema_openapi_formats;
 } lockstep_compile_options;
 
 /* Fills *options with the defaults and sets struct_size. NULL: no-op. */
@@ -394,6 +397,9 @@ typedef struct lockstep_validator_options {
   const char* const* remote_dir_uris;
   const char* const* remote_dirs;
   size_t num_remote_dirs;
+  /* 1: check the OpenAPI formats int32, int64 (integer ranges) and byte (base64), as the
+   * compiler's schema_openapi_formats enforces them; 0 (default): unknown formats. */
+  int32_t openapi_formats;
 } lockstep_validator_options;
 
 /* Fills *options with the defaults and sets struct_size. NULL: no-op. */

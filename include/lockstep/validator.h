@@ -37,6 +37,11 @@ struct SchemaValidatorOptions {
   // `format` checked as an assertion (date, date-time, email, ipv4, uuid, ...: `lockstep
   // validate --formats`) instead of being an annotation. Unknown formats pass.
   bool format_assertion = false;
+  // The OpenAPI formats checked (`lockstep validate --openapi-formats`): int32 and int64 (an
+  // integer in the signed 32- / 64-bit range), byte (base64); float, double, binary and
+  // password assert nothing. As CompileOptions::schema_openapi_formats, so that the compiler
+  // and the validator agree.
+  bool openapi_formats = false;
   // Documents a `$ref` may name, by absolute URI without fragment
   // ("http://example.com/int.json" -> its JSON text). The network is never used: a `$ref` to any
   // other remote URI makes Create fail with kInvalidSchema at that `$ref`'s pointer. The draft

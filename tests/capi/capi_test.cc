@@ -281,6 +281,45 @@ TEST_F(CapiTest, GeneratedTextValidatesAgainstTheSchema) {
   EXPECT_EQ(finish, LOCKSTEP_FINISH_EOS);
 }
 
+// schema_openapi_formats and the validator's openapi_formats: int32 is enforced by both, the same
+// way; without them it is an unknown format (an annotation).
+TEST_F(CapiTest, OpenApiFormatsInTheCompilerAndTheValidator) {
+  const std::string schema = R"({"type": "integer", "format": "int32"})";
+  lockstep_compile_options co;
+  lockstep_compile_options_init(&co);
+  EXPECT_EQ(co.schema_openapi_formats, 0);
+  lockstep_validator_options vo;
+  lockstep_validator_options_init(&vo);
+  EXPECT_EQ(vo.openapi_formats, 0);
+  for (int32_t openapi : {0, 1}) {
+    co.schema_openapi_formats = openapi;
+    vo.openapi_formats = openapi;
+    lockstep_grammar* g = nullptr;
+    ASSERT_EQ(lockstep_compile_schema(vocab_, schema.data(), schema.size(), &co, &g), LOCKSTEP_OK)
+        << lockstep_last_error();
+    lockstep_validator* validator = nullptr;
+    ASSERT_EQ(lockstep_validator_create(schema.data(), schema.size(), &vo, &validator),
+              LOCKSTEP_OK);
+    for (const char* text : {"2147483647", "2147483648", "-2147483649"}) {
+      const bool in_range = std::string(text) == "2147483647";
+      lockstep_matcher* m = nullptr;
+      ASSERT_EQ(lockstep_matcher_create(g, &m), LOCKSTEP_OK);
+      const bool accepted =
+          lockstep_matcher_accept_string(m, text, std::strlen(text)) == LOCKSTEP_OK &&
+          lockstep_matcher_can_end(m) == 1;
+      lockstep_matcher_free(m);
+      lockstep_validation* verdict = nullptr;
+      ASSERT_EQ(lockstep_validate(validator, text, std::strlen(text), &verdict), LOCKSTEP_OK);
+      const bool valid = lockstep_validation_is_valid(verdict) == 1;
+      lockstep_validation_free(verdict);
+      EXPECT_EQ(accepted, openapi == 0 || in_range) << text << " openapi " << openapi;
+      EXPECT_EQ(valid, openapi == 0 || in_range) << text << " openapi " << openapi;
+    }
+    lockstep_validator_free(validator);
+    lockstep_grammar_free(g);
+  }
+}
+
 TEST_F(CapiTest, ThreadsShareVocabularyGrammarAndGenerateSampler) {
   bool eos = false;
   const std::vector<std::int32_t> expected = CSteps(&eos);

@@ -99,6 +99,46 @@ class SchemaCli(unittest.TestCase):
         self.assertIn("warning", err)
         self.assertIn("/properties/tags/uniqueItems", err)
 
+    def test_unknown_formats_warn_and_openapi_formats_hold_in_generate_and_validate(self):
+        schema = {"type": "object", "additionalProperties": False, "required": ["n", "b", "v"],
+                  "properties": {"n": {"type": "integer", "format": "int32"},
+                                 "b": {"type": "string", "format": "byte", "maxLength": 16},
+                                 "v": {"type": "string", "format": "semver", "maxLength": 8}}}
+        path = self.write("openapi.json", json.dumps(schema))
+        # Strict mode compiles; each unknown format is one warning at its pointer.
+        code, out, err = run("compile", "--schema", path, "--json")
+        self.assertEqual(code, 0, err)
+        self.assertIn("lockstep: warning: " + path + '#/properties/v/format: format "semver" '
+                      "is unknown: an annotation, not enforced", err)
+        self.assertEqual(len(json.loads(out)["warnings"]), 3, out)
+        code, out, err = run("compile", "--schema", path, "--json", "--openapi-formats")
+        self.assertEqual(code, 0, err)
+        self.assertEqual([w.split(":")[0] for w in json.loads(out)["warnings"]],
+                         ["/properties/v/format"])
+        # What generate writes with --openapi-formats, validate --openapi-formats accepts.
+        code, out, err = run("generate", "--schema", path, "--openapi-formats", "--model",
+                             "uniform", "--seed", "5", "-n", "6", "--max-tokens", "200", "--json")
+        self.assertEqual(code, 0, err)
+        done = [json.loads(l)["text"] for l in out.splitlines() if l.strip()]
+        done = [t for t, l in zip(done, out.splitlines()) if json.loads(l)["finish"] == "eos"]
+        self.assertGreater(len(done), 0)
+        for i, text in enumerate(done):
+            doc = self.write("oa%d.json" % i, text)
+            p = subprocess.run([LOCKSTEP, "validate", "--schema", path, "--openapi-formats", doc],
+                               capture_output=True, text=True, timeout=120)
+            self.assertEqual(p.returncode, 0, text + p.stdout)
+        # The validator's verdicts: out of range and not base64 are errors at the format keyword.
+        bad = self.write("bad.json", '{"n": 2147483648, "b": "QQ=", "v": "x"}')
+        p = subprocess.run([LOCKSTEP, "validate", "--schema", path, "--openapi-formats", "--json",
+                            bad], capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+        errors = json.loads(p.stdout)["errors"]
+        self.assertEqual(sorted(e["schema"] for e in errors),
+                         ["/properties/b/format", "/properties/n/format"])
+        p = subprocess.run([LOCKSTEP, "validate", "--schema", path, bad],
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+
     def test_emit_grammar_prints_gbnf(self):
         code, out, err = run("compile", "--schema", self.schema, "--emit-grammar", "--compact")
         self.assertEqual(code, 0, err)

@@ -390,6 +390,23 @@ class MaskTest(unittest.TestCase):
         self.assertEqual((cm.exception.code, cm.exception.location),
                          ("unsupported", "/uniqueItems"))
 
+    def test_unknown_formats_warn_and_openapi_formats_are_enforced(self):
+        v = vocab()
+        schema = {"type": "integer", "format": "int32"}
+        g = lockstep.compile_schema(v, schema)
+        self.assertEqual(len(g.warnings), 1)
+        self.assertTrue(g.warnings[0].startswith('/format: format "int32" is unknown'), g.warnings)
+        self.assertTrue(lockstep.Matcher(g).accept_string("2147483648"))
+        strict = lockstep.compile_schema(v, schema, openapi_formats=True)
+        self.assertEqual(strict.warnings, [])
+        validator = lockstep.SchemaValidator(schema, openapi_formats=True)
+        for text, valid in (("2147483647", True), ("2147483648", False), ("-2147483648", True),
+                            ("-2147483649", False), ("7.5", False)):
+            m = lockstep.Matcher(strict)
+            accepted = m.accept_string(text) and m.can_end()
+            self.assertEqual(accepted, valid, text)
+            self.assertEqual(bool(validator.validate(text)), valid, text)
+
 
 class BadInputTest(unittest.TestCase):
     """Every misuse is a Python exception with a clear message, never a crash."""

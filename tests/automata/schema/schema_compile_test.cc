@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <map>
 #include <random>
 #include <set>
@@ -130,13 +131,15 @@ struct Outcome {
 // Compiles `schema` and compares grammar acceptance with the validator on the given instances
 // plus `generated` random ones (and the values found in the schema).
 Outcome Compare(const std::string& schema_text, const std::vector<json>& instances,
-                int generated = 150, bool format_assertion = false) {
+                int generated = 150, bool format_assertion = false,
+                bool openapi_formats = false) {
   Outcome out;
   auto schema = Schema::Load(schema_text);
   EXPECT_TRUE(schema.ok()) << schema.status().ToString();
   if (!schema.ok()) return out;
   SchemaCompileOptions so;
   so.format_assertion = format_assertion;
+  so.openapi_formats = openapi_formats;
   auto ir = CompileSchemaToGrammar(**schema, so);
   EXPECT_TRUE(ir.ok()) << schema_text << ": " << ir.status().ToString();
   if (!ir.ok()) return out;
@@ -145,6 +148,7 @@ Outcome Compare(const std::string& schema_text, const std::vector<json>& instanc
   if (!g.ok()) return out;
   ValidateOptions vo;
   vo.format_assertion = format_assertion;
+  vo.openapi_formats = openapi_formats;
   auto validator = Validator::Create(*schema, vo);
   EXPECT_TRUE(validator.ok());
   std::vector<json> all = instances;
@@ -353,7 +357,7 @@ TEST(SchemaCompileErrors, UnsupportedKeywordsNameTheirPointer) {
       {R"({"patternProperties": {"a": {}, "b": {}, "c": {}, "d": {}, "e": {"type": "string"}}})",
        "/patternProperties"},
       {R"({"not": {"pattern": "a"}})", "/not/pattern"},
-      {R"({"$defs": {"s": {"type": "string", "format": "no-such-format"}}, "$ref": "#/$defs/s"})",
+      {R"({"$defs": {"s": {"type": "string", "format": "regex"}}, "$ref": "#/$defs/s"})",
        "/$defs/s/format"},
       {R"({"allOf": [{"pattern": "a"}, {"pattern": "b"}]})", "/allOf/1/pattern"},
       {R"({"unevaluatedProperties": false, "anyOf": [{"properties": {"a": {}}}]})",
@@ -366,10 +370,106 @@ TEST(SchemaCompileErrors, UnsupportedKeywordsNameTheirPointer) {
   }
 }
 
+// Draft 2020-12: a format the validator does not know is an annotation. The compiler accepts
+// what the validator accepts and says so in a warning at the keyword's pointer, in strict mode
+// too; under `not` it asserts nothing, so it negates to nothing.
+TEST(SchemaCompileFormats, UnknownFormatsAreAnnotationsWithAWarning) {
+  const std::string text = R"({"type": "object", "properties": {
+      "v": {"type": "string", "format": "semver"}, "n": {"type": "integer", "format": "int32"}},
+      "required": ["v"]})";
+  auto s = Schema::Load(text);
+  ASSERT_TRUE(s.ok());
+  auto g = CompileSchemaToGrammar(**s, SchemaCompileOptions{});
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  std::map<std::string, std::string> warned;
+  for (const auto& r : g->relaxed) warned[r.pointer] = r.message;
+  EXPECT_EQ(warned.size(), 2u);
+  EXPECT_NE(warned["/properties/v/format"].find("\"semver\" is unknown"), std::string::npos);
+  EXPECT_NE(warned["/properties/n/format"].find("--openapi-formats"), std::string::npos);
+  auto compiled = CompileGrammarIr(Compiler(), g->grammar);
+  ASSERT_TRUE(compiled.ok());
+  // (Members in key order: no declared order is given here.)
+  EXPECT_TRUE(Feed(*compiled, R"({"n":99999999999,"v":"not a version at all"})"));
+  ExpectExact(text, {json::parse(R"({"v": "1.2.3", "n": 5000000000})"), json::parse(R"({"n": 1})")},
+              /*format_assertion=*/true);
+  // The negation of an annotation: {"not": {"type": "string", "format": "semver"}} is "not a
+  // string", whatever the format says.
+  ExpectExact(R"({"not": {"type": "string", "format": "semver"}})",
+              {json("1.2.3"), json(1), json(nullptr)}, /*format_assertion=*/true);
+  // A format the validator asserts but no automaton enforces stays an error (strict mode).
+  Status st = CompileError(R"({"type": "string", "format": "regex"})");
+  EXPECT_EQ(st.code(), StatusCode::kUnsupported) << st.ToString();
+  EXPECT_EQ(st.location(), "/format");
+}
+
+// --openapi-formats: int32 / int64 are integer ranges, byte is base64 with padding; the verdicts
+// below are OpenAPI's (written by hand), and the compiled grammar agrees with the validator.
+TEST(SchemaCompileFormats, OpenApiFormatsAgreeWithTheValidator) {
+  struct Case {
+    const char* schema;
+    std::vector<std::pair<json, bool>> instances;
+  };
+  const Case kCases[] = {
+      {R"({"type": "integer", "format": "int32"})",
+       {{json(0), true},
+        {json(2147483647), true},
+        {json(-2147483648LL), true},
+        {json(2147483648LL), false},
+        {json(-2147483649LL), false},
+        {json(7.0), true},
+        {json(7.5), false}}},
+      {R"({"format": "int64"})",
+       {{json(std::numeric_limits<std::int64_t>::max()), true},
+        {json(std::numeric_limits<std::int64_t>::min()), true},
+        {json(9223372036854775808ULL), false},
+        {json(1e19), false},
+        {json(-0.5), false},
+        {json("not a number"), true}}},
+      {R"({"type": "number", "format": "int32", "minimum": -5, "maximum": 3000000000})",
+       {{json(-5), true}, {json(-6), false}, {json(2147483647), true}, {json(2147483648LL), false}}},
+      {R"({"type": "string", "format": "byte"})",
+       {{json(""), true},
+        {json("QQ=="), true},
+        {json("QUI="), true},
+        {json("QUJD"), true},
+        {json("aGVsbG8gd29ybGQ="), true},
+        {json("QQ="), false},
+        {json("QUJ"), false},
+        {json("Q==="), false},
+        {json("QU JD"), false},
+        {json("QUJD\n"), false}}},
+      {R"({"type": "string", "format": "password"})", {{json("anything at all"), true}}},
+      {R"({"type": "number", "format": "double"})", {{json(1e300), true}, {json(-0.25), true}}},
+  };
+  for (const Case& c : kCases) {
+    auto schema = Schema::Load(c.schema);
+    ASSERT_TRUE(schema.ok());
+    ValidateOptions vo;
+    vo.openapi_formats = true;
+    auto validator = Validator::Create(*schema, vo);
+    ASSERT_TRUE(validator.ok());
+    std::vector<json> instances;
+    for (const auto& [inst, valid] : c.instances) {
+      auto v = validator->Validate(inst);
+      ASSERT_TRUE(v.ok());
+      EXPECT_EQ(*v, valid) << c.schema << " on " << inst.dump();
+      instances.push_back(inst);
+    }
+    Outcome o = Compare(c.schema, instances, 150, /*format_assertion=*/true,
+                        /*openapi_formats=*/true);
+    EXPECT_EQ(o.over, 0) << c.schema;
+    EXPECT_EQ(o.under, 0) << c.schema;
+  }
+  // Without the option they are unknown formats: nothing is checked.
+  auto schema = Schema::Load(R"({"format": "int32"})");
+  auto validator = Validator::Create(*schema, ValidateOptions{});
+  EXPECT_TRUE(*validator->Validate(json(1e12)));
+}
+
 TEST(SchemaCompileErrors, LenientRelaxesAndReportsEachKeyword) {
   auto s = Schema::Load(
       R"({"properties": {"tags": {"type": "array", "items": {"type": "string"}, "uniqueItems": true},
-          "id": {"type": "string", "format": "no-such-format"}}})");
+          "id": {"type": "string", "format": "regex"}}})");
   ASSERT_TRUE(s.ok());
   SchemaCompileOptions so;
   so.lenient = true;
