@@ -294,6 +294,8 @@ class Emitter {
       sc.min_length = f.min_len;
       sc.max_length = f.max_len;
       sc.pattern = f.pattern;
+      sc.also_patterns = f.also_patterns;
+      sc.not_patterns = f.not_patterns;
       sc.format = f.format;
       for (const json& v : f.not_in)
         if (v.is_string()) sc.excluded.push_back(v.get<std::string>());
@@ -477,7 +479,8 @@ class Emitter {
 
   // The string tokens `c` admits, as one automaton (key classes of patternProperties).
   Result<ByteDfa> KeyDfa(const StringConstraint& c) {
-    if (!c.pattern && !c.max_length && c.min_length == 0 && !c.format && c.excluded.empty()) {
+    if (!c.pattern && c.also_patterns.empty() && !c.max_length && c.min_length == 0 &&
+        !c.format && c.excluded.empty()) {
       // Every string token under canonical escaping (RenderJsonString).
       return CompileRegexToDfa(
           "\"([^\"\\\\\\x00-\\x1F]|\\\\[\"\\\\bfnrt]|\\\\u00(0[0-7]|0b|0e|0f|1[0-9a-f]))*\"");

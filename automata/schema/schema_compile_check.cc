@@ -87,14 +87,20 @@ Result<ObjectPlan> Model::PlanObject(const Facts& f) {
     if (nf->max_len)
       names.max_length =
           names.max_length ? std::min(*names.max_length, *nf->max_len) : *nf->max_len;
-    if (nf->pattern) {
-      if (names.pattern && *names.pattern != *nf->pattern) {
-        Status st(StatusCode::kUnsupported, "two patterns on property names", loc);
-        if (!Relax(st)) return st;
-        continue;
+    // Every pattern applies (their intersection).
+    std::vector<std::string> pats = nf->also_patterns;
+    if (nf->pattern) pats.push_back(*nf->pattern);
+    for (const std::string& p : pats) {
+      if (!names.pattern) {
+        names.pattern = p;
+      } else if (*names.pattern != p && std::find(names.also_patterns.begin(),
+                                                  names.also_patterns.end(),
+                                                  p) == names.also_patterns.end()) {
+        names.also_patterns.push_back(p);
       }
-      names.pattern = nf->pattern;
     }
+    names.not_patterns.insert(names.not_patterns.end(), nf->not_patterns.begin(),
+                              nf->not_patterns.end());
     if (nf->format) {
       if (names.format && *names.format != *nf->format) {
         return Status(StatusCode::kUnsupported, "two formats on property names", loc);
@@ -356,6 +362,8 @@ Result<bool> Model::CheckFacts(const Facts& f, const json& v, int depth, const O
     sc.min_length = f.min_len;
     sc.max_length = f.max_len;
     sc.pattern = f.pattern;
+    sc.also_patterns = f.also_patterns;
+    sc.not_patterns = f.not_patterns;
     sc.format = f.format;
     return StringMatches(sc, v.get<std::string>());
   }
@@ -460,6 +468,19 @@ Result<bool> Model::StringMatches(const StringConstraint& c, const std::string& 
   auto n = static_cast<std::int64_t>(CodePoints(s));
   if (n < c.min_length || (c.max_length && n > *c.max_length)) return false;
   if (std::count(c.excluded.begin(), c.excluded.end(), s)) return false;
+  // Each further pattern on its own: it must match all of also_patterns and none of not_patterns.
+  for (const std::string& p : c.also_patterns) {
+    StringConstraint one;
+    one.pattern = p;
+    LOCKSTEP_ASSIGN_OR_RETURN(bool m, StringMatches(one, s));
+    if (!m) return false;
+  }
+  for (const std::string& p : c.not_patterns) {
+    StringConstraint one;
+    one.pattern = p;
+    LOCKSTEP_ASSIGN_OR_RETURN(bool m, StringMatches(one, s));
+    if (m) return false;
+  }
   if (!c.pattern && !c.format) return true;
   std::string key = c.pattern.value_or("") + '\0' + c.format.value_or("") + (c.pattern ? "p" : "") +
                     (c.format ? "f" : "");

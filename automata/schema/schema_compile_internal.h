@@ -71,6 +71,8 @@ struct Facts {
   std::int64_t min_len = 0;
   std::optional<std::int64_t> max_len;
   std::optional<std::string> pattern;
+  std::vector<std::string> also_patterns;  // more patterns the string must match (allOf)
+  std::vector<std::string> not_patterns;   // patterns it must match none of (`not: {pattern}`)
   std::optional<std::string> format;
   std::string str_loc;
   // objects

@@ -726,6 +726,11 @@ bool Model::NegateValueKeyword(Negation& neg, const std::string& k, const json& 
     alts.push_back(json{{"$ls:notIn", json::array({v})}});
   } else if (k == "$ls:notIn") {
     alts.push_back(json{{"enum", v}});
+  } else if (k == "pattern") {
+    // A string that the pattern does not match (non-strings satisfy `pattern`).
+    if (v.is_string()) alts.push_back(Typed(kTString, json{{"$ls:notPattern", v}}));
+  } else if (k == "$ls:notPattern") {
+    if (v.is_string()) alts.push_back(Typed(kTString, json{{"pattern", v}}));
   } else if (k == "minimum" || k == "maximum") {
     bool is_min = k == "minimum";
     const json* ex = Kw(n, is_min ? "exclusiveMinimum" : "exclusiveMaximum");
@@ -849,7 +854,7 @@ void Model::RefuseWithoutComplement(Negation& neg, const std::string& k, const j
     const bool asserts = openapi ? (fmt == "int32" || fmt == "int64" || fmt == "byte")
                                  : (o_.format_assertion && FormatKnown(fmt));
     if (asserts) RefuseNegation(neg, k, "formats have no complement automaton");
-  } else if (k == "multipleOf" || k == "pattern") {
+  } else if (k == "multipleOf") {
     RefuseNegation(neg, k, "no complement automaton");
   } else if (k == "additionalProperties" || k == "patternProperties" || k == "propertyNames" ||
              k == "prefixItems" || k == "additionalItems" || k == "unevaluatedProperties" ||
@@ -1026,15 +1031,25 @@ Result<bool> Model::MergeStringFacts(Facts& f, const json* leaf, const std::stri
     auto m = static_cast<std::int64_t>(std::floor(v.get<double>()));
     f.max_len = f.max_len ? std::min(*f.max_len, m) : m;
   } else if (k == "pattern") {
-    if (f.pattern && *f.pattern != v.get<std::string>()) {
-      Status st(StatusCode::kUnsupported,
-                "two different patterns apply to one string (intersection not supported)",
-                KwLoc(leaf, k));
-      if (!Relax(st)) return st;
+    if (!v.is_string()) return true;
+    const std::string& p = v.get_ref<const std::string&>();
+    if (f.pattern && *f.pattern != p) {
+      // Several patterns on one string: the intersection of their automata.
+      if (std::find(f.also_patterns.begin(), f.also_patterns.end(), p) == f.also_patterns.end()) {
+        f.also_patterns.push_back(p);
+      }
       return true;
     }
-    f.pattern = v.get<std::string>();
+    f.pattern = p;
     f.str_loc = KwLoc(leaf, k);
+  } else if (k == "$ls:notPattern") {
+    // (From Negate: a string that matches none of these patterns.)
+    if (v.is_string() &&
+        std::find(f.not_patterns.begin(), f.not_patterns.end(), v.get<std::string>()) ==
+            f.not_patterns.end()) {
+      f.not_patterns.push_back(v.get<std::string>());
+      if (f.str_loc.empty()) f.str_loc = KwLoc(leaf, k);
+    }
   } else if (k == "format") {
     if (!v.is_string()) return true;
     std::string fmt = v.get<std::string>();

@@ -256,6 +256,28 @@ Result<ByteDfa> ParallelUnion(const std::vector<const ByteDfa*>& parts, std::int
   return BuildDfa(start, cls, step, accept, max_states, "this union");
 }
 
+// The intersection of up to 10 DFAs, run in parallel (every pattern of one string).
+Result<ByteDfa> ParallelIntersection(const std::vector<const ByteDfa*>& parts,
+                                     std::int32_t max_states) {
+  Classes cls = MakeClasses(parts, [](std::uint8_t) { return 0; });
+  Key start{};
+  for (std::size_t i = 0; i < parts.size(); ++i) start[i] = parts[i]->start;
+  auto step = [&](const Key& k, std::uint8_t b, Key* out) {
+    for (std::size_t i = 0; i < parts.size(); ++i) {
+      (*out)[i] = parts[i]->Step(k[i], b);
+      if ((*out)[i] == ByteDfa::kDead) return false;
+    }
+    return true;
+  };
+  auto accept = [&](const Key& k) {
+    for (std::size_t i = 0; i < parts.size(); ++i) {
+      if (!parts[i]->IsAccepting(k[i])) return false;
+    }
+    return true;
+  };
+  return BuildDfa(start, cls, step, accept, max_states, "this intersection of patterns");
+}
+
 // '"' content '"' built directly, for content automata that never read a control character, '"'
 // or '\\' (so the canonical encoding of their strings is the strings themselves). The result is
 // minimal and trimmed when `content` is: '"' is outside content's alphabet.
@@ -1394,7 +1416,8 @@ Result<grammar::ExprId> AddStringExpr(grammar::Grammar* g, const StringConstrain
                   "minLength " + std::to_string(min_len) + " is too large to enforce");
   }
   const bool has_max = max_len >= 0 && max_len <= kMaxCount;
-  if (!c.pattern && !c.format && c.excluded.empty() && c.not_patterns.empty()) {
+  if (!c.pattern && !c.format && c.excluded.empty() && c.not_patterns.empty() &&
+      c.also_patterns.empty()) {
     Expr unit_raw;
     unit_raw.kind = ExprKind::kCharClass;
     unit_raw.ranges = {{0x20, 0x21}, {0x23, 0x5B}, {0x5D, 0xD7FF}, {0xE000, kMaxCodepoint}};
@@ -1417,7 +1440,8 @@ Result<grammar::ExprId> AddStringExpr(grammar::Grammar* g, const StringConstrain
       return Status(StatusCode::kUnsupported,
                     "format '" + *c.format + "' cannot be enforced exactly");
     }
-    if (!c.pattern && c.excluded.empty() && c.not_patterns.empty() && min_len == 0 && !has_max) {
+    if (!c.pattern && c.also_patterns.empty() && c.excluded.empty() && c.not_patterns.empty() &&
+        min_len == 0 && !has_max) {
       LOCKSTEP_ASSIGN_OR_RETURN(std::shared_ptr<const ByteDfa> tok,
                                 CachedFormatDfa(*c.format, true));
       return g->Add(ByteDfaNode(tok));
@@ -1428,6 +1452,25 @@ Result<grammar::ExprId> AddStringExpr(grammar::Grammar* g, const StringConstrain
   if (c.pattern) {
     LOCKSTEP_ASSIGN_OR_RETURN(pattern_dfa, PatternContentDfa(*c.pattern, options.max_dfa_states));
     contents.push_back(&pattern_dfa);
+  }
+  ByteDfa all_patterns;
+  if (!c.also_patterns.empty()) {
+    // Every pattern at once: one automaton for their intersection.
+    if (c.also_patterns.size() + (c.pattern ? 1 : 0) > Key().size()) {
+      return Status(StatusCode::kUnsupported,
+                    "more than " + std::to_string(Key().size()) + " patterns on one string");
+    }
+    std::vector<ByteDfa> also(c.also_patterns.size());
+    std::vector<const ByteDfa*> parts;
+    if (c.pattern) parts.push_back(&pattern_dfa);
+    for (std::size_t i = 0; i < c.also_patterns.size(); ++i) {
+      LOCKSTEP_ASSIGN_OR_RETURN(also[i],
+                                PatternContentDfa(c.also_patterns[i], options.max_dfa_states));
+      parts.push_back(&also[i]);
+    }
+    LOCKSTEP_ASSIGN_OR_RETURN(all_patterns, ParallelIntersection(parts, options.max_dfa_states));
+    if (c.pattern) contents.pop_back();
+    contents.push_back(&all_patterns);
   }
   ByteDfa negated;
   if (!c.not_patterns.empty()) {

@@ -63,11 +63,14 @@ struct StringConstraint {
   std::int64_t min_length = 0;             // code points
   std::optional<std::int64_t> max_length;  // code points
   std::optional<std::string> pattern;      // ECMA-262 subset (the regex front end); unanchored
+  // More patterns the value must match too (allOf of several `pattern`s: the intersection).
+  std::vector<std::string> also_patterns;
   std::optional<std::string> format;       // "date", "email", ... (see FormatSupported)
   // Decoded values that must NOT match (property names already declared; `not: {enum}`).
   std::vector<std::string> excluded;
   // Patterns (same syntax and search semantics as `pattern`) the value must match NONE of: the
-  // keys left to additionalProperties are those matching no patternProperties pattern.
+  // keys left to additionalProperties are those matching no patternProperties pattern; the
+  // strings of `not: {pattern}`.
   std::vector<std::string> not_patterns;
 };
 
