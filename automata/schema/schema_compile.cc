@@ -297,6 +297,8 @@ class Emitter {
       sc.also_patterns = f.also_patterns;
       sc.not_patterns = f.not_patterns;
       sc.format = f.format;
+      sc.also_formats = f.also_formats;
+      sc.not_formats = f.not_formats;
       for (const json& v : f.not_in)
         if (v.is_string()) sc.excluded.push_back(v.get<std::string>());
       if (!sc.max_length || *sc.max_length >= sc.min_length) {
@@ -480,7 +482,7 @@ class Emitter {
   // The string tokens `c` admits, as one automaton (key classes of patternProperties).
   Result<ByteDfa> KeyDfa(const StringConstraint& c) {
     if (!c.pattern && c.also_patterns.empty() && !c.max_length && c.min_length == 0 &&
-        !c.format && c.excluded.empty()) {
+        !c.format && c.excluded.empty() && c.also_formats.empty() && c.not_formats.empty()) {
       // Every string token under canonical escaping (RenderJsonString).
       return CompileRegexToDfa(
           "\"([^\"\\\\\\x00-\\x1F]|\\\\[\"\\\\bfnrt]|\\\\u00(0[0-7]|0b|0e|0f|1[0-9a-f]))*\"");

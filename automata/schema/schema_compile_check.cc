@@ -101,12 +101,19 @@ Result<ObjectPlan> Model::PlanObject(const Facts& f) {
     }
     names.not_patterns.insert(names.not_patterns.end(), nf->not_patterns.begin(),
                               nf->not_patterns.end());
-    if (nf->format) {
-      if (names.format && *names.format != *nf->format) {
-        return Status(StatusCode::kUnsupported, "two formats on property names", loc);
+    std::vector<std::string> fmts = nf->also_formats;
+    if (nf->format) fmts.push_back(*nf->format);
+    for (const std::string& f : fmts) {
+      if (!names.format) {
+        names.format = f;
+      } else if (*names.format != f && std::find(names.also_formats.begin(),
+                                                 names.also_formats.end(),
+                                                 f) == names.also_formats.end()) {
+        names.also_formats.push_back(f);
       }
-      names.format = nf->format;
     }
+    names.not_formats.insert(names.not_formats.end(), nf->not_formats.begin(),
+                             nf->not_formats.end());
     for (const json& v : nf->not_in)
       if (v.is_string()) names.excluded.push_back(v.get<std::string>());
   }
@@ -365,6 +372,8 @@ Result<bool> Model::CheckFacts(const Facts& f, const json& v, int depth, const O
     sc.also_patterns = f.also_patterns;
     sc.not_patterns = f.not_patterns;
     sc.format = f.format;
+    sc.also_formats = f.also_formats;
+    sc.not_formats = f.not_formats;
     return StringMatches(sc, v.get<std::string>());
   }
   if (v.is_object()) {
@@ -478,6 +487,18 @@ Result<bool> Model::StringMatches(const StringConstraint& c, const std::string& 
   for (const std::string& p : c.not_patterns) {
     StringConstraint one;
     one.pattern = p;
+    LOCKSTEP_ASSIGN_OR_RETURN(bool m, StringMatches(one, s));
+    if (m) return false;
+  }
+  for (const std::string& f : c.also_formats) {
+    StringConstraint one;
+    one.format = f;
+    LOCKSTEP_ASSIGN_OR_RETURN(bool m, StringMatches(one, s));
+    if (!m) return false;
+  }
+  for (const std::string& f : c.not_formats) {
+    StringConstraint one;
+    one.format = f;
     LOCKSTEP_ASSIGN_OR_RETURN(bool m, StringMatches(one, s));
     if (m) return false;
   }

@@ -74,6 +74,8 @@ struct Facts {
   std::vector<std::string> also_patterns;  // more patterns the string must match (allOf)
   std::vector<std::string> not_patterns;   // patterns it must match none of (`not: {pattern}`)
   std::optional<std::string> format;
+  std::vector<std::string> also_formats;  // more formats the string must have (allOf)
+  std::vector<std::string> not_formats;   // formats it must have none of (`not: {format}`)
   std::string str_loc;
   // objects
   std::vector<const json*> obj;

@@ -731,6 +731,8 @@ bool Model::NegateValueKeyword(Negation& neg, const std::string& k, const json& 
     if (v.is_string()) alts.push_back(Typed(kTString, json{{"$ls:notPattern", v}}));
   } else if (k == "$ls:notPattern") {
     if (v.is_string()) alts.push_back(Typed(kTString, json{{"pattern", v}}));
+  } else if (k == "$ls:notFormat") {
+    if (v.is_string()) alts.push_back(Typed(kTString, json{{"format", v}}));
   } else if (k == "minimum" || k == "maximum") {
     bool is_min = k == "minimum";
     const json* ex = Kw(n, is_min ? "exclusiveMinimum" : "exclusiveMaximum");
@@ -853,7 +855,13 @@ void Model::RefuseWithoutComplement(Negation& neg, const std::string& k, const j
     const bool openapi = o_.openapi_formats && IsOpenApiFormat(fmt);
     const bool asserts = openapi ? (fmt == "int32" || fmt == "int64" || fmt == "byte")
                                  : (o_.format_assertion && FormatKnown(fmt));
-    if (asserts) RefuseNegation(neg, k, "formats have no complement automaton");
+    if (!asserts) return;
+    if (fmt == "byte" || FormatSupported(fmt)) {
+      // A string that does not have the format (the complement of its automaton).
+      neg.alts.push_back(Typed(kTString, json{{"$ls:notFormat", fmt}}));
+      return;
+    }
+    RefuseNegation(neg, k, "no automaton for this format to complement");
   } else if (k == "multipleOf") {
     RefuseNegation(neg, k, "no complement automaton");
   } else if (k == "additionalProperties" || k == "patternProperties" || k == "propertyNames" ||
@@ -877,6 +885,17 @@ void Model::RefuseWithoutComplement(Negation& neg, const std::string& k, const j
 namespace {
 
 std::int64_t CountOf(const json& v) { return static_cast<std::int64_t>(v.get<double>()); }
+
+// One more format on the strings of `f`: the first is f.format, the others must hold too.
+void AddFormat(Facts& f, const std::string& fmt, const std::string& where) {
+  if (!f.format) {
+    f.format = fmt;
+    f.str_loc = where;
+  } else if (*f.format != fmt &&
+             std::find(f.also_formats.begin(), f.also_formats.end(), fmt) == f.also_formats.end()) {
+    f.also_formats.push_back(fmt);
+  }
+}
 
 // Bound `v` (exclusive when `excl`) on the numbers of `f`, the lower one when `lower`: kept when
 // it is tighter than the bound already there.
@@ -1012,13 +1031,7 @@ Result<bool> Model::MergeOpenApiFormat(Facts& f, const json* leaf, const std::st
     Tighten(f, true, lo, false, where);
     Tighten(f, false, hi, false, where);
   } else if (fmt == "byte") {
-    if (f.format && *f.format != fmt) {
-      Status st(StatusCode::kUnsupported, "two different formats on one string", where);
-      if (!Relax(st)) return st;
-      return true;
-    }
-    f.format = fmt;
-    f.str_loc = where;
+    AddFormat(f, fmt, where);
   }
   return true;
 }
@@ -1070,13 +1083,15 @@ Result<bool> Model::MergeStringFacts(Facts& f, const json* leaf, const std::stri
       relaxed_.push_back({KwLoc(leaf, k), "format \"" + fmt + "\" not enforced"});
       return true;
     }
-    if (f.format && *f.format != fmt) {
-      Status st(StatusCode::kUnsupported, "two different formats on one string", KwLoc(leaf, k));
-      if (!Relax(st)) return st;
-      return true;
+    AddFormat(f, fmt, KwLoc(leaf, k));
+  } else if (k == "$ls:notFormat") {
+    // (From Negate: a string that has none of these formats.)
+    if (v.is_string() &&
+        std::find(f.not_formats.begin(), f.not_formats.end(), v.get<std::string>()) ==
+            f.not_formats.end()) {
+      f.not_formats.push_back(v.get<std::string>());
+      if (f.str_loc.empty()) f.str_loc = KwLoc(leaf, k);
     }
-    f.format = fmt;
-    f.str_loc = KwLoc(leaf, k);
   } else {
     return false;
   }

@@ -1417,7 +1417,7 @@ Result<grammar::ExprId> AddStringExpr(grammar::Grammar* g, const StringConstrain
   }
   const bool has_max = max_len >= 0 && max_len <= kMaxCount;
   if (!c.pattern && !c.format && c.excluded.empty() && c.not_patterns.empty() &&
-      c.also_patterns.empty()) {
+      c.also_patterns.empty() && c.also_formats.empty() && c.not_formats.empty()) {
     Expr unit_raw;
     unit_raw.kind = ExprKind::kCharClass;
     unit_raw.ranges = {{0x20, 0x21}, {0x23, 0x5B}, {0x5D, 0xD7FF}, {0xE000, kMaxCodepoint}};
@@ -1441,7 +1441,7 @@ Result<grammar::ExprId> AddStringExpr(grammar::Grammar* g, const StringConstrain
                     "format '" + *c.format + "' cannot be enforced exactly");
     }
     if (!c.pattern && c.also_patterns.empty() && c.excluded.empty() && c.not_patterns.empty() &&
-        min_len == 0 && !has_max) {
+        c.also_formats.empty() && c.not_formats.empty() && min_len == 0 && !has_max) {
       LOCKSTEP_ASSIGN_OR_RETURN(std::shared_ptr<const ByteDfa> tok,
                                 CachedFormatDfa(*c.format, true));
       return g->Add(ByteDfaNode(tok));
@@ -1452,6 +1452,26 @@ Result<grammar::ExprId> AddStringExpr(grammar::Grammar* g, const StringConstrain
   if (c.pattern) {
     LOCKSTEP_ASSIGN_OR_RETURN(pattern_dfa, PatternContentDfa(*c.pattern, options.max_dfa_states));
     contents.push_back(&pattern_dfa);
+  }
+  // Further formats: the format automaton becomes the intersection of all of them.
+  ByteDfa all_formats;
+  if (!c.also_formats.empty()) {
+    if (!c.format) return Status(StatusCode::kInternal, "also_formats without a format");
+    std::vector<std::shared_ptr<const ByteDfa>> held;
+    std::vector<const ByteDfa*> parts = {format_dfa.get()};
+    for (const std::string& f : c.also_formats) {
+      if (!FormatSupported(f) && !OptionalFormat(f)) {
+        return Status(StatusCode::kUnsupported, "format '" + f + "' cannot be enforced exactly");
+      }
+      LOCKSTEP_ASSIGN_OR_RETURN(std::shared_ptr<const ByteDfa> d, CachedFormatDfa(f, false));
+      held.push_back(d);
+      parts.push_back(d.get());
+    }
+    if (parts.size() > Key().size()) {
+      return Status(StatusCode::kUnsupported, "too many formats on one string");
+    }
+    LOCKSTEP_ASSIGN_OR_RETURN(all_formats, ParallelIntersection(parts, options.max_dfa_states));
+    contents[0] = &all_formats;
   }
   ByteDfa all_patterns;
   if (!c.also_patterns.empty()) {
@@ -1483,9 +1503,28 @@ Result<grammar::ExprId> AddStringExpr(grammar::Grammar* g, const StringConstrain
     }
     LOCKSTEP_ASSIGN_OR_RETURN(negated, PatternContentDfa(joined, options.max_dfa_states));
   }
+  if (!c.not_formats.empty()) {
+    // The values of any negated format are excluded too: one automaton for the union.
+    std::vector<std::shared_ptr<const ByteDfa>> held;
+    std::vector<const ByteDfa*> parts;
+    if (!c.not_patterns.empty()) parts.push_back(&negated);
+    for (const std::string& f : c.not_formats) {
+      if (!FormatSupported(f) && !OptionalFormat(f)) {
+        return Status(StatusCode::kUnsupported, "format '" + f + "' cannot be negated");
+      }
+      LOCKSTEP_ASSIGN_OR_RETURN(std::shared_ptr<const ByteDfa> d, CachedFormatDfa(f, false));
+      held.push_back(d);
+      parts.push_back(d.get());
+    }
+    if (parts.size() > Key().size()) {
+      return Status(StatusCode::kUnsupported, "too many negated formats on one string");
+    }
+    LOCKSTEP_ASSIGN_OR_RETURN(negated, ParallelUnion(parts, options.max_dfa_states));
+  }
+  const bool has_negated = !c.not_patterns.empty() || !c.not_formats.empty();
   Trie trie;
   for (const std::string& s : c.excluded) trie.Insert(s);
-  if (options.direct_exclusion && contents.empty() && c.not_patterns.empty() && min_len == 0 &&
+  if (options.direct_exclusion && contents.empty() && !has_negated && min_len == 0 &&
       !has_max) {
     if (std::optional<ByteDfa> direct = ExcludedStringTokenDfa(trie)) {
       return AddDfaExpr(g, std::move(*direct));
@@ -1494,7 +1533,7 @@ Result<grammar::ExprId> AddStringExpr(grammar::Grammar* g, const StringConstrain
   LOCKSTEP_ASSIGN_OR_RETURN(
       ByteDfa tok, BuildStringTokenDfa(contents, min_len, has_max ? max_len : -1,
                                        c.excluded.empty() ? nullptr : &trie, options.max_dfa_states,
-                                       c.not_patterns.empty() ? nullptr : &negated));
+                                       has_negated ? &negated : nullptr));
   if (tok.start == ByteDfa::kDead) {
     return Status(StatusCode::kUnsatisfiable,
                   "no string satisfies this combination of pattern/format/length/exclusions");

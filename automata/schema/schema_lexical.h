@@ -66,6 +66,8 @@ struct StringConstraint {
   // More patterns the value must match too (allOf of several `pattern`s: the intersection).
   std::vector<std::string> also_patterns;
   std::optional<std::string> format;       // "date", "email", ... (see FormatSupported)
+  std::vector<std::string> also_formats;   // more formats the value must have too
+  std::vector<std::string> not_formats;    // formats the value must have none of (`not: {format}`)
   // Decoded values that must NOT match (property names already declared; `not: {enum}`).
   std::vector<std::string> excluded;
   // Patterns (same syntax and search semantics as `pattern`) the value must match NONE of: the
