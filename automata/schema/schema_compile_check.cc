@@ -16,6 +16,27 @@ const json* Kw(const json& j, const char* k) {
   return it == j.end() ? nullptr : &*it;
 }
 bool IsFalse(const json& j) { return j.is_boolean() && !j.get<bool>(); }
+
+// The string keywords of one propertyNames subschema (its facts `nf`), merged into `names`:
+// lengths tightened, every pattern and format applies (their intersection), negated ones and
+// excluded values added.
+void MergeNameStrings(const Facts& nf, StringConstraint& names) {
+  names.min_length = std::max(names.min_length, nf.min_len);
+  if (nf.max_len) {
+    names.max_length = names.max_length ? std::min(*names.max_length, *nf.max_len) : *nf.max_len;
+  }
+  if (nf.pattern) AddApplying(names.pattern, names.also_patterns, *nf.pattern);
+  for (const std::string& p : nf.also_patterns) AddApplying(names.pattern, names.also_patterns, p);
+  names.not_patterns.insert(names.not_patterns.end(), nf.not_patterns.begin(),
+                            nf.not_patterns.end());
+  if (nf.format) AddApplying(names.format, names.also_formats, *nf.format);
+  for (const std::string& f : nf.also_formats) AddApplying(names.format, names.also_formats, f);
+  names.not_formats.insert(names.not_formats.end(), nf.not_formats.begin(), nf.not_formats.end());
+  for (const json& v : nf.not_in) {
+    if (v.is_string()) names.excluded.push_back(v.get<std::string>());
+  }
+}
+
 }  // namespace
 
 Result<Conj> Model::PropConj(const Facts& f, const std::string& key) {
@@ -83,39 +104,7 @@ Result<ObjectPlan> Model::PlanObject(const Facts& f) {
       }
       names_enum = std::move(keep);
     }
-    names.min_length = std::max(names.min_length, nf->min_len);
-    if (nf->max_len)
-      names.max_length =
-          names.max_length ? std::min(*names.max_length, *nf->max_len) : *nf->max_len;
-    // Every pattern applies (their intersection).
-    std::vector<std::string> pats = nf->also_patterns;
-    if (nf->pattern) pats.push_back(*nf->pattern);
-    for (const std::string& p : pats) {
-      if (!names.pattern) {
-        names.pattern = p;
-      } else if (*names.pattern != p && std::find(names.also_patterns.begin(),
-                                                  names.also_patterns.end(),
-                                                  p) == names.also_patterns.end()) {
-        names.also_patterns.push_back(p);
-      }
-    }
-    names.not_patterns.insert(names.not_patterns.end(), nf->not_patterns.begin(),
-                              nf->not_patterns.end());
-    std::vector<std::string> fmts = nf->also_formats;
-    if (nf->format) fmts.push_back(*nf->format);
-    for (const std::string& f : fmts) {
-      if (!names.format) {
-        names.format = f;
-      } else if (*names.format != f && std::find(names.also_formats.begin(),
-                                                 names.also_formats.end(),
-                                                 f) == names.also_formats.end()) {
-        names.also_formats.push_back(f);
-      }
-    }
-    names.not_formats.insert(names.not_formats.end(), nf->not_formats.begin(),
-                             nf->not_formats.end());
-    for (const json& v : nf->not_in)
-      if (v.is_string()) names.excluded.push_back(v.get<std::string>());
+    MergeNameStrings(*nf, names);
   }
   auto name_ok = [&](const std::string& k) -> Result<bool> {
     if (names_none) return false;
@@ -477,30 +466,22 @@ Result<bool> Model::StringMatches(const StringConstraint& c, const std::string& 
   auto n = static_cast<std::int64_t>(CodePoints(s));
   if (n < c.min_length || (c.max_length && n > *c.max_length)) return false;
   if (std::count(c.excluded.begin(), c.excluded.end(), s)) return false;
-  // Each further pattern on its own: it must match all of also_patterns and none of not_patterns.
-  for (const std::string& p : c.also_patterns) {
-    StringConstraint one;
-    one.pattern = p;
-    LOCKSTEP_ASSIGN_OR_RETURN(bool m, StringMatches(one, s));
-    if (!m) return false;
-  }
-  for (const std::string& p : c.not_patterns) {
-    StringConstraint one;
-    one.pattern = p;
-    LOCKSTEP_ASSIGN_OR_RETURN(bool m, StringMatches(one, s));
-    if (m) return false;
-  }
-  for (const std::string& f : c.also_formats) {
-    StringConstraint one;
-    one.format = f;
-    LOCKSTEP_ASSIGN_OR_RETURN(bool m, StringMatches(one, s));
-    if (!m) return false;
-  }
-  for (const std::string& f : c.not_formats) {
-    StringConstraint one;
-    one.format = f;
-    LOCKSTEP_ASSIGN_OR_RETURN(bool m, StringMatches(one, s));
-    if (m) return false;
+  // Each further pattern and format on its own: s must match every one of also_* and none of
+  // not_*.
+  auto each = [&](const std::vector<std::string>& list, bool format, bool want) -> Result<bool> {
+    for (const std::string& x : list) {
+      StringConstraint one;
+      (format ? one.format : one.pattern) = x;
+      LOCKSTEP_ASSIGN_OR_RETURN(bool m, StringMatches(one, s));
+      if (m != want) return false;
+    }
+    return true;
+  };
+  for (const auto& [list, format, want] :
+       {std::tuple(&c.also_patterns, false, true), std::tuple(&c.not_patterns, false, false),
+        std::tuple(&c.also_formats, true, true), std::tuple(&c.not_formats, true, false)}) {
+    LOCKSTEP_ASSIGN_OR_RETURN(bool ok, each(*list, format, want));
+    if (!ok) return false;
   }
   if (!c.pattern && !c.format) return true;
   std::string key = c.pattern.value_or("") + '\0' + c.format.value_or("") + (c.pattern ? "p" : "") +

@@ -4,6 +4,7 @@
 // Private to automata/schema_compile*.cc.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -297,6 +298,16 @@ using ::lockstep::schema::CodePoints;
 using ::lockstep::schema::FormatKnown;
 using ::lockstep::schema::IsOpenApiFormat;
 using ::lockstep::schema::OpenApiIntegerRange;
+// `first` is the first of a list of strings that all apply (patterns, formats), `more` the
+// others: x is added once.
+inline void AddApplying(std::optional<std::string>& first, std::vector<std::string>& more,
+                        const std::string& x) {
+  if (!first) {
+    first = x;
+  } else if (*first != x && std::find(more.begin(), more.end(), x) == more.end()) {
+    more.push_back(x);
+  }
+}
 // The least common multiple of two positive JSON numbers, exact in decimal (nullopt when too
 // large).
 std::optional<json> LcmOf(const json& a, const json& b);

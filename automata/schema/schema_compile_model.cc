@@ -888,13 +888,8 @@ std::int64_t CountOf(const json& v) { return static_cast<std::int64_t>(v.get<dou
 
 // One more format on the strings of `f`: the first is f.format, the others must hold too.
 void AddFormat(Facts& f, const std::string& fmt, const std::string& where) {
-  if (!f.format) {
-    f.format = fmt;
-    f.str_loc = where;
-  } else if (*f.format != fmt &&
-             std::find(f.also_formats.begin(), f.also_formats.end(), fmt) == f.also_formats.end()) {
-    f.also_formats.push_back(fmt);
-  }
+  if (!f.format) f.str_loc = where;
+  AddApplying(f.format, f.also_formats, fmt);
 }
 
 // Bound `v` (exclusive when `excl`) on the numbers of `f`, the lower one when `lower`: kept when
@@ -1046,21 +1041,14 @@ Result<bool> Model::MergeStringFacts(Facts& f, const json* leaf, const std::stri
   } else if (k == "pattern") {
     if (!v.is_string()) return true;
     const std::string& p = v.get_ref<const std::string&>();
-    if (f.pattern && *f.pattern != p) {
-      // Several patterns on one string: the intersection of their automata.
-      if (std::find(f.also_patterns.begin(), f.also_patterns.end(), p) == f.also_patterns.end()) {
-        f.also_patterns.push_back(p);
-      }
-      return true;
-    }
-    f.pattern = p;
-    f.str_loc = KwLoc(leaf, k);
-  } else if (k == "$ls:notPattern") {
-    // (From Negate: a string that matches none of these patterns.)
-    if (v.is_string() &&
-        std::find(f.not_patterns.begin(), f.not_patterns.end(), v.get<std::string>()) ==
-            f.not_patterns.end()) {
-      f.not_patterns.push_back(v.get<std::string>());
+    // Several patterns on one string: the intersection of their automata.
+    if (!f.pattern) f.str_loc = KwLoc(leaf, k);
+    AddApplying(f.pattern, f.also_patterns, p);
+  } else if (k == "$ls:notPattern" || k == "$ls:notFormat") {
+    // (From Negate: a string that matches none of these patterns / has none of these formats.)
+    std::vector<std::string>& none = k == "$ls:notPattern" ? f.not_patterns : f.not_formats;
+    if (v.is_string() && std::find(none.begin(), none.end(), v.get<std::string>()) == none.end()) {
+      none.push_back(v.get<std::string>());
       if (f.str_loc.empty()) f.str_loc = KwLoc(leaf, k);
     }
   } else if (k == "format") {
@@ -1084,14 +1072,6 @@ Result<bool> Model::MergeStringFacts(Facts& f, const json* leaf, const std::stri
       return true;
     }
     AddFormat(f, fmt, KwLoc(leaf, k));
-  } else if (k == "$ls:notFormat") {
-    // (From Negate: a string that has none of these formats.)
-    if (v.is_string() &&
-        std::find(f.not_formats.begin(), f.not_formats.end(), v.get<std::string>()) ==
-            f.not_formats.end()) {
-      f.not_formats.push_back(v.get<std::string>());
-      if (f.str_loc.empty()) f.str_loc = KwLoc(leaf, k);
-    }
   } else {
     return false;
   }

@@ -1337,6 +1337,24 @@ bool FormatSupported(std::string_view format) {
   return false;
 }
 
+namespace {
+
+// The content automata of `formats` (each supported, or OpenAPI's byte), shared.
+Result<std::vector<std::shared_ptr<const ByteDfa>>> FormatContentDfas(
+    const std::vector<std::string>& formats) {
+  std::vector<std::shared_ptr<const ByteDfa>> out;
+  for (const std::string& f : formats) {
+    if (!FormatSupported(f) && !OptionalFormat(f)) {
+      return Status(StatusCode::kUnsupported, "format '" + f + "' cannot be enforced exactly");
+    }
+    LOCKSTEP_ASSIGN_OR_RETURN(std::shared_ptr<const ByteDfa> d, CachedFormatDfa(f, false));
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+}  // namespace
+
 Result<std::shared_ptr<const ByteDfa>> FormatContentDfa(std::string_view format) {
   if (!FormatSupported(format)) {
     return Status(StatusCode::kUnsupported,
@@ -1457,16 +1475,9 @@ Result<grammar::ExprId> AddStringExpr(grammar::Grammar* g, const StringConstrain
   ByteDfa all_formats;
   if (!c.also_formats.empty()) {
     if (!c.format) return Status(StatusCode::kInternal, "also_formats without a format");
-    std::vector<std::shared_ptr<const ByteDfa>> held;
+    LOCKSTEP_ASSIGN_OR_RETURN(auto held, FormatContentDfas(c.also_formats));
     std::vector<const ByteDfa*> parts = {format_dfa.get()};
-    for (const std::string& f : c.also_formats) {
-      if (!FormatSupported(f) && !OptionalFormat(f)) {
-        return Status(StatusCode::kUnsupported, "format '" + f + "' cannot be enforced exactly");
-      }
-      LOCKSTEP_ASSIGN_OR_RETURN(std::shared_ptr<const ByteDfa> d, CachedFormatDfa(f, false));
-      held.push_back(d);
-      parts.push_back(d.get());
-    }
+    for (const auto& d : held) parts.push_back(d.get());
     if (parts.size() > Key().size()) {
       return Status(StatusCode::kUnsupported, "too many formats on one string");
     }
@@ -1505,17 +1516,10 @@ Result<grammar::ExprId> AddStringExpr(grammar::Grammar* g, const StringConstrain
   }
   if (!c.not_formats.empty()) {
     // The values of any negated format are excluded too: one automaton for the union.
-    std::vector<std::shared_ptr<const ByteDfa>> held;
+    LOCKSTEP_ASSIGN_OR_RETURN(auto held, FormatContentDfas(c.not_formats));
     std::vector<const ByteDfa*> parts;
     if (!c.not_patterns.empty()) parts.push_back(&negated);
-    for (const std::string& f : c.not_formats) {
-      if (!FormatSupported(f) && !OptionalFormat(f)) {
-        return Status(StatusCode::kUnsupported, "format '" + f + "' cannot be negated");
-      }
-      LOCKSTEP_ASSIGN_OR_RETURN(std::shared_ptr<const ByteDfa> d, CachedFormatDfa(f, false));
-      held.push_back(d);
-      parts.push_back(d.get());
-    }
+    for (const auto& d : held) parts.push_back(d.get());
     if (parts.size() > Key().size()) {
       return Status(StatusCode::kUnsupported, "too many negated formats on one string");
     }
