@@ -1,6 +1,7 @@
 // Fuzzes the grammar Matcher's state handling: random sequences of AcceptToken (chosen among the
 // ids the fast mask allows, or any id), AcceptString, Rollback(n), Fork (switching between
-// forks), Reset, over the shipped grammars on the GPT-2 vocabulary. After every operation the
+// forks), Reset, over the shipped grammars and one with token items (<[ID]>, !<[ID]>) on the
+// GPT-2 vocabulary. After every operation the
 // matcher under test is checked against an oracle matcher rebuilt from scratch by replaying the
 // accepted history: same CanEnd, same fast mask, and for 48 random ids the mask bit equals
 // whether the oracle accepts the token (brute force). Any difference aborts.
@@ -48,6 +49,15 @@ const Env& GetEnv() {
       }
       e->grammars.push_back(*g);
     }
+    // Token items (GPT-2: 13 is ".", 262 is " the"): a text token taken as an item, as bytes, or
+    // both at once.
+    auto tokens = compiler.CompileGrammar(
+        "root ::= item{0,6} \"!\"\nitem ::= !<[13]> | \".\" [a-z]{0,3} | <[262]> \"x\" | \"ab\"");
+    if (!tokens.ok()) {
+      std::fprintf(stderr, "tokens: %s\n", tokens.status().ToString().c_str());
+      std::abort();
+    }
+    e->grammars.push_back(*tokens);
     return e;
   }();
   return *env;

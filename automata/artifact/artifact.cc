@@ -347,6 +347,11 @@ void PutProgram(Writer& w, const CfgProgram& p) {
   w.PutVec(p.sp_begin);
   w.PutVec(p.sp_edges);
   w.PutVec(p.special_tokens);
+  std::vector<std::uint8_t> negated(p.special_tokens.size(), 0);
+  for (std::size_t i = 0; i < negated.size(); ++i) {
+    negated[i] = p.SpecialNegated(static_cast<std::int32_t>(i));
+  }
+  w.PutVec(negated);
 }
 
 // A program's transitions as PutProgram lists them: per state its count, then (class, target)
@@ -414,6 +419,7 @@ bool GetProgramArrays(Reader& r, CfgProgram& p, TransitionLists& lists) {
   p.sp_begin = r.GetVec<std::int32_t>("special edge offsets", static_cast<std::uint64_t>(ns) + 1);
   p.sp_edges = r.GetVec<std::pair<std::int32_t, StateId>>("special edges", 1u << 28);
   p.special_tokens = r.GetVec<TokenId>("special tokens", 1u << 20);
+  p.special_negated = r.GetVec<std::uint8_t>("special token negations", 1u << 20);
   if (!r.ok()) return false;
   if (lists.counts.size() != static_cast<std::size_t>(ns) ||
       lists.classes.size() != lists.targets.size() ||
@@ -421,7 +427,8 @@ bool GetProgramArrays(Reader& r, CfgProgram& p, TransitionLists& lists) {
       p.state_rule.size() != static_cast<std::size_t>(ns) ||
       p.has_bytes.size() != static_cast<std::size_t>(ns) ||
       p.nt_begin.size() != static_cast<std::size_t>(ns) + 1 ||
-      p.sp_begin.size() != static_cast<std::size_t>(ns) + 1) {
+      p.sp_begin.size() != static_cast<std::size_t>(ns) + 1 ||
+      p.special_negated.size() != p.special_tokens.size()) {
     return r.Fail("program arrays of inconsistent sizes"), false;
   }
   return true;

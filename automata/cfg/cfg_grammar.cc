@@ -160,7 +160,20 @@ CfgGrammar::CfgGrammar(std::shared_ptr<const Vocabulary> vocab,
   for (std::int32_t s = 0; s < program_.num_states; ++s) dfa_positions_[s].store(nullptr);
   for (std::int32_t c = 0; c < kNumChunks; ++c) final_chunks_[c].store(nullptr);
   for (std::size_t i = 0; i < program_.special_tokens.size(); ++i) {
-    special_of_token_.emplace_back(program_.special_tokens[i], static_cast<std::int32_t>(i));
+    const auto edge = static_cast<std::int32_t>(i);
+    if (program_.SpecialNegated(edge)) {
+      all_but_token_.emplace_back(program_.special_tokens[i], edge);
+    } else {
+      special_of_token_.emplace_back(program_.special_tokens[i], edge);
+    }
+  }
+  if (!all_but_token_.empty()) {
+    negatable_bits_.assign(mask_words(), 0);
+    for (TokenId t = 0; t < vocab_->size() && t < width_; ++t) {
+      if (vocab_->Kind(t) != TokenKind::kUnused && !IsEos(t)) {
+        negatable_bits_[t >> 5] |= 1u << (t & 31);
+      }
+    }
   }
   ComputeFollow();
   background_ = options_.background_positions && !options_.precompute_masks;
@@ -405,11 +418,20 @@ CfgGrammar::~CfgGrammar() {
   }
 }
 
-std::int32_t CfgGrammar::SpecialIndex(TokenId id) const {
-  for (const auto& [tok, idx] : special_of_token_) {
-    if (tok == id) return idx;
+bool CfgGrammar::TokenEdgesTaking(TokenId id, std::vector<std::uint8_t>* take) const {
+  take->assign(program_.special_tokens.size(), 0);
+  bool any = false;
+  for (const auto& [tok, edge] : special_of_token_) {
+    if (tok == id) (*take)[edge] = 1, any = true;
   }
-  return -1;
+  if (all_but_token_.empty() || id < 0 || id >= width_ ||
+      ((negatable_bits_[id >> 5] >> (id & 31)) & 1) == 0) {
+    return any;
+  }
+  for (const auto& [tok, edge] : all_but_token_) {
+    if (tok != id) (*take)[edge] = 1, any = true;
+  }
+  return any;
 }
 
 bool CfgGrammar::ReserveBytes(std::int64_t n) const {

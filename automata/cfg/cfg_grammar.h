@@ -210,8 +210,10 @@ class CfgGrammar : public TokenAutomaton {
   bool IsEos(TokenId id) const {
     return id >= 0 && id < static_cast<TokenId>(is_eos_.size()) && is_eos_[id];
   }
-  // special index for a token id that the grammar names, else -1
-  std::int32_t SpecialIndex(TokenId id) const;
+  // Whether the grammar has token items (<[ID]>, <TEXT>, !<...>).
+  bool HasTokenEdges() const { return !program_.special_tokens.empty(); }
+  // Marks in take (one entry per token edge) the edges that take token `id`; false when none.
+  bool TokenEdgesTaking(TokenId id, std::vector<std::uint8_t>* take) const;
   bool IsTextToken(TokenId id) const { return lockstep::IsTextToken(*vocab_, id); }
 
   // The rule whose folding the deadline stopped ("" when none was stopped).
@@ -243,11 +245,14 @@ class CfgGrammar : public TokenAutomaton {
   int RegionUseOfState(StateId s) const;
   const CfgPosition* PositionFor(const EarleyItem& it) const;
   void GroupCounterKernels(std::int32_t k, std::vector<EarleyItem>& live) const;
-  // EOS where the root may end, grammar special tokens where the parse takes them.
-  // Sets the end-of-sequence and special tokens the parser allows; appends the ids it newly
-  // sets to `added` if given.
-  void AddEndAndSpecials(EarleyParser& parser, std::span<std::uint32_t> out,
+  // EOS where the root may end, the grammar's token items where the parse takes them.
+  // Sets the end-of-sequence and token-item ids the parser allows; appends the ids it newly
+  // sets to `added` if given. Returns true when a negated item (!<X>) added most of the
+  // vocabulary at once: those ids are not in `added`.
+  bool AddEndAndSpecials(EarleyParser& parser, std::span<std::uint32_t> out,
                          std::vector<TokenId>* added = nullptr) const;
+  // ORs the ids a negated token item takes, but `excluded`, into out.
+  void AddAllTokensBut(TokenId excluded, std::span<std::uint32_t> out) const;
   // The union of the positions' accepted sets into out (its first mask_words() words).
   void UnionOf(const CfgPosition* const* positions, std::int32_t n,
                std::span<std::uint32_t> out) const;
@@ -472,7 +477,11 @@ class CfgGrammar : public TokenAutomaton {
   mutable std::atomic<std::int64_t> sum_accepted_{0};
   mutable std::atomic<std::int64_t> sum_uncertain_{0};
   mutable std::atomic<std::int32_t> cached_masks_{0};
-  std::vector<std::pair<TokenId, std::int32_t>> special_of_token_;
+  std::vector<std::pair<TokenId, std::int32_t>> special_of_token_;  // (token, edge): <X>
+  std::vector<std::pair<TokenId, std::int32_t>> all_but_token_;     // (token, edge): !<X>
+  // The ids any negated item may take: every token of the vocabulary but EOS and unused ids
+  // (built when the grammar has a negated item).
+  std::vector<std::uint32_t> negatable_bits_;
 };
 
 // The grammar's CfgGrammar, or null when it is a regex.

@@ -186,6 +186,7 @@ class Lowering {
                                              std::int32_t max_states);
   // Copies `dfa` into the NFA between `from` and a new end state.
   void EmitDfa(const ByteDfa& dfa, std::int32_t from, std::int32_t* to);
+  Result<TokenId> ResolveToken(const Expr& x) const;
   Result<std::int32_t> SpecialIndex(const Expr& x);
   std::int32_t AddRule(PendingRule r) {
     rules_.push_back(std::move(r));
@@ -222,8 +223,9 @@ class Lowering {
   std::vector<PendingRule> rules_;
   std::map<ExprId, std::int32_t> aux_rule_of_expr_;
   std::map<ExprId, std::int32_t> counter_rule_of_expr_;
-  std::map<std::string, std::int32_t> special_index_;
+  std::map<std::pair<TokenId, bool>, std::int32_t> special_index_;  // (token, negated)
   std::vector<TokenId> specials_;
+  std::vector<std::uint8_t> special_negated_;
   std::vector<NState> nfa_;  // the NFA of the rule being lowered: its first nfa_live_ states
   std::size_t nfa_live_ = 0;
   bool overflow_ = false;
@@ -384,17 +386,39 @@ std::int64_t Lowering::EstimateSize(ExprId root) {
   return size_memo_[root];
 }
 
-Result<std::int32_t> Lowering::SpecialIndex(const Expr& x) {
-  auto it = special_index_.find(x.text);
-  if (it != special_index_.end()) return it->second;
-  TokenId id = vocab_.FindToken(x.text);
-  if (id == kNoToken) {
-    return Status(StatusCode::kInvalidGrammar,
-                  "special token '" + x.text + "' is not in the vocabulary", Loc(x.loc));
+Result<TokenId> Lowering::ResolveToken(const Expr& x) const {
+  if (x.token_id >= 0) {
+    if (x.token_id >= vocab_.size() || vocab_.Kind(x.token_id) == TokenKind::kUnused) {
+      return Status(StatusCode::kInvalidGrammar,
+                    "token id " + std::to_string(x.token_id) + " is not in the vocabulary (" +
+                        std::to_string(vocab_.size()) + " ids)",
+                    Loc(x.loc));
+    }
+    return x.token_id;
   }
+  // A special token by name, a token by its text in the file, or the one token its text encodes
+  // to (llama.cpp's rule for <TEXT>).
+  const TokenId named = vocab_.FindToken(x.text);
+  if (named != kNoToken && (vocab_.IsSpecial(named) || vocab_.TokenBytes(named) == x.text)) {
+    return named;
+  }
+  Result<std::vector<TokenId>> ids = vocab_.Encode(x.text);
+  if (ids.ok() && ids->size() == 1) return ids->front();
+  std::string why = ids.ok() ? " (its text encodes to " + std::to_string(ids->size()) + " tokens)"
+                             : "";
+  return Status(StatusCode::kInvalidGrammar,
+                "token '" + x.text + "' is not one token of the vocabulary" + why, Loc(x.loc));
+}
+
+Result<std::int32_t> Lowering::SpecialIndex(const Expr& x) {
+  LOCKSTEP_ASSIGN_OR_RETURN(TokenId id, ResolveToken(x));
+  const std::pair<TokenId, bool> key{id, x.negated};
+  auto it = special_index_.find(key);
+  if (it != special_index_.end()) return it->second;
   std::int32_t idx = static_cast<std::int32_t>(specials_.size());
   specials_.push_back(id);
-  special_index_[x.text] = idx;
+  special_negated_.push_back(x.negated ? 1 : 0);
+  special_index_[key] = idx;
   return idx;
 }
 
@@ -1204,6 +1228,7 @@ Result<CfgProgram> Lowering::Run() {
   for (auto& r : rules_) p.rules.push_back(r.info);
   p.root = g_.root;
   p.special_tokens = specials_;
+  p.special_negated = special_negated_;
   current_rule_ = -1;  // (a deadline error from here on names the whole grammar's analysis)
   LOCKSTEP_RETURN_IF_ERROR(ComputeNullable(&p));
   std::vector<std::uint8_t> prod_state, prod_rule;

@@ -98,6 +98,12 @@ struct CfgProgram {
   std::vector<std::int32_t> sp_begin;
   std::vector<std::pair<std::int32_t, StateId>> sp_edges;
   std::vector<TokenId> special_tokens;  // special index -> token id
+  // special index -> 1 when the edge takes any one token but special_tokens[index] (GBNF
+  // !<...>), never an end-of-sequence token. Empty reads as all 0.
+  std::vector<std::uint8_t> special_negated;
+  bool SpecialNegated(std::int32_t index) const {
+    return static_cast<std::size_t>(index) < special_negated.size() && special_negated[index] != 0;
+  }
 
   StateId Step(StateId s, std::uint8_t b) const { return next[s * num_classes + byte_class[b]]; }
   bool IsCounter(std::int32_t rule) const { return rules[rule].kind == RuleKind::kCounter; }
@@ -105,7 +111,8 @@ struct CfgProgram {
 };
 
 // Lowers `g` (any front end's IR). kUnsatisfiable if the root derives no string; kInvalidGrammar
-// for a special token the vocabulary does not have or a bad lexeme regex (with the expression's
+// for a token item the vocabulary does not have (an id out of range, a text that is not one
+// token) or a bad lexeme regex (with the expression's
 // line:column); kResourceLimit past the budgets.
 Result<CfgProgram> CompileCfg(const grammar::Grammar& g, const Vocabulary& vocab,
                               const CfgCompileOptions& options = {});

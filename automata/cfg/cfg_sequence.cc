@@ -27,16 +27,22 @@ class CfgSequence final : public TokenSequence {
     g_.NoteFill(self, CurrentFillTrace().positions_walked > 0);
   }
 
+  // A token the grammar names (<X>, or any but X: !<X>) is taken over those edges first, and a
+  // text token over its bytes too (both parses are kept); EOS ends the text where the root may
+  // end and the grammar does not take it as an item.
   Step AcceptToken(StateId at, TokenId id, Status* error) override {
+    const bool text = g_.IsTextToken(id);
+    if (g_.HasTokenEdges() && g_.TokenEdgesTaking(id, &take_)) {
+      parser_.ClearLimitFlags();
+      const bool taken = text ? parser_.StepBytesOrTokenEdges(g_.vocab().TokenBytes(id), take_)
+                              : parser_.StepTokenEdges(take_);
+      if (taken) return {Step::kTaken, parser_.num_sets()};
+    }
     if (g_.IsEos(id)) {
       if (!parser_.CanEnd()) return {};
       return {Step::kEnded, parser_.num_sets()};
     }
-    if (std::int32_t sp = g_.SpecialIndex(id); sp >= 0) {
-      if (!parser_.StepSpecial(sp)) return {};
-      return {Step::kTaken, parser_.num_sets()};
-    }
-    if (!g_.IsTextToken(id)) return {};
+    if (!text) return {};
     return AcceptBytes(at, g_.vocab().TokenBytes(id), error);
   }
 
@@ -118,6 +124,7 @@ class CfgSequence final : public TokenSequence {
   mutable EarleyParser parser_;  // Fill and ForcedBytes push and pop scratch sets
   // sigs_[j]: the interned signature of set j, for a prefix of the sets (FillMask extends it).
   mutable std::vector<std::int32_t> sigs_;
+  std::vector<std::uint8_t> take_;  // scratch: the token edges that take a token
 };
 
 }  // namespace

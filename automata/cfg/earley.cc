@@ -670,10 +670,9 @@ void EarleyParser::InitLocal(std::int32_t rule, std::int32_t state, std::int32_t
   Closure(0, /*budgeted=*/false);
 }
 
-bool EarleyParser::StepByte(std::uint8_t b) {
-  const std::int32_t prev = num_sets() - 1;
-  const std::size_t pb = set_begin_[prev], pe = items_.size();
-  BeginSet();
+// Advances set `prev`'s items over byte b into the open set after it.
+inline void EarleyParser::ScanByte(std::int32_t prev, std::uint8_t b) {
+  const std::size_t pb = set_begin_[prev], pe = set_begin_[prev + 1];
   const std::int32_t cls = p_->byte_class[b];
   const std::int32_t nc = p_->num_classes;
   for (std::size_t j = pb; j < pe; ++j) {
@@ -687,26 +686,61 @@ bool EarleyParser::StepByte(std::uint8_t b) {
                                     : it.origin;
     Add({it.rule, t, origin, it.depth});
   }
+}
+
+bool EarleyParser::StepByte(std::uint8_t b) {
+  const std::int32_t prev = num_sets() - 1;
+  BeginSet();
+  ScanByte(prev, b);
   return FinishStep(prev + 1);
 }
 
-bool EarleyParser::StepSpecial(std::int32_t special_index) {
-  const std::int32_t prev = num_sets() - 1;
-  const std::size_t pb = set_begin_[prev], pe = items_.size();
-  BeginSet();
+template <typename Takes>
+void EarleyParser::ScanTokenEdges(std::int32_t from, Takes takes) {
+  const std::size_t pb = set_begin_[from];
+  const std::size_t pe = set_begin_[from + 1];  // (a set is open after `from`)
   for (std::size_t j = pb; j < pe; ++j) {
     const EarleyItem it = items_[j];
     if (p_->rules[it.rule].kind != CfgProgram::RuleKind::kDfa) continue;
     for (std::int32_t e = p_->sp_begin[it.state]; e < p_->sp_begin[it.state + 1]; ++e) {
-      if (p_->sp_edges[e].first == special_index) {
-        const std::int32_t origin = it.origin == prev && prev > 0 && MayRepeat(prev, it.rule)
-                                        ? OriginOf(prev, it.rule, it.depth)
-                                        : it.origin;
-        Add({it.rule, p_->sp_edges[e].second, origin, it.depth});
-      }
+      if (!takes(p_->sp_edges[e].first)) continue;
+      const std::int32_t origin = it.origin == from && from > 0 && MayRepeat(from, it.rule)
+                                      ? OriginOf(from, it.rule, it.depth)
+                                      : it.origin;
+      Add({it.rule, p_->sp_edges[e].second, origin, it.depth});
     }
   }
+}
+
+bool EarleyParser::StepSpecial(std::int32_t special_index) {
+  const std::int32_t prev = num_sets() - 1;
+  BeginSet();
+  ScanTokenEdges(prev, [special_index](std::int32_t i) { return i == special_index; });
   return FinishStep(prev + 1);
+}
+
+bool EarleyParser::StepTokenEdges(std::span<const std::uint8_t> take) {
+  const std::int32_t prev = num_sets() - 1;
+  BeginSet();
+  ScanTokenEdges(prev, [take](std::int32_t i) { return take[i] != 0; });
+  return FinishStep(prev + 1);
+}
+
+bool EarleyParser::StepBytesOrTokenEdges(std::string_view bytes,
+                                         std::span<const std::uint8_t> take) {
+  const std::int32_t from = num_sets() - 1;
+  for (std::size_t i = 0; i + 1 < bytes.size(); ++i) {
+    if (StepByte(static_cast<std::uint8_t>(bytes[i]))) continue;
+    PopTo(from + 1);
+    return StepTokenEdges(take);
+  }
+  const std::int32_t prev = num_sets() - 1;
+  BeginSet();
+  ScanByte(prev, static_cast<std::uint8_t>(bytes.back()));
+  ScanTokenEdges(from, [take](std::int32_t i) { return take[i] != 0; });
+  if (FinishStep(prev + 1)) return true;
+  PopTo(from + 1);
+  return false;
 }
 
 bool EarleyParser::PushCompletion(std::int32_t rule, std::int32_t origin) {

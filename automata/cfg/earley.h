@@ -33,6 +33,7 @@
 #include <cstdint>
 #include <limits>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "automata/cfg/cfg_program.h"
@@ -59,6 +60,13 @@ class EarleyParser {
   // Each appends one set and returns true, or returns false and leaves the parser unchanged.
   bool StepByte(std::uint8_t b);
   bool StepSpecial(std::int32_t special_index);
+  // One token over the token edges that take it (take[i] != 0: edge i does): one set.
+  bool StepTokenEdges(std::span<const std::uint8_t> take);
+  // A text token that the grammar may take both as its bytes and over token edges (`take`, as
+  // above): the byte path's sets, the last of which also holds the items the edges advanced
+  // from the set before the token (when the byte path dies early: StepTokenEdges alone).
+  // Returns false and leaves the parser unchanged when neither path takes it.
+  bool StepBytesOrTokenEdges(std::string_view bytes, std::span<const std::uint8_t> take);
   // A set holding the items of set `origin` that wait on `rule`, advanced over it (the parse
   // right after `rule` completes with that origin), closed.
   bool PushCompletion(std::int32_t rule, std::int32_t origin);
@@ -100,6 +108,11 @@ class EarleyParser {
   }
 
  private:
+  // Scans into the open set: set `prev`'s items over byte b; set `from`'s items over the token
+  // edges i with takes(i).
+  void ScanByte(std::int32_t prev, std::uint8_t b);
+  template <typename Takes>
+  void ScanTokenEdges(std::int32_t from, Takes takes);
   // Origin classes (merged origins). One entry per (set, rule) whose items left that set: the
   // set's representative for the rule (itself or an earlier set with the same waiting items).
   // Entries of a set are listed from meta_[set].origin_head; representatives that are their own set

@@ -239,7 +239,7 @@ void CfgGrammar::FullWalkMask(EarleyParser& parser, std::span<std::uint32_t> out
   AddEndAndSpecials(parser, out);
 }
 
-void CfgGrammar::AddEndAndSpecials(EarleyParser& parser, std::span<std::uint32_t> out,
+bool CfgGrammar::AddEndAndSpecials(EarleyParser& parser, std::span<std::uint32_t> out,
                                    std::vector<TokenId>* added) const {
   const std::int32_t base = parser.num_sets();
   if (parser.CanEnd()) {
@@ -253,7 +253,26 @@ void CfgGrammar::AddEndAndSpecials(EarleyParser& parser, std::span<std::uint32_t
       parser.PopTo(base);
     }
   }
+  bool dense = false;
+  for (const auto& [tok, idx] : all_but_token_) {
+    if (parser.StepSpecial(idx)) {
+      AddAllTokensBut(tok, out);
+      dense = true;
+      parser.PopTo(base);
+    }
+  }
   parser.ClearLimitFlags();
+  return dense;
+}
+
+void CfgGrammar::AddAllTokensBut(TokenId excluded, std::span<std::uint32_t> out) const {
+  const std::size_t words = std::min(out.size(), negatable_bits_.size());
+  const std::size_t skip = static_cast<std::size_t>(excluded) >> 5;
+  for (std::size_t w = 0; w < words; ++w) {
+    std::uint32_t add = negatable_bits_[w];
+    if (w == skip) add &= ~(1u << (excluded & 31));
+    out[w] |= add;
+  }
 }
 
 void CfgGrammar::UnionOf(const CfgPosition* const* positions, std::int32_t n,
@@ -418,9 +437,10 @@ void CfgGrammar::FillMask(EarleyParser& parser, std::vector<std::int32_t>& sigs,
     }
     parser.PopTo(base);
   }
-  AddEndAndSpecials(parser, out, record ? &added : nullptr);
-  if (check_from != std::numeric_limits<std::int64_t>::max()) {
-    ClearTooDeep(parser, check_from, out);
+  const bool dense = AddEndAndSpecials(parser, out, record ? &added : nullptr);
+  const bool too_deep = check_from != std::numeric_limits<std::int64_t>::max();
+  if (too_deep) ClearTooDeep(parser, check_from, out);
+  if (too_deep || dense) {
     if (record) StoreFinal(sig, out.first(words));  // (no longer the positions' union)
     return;
   }

@@ -416,6 +416,7 @@ class Builder {
     } else if (m.kind == StructuredMarker::Kind::kSpecial) {
       LOCKSTEP_ASSIGN_OR_RETURN(TokenId id, ResolveSpecial(m, vocab_, role));
       e.kind = ExprKind::kSpecialToken;
+      e.token_id = id;
       e.text = std::string(vocab_.TokenText(id));
     } else {
       e.kind = ExprKind::kEmpty;

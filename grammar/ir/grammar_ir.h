@@ -30,7 +30,10 @@ enum class ExprKind : std::uint8_t {
   kRepeat,        // children[0] between min and max times (max == kUnbounded: no limit). A native
                   // counter: the runtime never expands it into copies
   kLexeme,        // a regex terminal: `text` is the pattern (lockstep regex syntax, full match)
-  kSpecialToken,  // one special token of the vocabulary, by name in `text` (e.g. "<|eot_id|>")
+  kSpecialToken,  // one token of the vocabulary, matched by id, never by bytes: `token_id` when
+                  // >= 0 (GBNF <[128009]>), else the token whose text is `text` (a special
+                  // token's name such as "<|eot_id|>", or a token's exact bytes such as "<br>").
+                  // `negated`: any one token but that one (GBNF !<[ID]>, !<TEXT>), never EOS
   kByteDfa,       // a terminal given as a minimal byte automaton (`dfa`): built in code by the
                   // JSON Schema compiler (number ranges, string patterns intersected with lengths,
                   // property names outside a set). No text syntax: prints as /<dfa N states>/
@@ -47,7 +50,7 @@ struct Expr {
   // Every field has an initializer, so that a builder may name only the fields its kind uses
   // (designated initializers, ir_builder.h).
   ExprKind kind = ExprKind::kEmpty;
-  std::string text{};                    // kLiteral, kLexeme, kSpecialToken
+  std::string text{};                    // kLiteral, kLexeme, kSpecialToken (by text)
   std::vector<CodepointRange> ranges{};  // kCharClass
   RuleId rule = -1;                      // kRuleRef
   std::vector<ExprId> children{};        // kSequence, kChoice, kRepeat (one child)
@@ -58,6 +61,8 @@ struct Expr {
   // positions from the vocabulary's counted view (automata/token/token_trie.h), where each unrolled
   // count would be a state of its own, walked over the whole vocabulary.
   bool count = false;
+  std::int32_t token_id = -1;            // kSpecialToken by id
+  bool negated = false;                  // kSpecialToken: every token but this one
   std::shared_ptr<const ByteDfa> dfa{};  // kByteDfa (shared, immutable)
   SourceLocation loc{};
 };

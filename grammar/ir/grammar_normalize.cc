@@ -175,6 +175,10 @@ void Key(const Grammar& g, ExprId id, std::string* out, const RuleOf& rule_of) {
   num(e.min, 'm');
   num(e.max, 'M');
   if (e.kind == ExprKind::kByteDfa) num(static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(e.dfa.get())), 'd');
+  if (e.kind == ExprKind::kSpecialToken) {
+    num(e.token_id, 't');
+    num(e.negated ? 1 : 0, '!');
+  }
   for (ExprId c : e.children) Key(g, c, out, rule_of);
   out->push_back(')');
 }

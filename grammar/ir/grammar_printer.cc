@@ -129,6 +129,21 @@ bool IsAny(const std::vector<CodepointRange>& r) {
 }
 
 // Recursion as deep as the tree; the frame stays small (classes print out of line).
+// A token item: <[ID]>, <TEXT> when the text reads back as one (it starts with '<' and ends with
+// its only '>'), else the by-name form <[TEXT]>; with '!' before it when negated.
+void PrintToken(const Expr& e, std::string* out) {
+  if (e.negated) out->push_back('!');
+  const std::string& t = e.text;
+  if (e.token_id >= 0) {
+    out->append("<[").append(std::to_string(e.token_id)).append("]>");
+  } else if (t.size() >= 2 && t.front() == '<' && t[1] != '[' && t.find('>') == t.size() - 1 &&
+             t.find('\n') == std::string::npos) {
+    out->append(t);
+  } else {
+    out->append("<[").append(t).append("]>");
+  }
+}
+
 class Printer {
  public:
   explicit Printer(const Grammar& g) : g_(g) {}
@@ -210,7 +225,7 @@ class Printer {
         out->push_back('/');
         return;
       case ExprKind::kSpecialToken:
-        out->append("<[").append(e.text).append("]>");
+        PrintToken(e, out);
         return;
       case ExprKind::kByteDfa:
         out->append("/<dfa ")
@@ -244,6 +259,7 @@ bool ExprEqual(const Grammar& ga, ExprId a, const Grammar& gb, ExprId b) {
     return false;
   }
   if (x.kind == ExprKind::kByteDfa && x.dfa != y.dfa) return false;
+  if (x.token_id != y.token_id || x.negated != y.negated) return false;
   for (std::size_t i = 0; i < x.ranges.size(); ++i) {
     if (x.ranges[i].lo != y.ranges[i].lo || x.ranges[i].hi != y.ranges[i].hi) return false;
   }

@@ -40,9 +40,14 @@ inline Expr RepeatExpr(ExprId child, std::int32_t min, std::int32_t max) {
 inline Expr LexemeExpr(std::string pattern) {
   return {.kind = ExprKind::kLexeme, .text = std::move(pattern)};
 }
-// kSpecialToken: the vocabulary's special token named `name`.
-inline Expr SpecialTokenExpr(std::string name) {
-  return {.kind = ExprKind::kSpecialToken, .text = std::move(name)};
+// kSpecialToken: the vocabulary's token whose text is `name` (a special token's name, or a
+// token's exact bytes); `negated`: any one token but that one.
+inline Expr SpecialTokenExpr(std::string name, bool negated = false) {
+  return {.kind = ExprKind::kSpecialToken, .text = std::move(name), .negated = negated};
+}
+// kSpecialToken by id (GBNF <[ID]>); `negated`: any one token but that one.
+inline Expr TokenIdExpr(std::int32_t id, bool negated = false) {
+  return {.kind = ExprKind::kSpecialToken, .token_id = id, .negated = negated};
 }
 // kByteDfa: a terminal given as a ready automaton.
 inline Expr ByteDfaExpr(std::shared_ptr<const ByteDfa> dfa) {

@@ -73,6 +73,7 @@ struct State {
   bool has_range = false;
   Ranges ranges;
   bool negate = false;
+  bool token_not = false;  // a token item after '!'
   std::uint32_t range_lo = 0;
   std::string regex;                 // unescaped pattern
   std::vector<std::size_t> regex_at;  // source offset of each pattern byte
@@ -362,10 +363,27 @@ auto const stash_name = [](auto& ctx) {
   st.name.assign(r.begin(), r.end());
   st.name_at = st.Offset(r.begin());
 };
+// <[ID]> (digits: a token id) or <[NAME]> (a token's text, the older by-name form).
 auto const make_special = [](auto& ctx) {
   State& st = St(ctx);
-  x3::_val(ctx) = st.Add(SpecialTokenExpr(st.name), st.name_at - 2);
+  const std::size_t at = st.name_at - 2;
+  const bool digits = st.name.find_first_not_of("0123456789") == std::string::npos;
+  if (!digits) {
+    x3::_val(ctx) = st.Add(SpecialTokenExpr(st.name, st.token_not), at);
+    return;
+  }
+  if (st.name.size() > 9) throw Failure{st.name_at, "token id " + st.name + " is too large"};
+  x3::_val(ctx) = st.Add(TokenIdExpr(std::stoi(st.name), st.token_not), at);
 };
+// <TEXT>: the token whose text is TEXT, angle brackets included (<|eot_id|>, <think>).
+auto const make_token_text = [](auto& ctx) {
+  State& st = St(ctx);
+  const auto& r = x3::_attr(ctx);
+  x3::_val(ctx) = st.Add(SpecialTokenExpr(std::string(r.begin(), r.end()), st.token_not),
+                         st.Offset(r.begin()));
+};
+auto const token_plain = [](auto& ctx) { St(ctx).token_not = false; };
+auto const token_negated = [](auto& ctx) { St(ctx).token_not = true; };
 auto const make_ref = [](auto& ctx) {
   State& st = St(ctx);
   const ExprId id = st.Add(RuleRefExpr(/*resolved after the parse*/ -1), st.name_at);
@@ -494,16 +512,24 @@ auto const char_class_def =
 x3::rule<class Regex, ExprId> const regex = "regex";
 auto const regex_def = regex_token[make_regex];
 
-x3::rule<class Special, ExprId> const special = "special token";
-auto const special_def =
+// A token item: <[ID]>, <[NAME]> or <TEXT>, matched by id; with '!' before it, any one token
+// but that one (llama.cpp's token syntax).
+x3::rule<class TokenRef, ExprId> const token_ref = "token";
+auto const token_ref_def =
     x3::lexeme[x3::lit("<[") >
-               Named<class SpecialName>("a token name",
+               Named<class SpecialName>("a token id or name",
                                         x3::raw[+(x3::char_ - "]>" - x3::eol)][stash_name]) >
-               close_special][make_special];
+               close_special][make_special] |
+    x3::lexeme[x3::raw[x3::lit('<') >> !x3::lit('[') >> +(x3::char_ - '>' - x3::eol) >
+                       Named<class CloseToken>("'>'", x3::lit('>'))]][make_token_text];
+x3::rule<class Special, ExprId> const special = "special token";
+auto const special_def = (x3::eps[token_plain] >> token_ref)[set_val] |
+                         (x3::lit('!')[token_negated] > token_ref)[set_val];
 
 auto const digits = x3::raw[digits_rule];
 
-BOOST_SPIRIT_DEFINE(escape_body, escape, str_ch, cls_ch, literal, char_class, regex, special)
+BOOST_SPIRIT_DEFINE(escape_body, escape, str_ch, cls_ch, literal, char_class, regex, token_ref,
+                    special)
 
 // The expression rules both syntaxes have. Each syntax has its own: X3 binds a rule to its
 // definition (BOOST_SPIRIT_DEFINE, found by argument-dependent lookup) by the rule's tag, which

@@ -26,7 +26,7 @@
 
 namespace lockstep {
 
-inline constexpr std::uint32_t kArtifactFormatVersion = 1;
+inline constexpr std::uint32_t kArtifactFormatVersion = 2;
 
 struct ArtifactInfo {
   std::uint32_t format_version = 0;

@@ -57,10 +57,18 @@ class Builder {
     e.text = std::move(pattern);
     return g_.Add(std::move(e));
   }
-  ExprId Special(std::string name) {
+  ExprId Special(std::string name, bool negated = false) {
     Expr e;
     e.kind = ExprKind::kSpecialToken;
     e.text = std::move(name);
+    e.negated = negated;
+    return g_.Add(std::move(e));
+  }
+  ExprId TokenById(std::int32_t id, bool negated = false) {
+    Expr e;
+    e.kind = ExprKind::kSpecialToken;
+    e.token_id = id;
+    e.negated = negated;
     return g_.Add(std::move(e));
   }
   // Rules are numbered in the order they are defined; references resolve in Build.

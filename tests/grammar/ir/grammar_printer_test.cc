@@ -95,8 +95,12 @@ TEST(GbnfPrinter, GoldenOutput) {
       "root ::= [^\"\\\\] . [\\x00-\\x1F\\x2D\\]] [^a] \"\\n\\x01é\" [ab] <[<|eot|>]> /a\\/b/ ()");
   ASSERT_TRUE(u.ok()) << u.status().ToString();
   EXPECT_EQ(PrintGbnf(*u),
-            "root ::= [^\"\\\\] . [\\x00-\\x1F\\x2D\\]] [^a] \"\\n\\x01é\" [ab] <[<|eot|>]> "
+            "root ::= [^\"\\\\] . [\\x00-\\x1F\\x2D\\]] [^a] \"\\n\\x01é\" [ab] <|eot|> "
             "/a\\/b/ ()\n");
+  // Token items print in llama.cpp's syntax (the older <[NAME]> reads the same).
+  Result<Grammar> t = ParseGbnf("root ::= <[7]> !<[8]> <|eot|> !<think> <[a]b>]> !<[<x]>");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(PrintGbnf(*t), "root ::= <[7]> !<[8]> <|eot|> !<think> <[a]b>]> !<[<x]>\n");
 }
 
 TEST(GbnfPrinter, RoundTripCorpus) {

@@ -126,6 +126,23 @@ TEST(GbnfParse, LexemesAndSpecialTokens) {
              b.Build("root"));
 }
 
+TEST(GbnfParse, TokensByIdByTextAndNegated) {
+  // llama.cpp's token syntax: <[ID]>, <TEXT> (the angle brackets are part of the token's text),
+  // and '!' before either for any one token but that one; <[NAME]> stays the by-name form.
+  Builder b;
+  b.Define("root", b.Seq({b.TokenById(128009), b.Special("<|eot_id|>"), b.Special("<think>"),
+                          b.Star(b.TokenById(5, true)), b.Special("</think>", true),
+                          b.Special("<|x|>"), b.Alt({b.Special("<br>"), b.Lit("a")})}));
+  const Grammar want = b.Build("root");
+  Result<Grammar> got = ParseGbnf(
+      "root ::= <[128009]> <|eot_id|> <think> !<[5]>* !</think> <[<|x|>]> (<br> | \"a\")");
+  ExpectSame(got, want);
+  // The printed grammar reads back the same.
+  ExpectSame(ParseGbnf(PrintGbnf(*got)), want);
+  EXPECT_NE(PrintGbnf(*got).find("!<[5]>"), std::string::npos);
+  EXPECT_NE(PrintGbnf(*got).find("!</think>"), std::string::npos);
+}
+
 TEST(GbnfParse, RootNeedNotComeFirstAndLocationsAreKept) {
   Result<Grammar> g = ParseGbnf("a ::= \"x\"\n\nroot ::= a a\n");
   ASSERT_TRUE(g.ok()) << g.status().ToString();
@@ -208,6 +225,11 @@ TEST(GbnfErrors, SyntaxErrorsWithLineAndColumn) {
   ExpectError(ParseGbnf("root ::= \"a\xFF\""), StatusCode::kInvalidGrammar, "1:12",
               "invalid UTF-8");
   ExpectError(ParseGbnf("root ::= <[abc"), StatusCode::kInvalidGrammar, "1:15", "expected ']>'");
+  ExpectError(ParseGbnf("root ::= <think"), StatusCode::kInvalidGrammar, "1:16", "expected '>'");
+  ExpectError(ParseGbnf("root ::= !\"a\""), StatusCode::kInvalidGrammar, "1:11",
+              "expected token");
+  ExpectError(ParseGbnf("root ::= <[12345678901]>"), StatusCode::kInvalidGrammar, "1:12",
+              "token id 12345678901 is too large");
   ExpectError(ParseGbnf("root ::= \"a\"\nfoo ::"), StatusCode::kInvalidGrammar, "2:5",
               "unexpected ':'");
   ExpectError(ParseGbnf("root ::= /ab"), StatusCode::kInvalidGrammar, "1:10",
