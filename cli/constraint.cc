@@ -60,6 +60,8 @@ std::string SchemaWarning(const std::string& path, const std::string& warning) {
 
 std::string SchemaFileLocation(const std::string& path, const std::string& location) {
   if (location.empty() || location[0] == '/') return path + "#" + location;
+  // line:column of a file that is not JSON
+  if (location.find_first_not_of("0123456789:") == std::string::npos) return path + ":" + location;
   return path + ": " + location;
 }
 

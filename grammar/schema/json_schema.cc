@@ -12,6 +12,7 @@
 #include <set>
 
 #include "grammar/base/json_pointer.h"
+#include "grammar/base/text_place.h"
 
 namespace lockstep::schema {
 namespace {
@@ -527,9 +528,18 @@ Result<std::shared_ptr<const Schema>> Schema::FromJson(nlohmann::json root,
 
 Result<std::shared_ptr<const Schema>> Schema::Load(std::string_view text,
                                                    const LoadOptions& options) {
-  json root = json::parse(text.begin(), text.end(), nullptr, false);
-  if (root.is_discarded())
-    return Status(StatusCode::kInvalidSchema, "schema is not valid JSON", "/");
+  json root;
+  try {
+    root = json::parse(text.begin(), text.end());
+  } catch (const json::parse_error& e) {
+    // nlohmann's message reads "[json.exception...] parse error at line L, column C: why".
+    const std::string what = e.what();
+    const std::size_t colon = what.find(": ", what.find("column"));
+    const std::string why = colon == std::string::npos ? what : what.substr(colon + 2);
+    const std::size_t at = std::min<std::size_t>(e.byte == 0 ? 0 : e.byte - 1, text.size());
+    return Status(StatusCode::kInvalidSchema, "schema is not valid JSON: " + why,
+                  LineColumn(text, at));
+  }
   return FromJson(std::move(root), options);
 }
 

@@ -244,7 +244,7 @@ bool Uri(const std::string& s, bool iri, bool reference) {
 // RFC 6570 level 4 templates.
 bool UriTemplate(const std::string& s) {
   static const RE2 kRe(
-      "^(?:[^\\x00-\\x20\"%<>\\\\^`{|}\\x7F]|%[0-9A-Fa-f]{2}|"
+      "^(?:[^\\x00-\\x20\"%'<>\\\\^`{|}\\x7F]|%[0-9A-Fa-f]{2}|"
       "\\{[+#./;?&=,!@|]?"
       "(?:[A-Za-z0-9_]|%[0-9A-Fa-f]{2})(?:\\.?(?:[A-Za-z0-9_]|%[0-9A-Fa-f]{2}))*"
       "(?::[1-9][0-9]{0,3}|\\*)?"

@@ -7,6 +7,7 @@ one-constraint rule.
 usage: schema_cli_test.py PATH/TO/lockstep"""
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -73,6 +74,13 @@ class SchemaCli(unittest.TestCase):
         code, _, err = run("compile", "--schema", bad)
         self.assertEqual(code, 2)
         self.assertIn("#/properties/a/type", err)
+
+    def test_schema_that_is_not_json_exits_2_with_its_line_and_column(self):
+        bad = self.write("notjson.json", '{\n  "type": "object",\n  "properties": {,}\n}')
+        code, _, err = run("compile", "--schema", bad)
+        self.assertEqual(code, 2)
+        self.assertRegex(err, re.escape(bad) + r":3:\d+")
+        self.assertIn("not valid JSON", err)
 
     def test_compile_timeout_exits_2_naming_the_deadline(self):
         # A oneOf of twelve object branches that are not provably disjoint: many seconds.

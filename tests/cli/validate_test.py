@@ -91,8 +91,11 @@ class Validate(unittest.TestCase):
         code, _, err = run("--schema", bad_ref, "-", stdin="{}")
         self.assertEqual(code, 2)
         self.assertIn("/properties/a/$ref", err)
-        not_json = self.write("broken.json", "{")
-        self.assertEqual(run("--schema", not_json, "-", stdin="{}")[0], 2)
+        not_json = self.write("broken.json", '{\n  "type": "object",\n  "x": tru\n}')
+        code, _, err = run("--schema", not_json, "-", stdin="{}")
+        self.assertEqual(code, 2)
+        # Where the file stops being JSON: line 3.
+        self.assertRegex(err, r"broken\.json: .*3:\d+.*not valid JSON")
         lookahead = self.write("look.json", json.dumps({"pattern": "^(?=a)"}))
         code, _, err = run("--schema", lookahead, "-", stdin='"a"')
         self.assertEqual(code, 2)

@@ -208,7 +208,7 @@ TEST(SchemaValidator, UnusableSchemasAreLocatedErrors) {
     StatusCode code;
     const char* location;
   } kCases[] = {
-      {"{", StatusCode::kInvalidSchema, "/"},
+      {"{", StatusCode::kInvalidSchema, "1:2"},  // not JSON: line:column
       {R"({"properties": {"a": {"minLength": -1}}})", StatusCode::kInvalidSchema,
        "/properties/a/minLength"},
       {R"({"$defs": {"x": {"$ref": "http://example.com/nope.json"}}})", StatusCode::kInvalidSchema,
@@ -222,6 +222,10 @@ TEST(SchemaValidator, UnusableSchemasAreLocatedErrors) {
     EXPECT_EQ(v.status().code(), c.code) << c.schema;
     EXPECT_EQ(v.status().location(), c.location) << c.schema;
   }
+  Result<SchemaValidator> bad_json = SchemaValidator::Create("{\n  \"a\": tru\n}");
+  ASSERT_FALSE(bad_json.ok());
+  EXPECT_EQ(bad_json.status().location().rfind("2:", 0), 0u) << bad_json.status().ToString();
+  EXPECT_NE(bad_json.status().message().find("schema is not valid JSON: "), std::string::npos);
   SchemaValidatorOptions o;
   o.max_depth = 0;
   Result<SchemaValidator> v = SchemaValidator::Create("{}", o);
@@ -264,6 +268,17 @@ TEST(SchemaValidator, FormatsAreAnnotationsUnlessAsserted) {
   ASSERT_EQ(r->errors.size(), 1u);
   EXPECT_EQ(r->errors[0].schema_pointer, "/format");
   EXPECT_TRUE(Make(s, o).Validate(R"("2024-02-29")")->valid);
+}
+
+TEST(SchemaValidator, UriTemplateLiteralsExcludeTheApostrophe) {
+  // RFC 6570 section 2.1: literals are any Unicode character except CTL, SP, DQUOTE, "'", "%"
+  // (aside from pct-encoded), "<", ">", "\", "^", "`", "{", "|", "}".
+  SchemaValidatorOptions o;
+  o.format_assertion = true;
+  SchemaValidator v = Make(R"({"format": "uri-template"})", o);
+  EXPECT_TRUE(v.Validate(R"("http://example.com/{id}?q=a!b(c)*")")->valid);
+  EXPECT_FALSE(v.Validate(R"("http://example.com/{id}'s")")->valid);
+  EXPECT_TRUE(v.Validate(R"("http://example.com/%27")")->valid);
 }
 
 TEST(SchemaValidator, RemoteDocumentsFromTextAndFromADirectory) {
