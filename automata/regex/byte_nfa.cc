@@ -130,6 +130,8 @@ class NfaCompiler {
       }
       case RegexNodeKind::kRepeat:
         return EmitRepeat(n, next);
+      case RegexNodeKind::kAnchor:
+        return n.min == 0 ? ByteState(0xFE, 0xFE, next) : ByteState(0xFF, 0xFF, next);
     }
     return next;
   }

@@ -17,6 +17,7 @@ Result<ByteDfa> CompileImpl(std::string_view pattern, const RegexCompileOptions&
   RegexParseOptions parse_options;
   parse_options.max_repeat = options.max_repeat;
   parse_options.max_nesting_depth = options.max_nesting_depth;
+  parse_options.anchor_markers = options.anchor_markers;
   LOCKSTEP_ASSIGN_OR_RETURN(RegexAst ast, ParseRegex(pattern, parse_options));
   LOCKSTEP_ASSIGN_OR_RETURN(ByteNfa nfa, CompileAstToNfa(ast, options.max_nfa_states));
   LOCKSTEP_ASSIGN_OR_RETURN(SubsetDfa subset, BuildSubsetDfa(nfa, options));

@@ -27,6 +27,8 @@ struct RegexCompileOptions {
   // Regex-only budgets. Deepest group nesting accepted (bounds the parser's recursion); deeper
   // is kResourceLimit.
   std::int32_t max_nesting_depth = 1000;
+  // RegexParseOptions::anchor_markers: '^' and '$' anywhere, as the bytes 0xFE and 0xFF.
+  bool anchor_markers = false;
   // Budget on the NFA-state entries of all state sets kept by the subset construction (memory
   // is about 4 bytes each); exceeding it is kResourceLimit.
   std::int64_t max_subset_elements = 20000000;

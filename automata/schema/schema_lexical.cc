@@ -945,13 +945,47 @@ std::optional<ByteDfa> ExcludedStringTokenDfa(const Trie& trie) {
   return MinimizeDfa(sub, /*distinct_states=*/true);
 }
 
+// The search automaton of a pattern with '^' or '$' inside a group (ECMA-262: assertions on
+// the position, the text's start and end): the pattern runs over "FE^k text FF^m", '^' and '$'
+// each matching one marker byte (0xFE, 0xFF: no UTF-8 text holds them), k and m the pattern's
+// counts of each, so that a path asserting one several times ("^^a", "(^|x)^y") finds as many
+// markers as it uses and an assertion inside the text ("a^b") finds none. The text's automaton
+// starts after the k start markers and accepts where m end markers lead to acceptance.
+Result<ByteDfa> MarkedSearchDfa(const std::string& pattern, std::size_t carets,
+                                std::size_t dollars, std::int32_t max_states) {
+  RegexCompileOptions ro;
+  ro.max_dfa_states = max_states;
+  ro.deadline = CurrentDeadline();
+  ro.anchor_markers = true;
+  LOCKSTEP_ASSIGN_OR_RETURN(
+      ByteDfa d, CompileRegexToDfa("^*[\\s\\S]*(?:" + pattern + ")[\\s\\S]*$*", ro));
+  SubsetDfa sub;
+  sub.num_states = d.num_states;
+  sub.num_classes = d.num_classes + 1;  // a last class, dead everywhere, for the marker bytes
+  sub.byte_class = d.byte_class;
+  sub.byte_class[0xFE] = sub.byte_class[0xFF] = static_cast<std::uint8_t>(d.num_classes);
+  sub.next.assign(static_cast<std::size_t>(sub.num_states) * sub.num_classes, ByteDfa::kDead);
+  sub.accepting.assign(sub.num_states, 0);
+  for (StateId s = 0; s < d.num_states; ++s) {
+    std::copy_n(d.next.begin() + static_cast<std::ptrdiff_t>(s) * d.num_classes, d.num_classes,
+                sub.next.begin() + static_cast<std::ptrdiff_t>(s) * sub.num_classes);
+    sub.accepting[s] = d.IsAccepting(d.Run(s, std::string(dollars, '\xFF')));
+  }
+  sub.start = d.Run(d.start, std::string(carets, '\xFE'));
+  return MinimizeDfa(sub);
+}
+
+// A pattern's syntax errors, located in the pattern as written ('^' and '$' anywhere).
+Status CheckPatternSyntax(const std::string& pattern) {
+  RegexParseOptions po;
+  po.anchor_markers = true;
+  Result<RegexAst> ast = ParseRegex(pattern, po);
+  return ast.ok() ? Status::Ok() : ast.status();
+}
+
 // Pattern (unanchored search semantics) -> DFA over the decoded value's UTF-8 bytes.
 Result<ByteDfa> PatternContentDfa(const std::string& pattern, std::int32_t max_states) {
-  // Validate first so that errors point into the pattern as written.
-  {
-    Result<RegexAst> ast = ParseRegex(pattern);
-    if (!ast.ok()) return ast.status();
-  }
+  LOCKSTEP_RETURN_IF_ERROR(CheckPatternSyntax(pattern));
   // Split the top level alternatives and find which are anchored.
   std::vector<std::pair<std::size_t, std::size_t>> alts;
   std::size_t depth = 0, begin = 0;
@@ -998,10 +1032,7 @@ Result<ByteDfa> PatternContentDfa(const std::string& pattern, std::int32_t max_s
     search += ")";
   }
   if (anchors_used != carets.size() + dollars.size()) {
-    return Status(StatusCode::kUnsupported,
-                  "pattern '" + pattern +
-                      "': '^' or '$' inside a group is not supported (only at the start or end "
-                      "of a top-level alternative)");
+    return MarkedSearchDfa(pattern, carets.size(), dollars.size(), max_states);
   }
   return Regex(search, max_states);
 }
@@ -1508,8 +1539,7 @@ Result<grammar::ExprId> AddStringExpr(grammar::Grammar* g, const StringConstrain
     // One search automaton for the union: top-level alternatives keep their anchors.
     std::string joined;
     for (const std::string& p : c.not_patterns) {
-      Result<RegexAst> ast = ParseRegex(p);
-      if (!ast.ok()) return ast.status();
+      LOCKSTEP_RETURN_IF_ERROR(CheckPatternSyntax(p));
       joined += (&p == &c.not_patterns.front() ? "" : "|") + p;
     }
     LOCKSTEP_ASSIGN_OR_RETURN(negated, PatternContentDfa(joined, options.max_dfa_states));

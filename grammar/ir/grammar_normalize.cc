@@ -37,6 +37,7 @@ bool RegexNullable(const RegexAst& ast, std::int32_t id) {
       return false;
     case RegexNodeKind::kRepeat:
       return n.min == 0 || RegexNullable(ast, ast.children[n.children_begin]);
+    case RegexNodeKind::kAnchor: return false;  // (a marker byte; only under anchor_markers)
   }
   return false;
 }

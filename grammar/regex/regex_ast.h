@@ -23,6 +23,9 @@ enum class RegexNodeKind : std::uint8_t {
   kConcat,     // children in order
   kAlternate,  // any one child
   kRepeat,     // child [children_begin] between min and max times (max == kUnbounded: no limit)
+  kAnchor,     // only under RegexParseOptions::anchor_markers: '^' (min 0) as the marker byte
+               // 0xFE, '$' (min 1) as 0xFF (bytes no UTF-8 text holds), for search automata
+               // that read the text between the markers (JSON Schema patterns)
 };
 
 struct RegexNode {
@@ -39,7 +42,8 @@ struct RegexNode {
 };
 
 // Anchors (^ at the start, $ at the end), group boundaries and lazy markers do not change the
-// full-match language, so they leave no node behind.
+// full-match language, so they leave no node behind (anchors leave kAnchor nodes under
+// RegexParseOptions::anchor_markers).
 struct RegexAst {
   std::vector<RegexNode> nodes;
   std::vector<std::int32_t> children;

@@ -195,6 +195,19 @@ class Parser {
     while (!AtEnd() && Peek() != '|' && Peek() != ')') {
       std::size_t at = pos_;
       char c = Peek();
+      if ((c == '^' || c == '$') && options_.anchor_markers) {
+        ++pos_;
+        RegexNode n;
+        n.kind = RegexNodeKind::kAnchor;
+        n.min = c == '$' ? 1 : 0;
+        n.offset = static_cast<std::int32_t>(at);
+        std::int32_t atom = AddNode(n);
+        if (IsQuantifierStart()) atom = ParseQuantifier(atom, at);
+        if (atom < 0) return -1;
+        still_start = false;
+        items.push_back(atom);
+        continue;
+      }
       if (c == '^' || c == '$') {
         ++pos_;
         if (c == '^' && !still_start) {

@@ -20,6 +20,9 @@ struct RegexParseOptions {
   std::int32_t max_repeat = 100000;
   // Deepest nesting of groups allowed; deeper is kResourceLimit (keeps recursion bounded).
   std::int32_t max_nesting_depth = 1000;
+  // '^' and '$' anywhere, as kAnchor marker nodes (each one marker byte, and quantifiable like
+  // an atom), instead of only where they cannot change the full-match language.
+  bool anchor_markers = false;
 };
 
 Result<RegexAst> ParseRegex(std::string_view pattern, const RegexParseOptions& options = {});

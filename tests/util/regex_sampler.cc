@@ -40,6 +40,9 @@ class Sampler {
         case RegexNodeKind::kRepeat:
           p = n.min == 0 || productive_[ast.children[n.children_begin]];
           break;
+        case RegexNodeKind::kAnchor:  // (marker bytes: no text; the sampler parses without)
+          p = false;
+          break;
       }
       productive_[id] = p;
     }
@@ -79,6 +82,8 @@ class Sampler {
         }
         return true;
       }
+      case RegexNodeKind::kAnchor:
+        return false;
     }
     return false;
   }
