@@ -790,6 +790,18 @@ Result<grammar::Grammar> SectionGrammar(const Vocabulary& vocab, const Structure
     ExprId r = b.Seq({start, b.TextUntil(f.reasoning_end), end});
     root.push_back(f.reasoning_required ? r : b.Repeat(r, 0, 1));
   }
+  std::shared_ptr<const ByteDfa> free;
+  if (f.free_text) {
+    LOCKSTEP_ASSIGN_OR_RETURN(free, FreeTextAutomaton(f, p.words, options, deadline));
+    root.push_back(b.Dfa(free));
+  }
+  if (f.max_calls == 0) {  // free text alone (a request's tool_choice "none")
+    if (!f.free_text)
+      return Status(StatusCode::kInvalidArgument, "no calls and no free text: nothing to generate",
+                    f.origin + "#/max_calls");
+    g.rules[0].body = b.Seq(std::move(root));
+    return g;
+  }
   ExprId trig = -1;
   if (!p.per_tool) {
     LOCKSTEP_ASSIGN_OR_RETURN(trig, b.Marker(f.trigger, "trigger"));
@@ -801,9 +813,6 @@ Result<grammar::Grammar> SectionGrammar(const Vocabulary& vocab, const Structure
   const std::int32_t lo = one_section ? std::min(f.min_calls, 1) : f.min_calls;
   const std::int32_t hi = one_section ? 1 : f.max_calls;
   if (f.free_text) {
-    LOCKSTEP_ASSIGN_OR_RETURN(std::shared_ptr<const ByteDfa> free,
-                              FreeTextAutomaton(f, p.words, options, deadline));
-    root.push_back(b.Dfa(free));
     ExprId item = f.end.none() ? call : b.Seq({call, b.Dfa(free)});
     root.push_back(b.Repeat(item, lo, hi));
   } else {
@@ -827,7 +836,9 @@ Result<std::shared_ptr<const CompiledGrammar>> CompileStructured(const GrammarCo
     LOCKSTEP_ASSIGN_OR_RETURN(p.used, UsedTools(f, tools));
     p.per_tool = f.trigger.kind == StructuredMarker::Kind::kTemplate;
     p.sole_grammar = !p.per_tool && p.used.size() == 1 && !p.used[0].grammar.empty();
-    LOCKSTEP_ASSIGN_OR_RETURN(p.alone, BodiesAlone(f, p, options, deadline));
+    if (f.max_calls > 0) {
+      LOCKSTEP_ASSIGN_OR_RETURN(p.alone, BodiesAlone(f, p, options, deadline));
+    }
     LOCKSTEP_ASSIGN_OR_RETURN(p.words, TriggerWords(f, p));
     LOCKSTEP_ASSIGN_OR_RETURN(grammar::Grammar g,
                               SectionGrammar(compiler.vocabulary(), f, p, options, deadline));

@@ -59,6 +59,8 @@ struct StructuredFormat {
   StructuredBody body = StructuredBody::kNameField;
   std::string arguments_key = "arguments";
   std::int32_t min_calls = 0;
+  // 0 (not in format files; a request's tool_choice "none"): no calls, the free text alone,
+  // which never contains a text trigger.
   std::int32_t max_calls = 1;
   // The tools this format allows, by name (empty: all the tools given); a name the tools do not
   // define is an error of CompileStructured.
