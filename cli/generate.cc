@@ -62,12 +62,7 @@ void AddCalls(const CallReader& reader, const Vocabulary& vocab,
     j["calls_error"] = calls.status().ToString();
     return;
   }
-  nlohmann::ordered_json arr = nlohmann::ordered_json::array();
-  for (const ParsedCall& c : *calls) {
-    arr.push_back({{"name", c.name},
-                   {"arguments", nlohmann::ordered_json::parse(c.arguments_json, nullptr, false)}});
-  }
-  j["calls"] = arr;
+  j["calls"] = nlohmann::ordered_json::parse(ToolCallsJson(*calls));
 }
 
 constexpr const char* kGenerateHelp = R"(usage: lockstep generate (--regex RE | --grammar FILE | --schema FILE | --artifact FILE.lsg |

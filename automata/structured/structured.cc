@@ -1,7 +1,7 @@
 // Triggered constraints (lockstep/structured.h): format files, tools files, the structured-section
 // grammar built as IR around a JSON Schema body, and an independent parser of generated calls.
-// This file's external interface is LoadFormat, ParseFormat, ParseTools, CompileStructured and
-// ParseToolCalls; nlohmann exceptions stay inside it.
+// This file's external interface is LoadFormat, ParseFormat, ParseTools, CompileStructured,
+// ParseToolCalls and ToolCallsJson; nlohmann exceptions stay inside it.
 #include "lockstep/structured.h"
 
 #include <algorithm>
@@ -1099,6 +1099,16 @@ class CallParser {
 };
 
 }  // namespace
+
+std::string ToolCallsJson(std::span<const ParsedCall> calls) {
+  ojson arr = ojson::array();
+  for (const ParsedCall& c : calls) {
+    ojson args = ojson::parse(c.arguments_json, nullptr, false);
+    if (args.is_discarded()) args = c.arguments_json;
+    arr.push_back({{"name", c.name}, {"arguments", std::move(args)}});
+  }
+  return arr.dump(-1, ' ', false, ojson::error_handler_t::replace);
+}
 
 Result<std::vector<ParsedCall>> ParseToolCalls(const StructuredFormat& format,
                                                const Vocabulary& vocab,

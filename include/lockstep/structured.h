@@ -127,4 +127,8 @@ Result<std::vector<ParsedCall>> ParseToolCalls(const StructuredFormat& format,
                                                std::span<const TokenId> tokens,
                                                std::span<const ToolSpec> tools = {});
 
+// The calls as a JSON array text, [{"name": ..., "arguments": ...}, ...], each arguments value
+// as generated (parsed JSON; a grammar tool's text as a JSON string).
+std::string ToolCallsJson(std::span<const ParsedCall> calls);
+
 }  // namespace lockstep
