@@ -59,9 +59,8 @@ Result<ResponseFormat> ParseResponseFormat(const ojson& body) {
   if (type == "text") return ResponseFormat{};
   if (type == "json_object") return ResponseFormat{RequestKind::kJson, R"({"type":"object"})"};
   if (type == "json_schema") return ParseJsonSchemaFormat(rf);
-  return RequestError("/response_format/type",
-                      "unknown response_format type '" + type +
-                          "' (known: text, json_object, json_schema)");
+  return RequestError("/response_format/type", "unknown response_format type '" + type +
+                                                   "' (known: text, json_object, json_schema)");
 }
 
 struct ToolChoice {
@@ -109,8 +108,7 @@ Result<std::string> FamilyFormat(const Vocabulary& vocab) {
   if (has_special("<|eot_id|>") || name.rfind("llama3", 0) == 0 || name.rfind("llama-3", 0) == 0)
     return std::string("llama3");
   if (has_special("<|im_end|>") || name.rfind("qwen", 0) == 0) return std::string("qwen");
-  if (has_special("[TOOL_CALLS]") || name.rfind("mistral", 0) == 0 ||
-      name.rfind("mixtral", 0) == 0)
+  if (has_special("[TOOL_CALLS]") || name.rfind("mistral", 0) == 0 || name.rfind("mixtral", 0) == 0)
     return std::string("mistral");
   return RequestError("/lockstep_format",
                       "the request has tools and the chat format of vocabulary '" + vocab.name() +
@@ -149,8 +147,8 @@ Result<std::vector<ToolSpec>> ParseRequestTools(const ojson& body) {
 }
 
 // tool_choice and parallel_tool_calls applied to the format (docs/requests.md).
-Status ApplyToolChoice(const ToolChoice& choice, const std::vector<ToolSpec>& tools,
-                       bool parallel, StructuredFormat* f) {
+Status ApplyToolChoice(const ToolChoice& choice, const std::vector<ToolSpec>& tools, bool parallel,
+                       StructuredFormat* f) {
   if (choice.mode == "none") {
     f->free_text = true;
     f->min_calls = 0;
@@ -228,7 +226,8 @@ Result<CompiledRequest> CompileRequestJson(const GrammarCompiler& compiler, cons
   if (rf.kind != RequestKind::kText)
     return RequestError("/response_format",
                         "a response_format other than text is not supported together with tool "
-                        "calls (tool_choice '" + choice.mode + "'); use tool_choice \"none\"");
+                        "calls (tool_choice '" +
+                            choice.mode + "'); use tool_choice \"none\"");
   LOCKSTEP_RETURN_IF_ERROR(ApplyToolChoice(choice, out.tools, parallel, &out.format));
   CompileOptions o = options.compile;
   o.schema_lenient = !ToolsStrict(body["tools"]);
@@ -241,9 +240,12 @@ Result<CompiledRequest> CompileRequestJson(const GrammarCompiler& compiler, cons
 
 const char* RequestKindName(RequestKind kind) {
   switch (kind) {
-    case RequestKind::kText: return "text";
-    case RequestKind::kJson: return "json";
-    case RequestKind::kTools: return "tools";
+    case RequestKind::kText:
+      return "text";
+    case RequestKind::kJson:
+      return "json";
+    case RequestKind::kTools:
+      return "tools";
   }
   return "text";
 }

@@ -14,7 +14,8 @@ static const char* const kTools =
     "{\"model\": \"m\", \"messages\": [], \"tool_choice\": \"required\", \"tools\": [{\"type\": "
     "\"function\", \"function\": {\"name\": \"add\", \"parameters\": {\"type\": \"object\", "
     "\"properties\": {\"a\": {\"type\": \"integer\"}}, \"required\": [\"a\"]}}}]}";
-static const char* const kCall = "<tool_call>{\"name\": \"add\", \"arguments\": {\"a\": 7}}</tool_call>";
+static const char* const kCall =
+    "<tool_call>{\"name\": \"add\", \"arguments\": {\"a\": 7}}</tool_call>";
 
 static lockstep_grammar* Compile(const lockstep_vocab* vocab, const char* body) {
   lockstep_grammar* g = NULL;

@@ -63,11 +63,14 @@ bool Prefix(const CompiledRequest& r, std::string_view text) {
   return m.AcceptString(text);
 }
 
-constexpr const char* kWeather = R"(<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}</tool_call>)";
-constexpr const char* kAdd = R"(<tool_call>{"name": "add", "arguments": {"a": 1, "b": 2}}</tool_call>)";
+constexpr const char* kWeather =
+    R"(<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}</tool_call>)";
+constexpr const char* kAdd =
+    R"(<tool_call>{"name": "add", "arguments": {"a": 1, "b": 2}}</tool_call>)";
 
 TEST(Request, TextIsAnyText) {
-  for (const ojson& body : {Body(ojson::object()), Body({{"response_format", {{"type", "text"}}}})}) {
+  for (const ojson& body :
+       {Body(ojson::object()), Body({{"response_format", {{"type", "text"}}}})}) {
     CompiledRequest r = Compile(body);
     EXPECT_EQ(r.kind, RequestKind::kText);
     EXPECT_TRUE(Complete(r, ""));
@@ -96,8 +99,8 @@ TEST(Request, JsonSchemaIsTheSchema) {
                         {"properties", {{"n", {{"type", "integer"}}}}},
                         {"required", {"n"}},
                         {"additionalProperties", false}};
-  for (std::optional<bool> strict : {std::optional<bool>(true), std::optional<bool>(false),
-                                     std::optional<bool>()}) {
+  for (std::optional<bool> strict :
+       {std::optional<bool>(true), std::optional<bool>(false), std::optional<bool>()}) {
     CompiledRequest r = Compile(Body({{"response_format", JsonSchemaFormat(schema, strict)}}));
     EXPECT_EQ(r.kind, RequestKind::kJson);
     EXPECT_TRUE(Complete(r, R"({"n": 3})"));
@@ -125,8 +128,8 @@ TEST(Request, JsonSchemaStrictnessIsTheCompilersMode) {
 }
 
 TEST(Request, AutoIsFreeTextAndOptionalCalls) {
-  for (const ojson& body : {Body({{"tools", Tools()}}),
-                            Body({{"tools", Tools()}, {"tool_choice", "auto"}})}) {
+  for (const ojson& body :
+       {Body({{"tools", Tools()}}), Body({{"tools", Tools()}, {"tool_choice", "auto"}})}) {
     CompiledRequest r = Compile(body);
     EXPECT_EQ(r.kind, RequestKind::kTools);
     EXPECT_EQ(r.format.name, "qwen");
@@ -140,8 +143,8 @@ TEST(Request, AutoIsFreeTextAndOptionalCalls) {
 TEST(Request, RequiredIsCallsOnly) {
   CompiledRequest r = Compile(Body({{"tools", Tools()}, {"tool_choice", "required"}}));
   EXPECT_EQ(r.kind, RequestKind::kTools);
-  EXPECT_FALSE(Complete(r, ""));           // at least one call
-  EXPECT_FALSE(Prefix(r, "Sure"));         // no free text before the first call
+  EXPECT_FALSE(Complete(r, ""));    // at least one call
+  EXPECT_FALSE(Prefix(r, "Sure"));  // no free text before the first call
   EXPECT_TRUE(Complete(r, kWeather));
   EXPECT_TRUE(Complete(r, std::string(kWeather) + kAdd));  // parallel calls allowed
 }
@@ -199,9 +202,9 @@ TEST(Request, FormatFromTheVocabularyOrTheRequest) {
   EXPECT_EQ(Compile(Body({{"tools", Tools()}}), "llama3").format.name, "llama3");
   EXPECT_EQ(Compile(Body({{"tools", Tools()}}), "qwen2.5").format.name, "qwen");
   EXPECT_EQ(Compile(Body({{"tools", Tools()}}), "mistral").format.name, "mistral");
-  EXPECT_EQ(Compile(Body({{"tools", Tools()}, {"lockstep_format", "hermes"}}), "qwen2.5")
-                .format.name,
-            "hermes");
+  EXPECT_EQ(
+      Compile(Body({{"tools", Tools()}, {"lockstep_format", "hermes"}}), "qwen2.5").format.name,
+      "hermes");
   RequestOptions o;
   o.format = "llama3-function";
   auto r = CompileRequest(CompilerFor("llama3"), Body({{"tools", Tools()}}).dump(), o);
@@ -241,7 +244,8 @@ TEST(Request, MalformedPartsNameTheirPointer) {
       {Body({{"tool_choice", "required"}}), "/tool_choice"},
       {Body({{"tools", Tools()}, {"parallel_tool_calls", "no"}}), "/parallel_tool_calls"},
       {Body({{"tools", {{"type", "function"}}}}), "/tools"},
-      {Body({{"tools", ojson::array({{{"type", "function"}, {"function", {{"parameters", ojson::object()}}}}})}}),
+      {Body({{"tools", ojson::array({{{"type", "function"},
+                                      {"function", {{"parameters", ojson::object()}}}}})}}),
        "/tools/0/function/name"},
       {Body({{"tools", Tools()}, {"lockstep_format", "chatml"}}), "/lockstep_format"},
       {Body({{"tools", Tools()}, {"response_format", {{"type", "json_object"}}}}),
