@@ -9,14 +9,15 @@ gives at most one call; malformed bodies exit 2 naming FILE#/pointer.
 usage: request_cli_test.py PATH/TO/lockstep"""
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import unittest
 
-LOCKSTEP = None
-HERE = os.path.dirname(os.path.abspath(__file__))
-TOOLS_DIR = os.path.join(HERE, "..", "..", "schemas", "tools")
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree for the import below
+import structured_cli_test as structured  # noqa: E402 (run() and the bundled tools)
+
+run = structured.run
+tools = structured.tools
 
 # (format, vocabulary, logit biases on the trigger, the end marker and EOS of the family's
 # vocabulary, standing in for a chat model (the mistral trigger is text, spelt by several
@@ -30,21 +31,6 @@ ANSWER_SCHEMA = {"type": "object",
                  "properties": {"city": {"type": "string", "maxLength": 12},
                                 "celsius": {"type": "integer", "minimum": -50, "maximum": 50}},
                  "required": ["city", "celsius"], "additionalProperties": False}
-
-
-def run(*args, stdin=None):
-    p = subprocess.run([LOCKSTEP, *args], capture_output=True, text=True, timeout=600, input=stdin)
-    return p.returncode, p.stdout, p.stderr
-
-
-def tools():
-    out = []
-    for name in ("get_weather", "book_flight"):
-        with open(os.path.join(TOOLS_DIR, name + ".json")) as f:
-            out.append({"type": "function",
-                        "function": {"name": name,
-                                     "parameters": json.load(f)["properties"]["arguments"]}})
-    return out
 
 
 def body(**keys):
@@ -180,5 +166,5 @@ class RequestCli(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    LOCKSTEP = sys.argv.pop(1)
+    structured.LOCKSTEP = sys.argv.pop(1)
     unittest.main()
