@@ -121,10 +121,18 @@ Result<StructuredFormat> ChooseFormat(const ojson& body, const RequestOptions& o
   std::string name = options.format;
   std::string pointer = "format";
   if (name.empty() && body.contains("lockstep_format")) {
+    // Only a bundled name: a body comes from clients, and a path would read the server's files.
     pointer = "/lockstep_format";
-    if (!body["lockstep_format"].is_string())
-      return RequestError(pointer, "lockstep_format must be a string (a format name or file)");
-    name = body["lockstep_format"].get<std::string>();
+    const std::vector<std::string> bundled = BundledFormatNames();
+    const ojson& f = body["lockstep_format"];
+    if (!f.is_string() ||
+        std::find(bundled.begin(), bundled.end(), f.get<std::string>()) == bundled.end()) {
+      std::string known;
+      for (const std::string& b : bundled) known += (known.empty() ? "" : ", ") + b;
+      return RequestError(pointer, "lockstep_format must name a bundled format (" + known +
+                                       "); a format file is the host's option, not the body's");
+    }
+    name = f.get<std::string>();
   }
   if (name.empty()) {
     LOCKSTEP_ASSIGN_OR_RETURN(name, FamilyFormat(vocab));
@@ -220,15 +228,15 @@ Result<CompiledRequest> CompileRequestJson(const GrammarCompiler& compiler, cons
   out.tool_choice = choice.mode;
   LOCKSTEP_ASSIGN_OR_RETURN(out.tools, ParseRequestTools(body));
   LOCKSTEP_ASSIGN_OR_RETURN(out.format, ChooseFormat(body, options, compiler.vocabulary()));
-  if (choice.mode == "none" && rf.kind != RequestKind::kText) {
-    return CompileAnswer(compiler, rf, options.compile, std::move(out));
-  }
-  if (rf.kind != RequestKind::kText)
+  if (rf.kind != RequestKind::kText && choice.mode != "none")
     return RequestError("/response_format",
                         "a response_format other than text is not supported together with tool "
                         "calls (tool_choice '" +
                             choice.mode + "'); use tool_choice \"none\"");
   LOCKSTEP_RETURN_IF_ERROR(ApplyToolChoice(choice, out.tools, parallel, &out.format));
+  if (rf.kind != RequestKind::kText) {  // tool_choice none: the answer alone, no calls
+    return CompileAnswer(compiler, rf, options.compile, std::move(out));
+  }
   CompileOptions o = options.compile;
   o.schema_lenient = !ToolsStrict(body["tools"]);
   LOCKSTEP_ASSIGN_OR_RETURN(out.grammar, CompileStructured(compiler, out.format, out.tools, o));

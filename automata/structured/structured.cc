@@ -1114,6 +1114,7 @@ Result<std::vector<ParsedCall>> ParseToolCalls(const StructuredFormat& format,
                                                const Vocabulary& vocab,
                                                std::span<const TokenId> tokens,
                                                std::span<const ToolSpec> tools) {
+  if (format.max_calls == 0) return std::vector<ParsedCall>{};  // no calls (tool_choice none)
   std::vector<std::int32_t> syms;
   for (TokenId t : tokens) {
     if (t < 0 || t >= vocab.size())

@@ -20,8 +20,9 @@ enum class RequestKind : std::uint8_t { kText, kJson, kTools };
 
 struct RequestOptions {
   // The chat format of tool calls (a bundled name or a format file, as LoadFormat takes). Empty:
-  // the request's "lockstep_format" key, else the vocabulary's family (Llama-3: llama3,
-  // Qwen2.5: qwen, Mistral: mistral); used only when the request has tools.
+  // the request's "lockstep_format" key (a bundled name only: a body never names a file), else
+  // the vocabulary's family (Llama-3: llama3, Qwen2.5: qwen, Mistral: mistral); used only when
+  // the request has tools.
   std::string format;
   // Budgets and the formatting policy. schema_lenient is set by the request (json_schema.strict;
   // the tools' function.strict), not taken from here.

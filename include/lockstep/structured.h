@@ -121,7 +121,8 @@ Result<std::shared_ptr<const CompiledGrammar>> CompileStructured(const GrammarCo
 // extents and parsed as JSON. kInvalidArgument (location "byte N") when the output is not
 // well-formed under the format. Per-tool (template) triggers are searched for the names of
 // format.tools, else of `tools`; with neither, "{name}" matches up to the first occurrence of
-// the template's text after it (or a run of [A-Za-z0-9_.-] when nothing follows it).
+// the template's text after it (or a run of [A-Za-z0-9_.-] when nothing follows it). A format
+// with max_calls 0 has no calls to read: always empty.
 Result<std::vector<ParsedCall>> ParseToolCalls(const StructuredFormat& format,
                                                const Vocabulary& vocab,
                                                std::span<const TokenId> tokens,

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lockstep/matcher.h"
+#include "test_data.h"
 
 namespace lockstep {
 namespace {
@@ -162,6 +163,13 @@ TEST(Request, NoneNeverCalls) {
   EXPECT_EQ(j.kind, RequestKind::kJson);
   EXPECT_TRUE(Complete(j, "{}"));
   EXPECT_FALSE(Prefix(j, "<tool_call>"));
+  // A trigger's text inside a JSON string is no call.
+  const std::string answer = std::string(R"({"note": ")") + "<tool_call>" + R"("})";
+  EXPECT_TRUE(Complete(j, answer));
+  const Vocabulary& vocab = CompilerFor("qwen2.5").vocabulary();
+  auto calls = ParseToolCalls(j.format, vocab, *vocab.Encode(answer), j.tools);
+  ASSERT_TRUE(calls.ok()) << calls.status().ToString();
+  EXPECT_TRUE(calls->empty());
 }
 
 TEST(Request, NamedFunctionIsThatToolOnly) {
@@ -248,6 +256,10 @@ TEST(Request, MalformedPartsNameTheirPointer) {
                                       {"function", {{"parameters", ojson::object()}}}}})}}),
        "/tools/0/function/name"},
       {Body({{"tools", Tools()}, {"lockstep_format", "chatml"}}), "/lockstep_format"},
+      {Body({{"tools", Tools()},
+             {"lockstep_format", testing::SourceDataDir() + "/formats/qwen.json"}}),
+       "/lockstep_format"},
+      {Body({{"tools", Tools()}, {"lockstep_format", 1}}), "/lockstep_format"},
       {Body({{"tools", Tools()}, {"response_format", {{"type", "json_object"}}}}),
        "/response_format"},
   };
