@@ -145,9 +145,12 @@ Result<std::shared_ptr<const CompiledGrammar>> CompileConstraint(const Args& arg
     }
     CompileOptions o = options;
     ApplySchemaFlags(args, &o);
-    auto g = CompileStructured(compiler, *format, *tools, o);
+    std::vector<std::string> warnings;
+    auto g = CompileStructured(compiler, *format, *tools, o, &warnings);
+    for (const std::string& w : warnings) std::cerr << SchemaWarning(path, w) << "\n";
+    if (out != nullptr) out->insert(out->end(), warnings.begin(), warnings.end());
     if (!g.ok() && g.status().location().rfind('/', 0) == 0) {
-      return Status(g.status().code(), g.status().message(), path + ": " + g.status().location());
+      return Status(g.status().code(), g.status().message(), path + "#" + g.status().location());
     }
     return g;
   }

@@ -151,6 +151,9 @@ Result<std::vector<ToolSpec>> ParseRequestTools(const ojson& body) {
     return Status(tools.status().code(), tools.status().message(),
                   "/tools" + (loc == "/" ? std::string() : loc));
   }
+  for (ToolSpec& t : *tools) {
+    if (!t.origin.empty()) t.origin = "/tools" + t.origin;
+  }
   return tools;
 }
 
@@ -239,7 +242,8 @@ Result<CompiledRequest> CompileRequestJson(const GrammarCompiler& compiler, cons
   }
   CompileOptions o = options.compile;
   o.schema_lenient = !ToolsStrict(body["tools"]);
-  LOCKSTEP_ASSIGN_OR_RETURN(out.grammar, CompileStructured(compiler, out.format, out.tools, o));
+  LOCKSTEP_ASSIGN_OR_RETURN(out.grammar,
+                            CompileStructured(compiler, out.format, out.tools, o, &out.warnings));
   out.kind = choice.mode == "none" ? RequestKind::kText : RequestKind::kTools;
   return out;
 }

@@ -584,6 +584,7 @@ Result<std::vector<ToolSpec>> ParseTools(std::string_view json_text) {
       for (const char* key : {"parameters", "schema", "arguments"}) {
         if (t->contains(key)) {
           schema = &(*t)[key];
+          spec.origin = tptr + "/" + key;
           break;
         }
       }
@@ -649,11 +650,18 @@ Result<std::vector<ToolSpec>> UsedTools(const StructuredFormat& f,
   return used;
 }
 
+// A JSON Pointer inside tool `t`'s schema, under the tool's origin when it has one.
+std::string InTool(const ToolSpec& t, const std::string& pointer) {
+  if (t.origin.empty() || !(pointer.empty() || pointer[0] == '/')) return pointer;
+  return t.origin + pointer;
+}
+
 // Each used tool's body alone: its grammar parsed, or its schema compiled alone so that an error
-// points into the tool's own schema.
+// points into the tool's own schema; a lenient schema's relaxed keywords go to `warnings`.
 Result<std::vector<grammar::Grammar>> BodiesAlone(const StructuredFormat& f, const SectionParts& p,
                                                   const CompileOptions& options,
-                                                  const CompileDeadline& deadline) {
+                                                  const CompileDeadline& deadline,
+                                                  std::vector<std::string>* warnings) {
   std::vector<grammar::Grammar> alone;
   for (const ToolSpec& t : p.used) {
     if (!t.grammar.empty()) {
@@ -680,7 +688,14 @@ Result<std::vector<grammar::Grammar>> BodiesAlone(const StructuredFormat& f, con
     auto one = CompileBody(t.schema_json, options, deadline);
     if (!one.ok()) {
       return Status(one.status().code(), ToolOrigin(t) + ": " + one.status().message(),
-                    one.status().location());
+                    InTool(t, one.status().location()));
+    }
+    for (const auto& r : one->relaxed) {
+      if (warnings == nullptr) break;
+      const std::string at = InTool(t, r.pointer);
+      warnings->push_back(t.origin.empty() ? ToolOrigin(t) + ": " + (at.empty() ? "(root)" : at) +
+                                                 ": " + r.message
+                                           : at + ": " + r.message);
     }
     alone.push_back(std::move(one->grammar));
   }
@@ -827,7 +842,8 @@ Result<grammar::Grammar> SectionGrammar(const Vocabulary& vocab, const Structure
 Result<std::shared_ptr<const CompiledGrammar>> CompileStructured(const GrammarCompiler& compiler,
                                                                  const StructuredFormat& f,
                                                                  std::span<const ToolSpec> tools,
-                                                                 const CompileOptions& options) {
+                                                                 const CompileOptions& options,
+                                                                 std::vector<std::string>* warnings) {
   // One deadline for the tools' schemas, the free text and the lowering.
   const CompileDeadline deadline(options.compile_timeout_ms, options.cancel);
   try {
@@ -837,7 +853,7 @@ Result<std::shared_ptr<const CompiledGrammar>> CompileStructured(const GrammarCo
     p.per_tool = f.trigger.kind == StructuredMarker::Kind::kTemplate;
     p.sole_grammar = !p.per_tool && p.used.size() == 1 && !p.used[0].grammar.empty();
     if (f.max_calls > 0) {
-      LOCKSTEP_ASSIGN_OR_RETURN(p.alone, BodiesAlone(f, p, options, deadline));
+      LOCKSTEP_ASSIGN_OR_RETURN(p.alone, BodiesAlone(f, p, options, deadline, warnings));
     }
     LOCKSTEP_ASSIGN_OR_RETURN(p.words, TriggerWords(f, p));
     LOCKSTEP_ASSIGN_OR_RETURN(grammar::Grammar g,

@@ -39,8 +39,9 @@ struct CompiledRequest {
   // vocab, tokens, tools). Under tool_choice "none" they say which text never appears.
   StructuredFormat format;
   std::vector<ToolSpec> tools;
-  // "POINTER: message" per relaxed keyword of a lenient json_schema, the pointer into the request
-  // ("/response_format/json_schema/schema/...").
+  // "POINTER: message" per relaxed keyword of a lenient json_schema or tool schema, the pointer
+  // into the request ("/response_format/json_schema/schema/...",
+  // "/tools/N/function/parameters/...").
   std::vector<std::string> warnings;
 };
 
@@ -52,7 +53,8 @@ struct CompiledRequest {
 // ("/tool_choice/function/name"), tool_choice other than "none" without tools, a
 // response_format other than text together with tools that may be called ("/response_format");
 // ParseTools' errors under "/tools"; a json_schema that does not compile, with its keyword's
-// pointer under "/response_format/json_schema/schema"; kInvalidArgument at "/lockstep_format"
+// pointer under "/response_format/json_schema/schema" (a tool's schema: under
+// "/tools/N/function/parameters"); kInvalidArgument at "/lockstep_format"
 // (or "format" for RequestOptions::format) for an unknown format, or when the format is needed
 // and the vocabulary's family cannot be told. CompileStructured's errors otherwise.
 Result<CompiledRequest> CompileRequest(const GrammarCompiler& compiler,

@@ -76,6 +76,10 @@ struct ToolSpec {
   // python tag. Only with per-tool triggers (body "arguments") and an end marker; the call's
   // arguments read back are the body's text (ParsedCall::arguments_json holds it as a JSON string).
   std::string grammar;
+  // Where the schema sits, a JSON Pointer (ParseTools: "/N/parameters", "/N/function/parameters",
+  // ...); empty: nowhere known. CompileStructured locates errors and warnings inside the schema
+  // under it.
+  std::string origin;
 };
 
 struct ParsedCall {
@@ -105,16 +109,19 @@ Result<std::vector<ToolSpec>> ParseTools(std::string_view json_text);
 //   call ::= trigger_1 body_1 end | trigger_2 body_2 end | ...            (kTemplate trigger)
 // Errors: a marker naming a special token the vocabulary lacks; a text trigger that can never
 // appear (a byte no token emits); no tools, a duplicate tool name; a tool whose schema does not
-// compile (message names the tool, location its JSON Pointer in the tool's schema); a name in
+// compile (message names the tool, location its JSON Pointer in the tool's schema, under the
+// tool's origin); a name in
 // format.tools the tools do not define (kInvalidArgument, location "ORIGIN#/tools/N"); per-tool
 // triggers one of which contains another; a free-text regex that does not compile
 // (kInvalidRegex, location "ORIGIN#/free_text/regex") or that no text without a trigger (and
 // within the bound) matches (kInvalidArgument); a bounded free-text automaton over max_dfa_states
-// (kResourceLimit).
-Result<std::shared_ptr<const CompiledGrammar>> CompileStructured(const GrammarCompiler& compiler,
-                                                                 const StructuredFormat& format,
-                                                                 std::span<const ToolSpec> tools,
-                                                                 const CompileOptions& options = {});
+// (kResourceLimit). With options.schema_lenient, `warnings` (when given) receives one
+// "ORIGIN/POINTER: message" per relaxed keyword of a tool's schema ("tool 'X': POINTER: message"
+// for a tool without an origin).
+Result<std::shared_ptr<const CompiledGrammar>> CompileStructured(
+    const GrammarCompiler& compiler, const StructuredFormat& format,
+    std::span<const ToolSpec> tools, const CompileOptions& options = {},
+    std::vector<std::string>* warnings = nullptr);
 
 // An independent parser (no automaton) of generated tokens: the calls in order, each with its
 // name and arguments. Special tokens match markers by id; bodies are found by scanning JSON

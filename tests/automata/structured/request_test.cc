@@ -128,6 +128,21 @@ TEST(Request, JsonSchemaStrictnessIsTheCompilersMode) {
   }
 }
 
+TEST(Request, ToolSchemasAreLenientUnlessEveryToolIsStrict) {
+  ojson tools = Tools();
+  tools[1]["function"]["parameters"]["properties"]["tags"] = {
+      {"type", "array"}, {"items", {{"type", "string"}}}, {"uniqueItems", true}};
+  const std::string at = "/tools/1/function/parameters/properties/tags/uniqueItems";
+  CompiledRequest r = Compile(Body({{"tools", tools}}));
+  ASSERT_EQ(r.warnings.size(), 1u);
+  EXPECT_EQ(r.warnings[0].rfind(at + ": ", 0), 0u) << r.warnings[0];
+  for (auto& t : tools) t["function"]["strict"] = true;
+  auto strict = CompileRequest(CompilerFor("qwen2.5"), Body({{"tools", tools}}).dump());
+  ASSERT_FALSE(strict.ok());
+  EXPECT_EQ(strict.status().location(), at);
+  EXPECT_NE(strict.status().message().find("tool 'add'"), std::string::npos);
+}
+
 TEST(Request, AutoIsFreeTextAndOptionalCalls) {
   for (const ojson& body :
        {Body({{"tools", Tools()}}), Body({{"tools", Tools()}, {"tool_choice", "auto"}})}) {
