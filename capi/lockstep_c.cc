@@ -14,6 +14,7 @@
 #include <mutex>
 #include <new>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -26,8 +27,10 @@
 #include "lockstep/lockstep_c.h"
 #include "lockstep/logits_source.h"
 #include "lockstep/matcher.h"
+#include "lockstep/request.h"
 #include "lockstep/sampler.h"
 #include "lockstep/status.h"
+#include "lockstep/structured.h"
 #include "lockstep/types.h"
 #include "lockstep/validator.h"
 #include "lockstep/vocabulary.h"
@@ -44,6 +47,8 @@ struct lockstep_vocab {
 struct lockstep_grammar {
   std::shared_ptr<const lockstep::CompiledGrammar> grammar;
   std::vector<std::string> warnings;
+  // lockstep_compile_request: what the request chose (its format and tools read calls back).
+  std::shared_ptr<const lockstep::CompiledRequest> request;
 };
 
 struct lockstep_matcher {
@@ -90,6 +95,9 @@ static_assert(static_cast<int>(lockstep::TokenKind::kSpecial) == LOCKSTEP_TOKEN_
 static_assert(static_cast<int>(lockstep::TokenKind::kUnused) == LOCKSTEP_TOKEN_UNUSED);
 static_assert(static_cast<int>(lockstep::SchemaDraft::k2020_12) == LOCKSTEP_SCHEMA_DRAFT_2020_12);
 static_assert(static_cast<int>(lockstep::SchemaDraft::k7) == LOCKSTEP_SCHEMA_DRAFT_7);
+static_assert(static_cast<int>(lockstep::RequestKind::kText) == LOCKSTEP_REQUEST_TEXT);
+static_assert(static_cast<int>(lockstep::RequestKind::kJson) == LOCKSTEP_REQUEST_JSON);
+static_assert(static_cast<int>(lockstep::RequestKind::kTools) == LOCKSTEP_REQUEST_TOOLS);
 
 // ---- the thread-local error message ---------------------------------------------------------
 
@@ -581,7 +589,65 @@ lockstep_status lockstep_compile_grammar(const lockstep_vocab* vocab, const char
   });
 }
 
+lockstep_status lockstep_compile_request(const lockstep_vocab* vocab, const char* request_json,
+                                         size_t len, const char* format,
+                                         const lockstep_compile_options* options,
+                                         lockstep_grammar** out) {
+  const char* const function = __func__;
+  return Guard(function, [&]() -> lockstep_status {
+    std::shared_ptr<lockstep::CompiledRequest> request;
+    const lockstep_status st = Compile(
+        function, vocab, request_json, len, options, out,
+        [&](const lockstep::GrammarCompiler& c, std::string_view text,
+            const lockstep::CompileOptions& o, std::vector<std::string>* warnings)
+            -> lockstep::Result<std::shared_ptr<const lockstep::CompiledGrammar>> {
+          lockstep::RequestOptions ro;
+          ro.format = format == nullptr ? "" : format;
+          ro.compile = o;
+          auto r = lockstep::CompileRequest(c, text, ro);
+          if (!r.ok()) return r.status();
+          *warnings = r->warnings;
+          request = std::make_shared<lockstep::CompiledRequest>(std::move(*r));
+          return request->grammar;
+        });
+    if (st == LOCKSTEP_OK) (*out)->request = std::move(request);
+    return st;
+  });
+}
+
 void lockstep_grammar_free(lockstep_grammar* grammar) { delete grammar; }
+
+lockstep_request_kind lockstep_grammar_request_kind(const lockstep_grammar* grammar) {
+  if (grammar == nullptr || grammar->request == nullptr) return LOCKSTEP_REQUEST_TEXT;
+  return static_cast<lockstep_request_kind>(grammar->request->kind);
+}
+
+lockstep_status lockstep_grammar_parse_calls(const lockstep_grammar* grammar,
+                                             const int32_t* tokens, size_t n, char* out,
+                                             size_t* inout_len) {
+  const char* const function = __func__;
+  return Guard(function, [&]() -> lockstep_status {
+    LOCKSTEP_C_REQUIRE(grammar != nullptr, "grammar is NULL");
+    LOCKSTEP_C_REQUIRE(tokens != nullptr || n == 0, "tokens is NULL");
+    LOCKSTEP_C_REQUIRE(inout_len != nullptr, "inout_len is NULL");
+    LOCKSTEP_C_REQUIRE(out != nullptr || *inout_len == 0, "out is NULL with a non-zero capacity");
+    const lockstep::CompiledRequest* r = grammar->request.get();
+    LOCKSTEP_C_REQUIRE(r != nullptr && !r->tool_choice.empty(),
+                       "the grammar was not compiled from a request with tools");
+    const std::span<const lockstep::TokenId> ids(tokens, n);
+    const lockstep::Vocabulary& vocab = grammar->grammar->vocabulary();
+    for (lockstep::TokenId id : ids) {
+      LOCKSTEP_C_REQUIRE(id >= 0 && id < vocab.size(), "a token id is outside the vocabulary");
+    }
+    auto calls = lockstep::ParseToolCalls(r->format, vocab, ids, r->tools);
+    if (!calls.ok()) return FromStatus(calls.status());
+    const std::string json = lockstep::ToolCallsJson(*calls);
+    const std::size_t capacity = *inout_len;
+    *inout_len = json.size() + 1;
+    if (json.size() + 1 <= capacity) std::memcpy(out, json.c_str(), json.size() + 1);
+    return LOCKSTEP_OK;
+  });
+}
 
 lockstep_status lockstep_grammar_precompute(const lockstep_grammar* grammar) {
   const char* const function = __func__;

@@ -2,6 +2,7 @@
 
 #include <fstream>
 #include <iostream>
+#include <iterator>
 #include <sstream>
 
 #include "cli/sampler_flags.h"
@@ -36,10 +37,11 @@ Status AddConstrainedSamplingFlags(std::set<std::string>* value_flags,
 
 bool HasConstraint(const Args& args) {
   return args.Has("regex") || args.Has("grammar") || args.Has("schema") || args.Has("artifact") ||
-         args.Has("tools") || args.Has("format");
+         args.Has("tools") || args.Has("format") || args.Has("request");
 }
 
 std::string ConstraintLabel(const Args& args) {
+  if (args.Has("request")) return "request " + args.Get("request");
   if (args.Has("artifact")) return "artifact " + args.Get("artifact");
   if (args.Has("format")) return "format " + args.Get("format") + " tools " + args.Get("tools");
   if (args.Has("schema")) return "schema " + args.Get("schema");
@@ -81,19 +83,54 @@ Result<std::string> ReadConstraintFile(const std::string& path, const char* what
   return ss.str();
 }
 
+Result<CompiledRequest> CompileRequestFile(const Args& args, const GrammarCompiler& compiler,
+                                           const CompileOptions& defaults,
+                                           std::vector<std::string>* out) {
+  const std::string path = args.Get("request");
+  const bool from_stdin = path == "-";
+  const std::string name = from_stdin ? "<stdin>" : path;
+  std::string text;
+  if (from_stdin) {
+    text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+  } else {
+    LOCKSTEP_ASSIGN_OR_RETURN(text, ReadConstraintFile(path, "request"));
+  }
+  RequestOptions options;
+  options.format = args.Get("format");
+  options.compile = defaults;
+  LOCKSTEP_RETURN_IF_ERROR(ApplyCompileTimeout(args, &options.compile));
+  ApplySchemaFlags(args, &options.compile);
+  auto r = CompileRequest(compiler, text, options);
+  if (!r.ok()) {
+    const Status& st = r.status();
+    if (st.location() == "format") return Status(st.code(), st.message(), "--format");
+    return Status(st.code(), st.message(), SchemaFileLocation(name, st.location()));
+  }
+  for (const std::string& w : r->warnings) std::cerr << SchemaWarning(name, w) << "\n";
+  if (out != nullptr) out->insert(out->end(), r->warnings.begin(), r->warnings.end());
+  return r;
+}
+
 Result<std::shared_ptr<const CompiledGrammar>> CompileConstraint(const Args& args,
                                                                  const GrammarCompiler& compiler,
                                                                  const CompileOptions& defaults,
-                                                                 std::vector<std::string>* out) {
+                                                                 std::vector<std::string>* out,
+                                                                 CompiledRequest* request_out) {
   CompileOptions options = defaults;
   LOCKSTEP_RETURN_IF_ERROR(ApplyCompileTimeout(args, &options));
+  const bool request = args.Has("request");  // --format then names the request's chat format
   int given = args.Has("regex") + args.Has("grammar") + args.Has("schema") + args.Has("artifact") +
-              (args.Has("tools") || args.Has("format"));
+              request + (args.Has("tools") || (args.Has("format") && !request));
   if (given > 1) {
     return Status(StatusCode::kInvalidArgument,
-                  "give one of --regex, --grammar, --schema, --artifact and --tools/--format, "
-                  "not several",
+                  "give one of --regex, --grammar, --schema, --artifact, --request and "
+                  "--tools/--format, not several",
                   "arguments");
+  }
+  if (request) {
+    LOCKSTEP_ASSIGN_OR_RETURN(CompiledRequest r, CompileRequestFile(args, compiler, options, out));
+    if (request_out != nullptr) *request_out = r;
+    return r.grammar;
   }
   if (args.Has("tools") || args.Has("format")) {
     if (!args.Has("tools") || !args.Has("format"))
@@ -110,9 +147,12 @@ Result<std::shared_ptr<const CompiledGrammar>> CompileConstraint(const Args& arg
     }
     CompileOptions o = options;
     ApplySchemaFlags(args, &o);
-    auto g = CompileStructured(compiler, *format, *tools, o);
+    std::vector<std::string> warnings;
+    auto g = CompileStructured(compiler, *format, *tools, o, &warnings);
+    for (const std::string& w : warnings) std::cerr << SchemaWarning(path, w) << "\n";
+    if (out != nullptr) out->insert(out->end(), warnings.begin(), warnings.end());
     if (!g.ok() && g.status().location().rfind('/', 0) == 0) {
-      return Status(g.status().code(), g.status().message(), path + ": " + g.status().location());
+      return Status(g.status().code(), g.status().message(), path + "#" + g.status().location());
     }
     return g;
   }
@@ -163,7 +203,9 @@ Result<LoadedConstraint> LoadConstraint(const Args& args) {
   LoadedConstraint out;
   LOCKSTEP_ASSIGN_OR_RETURN(out.vocab, LoadVocabulary(args));
   GrammarCompiler compiler(out.vocab);  // the grammar keeps what it needs of it
-  LOCKSTEP_ASSIGN_OR_RETURN(out.grammar, CompileConstraint(args, compiler));
+  CompiledRequest request;
+  LOCKSTEP_ASSIGN_OR_RETURN(out.grammar, CompileConstraint(args, compiler, {}, nullptr, &request));
+  if (args.Has("request")) out.request = std::move(request);
   return out;
 }
 

@@ -3,16 +3,19 @@
 // --schema FILE (a JSON Schema; --lenient relaxes what cannot be enforced exactly, with warnings
 // on stderr; --compact allows no whitespace between tokens), or --artifact FILE.lsg (a compiled
 // artifact written by `compile -o`, loaded instead of compiled), or --tools FILE with --format
-// qwen|hermes|llama3|mistral|think-json|PATH (triggered tool calls, lockstep/structured.h).
+// qwen|hermes|llama3|mistral|think-json|PATH (triggered tool calls, lockstep/structured.h), or
+// --request FILE (generate: a chat-completions body, lockstep/request.h).
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "cli/args.h"
 #include "lockstep/compiler.h"
+#include "lockstep/request.h"
 
 namespace lockstep::cli {
 
@@ -38,15 +41,24 @@ Status ApplyCompileTimeout(const Args& args, CompileOptions* options);
 // kIoError for an unreadable file, grammar errors with FILE:line:column, schema errors with
 // FILE#/json/pointer. Warnings go to stderr, "lockstep: warning: ..." each, and to `*warnings`
 // when given: a lenient schema's relaxed keywords ("pointer: message") and a grammar's unused
-// rules ("FILE:line:column: rule 'x' is never used ...").
+// rules ("FILE:line:column: rule 'x' is never used ..."). With --request, `*request` (when given)
+// receives what the request chose (CompileRequestFile).
 Result<std::shared_ptr<const CompiledGrammar>> CompileConstraint(
     const Args& args, const GrammarCompiler& compiler, const CompileOptions& options = {},
-    std::vector<std::string>* warnings = nullptr);
+    std::vector<std::string>* warnings = nullptr, CompiledRequest* request = nullptr);
+// --request FILE ("-": standard input), a chat-completions body, with --format F (the chat
+// format of its tools; default its "lockstep_format" or the vocabulary's family) and --compact:
+// CompileRequest, errors located "FILE#/pointer", warnings on stderr ("lockstep: warning:
+// FILE#POINTER: ...") and in `*warnings` when given.
+Result<CompiledRequest> CompileRequestFile(const Args& args, const GrammarCompiler& compiler,
+                                           const CompileOptions& options = {},
+                                           std::vector<std::string>* warnings = nullptr);
 // The vocabulary --tokenizer names and the constraint the flags name, compiled over it with the
 // default options (generate, explain). Errors as LoadVocabulary's and CompileConstraint's.
 struct LoadedConstraint {
   std::shared_ptr<const Vocabulary> vocab;
   std::shared_ptr<const CompiledGrammar> grammar;
+  std::optional<CompiledRequest> request;  // --request: what the request chose
 };
 Result<LoadedConstraint> LoadConstraint(const Args& args);
 // The canonical token ids of --prompt TEXT; none without --prompt.

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -30,32 +31,42 @@
 namespace lockstep::cli {
 namespace {
 
-// --tools/--format: the sample's calls, parsed independently of the automaton (a sample cut
-// short by --max-tokens reports "calls_error" instead).
-void AddCalls(const Args& args, const Vocabulary& vocab, const std::vector<TokenId>& tokens,
-              nlohmann::ordered_json& j) {
-  auto format = LoadFormat(args.Get("format"));
-  if (!format.ok()) return;
-  // The tools' names, for per-tool triggers (<function=NAME>).
-  std::vector<ToolSpec> tools;
-  if (auto text = ReadConstraintFile(args.Get("tools"), "tools"); text.ok()) {
-    if (auto t = ParseTools(*text); t.ok()) tools = std::move(*t);
+// What reads a sample's calls back: the format and the tools of --tools/--format, or of a
+// --request that has tools.
+struct CallReader {
+  StructuredFormat format;
+  std::vector<ToolSpec> tools;  // their names, for per-tool triggers (<function=NAME>)
+};
+
+std::optional<CallReader> MakeCallReader(const Args& args, const LoadedConstraint& loaded) {
+  if (loaded.request) {
+    if (loaded.request->tool_choice.empty()) return std::nullopt;
+    return CallReader{loaded.request->format, loaded.request->tools};
   }
-  auto calls = ParseToolCalls(*format, vocab, tokens, tools);
+  if (!args.Has("format")) return std::nullopt;
+  auto format = LoadFormat(args.Get("format"));
+  if (!format.ok()) return std::nullopt;
+  CallReader reader{std::move(*format), {}};
+  if (auto text = ReadConstraintFile(args.Get("tools"), "tools"); text.ok()) {
+    if (auto t = ParseTools(*text); t.ok()) reader.tools = std::move(*t);
+  }
+  return reader;
+}
+
+// The sample's calls, parsed independently of the automaton (a sample cut short by --max-tokens
+// reports "calls_error" instead).
+void AddCalls(const CallReader& reader, const Vocabulary& vocab,
+              const std::vector<TokenId>& tokens, nlohmann::ordered_json& j) {
+  auto calls = ParseToolCalls(reader.format, vocab, tokens, reader.tools);
   if (!calls.ok()) {
     j["calls_error"] = calls.status().ToString();
     return;
   }
-  nlohmann::ordered_json arr = nlohmann::ordered_json::array();
-  for (const ParsedCall& c : *calls) {
-    arr.push_back({{"name", c.name},
-                   {"arguments", nlohmann::ordered_json::parse(c.arguments_json, nullptr, false)}});
-  }
-  j["calls"] = arr;
+  j["calls"] = nlohmann::ordered_json::parse(ToolCallsJson(*calls));
 }
 
 constexpr const char* kGenerateHelp = R"(usage: lockstep generate (--regex RE | --grammar FILE | --schema FILE | --artifact FILE.lsg |
-                         --tools FILE --format F) [options]
+                         --tools FILE --format F | --request FILE [--format F]) [options]
 
 Generates text that fully matches RE (or is a sentence of the grammar), token by token: the logits source scores the vocabulary,
 the constraint masks it, the sampler draws. Prints one line per sample, or with --json one
@@ -79,6 +90,12 @@ options:
                          "calls": [{"name", "arguments"}], parsed
   --format F             with --tools: qwen, hermes, llama3, llama3-function, mistral,
                          think-json or a format file (schemas/formats/)
+  --request FILE         or an OpenAI-style chat-completions body ("-": stdin): its
+                         response_format (text, json_object, json_schema), tools, tool_choice
+                         and parallel_tool_calls make the constraint (docs/requests.md); other
+                         keys are ignored. --format F names the tools' chat format (default:
+                         the body's "lockstep_format", else the tokenizer's family: llama3,
+                         qwen, mistral); with tools, --json adds "calls" as --tools does
   --lenient              schemas: relax keywords that cannot be enforced exactly (warnings on
                          stderr) instead of failing
   --compact              schemas: no whitespace between JSON tokens
@@ -149,9 +166,9 @@ Result<std::unique_ptr<LogitsSource>> MakeSource(const Args& args, const Vocabul
 }  // namespace
 
 int Generate(int argc, char** argv) {
-  std::set<std::string> value_flags = {"tokenizer", "logits-width", "model",
-                                       "ngram-model", "count",       "max-tokens", "prompt",
-                                       "logprobs"};
+  std::set<std::string> value_flags = {"tokenizer", "logits-width", "model",   "ngram-model",
+                                       "count",     "max-tokens",   "prompt",  "logprobs",
+                                       "request"};
   std::set<std::string> switches = {"json", "help"};
   if (Status st = AddConstrainedSamplingFlags(&value_flags, &switches); !st.ok()) return Fail(st);
   AddDecodingFlags(&value_flags);
@@ -160,7 +177,9 @@ int Generate(int argc, char** argv) {
   if (auto done = ParseCommand(args, argc, argv, help, /*allow_positional=*/false)) return *done;
   if (!HasConstraint(args)) {
     return Fail(Status(StatusCode::kInvalidArgument,
-                       "generate needs --regex RE, --grammar FILE, --schema FILE or --artifact FILE.lsg", "arguments"));
+                       "generate needs --regex RE, --grammar FILE, --schema FILE, --artifact "
+                       "FILE.lsg, --tools FILE --format F or --request FILE",
+                       "arguments"));
   }
   auto seed = args.GetInt("seed", 0, 0, INT64_MAX);
   auto count = args.GetInt("count", 1, 0, 1000000);
@@ -204,6 +223,7 @@ int Generate(int argc, char** argv) {
   std::vector<float> report_logits;
   std::vector<std::uint32_t> mask(PaddedBitmaskWords(width));
   const bool progress = isatty(STDERR_FILENO) && *count > 1;
+  const std::optional<CallReader> calls = MakeCallReader(args, *loaded);
 
   for (std::int64_t i = 0; i < *count; ++i) {
     Matcher matcher(grammar);
@@ -249,7 +269,7 @@ int Generate(int argc, char** argv) {
     if (args.Has("json")) {
       nlohmann::ordered_json j = {{"text", text}, {"tokens", out}, {"finish", finish}, {"match", match}};
       if (*logprobs >= 0) j["logprobs"] = step_logprobs;
-      if (args.Has("format")) AddCalls(args, *vocab, out, j);
+      if (calls) AddCalls(*calls, *vocab, out, j);
       std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     } else {
       std::cout << text << "\n";

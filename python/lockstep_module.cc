@@ -33,8 +33,10 @@
 #include "lockstep/decoding.h"
 #include "lockstep/logits_source.h"
 #include "lockstep/matcher.h"
+#include "lockstep/request.h"
 #include "lockstep/sampler.h"
 #include "lockstep/status.h"
+#include "lockstep/structured.h"
 #include "lockstep/types.h"
 #include "lockstep/validator.h"
 #include "lockstep/vocabulary.h"
@@ -91,6 +93,8 @@ struct PyGrammar {
   std::shared_ptr<PyVocab> vocab;
   std::shared_ptr<const CompiledGrammar> grammar;
   std::vector<std::string> warnings;
+  // compile_request: what the request chose (its kind, format and tools).
+  std::shared_ptr<const CompiledRequest> request;
 };
 
 struct PyMatcher {
@@ -664,6 +668,28 @@ void BindCompiledGrammar(py::module_& m) {
           "compile_schema(lenient=True): one 'pointer: message' per relaxed keyword; "
           "compile_grammar: one 'line:column: rule ... is never used' per rule the start rule "
           "never reaches; empty otherwise.")
+      .def_property_readonly(
+          "request_kind",
+          [](const PyGrammar& g) -> py::object {
+            if (!g.request) return py::none();
+            return py::str(RequestKindName(g.request->kind));
+          },
+          "compile_request: 'text', 'json' or 'tools' (what the output is); None otherwise.")
+      .def(
+          "parse_calls",
+          [](const PyGrammar& g, const py::object& ids) {
+            if (!g.request || g.request->tool_choice.empty())
+              RaiseArg("parse_calls needs a grammar compiled by compile_request with tools");
+            const std::vector<TokenId> checked =
+                CheckedIds(IdList(ids), g.grammar->vocabulary().size(), "ids");
+            auto calls = ParseToolCalls(g.request->format, g.grammar->vocabulary(), checked,
+                                        g.request->tools);
+            return py::module_::import("json").attr("loads")(ToolCallsJson(Unwrap(calls)));
+          },
+          py::arg("ids"),
+          "compile_request with tools: the calls in generated token ids (without the final EOS), "
+          "read back without the automaton, as [{'name': ..., 'arguments': ...}]. Raises "
+          "lockstep.Error for ids that are not well-formed calls under the request's format.")
       .def("stats", [](const PyGrammar& g) {
         const CompiledGrammarStats s = g.grammar->Stats();
         py::dict d;
@@ -819,6 +845,46 @@ void BindCompile(py::module_& m) {
                    "of one byte takes more than max_earley_items_per_byte items, is rejected. "
                    "A rule the start rule never reaches is listed in .warnings "
                    "('line:column: rule ... is never used').") +
+       kBudgetDoc)
+          .c_str());
+}
+
+// compile_request: an OpenAI-style chat-completions body.
+void BindCompileRequest(py::module_& m) {
+  m.def(
+      "compile_request",
+      [](const std::shared_ptr<PyVocab>& vocab, const py::object& request,
+         const std::string& format, bool compact, bool precompute_masks, std::int64_t timeout_ms,
+         const std::shared_ptr<PyCancelToken>& cancel, bool background_positions) {
+        const std::string text = JsonText(request, "request");
+        RequestOptions ro;
+        ro.format = format;
+        ro.compile.schema_whitespace_compact = compact;
+        ro.compile.precompute_masks = precompute_masks;
+        SetBudget(&ro.compile, timeout_ms, cancel, background_positions);
+        std::shared_ptr<const CompiledRequest> kept;
+        auto out = Compile(vocab, [&](const GrammarCompiler& c, std::vector<std::string>* w)
+                                      -> Result<std::shared_ptr<const CompiledGrammar>> {
+          auto r = CompileRequest(c, text, ro);
+          if (!r.ok()) return r.status();
+          *w = r->warnings;
+          kept = std::make_shared<const CompiledRequest>(std::move(*r));
+          return kept->grammar;
+        });
+        out->request = std::move(kept);
+        return out;
+      },
+      py::arg("vocab"), py::arg("request"), py::arg("format") = "", py::arg("compact") = false,
+      py::arg("precompute_masks") = false,
+      py::arg("timeout_ms") = CompileOptions{}.compile_timeout_ms, py::arg("cancel") = nullptr,
+      py::arg("background_positions") = true,
+      (std::string("Compiles an OpenAI-style chat-completions body (str, or a dict serialised "
+                   "with json.dumps): its response_format, tools, tool_choice and "
+                   "parallel_tool_calls (docs/requests.md); other keys are ignored. format: the "
+                   "tools' chat format ('' = the body's lockstep_format, else the vocabulary's "
+                   "family). A malformed body raises lockstep.Error whose .location is the JSON "
+                   "Pointer of the bad part. The grammar's .request_kind and .parse_calls(ids) "
+                   "read the result back.") +
        kBudgetDoc)
           .c_str());
 }
@@ -1294,6 +1360,7 @@ void Bind(py::module_& m) {
   BindVocabulary(m);
   BindCompiledGrammar(m);
   BindCompile(m);
+  BindCompileRequest(m);
   BindArtifacts(m);
   BindMatcher(m);
   BindBatch(m);

@@ -100,7 +100,8 @@ fuzz_one() {  # target -> $SAN_BUILD/fuzz/<name>.result: "ok RUNS" or "finding T
   local args=("$corpus")
   [ -d "$seeds" ] && args+=("$seeds")
   case "$name" in
-    artifact_fuzz | capi_fuzz | grammar_matcher_fuzz | schema_compile_fuzz | structured_fuzz)
+    artifact_fuzz | capi_fuzz | grammar_matcher_fuzz | schema_compile_fuzz | structured_fuzz | \
+      request_fuzz)
       timeout=$FUZZ_COMPILE_TIMEOUT ;;
     *) timeout=$FUZZ_TIMEOUT ;;
   esac

@@ -1,7 +1,7 @@
 // Triggered constraints (lockstep/structured.h): format files, tools files, the structured-section
 // grammar built as IR around a JSON Schema body, and an independent parser of generated calls.
-// This file's external interface is LoadFormat, ParseFormat, ParseTools, CompileStructured and
-// ParseToolCalls; nlohmann exceptions stay inside it.
+// This file's external interface is LoadFormat, ParseFormat, ParseTools, CompileStructured,
+// ParseToolCalls and ToolCallsJson; nlohmann exceptions stay inside it.
 #include "lockstep/structured.h"
 
 #include <algorithm>
@@ -585,6 +585,7 @@ Result<std::vector<ToolSpec>> ParseTools(std::string_view json_text) {
       for (const char* key : {"parameters", "schema", "arguments"}) {
         if (t->contains(key)) {
           schema = &(*t)[key];
+          spec.origin = tptr + "/" + key;
           break;
         }
       }
@@ -650,11 +651,18 @@ Result<std::vector<ToolSpec>> UsedTools(const StructuredFormat& f,
   return used;
 }
 
+// A JSON Pointer inside tool `t`'s schema, under the tool's origin when it has one.
+std::string InTool(const ToolSpec& t, const std::string& pointer) {
+  if (t.origin.empty() || !(pointer.empty() || pointer[0] == '/')) return pointer;
+  return t.origin + pointer;
+}
+
 // Each used tool's body alone: its grammar parsed, or its schema compiled alone so that an error
-// points into the tool's own schema.
+// points into the tool's own schema; a lenient schema's relaxed keywords go to `warnings`.
 Result<std::vector<grammar::Grammar>> BodiesAlone(const StructuredFormat& f, const SectionParts& p,
                                                   const CompileOptions& options,
-                                                  const CompileDeadline& deadline) {
+                                                  const CompileDeadline& deadline,
+                                                  std::vector<std::string>* warnings) {
   std::vector<grammar::Grammar> alone;
   for (const ToolSpec& t : p.used) {
     if (!t.grammar.empty()) {
@@ -681,7 +689,14 @@ Result<std::vector<grammar::Grammar>> BodiesAlone(const StructuredFormat& f, con
     auto one = CompileBody(t.schema_json, options, deadline);
     if (!one.ok()) {
       return Status(one.status().code(), ToolOrigin(t) + ": " + one.status().message(),
-                    one.status().location());
+                    InTool(t, one.status().location()));
+    }
+    for (const auto& r : one->relaxed) {
+      if (warnings == nullptr) break;
+      const std::string at = InTool(t, r.pointer);
+      warnings->push_back(t.origin.empty() ? ToolOrigin(t) + ": " + (at.empty() ? "(root)" : at) +
+                                                 ": " + r.message
+                                           : at + ": " + r.message);
     }
     alone.push_back(std::move(one->grammar));
   }
@@ -791,6 +806,18 @@ Result<grammar::Grammar> SectionGrammar(const Vocabulary& vocab, const Structure
     ExprId r = b.Seq({start, b.TextUntil(f.reasoning_end), end});
     root.push_back(f.reasoning_required ? r : b.Repeat(r, 0, 1));
   }
+  std::shared_ptr<const ByteDfa> free;
+  if (f.free_text) {
+    LOCKSTEP_ASSIGN_OR_RETURN(free, FreeTextAutomaton(f, p.words, options, deadline));
+    root.push_back(b.Dfa(free));
+  }
+  if (f.max_calls == 0) {  // free text alone (a request's tool_choice "none")
+    if (!f.free_text)
+      return Status(StatusCode::kInvalidArgument, "no calls and no free text: nothing to generate",
+                    f.origin + "#/max_calls");
+    g.rules[0].body = b.Seq(std::move(root));
+    return g;
+  }
   ExprId trig = -1;
   if (!p.per_tool) {
     LOCKSTEP_ASSIGN_OR_RETURN(trig, b.Marker(f.trigger, "trigger"));
@@ -802,9 +829,6 @@ Result<grammar::Grammar> SectionGrammar(const Vocabulary& vocab, const Structure
   const std::int32_t lo = one_section ? std::min(f.min_calls, 1) : f.min_calls;
   const std::int32_t hi = one_section ? 1 : f.max_calls;
   if (f.free_text) {
-    LOCKSTEP_ASSIGN_OR_RETURN(std::shared_ptr<const ByteDfa> free,
-                              FreeTextAutomaton(f, p.words, options, deadline));
-    root.push_back(b.Dfa(free));
     ExprId item = f.end.none() ? call : b.Seq({call, b.Dfa(free)});
     root.push_back(b.Repeat(item, lo, hi));
   } else {
@@ -819,7 +843,8 @@ Result<grammar::Grammar> SectionGrammar(const Vocabulary& vocab, const Structure
 Result<std::shared_ptr<const CompiledGrammar>> CompileStructured(const GrammarCompiler& compiler,
                                                                  const StructuredFormat& f,
                                                                  std::span<const ToolSpec> tools,
-                                                                 const CompileOptions& options) {
+                                                                 const CompileOptions& options,
+                                                                 std::vector<std::string>* warnings) {
   // One deadline for the tools' schemas, the free text and the lowering.
   const CompileDeadline deadline(options.compile_timeout_ms, options.cancel);
   try {
@@ -828,7 +853,9 @@ Result<std::shared_ptr<const CompiledGrammar>> CompileStructured(const GrammarCo
     LOCKSTEP_ASSIGN_OR_RETURN(p.used, UsedTools(f, tools));
     p.per_tool = f.trigger.kind == StructuredMarker::Kind::kTemplate;
     p.sole_grammar = !p.per_tool && p.used.size() == 1 && !p.used[0].grammar.empty();
-    LOCKSTEP_ASSIGN_OR_RETURN(p.alone, BodiesAlone(f, p, options, deadline));
+    if (f.max_calls > 0) {
+      LOCKSTEP_ASSIGN_OR_RETURN(p.alone, BodiesAlone(f, p, options, deadline, warnings));
+    }
     LOCKSTEP_ASSIGN_OR_RETURN(p.words, TriggerWords(f, p));
     LOCKSTEP_ASSIGN_OR_RETURN(grammar::Grammar g,
                               SectionGrammar(compiler.vocabulary(), f, p, options, deadline));
@@ -1090,10 +1117,21 @@ class CallParser {
 
 }  // namespace
 
+std::string ToolCallsJson(std::span<const ParsedCall> calls) {
+  ojson arr = ojson::array();
+  for (const ParsedCall& c : calls) {
+    ojson args = ojson::parse(c.arguments_json, nullptr, false);
+    if (args.is_discarded()) args = c.arguments_json;
+    arr.push_back({{"name", c.name}, {"arguments", std::move(args)}});
+  }
+  return arr.dump(-1, ' ', false, ojson::error_handler_t::replace);
+}
+
 Result<std::vector<ParsedCall>> ParseToolCalls(const StructuredFormat& format,
                                                const Vocabulary& vocab,
                                                std::span<const TokenId> tokens,
                                                std::span<const ToolSpec> tools) {
+  if (format.max_calls == 0) return std::vector<ParsedCall>{};  // no calls (tool_choice none)
   std::vector<std::int32_t> syms;
   for (TokenId t : tokens) {
     if (t < 0 || t >= vocab.size())

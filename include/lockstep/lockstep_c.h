@@ -185,6 +185,17 @@ lockstep_status lockstep_compile_grammar(const lockstep_vocab* vocab, const char
                                          const char* syntax,
                                          const lockstep_compile_options* options,
                                          lockstep_grammar** out);
+/* An OpenAI-style chat-completions body (`len` bytes of JSON): one constraint from its
+ * response_format, tools, tool_choice and parallel_tool_calls, other keys ignored (the mapping:
+ * docs/requests.md). `format` names the tools' chat format (a bundled name such as "qwen", or a
+ * format file); NULL or "" takes the body's "lockstep_format", else the vocabulary's family
+ * (Llama-3, Qwen2.5, Mistral). A malformed body is LOCKSTEP_INVALID_ARGUMENT with the JSON
+ * Pointer of the bad part in lockstep_last_error() ("invalid argument at /tool_choice: ...").
+ * A lenient json_schema's relaxed keywords are the grammar's warnings ("POINTER: message"). */
+lockstep_status lockstep_compile_request(const lockstep_vocab* vocab, const char* request_json,
+                                         size_t len, const char* format,
+                                         const lockstep_compile_options* options,
+                                         lockstep_grammar** out);
 void lockstep_grammar_free(lockstep_grammar* grammar);
 
 /* Logits width of the grammar's vocabulary; 0 for NULL. */
@@ -197,6 +208,26 @@ size_t lockstep_grammar_num_warnings(const lockstep_grammar* grammar);
 /* The i-th warning, NUL-terminated, valid while the grammar lives; NULL for NULL or i out of
  * range. */
 const char* lockstep_grammar_warning(const lockstep_grammar* grammar, size_t i);
+
+/* What a grammar compiled by lockstep_compile_request produces: free text, one JSON value, or
+ * free text and tool calls (with tool_choice "none" it is TEXT). */
+typedef enum lockstep_request_kind {
+  LOCKSTEP_REQUEST_TEXT = 0,
+  LOCKSTEP_REQUEST_JSON = 1,
+  LOCKSTEP_REQUEST_TOOLS = 2
+} lockstep_request_kind;
+/* The grammar's kind; LOCKSTEP_REQUEST_TEXT for NULL or a grammar not compiled from a request. */
+lockstep_request_kind lockstep_grammar_request_kind(const lockstep_grammar* grammar);
+/* The tool calls in generated `tokens` (n ids, without the final EOS) of a grammar compiled from
+ * a request with tools, read back without the automaton: the JSON array [{"name": ...,
+ * "arguments": ...}, ...] (empty when there are none). On input *inout_len is the capacity of
+ * `out` (NULL allowed when 0); on return the text's size with its NUL terminator, and the text
+ * is written only when that fits (else call again with that capacity).
+ * LOCKSTEP_INVALID_ARGUMENT for a grammar without tools or tokens that are not well-formed
+ * calls under its format ("byte N"). */
+lockstep_status lockstep_grammar_parse_calls(const lockstep_grammar* grammar,
+                                             const int32_t* tokens, size_t n, char* out,
+                                             size_t* inout_len);
 
 /* ---- compiled artifacts (docs/artifacts.md) ------------------------------------------------ */
 

@@ -59,6 +59,8 @@ struct StructuredFormat {
   StructuredBody body = StructuredBody::kNameField;
   std::string arguments_key = "arguments";
   std::int32_t min_calls = 0;
+  // 0 (not in format files; a request's tool_choice "none"): no calls, the free text alone,
+  // which never contains a text trigger.
   std::int32_t max_calls = 1;
   // The tools this format allows, by name (empty: all the tools given); a name the tools do not
   // define is an error of CompileStructured.
@@ -74,6 +76,10 @@ struct ToolSpec {
   // python tag. Only with per-tool triggers (body "arguments") and an end marker; the call's
   // arguments read back are the body's text (ParsedCall::arguments_json holds it as a JSON string).
   std::string grammar;
+  // Where the schema sits, a JSON Pointer (ParseTools: "/N/parameters", "/N/function/parameters",
+  // ...); empty: nowhere known. CompileStructured locates errors and warnings inside the schema
+  // under it.
+  std::string origin;
 };
 
 struct ParsedCall {
@@ -103,26 +109,34 @@ Result<std::vector<ToolSpec>> ParseTools(std::string_view json_text);
 //   call ::= trigger_1 body_1 end | trigger_2 body_2 end | ...            (kTemplate trigger)
 // Errors: a marker naming a special token the vocabulary lacks; a text trigger that can never
 // appear (a byte no token emits); no tools, a duplicate tool name; a tool whose schema does not
-// compile (message names the tool, location its JSON Pointer in the tool's schema); a name in
+// compile (message names the tool, location its JSON Pointer in the tool's schema, under the
+// tool's origin); a name in
 // format.tools the tools do not define (kInvalidArgument, location "ORIGIN#/tools/N"); per-tool
 // triggers one of which contains another; a free-text regex that does not compile
 // (kInvalidRegex, location "ORIGIN#/free_text/regex") or that no text without a trigger (and
 // within the bound) matches (kInvalidArgument); a bounded free-text automaton over max_dfa_states
-// (kResourceLimit).
-Result<std::shared_ptr<const CompiledGrammar>> CompileStructured(const GrammarCompiler& compiler,
-                                                                 const StructuredFormat& format,
-                                                                 std::span<const ToolSpec> tools,
-                                                                 const CompileOptions& options = {});
+// (kResourceLimit). With options.schema_lenient, `warnings` (when given) receives one
+// "ORIGIN/POINTER: message" per relaxed keyword of a tool's schema ("tool 'X': POINTER: message"
+// for a tool without an origin).
+Result<std::shared_ptr<const CompiledGrammar>> CompileStructured(
+    const GrammarCompiler& compiler, const StructuredFormat& format,
+    std::span<const ToolSpec> tools, const CompileOptions& options = {},
+    std::vector<std::string>* warnings = nullptr);
 
 // An independent parser (no automaton) of generated tokens: the calls in order, each with its
 // name and arguments. Special tokens match markers by id; bodies are found by scanning JSON
 // extents and parsed as JSON. kInvalidArgument (location "byte N") when the output is not
 // well-formed under the format. Per-tool (template) triggers are searched for the names of
 // format.tools, else of `tools`; with neither, "{name}" matches up to the first occurrence of
-// the template's text after it (or a run of [A-Za-z0-9_.-] when nothing follows it).
+// the template's text after it (or a run of [A-Za-z0-9_.-] when nothing follows it). A format
+// with max_calls 0 has no calls to read: always empty.
 Result<std::vector<ParsedCall>> ParseToolCalls(const StructuredFormat& format,
                                                const Vocabulary& vocab,
                                                std::span<const TokenId> tokens,
                                                std::span<const ToolSpec> tools = {});
+
+// The calls as a JSON array text, [{"name": ..., "arguments": ...}, ...], each arguments value
+// as generated (parsed JSON; a grammar tool's text as a JSON string).
+std::string ToolCallsJson(std::span<const ParsedCall> calls);
 
 }  // namespace lockstep

@@ -656,6 +656,54 @@ class LogitsProcessorTest(unittest.TestCase):
         proc(np.zeros((2, 0), dtype=np.int64), scores)
 
 
+class RequestTest(unittest.TestCase):
+    """lockstep.compile_request (lockstep/request.h): a chat-completions body on the Llama-3
+    vocabulary (format llama3 from its family); the calls read back; malformed parts located."""
+
+    TOOLS = [{"type": "function", "function": {
+        "name": "add", "parameters": {"type": "object", "properties": {"a": {"type": "integer"}},
+                                      "required": ["a"], "additionalProperties": False}}}]
+
+    def test_named_function_call_reads_back(self):
+        body = {"model": "m", "messages": [], "tools": self.TOOLS,
+                "tool_choice": {"type": "function", "function": {"name": "add"}}}
+        g = lockstep.compile_request(vocab(), body)
+        self.assertEqual(g.request_kind, "tools")
+        m = lockstep.Matcher(g)
+        self.assertFalse(m.accept_string("Sure"))  # no free text before the call
+        python_tag = vocab().find_token("<|reserved_special_token_5|>")
+        eom = vocab().find_token("<|reserved_special_token_4|>")
+        ids = [python_tag] + vocab().encode('{"name": "add", "parameters": {"a": 4}}',
+                                            add_dummy_prefix=False) + [eom]
+        for i in ids:
+            self.assertTrue(m.accept_token(i), i)
+        self.assertTrue(m.can_end())
+        self.assertEqual(g.parse_calls(ids), [{"name": "add", "arguments": {"a": 4}}])
+
+    def test_response_formats(self):
+        body = json.dumps({"response_format": {"type": "json_object"}})
+        g = lockstep.compile_request(vocab(), body)
+        self.assertEqual(g.request_kind, "json")
+        self.assertFalse(lockstep.Matcher(g).accept_string("[1]"))
+        self.assertTrue(lockstep.Matcher(g).accept_string('{"k": [1]}'))
+        self.assertEqual(lockstep.compile_request(vocab(), {}).request_kind, "text")
+        with self.assertRaises(lockstep.Error):
+            lockstep.compile_request(vocab(), {}).parse_calls([1])
+        self.assertIsNone(lockstep.compile_regex(vocab(), "a").request_kind)
+
+    def test_malformed_parts_are_located(self):
+        for body, pointer in (({"response_format": {"type": "xml"}}, "/response_format/type"),
+                              ({"tools": self.TOOLS, "tool_choice": "maybe"}, "/tool_choice"),
+                              ({"tools": [{"type": "function", "function": {}}]},
+                               "/tools/0/function/name")):
+            with self.assertRaises(lockstep.Error) as cm:
+                lockstep.compile_request(vocab(), body)
+            self.assertEqual(cm.exception.location, pointer)
+        with self.assertRaises(lockstep.Error) as cm:
+            lockstep.compile_request(vocab(), {"tools": self.TOOLS}, format="nope")
+        self.assertIn("unknown format", str(cm.exception))
+
+
 class SchemaValidatorTest(unittest.TestCase):
     """lockstep.SchemaValidator (lockstep/validator.h): a schema loaded once, verdicts with errors
     located by JSON Pointers, the options of `lockstep validate`, failures as lockstep.Error, and

@@ -64,7 +64,7 @@ std::vector<ToolSpec> Tools() {
   for (const char* name : {"get_weather", "book_flight"}) {
     ojson j = ojson::parse(
         testing::ReadFile(testing::SourceDataDir() + "/tools/" + name + ".json"));
-    out.push_back({name, j["properties"]["arguments"].dump(), ""});
+    out.push_back({name, j["properties"]["arguments"].dump(), "", ""});
   }
   return out;
 }
@@ -574,15 +574,15 @@ TEST(StructuredErrors, BadTools) {
   auto f = LoadFormat("qwen");
   ASSERT_TRUE(f.ok());
   GrammarCompiler compiler(Vocab("qwen2.5"));
-  std::vector<ToolSpec> dup = {{"a", "{}", ""}, {"a", "{}", ""}};
+  std::vector<ToolSpec> dup = {{"a", "{}", "", ""}, {"a", "{}", "", ""}};
   auto g1 = CompileStructured(compiler, *f, dup);
   ASSERT_FALSE(g1.ok());
   EXPECT_NE(g1.status().message().find("duplicate tool name 'a'"), std::string::npos);
-  std::vector<ToolSpec> empty = {{"", "{}", ""}};
+  std::vector<ToolSpec> empty = {{"", "{}", "", ""}};
   EXPECT_FALSE(CompileStructured(compiler, *f, empty).ok());
   EXPECT_FALSE(CompileStructured(compiler, *f, std::span<const ToolSpec>{}).ok());
   std::vector<ToolSpec> bad = {
-      {"weather", R"({"type": "object", "properties": {"x": {"type": "strin"}}})", ""}};
+      {"weather", R"({"type": "object", "properties": {"x": {"type": "strin"}}})", "", ""}};
   auto g2 = CompileStructured(compiler, *f, bad);
   ASSERT_FALSE(g2.ok());
   EXPECT_NE(g2.status().message().find("tool 'weather'"), std::string::npos)
@@ -769,7 +769,7 @@ TEST(StructuredErrors, PerToolAndFreeTextErrors) {
   auto nested = ParseFormat(R"({"name": "x", "trigger": {"text_template": "{name}:"},
       "end": {"text": ";"}})", "n.json");
   ASSERT_TRUE(nested.ok());
-  std::vector<ToolSpec> nt = {{"f", "{}", ""}, {"ff", "{}", ""}};
+  std::vector<ToolSpec> nt = {{"f", "{}", "", ""}, {"ff", "{}", "", ""}};
   auto gn = CompileStructured(compiler, *nested, nt);
   ASSERT_FALSE(gn.ok());
   EXPECT_NE(gn.status().message().find("contains trigger 'f:'"), std::string::npos)
