@@ -43,12 +43,12 @@ const Setup& Data() {
     s->tools = {{"get_weather",
                  R"({"type":"object","properties":{"location":{"type":"string"},)"
                  R"("days":{"type":"integer","minimum":1,"maximum":14}},"required":["location"]})",
-                 ""},
+                 "", ""},
                 {"book_flight",
                  R"({"type":"object","properties":{"origin":{"type":"string","pattern":"^[A-Z]{3}$"},)"
                  R"("destination":{"type":"string","pattern":"^[A-Z]{3}$"}},)"
                  R"("required":["origin","destination"]})",
-                 ""}};
+                 "", ""}};
     std::string text;
     for (int i = 0; i < 8; ++i) text += kProse;
     s->prose = *s->vocab->Encode(text);
