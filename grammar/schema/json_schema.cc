@@ -539,6 +539,10 @@ Result<std::shared_ptr<const Schema>> Schema::Load(std::string_view text,
     const std::size_t at = std::min<std::size_t>(e.byte == 0 ? 0 : e.byte - 1, text.size());
     return Status(StatusCode::kInvalidSchema, "schema is not valid JSON: " + why,
                   LineColumn(text, at));
+  } catch (const json::exception& e) {
+    // Not a syntax error but a value the parser cannot hold (a number out of range): no offset.
+    return Status(StatusCode::kInvalidSchema, std::string("schema is not valid JSON: ") + e.what(),
+                  "/");
   }
   return FromJson(std::move(root), options);
 }

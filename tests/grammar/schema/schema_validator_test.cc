@@ -226,6 +226,10 @@ TEST(SchemaValidator, UnusableSchemasAreLocatedErrors) {
   ASSERT_FALSE(bad_json.ok());
   EXPECT_EQ(bad_json.status().location().rfind("2:", 0), 0u) << bad_json.status().ToString();
   EXPECT_NE(bad_json.status().message().find("schema is not valid JSON: "), std::string::npos);
+  // A number the parser cannot hold is refused the same way (no offset), never thrown.
+  Result<SchemaValidator> huge = SchemaValidator::Create(R"({"oneOf": 33333333e953})");
+  ASSERT_FALSE(huge.ok());
+  EXPECT_EQ(huge.status().code(), StatusCode::kInvalidSchema);
   SchemaValidatorOptions o;
   o.max_depth = 0;
   Result<SchemaValidator> v = SchemaValidator::Create("{}", o);
