@@ -77,6 +77,7 @@ class Emitter {
       return Status(StatusCode::kUnsupported,
                     "the meta-schema leaves out the validation vocabulary", "/$schema");
     }
+    LOCKSTEP_RETURN_IF_ERROR(NoReservedKeywords());
     if (o_.whitespace == Whitespace::kFlexible) {
       ws_rule_ = NewRule("ws");
       Expr cls;
@@ -107,6 +108,25 @@ class Emitter {
   static SchemaCompileOptions WithLexicalDeadline(SchemaCompileOptions o) {
     o.lexical.deadline = o.deadline;
     return o;
+  }
+
+  // Keywords named "$ls:..." are the compiler's own (the subschemas it makes: negations, member
+  // witnesses, node references); in a schema they would be read as such, so they are refused.
+  // The first in location order is named.
+  Status NoReservedKeywords() const {
+    std::string first;
+    for (const json* n : s_.Nodes()) {
+      if (!n->is_object()) continue;
+      for (auto& [k, v] : n->items()) {
+        if (k.rfind("$ls:", 0) != 0) continue;
+        std::string loc = s_.Location(n) + Model::JsonPointerSegmentOf(k);
+        if (first.empty() || loc < first) first = loc;
+      }
+    }
+    if (first.empty()) return Status::Ok();
+    return Status(StatusCode::kUnsupported,
+                  "keywords starting with \"$ls:\" are reserved for the compiler's own subschemas",
+                  first);
   }
 
   // ---- IR builders (every ExprId has one parent; shared parts are rules) ----
@@ -479,13 +499,22 @@ class Emitter {
     return Add(std::move(out));
   }
 
-  // The string tokens `c` admits, as one automaton (key classes of patternProperties).
+  // The string tokens `c` admits, as one automaton (key classes of patternProperties and of
+  // witness members).
   Result<ByteDfa> KeyDfa(const StringConstraint& c) {
-    if (!c.pattern && c.also_patterns.empty() && !c.max_length && c.min_length == 0 &&
-        !c.format && c.excluded.empty() && c.also_formats.empty() && c.not_formats.empty()) {
-      // Every string token under canonical escaping (RenderJsonString).
+    if (!c.pattern && c.also_patterns.empty() && !c.format && c.excluded.empty() &&
+        c.also_formats.empty() && c.not_formats.empty() && c.not_patterns.empty()) {
+      // Every string token under canonical escaping (RenderJsonString), of min_length to
+      // max_length code points.
+      if (c.max_length && *c.max_length < c.min_length) return ByteDfa{};
+      std::string count = "*";
+      if (c.max_length || c.min_length > 0) {
+        count = "{" + std::to_string(c.min_length) + "," +
+                (c.max_length ? std::to_string(*c.max_length) : std::string()) + "}";
+      }
       return CompileRegexToDfa(
-          "\"([^\"\\\\\\x00-\\x1F]|\\\\[\"\\\\bfnrt]|\\\\u00(0[0-7]|0b|0e|0f|1[0-9a-f]))*\"");
+          "\"([^\"\\\\\\x00-\\x1F]|\\\\[\"\\\\bfnrt]|\\\\u00(0[0-7]|0b|0e|0f|1[0-9a-f]))" + count +
+          "\"");
     }
     grammar::Grammar scratch;
     auto id = AddStringExpr(&scratch, c, o_.lexical);
@@ -497,13 +526,17 @@ class Emitter {
     if (e.kind == ExprKind::kByteDfa && e.dfa) return *e.dfa;
     if (e.kind == ExprKind::kLexeme) return CompileRegexToDfa(e.text);
     return Status(StatusCode::kUnsupported,
-                  "patternProperties: this key terminal is not one automaton, so its key classes "
-                  "cannot be built");
+                  "this key terminal is not one automaton, so its key classes (patternProperties, "
+                  "negated additionalProperties / propertyNames) cannot be built");
   }
 
-  // Extra members when patternProperties apply: one member kind per class of keys (the patterns
-  // a key matches), 2^n classes for n patterns.
-  Status PatternExtras(const ObjectPlan& plan, int depth, std::vector<ExprId>* kinds) {
+  // The kinds of extra members when patternProperties apply: one per class of keys (the patterns
+  // a key matches), 2^n classes for n patterns, each with the conjunction its values take.
+  struct ExtraKind {
+    ByteDfa keys;
+    Conj conj;
+  };
+  Status PatternKinds(const ObjectPlan& plan, std::vector<ExtraKind>* kinds) {
     const std::size_t n = plan.patterns.size();
     if (n > 4) {
       return Status(StatusCode::kUnsupported,
@@ -533,14 +566,86 @@ class Emitter {
       for (std::size_t t = 0; t < n; ++t)
         if (mask & (std::size_t{1} << t)) c.push_back({plan.patterns[t].second, 0});
       if (mask == 0 && plan.pattern_rest) c.push_back({plan.pattern_rest, 0});
+      kinds->push_back({std::move(keys), std::move(c)});
+    }
+    return Status::Ok();
+  }
+
+  // One member "KEY : VALUE" of each kind whose value can hold, as alternatives.
+  Result<ExprId> KindMembers(const std::vector<ExtraKind>& kinds, const Conj& also, int depth) {
+    std::vector<ExprId> alts;
+    for (const ExtraKind& k : kinds) {
+      Conj c = k.conj;
+      c.insert(c.end(), also.begin(), also.end());
       auto v = CompileConj(c, depth + 1);
       if (!v.ok()) return v.status();
       if (IsNever(*v)) continue;
       Expr key;
       key.kind = ExprKind::kByteDfa;
-      key.dfa = std::make_shared<const ByteDfa>(std::move(keys));
-      kinds->push_back(Seq({Add(std::move(key)), Ws(), Lit(":"), Ws(), *v}));
+      key.dfa = std::make_shared<const ByteDfa>(k.keys);
+      alts.push_back(Seq({Add(std::move(key)), Ws(), Lit(":"), Ws(), *v}));
     }
+    return Alt(std::move(alts));
+  }
+
+  // Objects under $ls:someMember (negated additionalProperties, patternProperties,
+  // propertyNames): which witnesses a member can be, by subsets of the object's requirements.
+  static constexpr std::size_t kMaxWitnesses = 3;
+  struct Witnesses {
+    std::size_t n = 0;  // requirements; states are the subsets met so far
+    std::vector<std::vector<ByteDfa>> keys;  // per requirement: its key class, as a union
+  };
+  Status PlanWitnesses(const Facts& f, Witnesses* w) {
+    w->n = f.some_members.size();
+    if (w->n > kMaxWitnesses) {
+      return Status(StatusCode::kUnsupported,
+                    "more than " + std::to_string(kMaxWitnesses) +
+                        " 'some member breaks it' requirements on one object (negated "
+                        "additionalProperties / patternProperties / propertyNames)",
+                    cur_loc_);
+    }
+    for (const json* some : f.some_members) {
+      auto classes = m_.WitnessKeyClasses(*some);
+      if (!classes.ok()) return classes.status();
+      std::vector<ByteDfa> dfas;
+      for (const StringConstraint& sc : *classes) {
+        auto d = KeyDfa(sc);
+        if (!d.ok()) return WithLoc(d.status(), m_.Loc(some));
+        if (d->start != ByteDfa::kDead) dfas.push_back(std::move(*d));
+      }
+      w->keys.push_back(std::move(dfas));
+    }
+    return Status::Ok();
+  }
+  Conj WitnessValues(const Facts& f, std::size_t subset) const {
+    Conj c;
+    for (std::size_t t = 0; t < f.some_members.size(); ++t)
+      if (subset & (std::size_t{1} << t)) c.push_back(Model::WitnessConj(*f.some_members[t])[0]);
+    return c;
+  }
+  // The extra kinds whose keys are in every class of `subset` (keys intersected).
+  Status WitnessKinds(const std::vector<ExtraKind>& kinds, const Witnesses& w, std::size_t subset,
+                      std::vector<ExtraKind>* out) {
+    std::vector<ExtraKind> cur = kinds;
+    for (std::size_t t = 0; t < w.n; ++t) {
+      if (!(subset & (std::size_t{1} << t))) continue;
+      std::vector<ExtraKind> next;
+      for (const ExtraKind& k : cur) {
+        for (const ByteDfa& d : w.keys[t]) {
+          auto x = ProductDfa(k.keys, d, o_.lexical.max_dfa_states, o_.deadline, false);
+          if (!x.ok()) return WithLoc(x.status(), cur_loc_);
+          if (x->start != ByteDfa::kDead) next.push_back({std::move(*x), k.conj});
+        }
+      }
+      if (next.size() > 64) {
+        return Status(StatusCode::kResourceLimit,
+                      "more than 64 key classes for the members that break a negated "
+                      "additionalProperties / patternProperties / propertyNames",
+                      cur_loc_);
+      }
+      cur = std::move(next);
+    }
+    *out = std::move(cur);
     return Status::Ok();
   }
 
@@ -550,88 +655,152 @@ class Emitter {
     auto plan = m_.PlanObject(f);
     if (!plan.ok()) return plan.status();
     if (plan->never) return Never();
+    Witnesses wit;
+    LOCKSTEP_RETURN_IF_ERROR(PlanWitnesses(f, &wit));
+    const std::size_t subsets = std::size_t{1} << wit.n, full = subsets - 1;
     struct M {
-      RuleId rule;
+      // variants[s]: the member as the witness of the requirements in subset s (0: none).
+      std::vector<std::pair<std::size_t, RuleId>> variants;
       bool required;
     };
     std::vector<M> members;
     for (const Member& m : plan->members) {
       if (m.forbidden) continue;
-      auto v = CompileConj(m.conj, depth + 1);
-      if (!v.ok()) return v;
-      if (IsNever(*v)) {
-        if (m.required) return Never();
-        continue;
+      M out{{}, m.required};
+      for (std::size_t s = 0; s < subsets; ++s) {
+        bool in_all = true;
+        for (std::size_t t = 0; t < wit.n && in_all; ++t) {
+          if (!(s & (std::size_t{1} << t))) continue;
+          auto in = m_.KeyInClass(*f.some_members[t], m.key);
+          if (!in.ok()) return in.status();
+          in_all = *in;
+        }
+        if (!in_all) continue;
+        Conj c = m.conj;
+        Conj wv = WitnessValues(f, s);
+        c.insert(c.end(), wv.begin(), wv.end());
+        auto v = CompileConj(c, depth + 1);
+        if (!v.ok()) return v;
+        if (IsNever(*v)) continue;
+        ExprId e = Seq({Lit(RenderJsonString(m.key)), Ws(), Lit(":"), Ws(), *v});
+        out.variants.emplace_back(s, RuleOf(e, "m"));
       }
-      ExprId e = Seq({Lit(RenderJsonString(m.key)), Ws(), Lit(":"), Ws(), *v});
-      members.push_back({RuleOf(e, "m"), m.required});
+      if (out.variants.empty() || out.variants[0].first != 0) {
+        if (m.required) return Never();
+        if (out.variants.empty()) continue;
+      }
+      members.push_back(std::move(out));
     }
-    RuleId extra = -1;
+    // extra[s]: one extra member as the witness of subset s (extra[0]: any extra member).
+    std::vector<RuleId> extra(subsets, -1);
     if (plan->extras) {
-      std::vector<ExprId> kinds;
-      Status st = plan->patterns.empty() ? Status::Ok() : PatternExtras(*plan, depth, &kinds);
+      std::vector<ExtraKind> kinds;
+      Status st = plan->patterns.empty() ? Status::Ok() : PatternKinds(*plan, &kinds);
       if (!st.ok() && !m_.Relax(st)) return st;
       if (!st.ok()) kinds.clear();
-      if (plan->patterns.empty() || !st.ok()) {
+      ExprId x = Never();
+      if (!plan->patterns.empty() && st.ok()) {
+        LOCKSTEP_ASSIGN_OR_RETURN(x, KindMembers(kinds, {}, depth));
+      } else {
         // Relaxed patterns: any value.
         auto v = CompileConj(st.ok() ? plan->extra_conj : Conj{}, depth + 1);
         if (!v.ok()) return v;
         if (!IsNever(*v)) {
           auto k = AddStringExpr(&g_, plan->extra_key, o_.lexical);
           if (k.ok()) {
-            kinds.push_back(Seq({*k, Ws(), Lit(":"), Ws(), *v}));
+            x = Seq({*k, Ws(), Lit(":"), Ws(), *v});
           } else if (k.status().code() != StatusCode::kUnsatisfiable) {
             return WithLoc(k.status(), cur_loc_);
           }
         }
+        if (wit.n > 0 && !IsNever(x)) {
+          auto keys = KeyDfa(plan->extra_key);
+          if (!keys.ok()) return WithLoc(keys.status(), cur_loc_);
+          kinds = {{std::move(*keys), st.ok() ? plan->extra_conj : Conj{}}};
+        }
       }
-      ExprId x = Alt(std::move(kinds));
-      if (!IsNever(x)) extra = RuleOf(x, "x");
+      if (!IsNever(x)) extra[0] = RuleOf(x, "x");
+      for (std::size_t s = 1; s < subsets && extra[0] >= 0; ++s) {
+        std::vector<ExtraKind> ws;
+        LOCKSTEP_RETURN_IF_ERROR(WitnessKinds(kinds, wit, s, &ws));
+        LOCKSTEP_ASSIGN_OR_RETURN(ExprId wx, KindMembers(ws, WitnessValues(f, s), depth));
+        if (!IsNever(wx)) extra[s] = RuleOf(wx, "x");
+      }
     }
     const std::int64_t min_p = f.min_props;
     const std::optional<std::int64_t> max_p = f.max_props;
     if (max_p && *max_p < min_p) return Never();
     const std::int64_t cap = max_p ? *max_p : std::max<std::int64_t>(min_p, 1);
     const auto n = static_cast<std::int64_t>(members.size());
-    if ((n + 1) * (std::min(n, cap) + 1) > 400000) {
+    if ((n + 1) * (std::min(n, cap) + 1) * static_cast<std::int64_t>(subsets) > 400000) {
       return Status(StatusCode::kResourceLimit,
                     "too many (property, count) states for minProperties/maxProperties", cur_loc_);
     }
     auto tail = [&](std::int64_t c) -> ExprId {
       std::int64_t rmin = std::max<std::int64_t>(0, min_p - c);
       std::int64_t rmax = max_p ? *max_p - c : -1;
-      if (extra < 0) rmax = 0;
+      if (extra[0] < 0) rmax = 0;
       if (rmax == 0) return rmin > 0 ? Never() : Empty();
-      if (c > 0) return Rep(Seq({Comma(), Ref(extra)}), rmin, rmax);
-      ExprId e = Seq({Ws(), Ref(extra),
-                      Rep(Seq({Comma(), Ref(extra)}), std::max<std::int64_t>(0, rmin - 1),
+      if (c > 0) return Rep(Seq({Comma(), Ref(extra[0])}), rmin, rmax);
+      ExprId e = Seq({Ws(), Ref(extra[0]),
+                      Rep(Seq({Comma(), Ref(extra[0])}), std::max<std::int64_t>(0, rmin - 1),
                           rmax < 0 ? -1 : rmax - 1)});
       return rmin == 0 ? Alt({Empty(), e}) : e;
     };
-    // state[c] of position i: c members emitted so far (saturated at cap).
-    std::vector<RuleId> next;
+    // The extra members while requirements are still unmet: w is the subset met so far; one
+    // rule per (count, w), declared first (they refer to each other).
+    std::vector<std::vector<RuleId>> open_tail(cap + 1, std::vector<RuleId>(subsets, -1));
+    for (std::int64_t c = 0; c <= cap && wit.n > 0; ++c)
+      for (std::size_t w = 0; w < full; ++w) open_tail[c][w] = NewRule("t" + std::to_string(c));
+    auto tail_at = [&](std::int64_t c, std::size_t w) -> ExprId {
+      return w == full ? tail(c) : Ref(open_tail[c][w]);
+    };
+    for (std::int64_t c = 0; c <= cap && wit.n > 0; ++c) {
+      for (std::size_t w = 0; w < full; ++w) {
+        ExprId body = Never();
+        if (!(max_p && c >= *max_p)) {
+          const std::int64_t c2 = std::min(c + 1, cap);
+          std::vector<ExprId> alts;
+          for (std::size_t s = 0; s < subsets; ++s) {
+            if (extra[s] < 0 || (s & w) != 0) continue;  // (s \ w is a variant too)
+            alts.push_back(Seq({c > 0 ? Comma() : Ws(), Ref(extra[s]), tail_at(c2, w | s)}));
+          }
+          body = Alt(std::move(alts));
+        }
+        g_.rules[open_tail[c][w]].body = body;
+      }
+    }
+    // state[c][w] of position i: c members emitted so far (saturated at cap), w the subset of
+    // requirements met.
+    std::vector<std::vector<RuleId>> next;
     for (std::int64_t i = n; i >= 0; --i) {
       std::int64_t top = std::min(i, cap);
-      std::vector<RuleId> cur(top + 1);
+      std::vector<std::vector<RuleId>> cur(top + 1, std::vector<RuleId>(subsets, -1));
       for (std::int64_t c = 0; c <= top; ++c) {
-        ExprId body;
-        if (i == n) {
-          body = tail(c);
-        } else {
-          const M& m = members[i];
-          ExprId emit =
-              (max_p && c == *max_p)
-                  ? Never()
-                  : Seq({c > 0 ? Comma() : Ws(), Ref(m.rule), Ref(next[std::min(c + 1, cap)])});
-          ExprId skip = m.required ? Never() : Ref(next[c]);
-          body = Alt({emit, skip});
+        for (std::size_t w = 0; w < subsets; ++w) {
+          ExprId body;
+          if (i == n) {
+            body = tail_at(c, w);
+          } else {
+            const M& m = members[i];
+            std::vector<ExprId> alts;
+            if (!(max_p && c == *max_p)) {
+              for (const auto& [s, rule] : m.variants) {
+                if ((s & w) != 0) continue;
+                alts.push_back(Seq({c > 0 ? Comma() : Ws(), Ref(rule),
+                                    Ref(next[std::min(c + 1, cap)][w | s])}));
+              }
+            }
+            if (!m.required) alts.push_back(Ref(next[c][w]));
+            body = Alt(std::move(alts));
+          }
+          cur[c][w] = RuleOf(body, "o");
         }
-        cur[c] = RuleOf(body, "o");
       }
       next = std::move(cur);
       LOCKSTEP_RETURN_IF_ERROR(Budget(cur_loc_));
     }
-    return Seq({Lit("{"), Ref(next[0]), Ws(), Lit("}")});
+    return Seq({Lit("{"), Ref(next[0][0]), Ws(), Lit("}")});
   }
 
   // ---- arrays ----

@@ -37,6 +37,19 @@ void MergeNameStrings(const Facts& nf, StringConstraint& names) {
   }
 }
 
+// The keys of a $ls:someMember class without keyNot: those a pattern matches, or those outside
+// the names that match none of the patterns.
+StringConstraint ClassKeys(const json& some) {
+  StringConstraint sc;
+  if (const json* pat = Kw(some, "pattern")) {
+    sc.pattern = pat->get<std::string>();
+  } else {
+    for (const json& n : some.at("names")) sc.excluded.push_back(n.get<std::string>());
+    for (const json& p : some.at("notPatterns")) sc.not_patterns.push_back(p.get<std::string>());
+  }
+  return sc;
+}
+
 }  // namespace
 
 Result<Conj> Model::PropConj(const Facts& f, const std::string& key) {
@@ -393,6 +406,16 @@ Result<bool> Model::CheckFacts(const Facts& f, const json& v, int depth, const O
       }
       if (!r.ok() || !*r) return r;
     }
+    for (const json* some : f.some_members) {
+      bool found = false;
+      for (auto& [k, val] : v.items()) {
+        LOCKSTEP_ASSIGN_OR_RETURN(bool in, KeyInClass(*some, k));
+        if (!in) continue;
+        LOCKSTEP_ASSIGN_OR_RETURN(found, Check(WitnessConj(*some), val, depth + 1));
+        if (found) break;
+      }
+      if (!found) return false;
+    }
     return true;
   }
   if (v.is_array()) {
@@ -420,6 +443,55 @@ Result<bool> Model::CheckFacts(const Facts& f, const json& v, int depth, const O
     return true;
   }
   return true;
+}
+
+Result<bool> Model::KeyInClass(const json& some, const std::string& key) {
+  if (const json* key_not = Kw(some, "keyNot")) {
+    const json& k = key_values_.try_emplace(key, key).first->second;
+    LOCKSTEP_ASSIGN_OR_RETURN(bool holds, Check({{key_not, 0}}, k));
+    return !holds;
+  }
+  return StringMatches(ClassKeys(some), key);
+}
+
+Result<std::vector<StringConstraint>> Model::WitnessKeyClasses(const json& some) {
+  std::vector<StringConstraint> out;
+  const json* key_not = Kw(some, "keyNot");
+  if (!key_not) {
+    out.push_back(ClassKeys(some));
+    return out;
+  }
+  // The strings propertyNames rejects: its negation over strings, one class per alternative.
+  LOCKSTEP_ASSIGN_OR_RETURN(const json* neg, Negate(key_not));
+  const json* strings = MakeSynth(json{{"type", "string"}}, Loc(key_not));
+  std::vector<Conj> work = {{{neg, 0}, {strings, 0}}};
+  std::size_t steps = 0;
+  while (!work.empty()) {
+    Conj c = std::move(work.back());
+    work.pop_back();
+    if (++steps > 64) {
+      return Status(StatusCode::kResourceLimit,
+                    "the negation of propertyNames splits into more than 64 alternatives",
+                    Loc(key_not));
+    }
+    LOCKSTEP_ASSIGN_OR_RETURN(Flat fl, Expand(c));
+    if (fl.never) continue;
+    if (fl.split >= 0) {
+      for (Conj& alt : Alternatives(fl)) work.push_back(std::move(alt));
+      continue;
+    }
+    LOCKSTEP_ASSIGN_OR_RETURN(Facts nf, BuildFacts(fl));
+    if (!(nf.types & kTString)) continue;
+    if (nf.enum_vals) {
+      return Status(StatusCode::kUnsupported,
+                    "the negation of propertyNames is a list of names (enum or const)",
+                    Loc(key_not));
+    }
+    StringConstraint sc;
+    MergeNameStrings(nf, sc);
+    out.push_back(std::move(sc));
+  }
+  return out;
 }
 
 Result<std::optional<std::vector<json>>> Model::FiniteValues(const Conj& c, int depth) {

@@ -84,6 +84,10 @@ struct Facts {
   std::set<std::string> absent;
   std::int64_t min_props = 0;
   std::optional<std::int64_t> max_props;
+  // $ls:someMember values (negated additionalProperties, patternProperties, propertyNames): the
+  // object needs, for each, at least one member whose key is in its class and whose value
+  // satisfies its "value" (see Model::NegateMemberClass).
+  std::vector<const json*> some_members;
   // arrays
   std::vector<const json*> arr;
   std::int64_t min_items = 0;
@@ -173,6 +177,12 @@ class Model {
   Result<bool> CheckFacts(const Facts& f, const json& v, int depth,
                           const ObjectPlan* plan = nullptr);
   Result<bool> StringMatches(const StringConstraint& c, const std::string& s);
+  // Is `key` in the class of keys of the $ls:someMember value `some`.
+  Result<bool> KeyInClass(const json& some, const std::string& key);
+  // The same class as string constraints whose union it is (a negated propertyNames may split).
+  Result<std::vector<StringConstraint>> WitnessKeyClasses(const json& some);
+  // The value of `some` a witness member must satisfy.
+  static Conj WitnessConj(const json& some) { return {{&some.at("value"), 0}}; }
 
   // Expand, BuildFacts and PlanObject of one conjunction (exactly as given: the order of its
   // nodes decides which anyOf is split first), each computed once per Model.
@@ -221,6 +231,9 @@ class Model {
   bool NegateMemberKeyword(Negation& neg, const std::string& k, const json& v);
   // $ls:node, anyOf, allOf, oneOf, not, if: through their subschemas and those negated.
   bool NegateApplicator(Negation& neg, const std::string& k, const json& v);
+  // additionalProperties, patternProperties, propertyNames: some member in the keyword's class
+  // fails it ($ls:someMember); $ls:someMember: every member of its class holds.
+  void NegateMemberClass(Negation& neg, const std::string& k, const json& v);
   // uniqueItems, format, multipleOf, pattern and the keywords whose negation no grammar
   // expresses: RefuseNegation, unless the keyword asserts nothing there.
   void RefuseWithoutComplement(Negation& neg, const std::string& k, const json& v);
@@ -280,6 +293,9 @@ class Model {
   // Check: by the sorted conjunction's bytes and the value's address, while a scope is open.
   std::unordered_map<std::string, bool> check_memo_;
   int check_scopes_ = 0;
+  // Keys checked as instances (propertyNames of a witness): one stable address per key, as
+  // Check's memo requires.
+  std::unordered_map<std::string, json> key_values_;
   bool UniqueDynamicAnchor(const json& target);
 
   friend bool IrMatch(Model*, const grammar::Grammar&, grammar::ExprId, const std::string&);

@@ -781,6 +781,9 @@ bool Model::NegateMemberKeyword(Negation& neg, const std::string& k, const json&
       alts.push_back(Typed(kTObject, json{{"required", json::array({name})},
                                           {"properties", json{{name, LazyNot(&sub)}}}}));
     }
+  } else if (k == "additionalProperties" || k == "patternProperties" || k == "propertyNames" ||
+             k == "$ls:someMember") {
+    NegateMemberClass(neg, k, v);
   } else if (k == "items") {
     if (IsTrivial(v)) return true;
     if (v.is_array() || (!draft7 && n.contains("prefixItems"))) {
@@ -814,6 +817,53 @@ bool Model::NegateMemberKeyword(Negation& neg, const std::string& k, const json&
     return false;
   }
   return true;
+}
+
+// "Some member breaks it": an object with at least one member whose key is in the keyword's class
+// and whose value fails its subschema ($ls:someMember, planned by ObjectExpr as a member list
+// with a witness). The keys of additionalProperties are those outside `properties` matching no
+// `patternProperties` pattern; of a patternProperties pattern, those it matches; propertyNames
+// fails on the key itself, whatever the value. $ls:someMember negates back into the keyword
+// that says every such member holds.
+void Model::NegateMemberClass(Negation& neg, const std::string& k, const json& v) {
+  const json& n = *neg.n;
+  json& alts = neg.alts;
+  if (k == "additionalProperties") {
+    if (IsTrivial(v)) return;
+    json names = json::array(), patterns = json::array();
+    if (const json* props = Kw(n, "properties"); props && props->is_object()) {
+      for (auto& [name, sub] : props->items()) names.push_back(name);
+    }
+    if (const json* pp = Kw(n, "patternProperties"); pp && pp->is_object()) {
+      for (auto& [pat, sub] : pp->items()) patterns.push_back(pat);
+    }
+    alts.push_back(Typed(kTObject, json{{"$ls:someMember", json{{"names", names},
+                                                                 {"notPatterns", patterns},
+                                                                 {"value", LazyNot(&v)}}}}));
+  } else if (k == "patternProperties") {
+    if (!v.is_object()) return;
+    for (auto& [pat, sub] : v.items()) {
+      if (IsTrivial(sub)) continue;
+      alts.push_back(Typed(
+          kTObject, json{{"$ls:someMember", json{{"pattern", pat}, {"value", LazyNot(&sub)}}}}));
+    }
+  } else if (k == "propertyNames") {
+    if (IsTrivial(v)) return;
+    alts.push_back(Typed(
+        kTObject, json{{"$ls:someMember", json{{"keyNot", NodeRef(&v)}, {"value", true}}}}));
+  } else if (const json* key_not = Kw(v, "keyNot")) {  // $ls:someMember
+    alts.push_back(json{{"propertyNames", *key_not}});
+  } else if (const json* pat = Kw(v, "pattern")) {
+    alts.push_back(json{{"patternProperties", json{{pat->get<std::string>(), LazyNot(&v.at("value"))}}}});
+  } else {
+    json props = json::object(), pp = json::object();
+    for (const json& name : v.at("names")) props[name.get<std::string>()] = true;
+    for (const json& pat : v.at("notPatterns")) pp[pat.get<std::string>()] = true;
+    json every = json{{"additionalProperties", LazyNot(&v.at("value"))}};
+    if (!props.empty()) every["properties"] = props;
+    if (!pp.empty()) every["patternProperties"] = pp;
+    alts.push_back(every);
+  }
 }
 
 bool Model::NegateApplicator(Negation& neg, const std::string& k, const json& v) {
@@ -864,8 +914,7 @@ void Model::RefuseWithoutComplement(Negation& neg, const std::string& k, const j
     RefuseNegation(neg, k, "no automaton for this format to complement");
   } else if (k == "multipleOf") {
     RefuseNegation(neg, k, "no complement automaton");
-  } else if (k == "additionalProperties" || k == "patternProperties" || k == "propertyNames" ||
-             k == "prefixItems" || k == "additionalItems" || k == "unevaluatedProperties" ||
+  } else if (k == "prefixItems" || k == "additionalItems" || k == "unevaluatedProperties" ||
              k == "unevaluatedItems" || k == "$dynamicRef" || k == "minContains" ||
              k == "maxContains") {
     if (k == "minContains" || k == "maxContains") return;  // with contains
@@ -945,6 +994,8 @@ bool MergeObjectFacts(Facts& f, const std::string& k, const json& v, bool draft7
     for (const json& x : v) f.required.push_back(x.get<std::string>());
   } else if (k == "$ls:absent") {
     for (const json& x : v) f.absent.insert(x.get<std::string>());
+  } else if (k == "$ls:someMember") {
+    f.some_members.push_back(&v);
   } else if (k == "minProperties") {
     f.min_props = std::max<std::int64_t>(f.min_props, std::ceil(v.get<double>()));
   } else if (k == "maxProperties") {

@@ -362,6 +362,8 @@ TEST(SchemaCompileErrors, UnsupportedKeywordsNameTheirPointer) {
       {R"({"allOf": [{"type": "string"}, {"format": "regex"}]})", "/allOf/1/format"},
       {R"({"unevaluatedProperties": false, "anyOf": [{"properties": {"a": {}}}]})",
        "/unevaluatedProperties"},
+      // The compiler's own keywords, written in a schema (a node reference out of range).
+      {R"({"properties": {"a": {"$ls:node": [99]}, "$ls:node": {}}})", "/properties/a/$ls:node"},
   };
   for (const auto& [text, where] : kCases) {
     Status st = CompileError(text);
@@ -404,6 +406,68 @@ TEST(SchemaCompile, NegatedAndIntersectedPatterns) {
        }) {
     SCOPED_TRACE(schema);
     ExpectExact(schema, values, /*format_assertion=*/true);
+  }
+}
+
+// additionalProperties, patternProperties and propertyNames under not / oneOf / if: "some member
+// breaks it" is a member list with at least one witness member (issue 22). Exact against the
+// validator, alone, next to the object's own keywords, with counts, two requirements at once,
+// and negated twice.
+TEST(SchemaCompile, NegatedMemberClasses) {
+  const std::vector<json> objects = {
+      json::parse("{}"),
+      json::parse(R"({"a": 1})"),
+      json::parse(R"({"a": "s"})"),
+      json::parse(R"({"b": 1})"),
+      json::parse(R"({"b": "s"})"),
+      json::parse(R"({"a": 1, "b": 2})"),
+      json::parse(R"({"a": 1, "b": "s"})"),
+      json::parse(R"({"x1": 1})"),
+      json::parse(R"({"x1": "s"})"),
+      json::parse(R"({"a": 2, "x1": "s", "long": null})"),
+      json::parse(R"({"long": 1})"),
+      json::parse(R"({"ab": true, "b": [1]})"),
+      json::parse(R"({"\u00e9": 1})"),
+      json::parse(R"({"\u00e9\u00e9\u00e9": "s", "a": 1})"),
+      json("not an object"),
+      json(3),
+  };
+  for (const char* schema : {
+           R"({"not": {"additionalProperties": false}})",
+           R"({"type": "object", "not": {"additionalProperties": {"type": "integer"}}})",
+           R"({"properties": {"a": {"type": "integer"}},
+               "not": {"properties": {"a": {}}, "additionalProperties": {"type": "string"}}})",
+           R"({"not": {"patternProperties": {"^x": {"type": "integer"}},
+                       "additionalProperties": false}})",
+           R"({"oneOf": [
+                 {"properties": {"a": {"type": "integer"}}, "required": ["a"],
+                  "additionalProperties": false},
+                 {"properties": {"b": {}}, "required": ["b"], "additionalProperties": false}]})",
+           R"({"oneOf": [{"additionalProperties": {"type": "integer"}},
+                         {"additionalProperties": {"type": "string"}}]})",
+           R"({"not": {"patternProperties": {"^x": {"type": "integer"}, "b": {"type": "string"}}}})",
+           R"({"type": "object", "not": {"propertyNames": {"maxLength": 1}}})",
+           R"({"not": {"propertyNames": {"pattern": "^[a-z]+$", "maxLength": 2}}})",
+           R"({"not": {"not": {"additionalProperties": {"type": "integer"}}}})",
+           R"({"not": {"not": {"propertyNames": {"maxLength": 1}}}})",
+           R"({"allOf": [{"not": {"additionalProperties": {"type": "integer"}}},
+                         {"not": {"patternProperties": {"^x": {"type": "integer"}}}}]})",
+           R"({"maxProperties": 1, "properties": {"a": {"type": "integer"}},
+               "not": {"additionalProperties": {"type": "integer"}}})",
+           R"({"minProperties": 2, "additionalProperties": {"type": ["integer", "string"]},
+               "not": {"properties": {"b": {}}, "additionalProperties": {"type": "integer"}}})",
+           R"({"if": {"additionalProperties": {"type": "integer"}},
+               "then": {"required": ["a"]}, "else": {"maxProperties": 1}})",
+           R"({"patternProperties": {"^x": {"type": "string"}},
+               "not": {"additionalProperties": {"type": "integer"}}})",
+           // The key classes of patternProperties under propertyNames' lengths and negated
+           // patterns (their key automata now hold both).
+           R"({"propertyNames": {"maxLength": 2}, "patternProperties": {"^x": {"type": "integer"}}})",
+           R"({"propertyNames": {"not": {"pattern": "^a"}},
+               "patternProperties": {"^x": {"type": "integer"}}})",
+       }) {
+    SCOPED_TRACE(schema);
+    ExpectExact(schema, objects);
   }
 }
 

@@ -32,6 +32,12 @@ std::vector<Case> Cases() {
         "required": ["when"], "additionalProperties": false})"},
       {"any_extra", R"({"type": "object", "properties": {"id": {"type": "integer", "minimum": 1}},
         "required": ["id"]})"},
+      // Negated additionalProperties and propertyNames: members with a witness (issue 22).
+      {"some_member", R"({"type": "object", "oneOf": [
+          {"properties": {"id": {"type": "integer"}}, "required": ["id"],
+           "additionalProperties": false},
+          {"properties": {"name": {"type": "string"}}, "required": ["name"]}],
+        "not": {"propertyNames": {"maxLength": 3}}})"},
   };
 }
 
