@@ -788,11 +788,17 @@ Status DeadlineOf(const Model& m, const Conj& c) {
 }
 
 Result<std::string> Render(Model& m, const Conj& c, const json& v, int indent, int depth) {
-  if (depth > 1000 || (!v.is_object() && !v.is_array())) return RenderPlain(v, indent, depth);
+  // Draft-04: a double with a zero fraction is no integer, so 1.0 renders as "1.0" where a number
+  // terminal reads it (an integer one then rejects it), as "1" where enum literals are listed.
+  const bool fp = !m.schema().float_integers();
+  const bool fp_scalar = fp && v.is_number_float() && IsIntegral(v);
+  if (depth > 1000 || (!v.is_object() && !v.is_array() && !fp_scalar)) {
+    return RenderPlain(v, indent, depth, fp);
+  }
   std::shared_ptr<Model::Expansion> e = m.ExpandCached(c);
   if (!e->flat.ok() || e->flat->never) {
     LOCKSTEP_RETURN_IF_ERROR(DeadlineOf(m, c));
-    return RenderPlain(v, indent, depth);
+    return RenderPlain(v, indent, depth, fp);
   }
   if (e->flat->split >= 0) {
     for (const Conj& alt : m.Alternatives(*e->flat)) {
@@ -800,10 +806,11 @@ Result<std::string> Render(Model& m, const Conj& c, const json& v, int indent, i
       if (ok.ok() && *ok) return Render(m, alt, v, indent, depth);
       LOCKSTEP_RETURN_IF_ERROR(DeadlineOf(m, alt));
     }
-    return RenderPlain(v, indent, depth);
+    return RenderPlain(v, indent, depth, fp);
   }
   const Result<Facts>& f = m.FactsOf(*e);
-  if (!f.ok() || f->enum_vals) return RenderPlain(v, indent, depth);
+  if (!f.ok() || f->enum_vals) return RenderPlain(v, indent, depth, fp && !f.ok());
+  if (fp_scalar) return RenderScalar(v, true);
   if (v.empty()) return std::string(v.is_object() ? "{}" : "[]");
   std::string pad = Newline(indent, depth + 1);
   std::string out;
@@ -821,7 +828,7 @@ Result<std::string> Render(Model& m, const Conj& c, const json& v, int indent, i
     const Result<ObjectPlan>& plan = m.PlanOf(*e);
     if (!plan.ok()) {
       LOCKSTEP_RETURN_IF_ERROR(DeadlineOf(m, c));
-      return RenderPlain(v, indent, depth);
+      return RenderPlain(v, indent, depth, fp);
     }
     out += '{';
     for (const Member& mem : plan->members) {
@@ -962,7 +969,7 @@ Result<std::string> InstanceRenderer::Render(const nlohmann::json& instance, int
   } catch (const std::bad_alloc&) {
     return Status(StatusCode::kResourceLimit, "out of memory rendering the instance");
   } catch (const std::exception&) {
-    return RenderPlain(instance, indent, 0);
+    return RenderPlain(instance, indent, 0, !schema_.float_integers());
   }
 }
 
@@ -978,7 +985,7 @@ Result<std::string> TryRenderInstance(const Schema& schema, const nlohmann::json
 std::string RenderInstance(const Schema& schema, const nlohmann::json& instance, int indent,
                            const SchemaCompileOptions& options) {
   Result<std::string> r = TryRenderInstance(schema, instance, indent, options);
-  return r.ok() ? std::move(r).value() : RenderPlain(instance, indent, 0);
+  return r.ok() ? std::move(r).value() : RenderPlain(instance, indent, 0, !schema.float_integers());
 }
 
 }  // namespace lockstep::schema

@@ -770,13 +770,26 @@ class SchemaValidatorTest(unittest.TestCase):
             lockstep.SchemaValidator({"$ref": "#"}).validate("1")
         self.assertEqual(cm.exception.code, "resource limit")
         with self.assertRaises(ValueError):
-            lockstep.SchemaValidator(self.SCHEMA, default_draft="draft-04")
+            lockstep.SchemaValidator(self.SCHEMA, default_draft="draft-05")
         with self.assertRaises(ValueError):
             lockstep.SchemaValidator(self.SCHEMA, max_errors=-1)
         with self.assertRaises(lockstep.Error):
             lockstep.SchemaValidator(self.SCHEMA, max_depth=0)
         with self.assertRaises(TypeError):
             lockstep.SchemaValidator(self.SCHEMA, remotes=["not", "a", "dict"])
+
+    def test_draft04_integers(self):
+        # Draft-04: 12345.0 is not an integer; from draft-06 on it is.
+        schema = {"type": "integer"}
+        d4 = lockstep.SchemaValidator(schema, default_draft="draft-04")
+        self.assertEqual(d4.draft, "draft-04")
+        self.assertFalse(d4.validate("12345.0"))
+        self.assertTrue(d4.validate("12345"))
+        for name in ("draft-06", "draft-07", "2019-09", "2020-12"):
+            self.assertTrue(lockstep.SchemaValidator(schema, default_draft=name).validate("12345.0"))
+        named = lockstep.SchemaValidator(
+            {"$schema": "http://json-schema.org/draft-04/schema#", "type": "integer"})
+        self.assertEqual(named.draft, "draft-04")
 
     def test_options(self):
         # `dependencies` is a draft-07 keyword, an unknown one (an annotation) in 2020-12.
