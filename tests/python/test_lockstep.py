@@ -407,6 +407,22 @@ class MaskTest(unittest.TestCase):
             self.assertEqual(accepted, valid, text)
             self.assertEqual(bool(validator.validate(text)), valid, text)
 
+    def test_default_draft(self):
+        # Draft-04's boolean exclusiveMaximum: malformed in 2020-12 (the default), exclusive in
+        # draft-04; the grammar and the validator agree on it.
+        v = vocab()
+        schema = {"type": "integer", "maximum": 5, "exclusiveMaximum": True}
+        with self.assertRaises(lockstep.Error):
+            lockstep.compile_schema(v, schema)
+        g = lockstep.compile_schema(v, schema, default_draft="draft-04")
+        validator = lockstep.SchemaValidator(schema, default_draft="4")
+        for text, valid in (("4", True), ("5", False), ("4.0", False)):
+            m = lockstep.Matcher(g)
+            self.assertEqual(m.accept_string(text) and m.can_end(), valid, text)
+            self.assertEqual(bool(validator.validate(text)), valid, text)
+        with self.assertRaises(ValueError):
+            lockstep.compile_schema(v, schema, default_draft="draft-05")
+
 
 class BadInputTest(unittest.TestCase):
     """Every misuse is a Python exception with a clear message, never a crash."""
