@@ -327,7 +327,8 @@ constexpr int kMaxBatchThreads = 1024;
 // The C validator options as the C++ ones, the remote directories read.
 lockstep_status ToValidatorOptions(const char* function, const lockstep_validator_options& o,
                                    lockstep::SchemaValidatorOptions* out) {
-  LOCKSTEP_C_REQUIRE(IsSchemaDraft(o.default_draft), "default_draft is not a lockstep_schema_draft");
+  LOCKSTEP_C_REQUIRE(IsSchemaDraft(o.default_draft),
+                     "default_draft is not a lockstep_schema_draft");
   LOCKSTEP_C_REQUIRE(o.max_errors >= 0, "max_errors is negative");
   LOCKSTEP_C_REQUIRE(o.max_depth > 0, "max_depth must be positive");
   LOCKSTEP_C_REQUIRE(o.num_remotes == 0 || (o.remote_uris != nullptr && o.remote_texts != nullptr &&

@@ -1152,8 +1152,8 @@ int Report(const BenchRun& run, const BenchFlags& flags, double prepare_s,
 int Bench(int argc, char** argv) {
   Args args({"maskbench", "traces", "tokenizer", "logits-width", "threads", "batch", "timeout-ms",
              "per-schema", "step-us", "compile-timeout", "schema-draft"},
-            {"json", "check", "help", "lenient", "openapi-formats", "compact", "interleave", "no-share", "precompute",
-             "no-background", "cpu-time"},
+            {"json", "check", "help", "lenient", "openapi-formats", "compact", "interleave",
+             "no-share", "precompute", "no-background", "cpu-time"},
             {{"-h", "help"}});
   if (auto done = ParseCommand(args, argc, argv, kBenchHelp)) return *done;
   auto flags = ParseBenchFlags(args);

@@ -65,7 +65,8 @@ void AddCalls(const CallReader& reader, const Vocabulary& vocab,
   j["calls"] = nlohmann::ordered_json::parse(ToolCallsJson(*calls));
 }
 
-constexpr const char* kGenerateHelp = R"(usage: lockstep generate (--regex RE | --grammar FILE | --schema FILE | --artifact FILE.lsg |
+constexpr const char* kGenerateHelp =
+    R"(usage: lockstep generate (--regex RE | --grammar FILE | --schema FILE | --artifact FILE.lsg |
                          --tools FILE --format F | --request FILE [--format F]) [options]
 
 Generates text that fully matches RE (or is a sentence of the grammar), token by token: the logits source scores the vocabulary,

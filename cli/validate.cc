@@ -88,7 +88,8 @@ bool EndsWith(const std::string& s, const std::string& suffix) {
 }  // namespace
 
 int Validate(int argc, char** argv) {
-  Args args({"schema", "remote", "draft"}, {"json", "ndjson", "formats", "openapi-formats", "quiet", "help"}, {{"-h", "help"}});
+  Args args({"schema", "remote", "draft"},
+            {"json", "ndjson", "formats", "openapi-formats", "quiet", "help"}, {{"-h", "help"}});
   if (Status st = args.Parse(argc, argv, 2); !st.ok()) return Usage(st);
   if (args.Has("help")) return std::cout << kValidateHelp, 0;
   if (!args.Has("schema")) {

@@ -468,8 +468,10 @@ const char* DraftName(SchemaDraft d) { return SchemaDraftName(d); }
 SchemaDraft DraftArg(const std::string& name) {
   std::optional<SchemaDraft> d = ParseSchemaDraft(name);
   if (!d) {
-    throw py::value_error("default_draft must be one of 'draft-04', 'draft-06', 'draft-07', "
-                          "'2019-09', '2020-12', not '" + name + "'");
+    throw py::value_error(
+        "default_draft must be one of 'draft-04', 'draft-06', 'draft-07', "
+        "'2019-09', '2020-12', not '" +
+        name + "'");
   }
   return *d;
 }
@@ -797,14 +799,15 @@ void BindCompile(py::module_& m) {
       py::arg("timeout_ms") = CompileOptions{}.compile_timeout_ms, py::arg("cancel") = nullptr,
       py::arg("background_positions") = true, py::arg("openapi_formats") = false,
       py::arg("default_draft") = "2020-12",
-      (std::string("Compiles a JSON Schema (str, or a dict/list/bool serialised with json.dumps). "
-                   "A keyword that cannot be enforced exactly raises lockstep.Error naming its "
-                   "JSON Pointer; with lenient=True it is relaxed and reported in .warnings. "
-                   "An unknown format is an annotation, reported in .warnings. "
-                   "compact: no whitespace at all. openapi_formats: also enforce the OpenAPI "
-                   "formats int32, int64 (integer ranges) and byte (base64). default_draft: 'draft-04', "
-                   "'draft-06', 'draft-07', '2019-09' or '2020-12', for a schema whose $schema "
-                   "names none of them.") +
+      (std::string(
+           "Compiles a JSON Schema (str, or a dict/list/bool serialised with json.dumps). "
+           "A keyword that cannot be enforced exactly raises lockstep.Error naming its "
+           "JSON Pointer; with lenient=True it is relaxed and reported in .warnings. "
+           "An unknown format is an annotation, reported in .warnings. "
+           "compact: no whitespace at all. openapi_formats: also enforce the OpenAPI "
+           "formats int32, int64 (integer ranges) and byte (base64). default_draft: 'draft-04', "
+           "'draft-06', 'draft-07', '2019-09' or '2020-12', for a schema whose $schema "
+           "names none of them.") +
        kBudgetDoc)
           .c_str());
   m.def(

@@ -165,9 +165,17 @@ Status SchemaError(std::string message, std::string location) {
 
 // The applicators' subschema positions (besides `items` and `dependencies`, whose shape varies):
 // one schema, a map of schemas, an array of schemas.
-constexpr const char* kSingleSchemaKeywords[] = {
-    "additionalProperties", "additionalItems", "unevaluatedProperties", "unevaluatedItems",
-    "contains", "propertyNames", "if", "then", "else", "not", "contentSchema"};
+constexpr const char* kSingleSchemaKeywords[] = {"additionalProperties",
+                                                 "additionalItems",
+                                                 "unevaluatedProperties",
+                                                 "unevaluatedItems",
+                                                 "contains",
+                                                 "propertyNames",
+                                                 "if",
+                                                 "then",
+                                                 "else",
+                                                 "not",
+                                                 "contentSchema"};
 constexpr const char* kSchemaMapKeywords[] = {"properties", "patternProperties", "$defs",
                                               "definitions", "dependentSchemas"};
 constexpr const char* kSchemaArrayKeywords[] = {"allOf", "anyOf", "oneOf", "prefixItems"};
@@ -333,7 +341,8 @@ class SchemaLoader {
           json m = json::parse(it->second, nullptr, false);
           if (m.is_object() && m.contains("$vocabulary") && m["$vocabulary"].is_object()) {
             s_->validation_vocab_ =
-                m["$vocabulary"].contains("https://json-schema.org/draft/2020-12/vocab/validation") ||
+                m["$vocabulary"].contains(
+                    "https://json-schema.org/draft/2020-12/vocab/validation") ||
                 m["$vocabulary"].contains("https://json-schema.org/draft/2019-09/vocab/validation");
           }
         }
@@ -590,8 +599,11 @@ class SchemaLoader {
       if (s_->dialect_ == SchemaDraft::k2019_09 && cur->is_object() && !cur->contains(key) &&
           cur->contains("prefixItems")) {
         // Normalisation renamed 2019-09's `items` array and `additionalItems`.
-        if (key == "items") key = "prefixItems";
-        else if (key == "additionalItems") key = "items";
+        if (key == "items") {
+          key = "prefixItems";
+        } else if (key == "additionalItems") {
+          key = "items";
+        }
       }
       if (cur->is_object() && cur->contains(key)) {
         cur = &(*cur)[key];

@@ -1,9 +1,10 @@
 // The JSON Schema model shared by the validator (json_schema_validate.cc) and the schema ->
-// grammar compiler (automata/schema): a loaded schema with every subschema indexed by its JSON Pointer,
-// every `$ref` / `$dynamicRef` resolved at load time (local pointers, `$defs`/`definitions`,
-// `$anchor`, `$id` resources, preloaded remote documents; never the network). Drafts 2020-12 and
-// 07 are read as they are; 2019-09, 06 and 04 are rewritten at load time into the vocabulary of
-// the nearest of the two (NormaliseDraft in json_schema.cc). Internal header of lockstep_grammar: users of it also link nlohmann_json.
+// grammar compiler (automata/schema): a loaded schema with every subschema indexed by its JSON
+// Pointer, every `$ref` / `$dynamicRef` resolved at load time (local pointers, `$defs` /
+// `definitions`, `$anchor`, `$id` resources, preloaded remote documents; never the network).
+// Drafts 2020-12 and 07 are read as they are; 2019-09, 06 and 04 are rewritten at load time into
+// the vocabulary of the nearer of the two (NormaliseNode in json_schema.cc). Internal header of
+// lockstep_grammar: users of it also link nlohmann_json.
 #pragma once
 
 #include <map>
@@ -15,8 +16,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "lockstep/status.h"
 #include "lockstep/schema_draft.h"
+#include "lockstep/status.h"
 
 namespace lockstep::schema {
 
@@ -42,7 +43,7 @@ struct LoadOptions {
   SchemaDraft default_draft = SchemaDraft::k2020_12;
 };
 
-// LoadOptions with only the default draft set (the compiler's CompileOptions::schema_default_draft).
+// LoadOptions with only the default draft set (CompileOptions::schema_default_draft).
 inline LoadOptions WithDefaultDraft(SchemaDraft d) {
   LoadOptions o;
   o.default_draft = d;

@@ -1,12 +1,12 @@
 // Built-in meta-schemas for drafts 2020-12, 2019-09, 07, 06 and 04, so that
-// `{"$ref": "<meta-schema URI>"}` resolves without the network. Written for lockstep from the rules of the two specifications
-// (JSON Schema Core and Validation, 2020-12 and draft-07): every keyword's value is checked as the
-// spec says it must be (types, non-negative integers, arrays of schemas, unique string arrays, ...).
-// They are one document each (the 2020-12 vocabularies are not split into meta/core,
-// meta/applicator, ... documents) and check no `format`s, as the official ones do by default.
-// 2019-09's is 2020-12's with `$recursiveRef` for `$dynamicRef` and the `items` array; draft-06's
-// and draft-04's are draft-07's less the keywords those drafts do not have (draft-04: `id`, and
-// boolean exclusiveMaximum / exclusiveMinimum).
+// `{"$ref": "<meta-schema URI>"}` resolves without the network. Written for lockstep from the rules
+// of the two specifications (JSON Schema Core and Validation, 2020-12 and draft-07): every
+// keyword's value is checked as the spec says it must be (types, non-negative integers, arrays of
+// schemas, unique string arrays, ...). They are one document each (the 2020-12 vocabularies are not
+// split into meta/core, meta/applicator, ... documents) and check no `format`s, as the official
+// ones do by default. 2019-09's is 2020-12's with `$recursiveRef` for `$dynamicRef` and the `items`
+// array; draft-06's and draft-04's are draft-07's less the keywords those drafts do not have
+// (draft-04: `id`, and boolean exclusiveMaximum / exclusiveMinimum).
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -172,7 +172,6 @@ constexpr std::string_view kDraft7Meta = R"json({
     "stringArray": {"type": "array", "items": {"type": "string"}, "uniqueItems": true}
   }
 })json";
-
 
 std::string Draft2019Meta() {
   nlohmann::json m = nlohmann::json::parse(kDraft2020Meta);

@@ -485,7 +485,8 @@ class Evaluator {
       if (t->is_string()) {
         ok = HasType(inst, t->get<std::string>(), s_.float_integers());
       } else if (t->is_array()) {
-        for (const json& x : *t) ok |= x.is_string() && HasType(inst, x.get<std::string>(), s_.float_integers());
+        for (const json& x : *t)
+          ok |= x.is_string() && HasType(inst, x.get<std::string>(), s_.float_integers());
       }
       if (!ok)
         valid = false,

@@ -110,8 +110,8 @@ Result<SchemaValidator> SchemaValidator::Create(std::string_view schema_json,
     vo.max_depth = options.max_depth;
     Result<schema::Validator> v = schema::Validator::Create(std::move(loaded).value(), vo);
     if (!v.ok()) return v.status();
-    return SchemaValidator(std::make_shared<const Impl>(std::move(v).value(), draft,
-                                                        options.max_errors > 0));
+    return SchemaValidator(
+        std::make_shared<const Impl>(std::move(v).value(), draft, options.max_errors > 0));
   } catch (const std::bad_alloc&) {
     return Status(StatusCode::kResourceLimit, "out of memory loading the schema");
   }

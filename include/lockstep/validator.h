@@ -20,8 +20,8 @@
 #include <string_view>
 #include <vector>
 
-#include "lockstep/status.h"
 #include "lockstep/schema_draft.h"
+#include "lockstep/status.h"
 
 namespace lockstep {
 

@@ -337,8 +337,9 @@ TEST_F(CapiTest, SchemaDefaultDraft) {
   for (const char* text : {"4", "5", "4.0"}) {
     lockstep_matcher* m = nullptr;
     ASSERT_EQ(lockstep_matcher_create(g, &m), LOCKSTEP_OK);
-    const bool accepted = lockstep_matcher_accept_string(m, text, std::strlen(text)) == LOCKSTEP_OK &&
-                          lockstep_matcher_can_end(m) == 1;
+    const bool accepted =
+        lockstep_matcher_accept_string(m, text, std::strlen(text)) == LOCKSTEP_OK &&
+        lockstep_matcher_can_end(m) == 1;
     lockstep_matcher_free(m);
     EXPECT_EQ(accepted, std::string(text) == "4") << text;
   }

@@ -1,4 +1,5 @@
-// The JSON Schema compiler on the official suite: every schema of the official JSON-Schema-Test-Suite
+// The JSON Schema compiler on the official suite: every schema of the official
+// JSON-Schema-Test-Suite
 // (../shared/data/json-schema-test-suite/tests/draft2020-12, draft2019-09, draft7, draft6 and
 // draft4, required tests only) is
 // compiled in strict mode with `format` as an annotation (what the required tests expect); for

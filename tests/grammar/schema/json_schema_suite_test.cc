@@ -1,7 +1,7 @@
 // The validator on the official JSON-Schema-Test-Suite (../shared/data/json-schema-test-suite):
-// every required test of draft2020-12, draft2019-09, draft7, draft6 and draft4, with remote references served from the
-// suite's remotes/ directory as preloaded documents (never the network). optional/format is
-// run with format assertions on and only reported.
+// every required test of draft2020-12, draft2019-09, draft7, draft6 and draft4, with remote
+// references served from the suite's remotes/ directory as preloaded documents (never the network).
+// optional/format is run with format assertions on and only reported.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -231,8 +231,10 @@ TEST(JsonSchemaMeta, BuiltinMetaSchemasAcceptEverySuiteSchema) {
     SchemaDraft draft;
   };
   for (const Draft_& d :
-       {Draft_{"draft2020-12", "https://json-schema.org/draft/2020-12/schema", SchemaDraft::k2020_12},
-        Draft_{"draft2019-09", "https://json-schema.org/draft/2019-09/schema", SchemaDraft::k2019_09},
+       {Draft_{"draft2020-12", "https://json-schema.org/draft/2020-12/schema",
+               SchemaDraft::k2020_12},
+        Draft_{"draft2019-09", "https://json-schema.org/draft/2019-09/schema",
+               SchemaDraft::k2019_09},
         Draft_{"draft7", "http://json-schema.org/draft-07/schema#", SchemaDraft::k7},
         Draft_{"draft6", "http://json-schema.org/draft-06/schema#", SchemaDraft::k6},
         Draft_{"draft4", "http://json-schema.org/draft-04/schema#", SchemaDraft::k4}}) {
