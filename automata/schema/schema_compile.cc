@@ -458,6 +458,12 @@ class Emitter {
       auto d = CompileRegexToDfa("-?(0|[1-9][0-9]*)\\.[0-9]*[1-9]");
       return new ByteDfa(std::move(*d));
     }();
+    // Draft-04: 1.0 is no integer either, so any fraction will do.
+    static const ByteDfa* kAnyFraction = [] {
+      auto d = CompileRegexToDfa("-?(0|[1-9][0-9]*)\\.[0-9]+");
+      return new ByteDfa(std::move(*d));
+    }();
+    const ByteDfa& fraction = m_.schema().float_integers() ? *kFraction : *kAnyFraction;
     const Expr& e = g_.expr(number);
     ByteDfa dfa;
     if (e.kind == ExprKind::kByteDfa && e.dfa) {
@@ -470,7 +476,7 @@ class Emitter {
       return Status(StatusCode::kUnsupported,
                     "numbers that must not be integers: this number terminal is not one automaton");
     }
-    auto p = ProductDfa(dfa, *kFraction, o_.lexical.max_dfa_states, o_.deadline);
+    auto p = ProductDfa(dfa, fraction, o_.lexical.max_dfa_states, o_.deadline);
     if (!p.ok()) return p.status();
     if (p->start == ByteDfa::kDead) return Never();
     Expr out;

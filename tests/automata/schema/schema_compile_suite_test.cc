@@ -225,6 +225,26 @@ TEST(SchemaCompileDrafts, Draft04IntegerIsNeverAFloat) {
           << SchemaDraftName(d);
     }
   }
+  // "A number but not an integer": 1.0 is one in draft-04 only, for the grammar as for the
+  // validator.
+  const std::string fraction = R"({"type": "number", "not": {"type": "integer"}})";
+  for (SchemaDraft d : {SchemaDraft::k4, SchemaDraft::k7}) {
+    SchemaValidatorOptions vo;
+    vo.default_draft = d;
+    auto v = SchemaValidator::Create(fraction, vo);
+    ASSERT_TRUE(v.ok()) << v.status().ToString();
+    CompileOptions co;
+    co.schema_default_draft = d;
+    auto g = compiler.CompileSchema(fraction, co);
+    ASSERT_TRUE(g.ok()) << g.status().ToString();
+    for (const char* text : {"1.0", "1.5", "1", "-2.5"}) {
+      const bool valid = v->Validate(text)->valid;
+      EXPECT_EQ(Feed(**vocab, *g, text).empty(), valid) << SchemaDraftName(d) << " " << text;
+      const std::string t = text;
+      EXPECT_EQ(valid, t == "1.5" || t == "-2.5" || (d == SchemaDraft::k4 && t == "1.0"))
+          << SchemaDraftName(d) << " " << text;
+    }
+  }
   auto named_v = SchemaValidator::Create(named);
   ASSERT_TRUE(named_v.ok());
   EXPECT_EQ(named_v->draft(), SchemaDraft::k4);
