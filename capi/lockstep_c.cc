@@ -95,6 +95,12 @@ static_assert(static_cast<int>(lockstep::TokenKind::kSpecial) == LOCKSTEP_TOKEN_
 static_assert(static_cast<int>(lockstep::TokenKind::kUnused) == LOCKSTEP_TOKEN_UNUSED);
 static_assert(static_cast<int>(lockstep::SchemaDraft::k2020_12) == LOCKSTEP_SCHEMA_DRAFT_2020_12);
 static_assert(static_cast<int>(lockstep::SchemaDraft::k7) == LOCKSTEP_SCHEMA_DRAFT_7);
+static_assert(static_cast<int>(lockstep::SchemaDraft::k4) == LOCKSTEP_SCHEMA_DRAFT_4);
+static_assert(static_cast<int>(lockstep::SchemaDraft::k6) == LOCKSTEP_SCHEMA_DRAFT_6);
+static_assert(static_cast<int>(lockstep::SchemaDraft::k2019_09) == LOCKSTEP_SCHEMA_DRAFT_2019_09);
+// Fields are only ever appended: schema_default_draft is the last.
+static_assert(offsetof(lockstep_compile_options, schema_default_draft) ==
+              offsetof(lockstep_compile_options, schema_openapi_formats) + sizeof(int32_t));
 static_assert(static_cast<int>(lockstep::RequestKind::kText) == LOCKSTEP_REQUEST_TEXT);
 static_assert(static_cast<int>(lockstep::RequestKind::kJson) == LOCKSTEP_REQUEST_JSON);
 static_assert(static_cast<int>(lockstep::RequestKind::kTools) == LOCKSTEP_REQUEST_TOOLS);
@@ -176,6 +182,10 @@ lockstep_status ReadVersioned(const char* function, const T* in, T* out, std::si
   return LOCKSTEP_OK;
 }
 
+bool IsSchemaDraft(std::int32_t d) {
+  return d >= LOCKSTEP_SCHEMA_DRAFT_2020_12 && d <= LOCKSTEP_SCHEMA_DRAFT_2019_09;
+}
+
 lockstep::CompileOptions ToCompileOptions(const lockstep_compile_options& o) {
   lockstep::CompileOptions c;
   c.max_dfa_states = o.max_dfa_states;
@@ -192,6 +202,7 @@ lockstep::CompileOptions ToCompileOptions(const lockstep_compile_options& o) {
   c.schema_format_assertion = o.schema_format_assertion != 0;
   c.schema_openapi_formats = o.schema_openapi_formats != 0;
   c.schema_max_exprs = o.schema_max_exprs;
+  c.schema_default_draft = static_cast<lockstep::SchemaDraft>(o.schema_default_draft);
   c.max_earley_items_per_byte = o.max_earley_items_per_byte;
   c.background_positions = o.background_positions != 0;
   c.compile_timeout_ms = o.compile_timeout_ms;
@@ -205,6 +216,9 @@ lockstep_status CheckCompileOptions(const char* function, const lockstep_compile
       o.precompute_threads < 0 || o.schema_max_whitespace_run < 0 || o.schema_max_exprs <= 0 ||
       o.max_earley_items_per_byte <= 0 || o.compile_timeout_ms < 0) {
     return InvalidArgument(function, "a budget in lockstep_compile_options is out of range");
+  }
+  if (!IsSchemaDraft(o.schema_default_draft)) {
+    return InvalidArgument(function, "schema_default_draft is not a lockstep_schema_draft");
   }
   return LOCKSTEP_OK;
 }
@@ -313,8 +327,7 @@ constexpr int kMaxBatchThreads = 1024;
 // The C validator options as the C++ ones, the remote directories read.
 lockstep_status ToValidatorOptions(const char* function, const lockstep_validator_options& o,
                                    lockstep::SchemaValidatorOptions* out) {
-  LOCKSTEP_C_REQUIRE(o.default_draft == LOCKSTEP_SCHEMA_DRAFT_2020_12 ||
-                         o.default_draft == LOCKSTEP_SCHEMA_DRAFT_7,
+  LOCKSTEP_C_REQUIRE(IsSchemaDraft(o.default_draft),
                      "default_draft is not a lockstep_schema_draft");
   LOCKSTEP_C_REQUIRE(o.max_errors >= 0, "max_errors is negative");
   LOCKSTEP_C_REQUIRE(o.max_depth > 0, "max_depth must be positive");
@@ -521,6 +534,7 @@ void lockstep_compile_options_init(lockstep_compile_options* options) {
   options->compile_timeout_ms = d.compile_timeout_ms;
   options->cancel = nullptr;
   options->schema_openapi_formats = d.schema_openapi_formats ? 1 : 0;
+  options->schema_default_draft = static_cast<int32_t>(d.schema_default_draft);
 }
 
 lockstep_status lockstep_cancel_token_create(lockstep_cancel_token** out) {

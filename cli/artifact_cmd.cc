@@ -136,7 +136,9 @@ int CompileToArtifact(const Args& args, const CompileOptions& options) {
   return 0;
 }
 
-int CompileBatch(const Args& args, const CompileOptions& options) {
+int CompileBatch(const Args& args, const CompileOptions& batch_options) {
+  CompileOptions options = batch_options;
+  if (Status st = ApplySchemaFlags(args, &options); !st.ok()) return Fail(st);
   const std::string dir = args.Get("batch");
   const std::string outdir = args.Get("output");
   std::error_code ec;
@@ -187,8 +189,7 @@ int CompileBatch(const Args& args, const CompileOptions& options) {
       }
     }
     const std::string out = (fs::path(outdir) / p.stem()).string() + ".lsg";
-    CompileOptions o = options;
-    ApplySchemaFlags(args, &o);
+    const CompileOptions& o = options;
     auto made = MakeArtifact(
         compiler,
         [&]() -> Result<std::shared_ptr<const CompiledGrammar>> {

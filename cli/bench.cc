@@ -64,7 +64,7 @@ BM_SchemaTraceMask).
                          line use the canonical tokenisation; lines for other files are ignored
   --tokenizer NAME|PATH  vocabulary (default llama3)
   --logits-width V       the model's logits width when it exceeds the vocabulary
-  --lenient, --compact, --openapi-formats
+  --lenient, --compact, --openapi-formats, --schema-draft D
                          schema compile options, as for `lockstep compile`
   --compile-timeout MS   each compile's wall-clock budget (default 10000; 0 = none), also for
                          rendering a file's instances under its schema; past it the file is a
@@ -1078,7 +1078,7 @@ void BenchRun::PrintTable(double prepare_s, std::size_t traces_used,
 // and --precompute.
 Result<CompileOptions> BenchCompileOptions(const Args& args) {
   CompileOptions options;
-  ApplySchemaFlags(args, &options);
+  LOCKSTEP_RETURN_IF_ERROR(ApplySchemaFlags(args, &options));
   LOCKSTEP_RETURN_IF_ERROR(ApplyCompileTimeout(args, &options));
   options.share_positions = !args.Has("no-share");
   options.background_positions = !args.Has("no-background");
@@ -1151,9 +1151,9 @@ int Report(const BenchRun& run, const BenchFlags& flags, double prepare_s,
 
 int Bench(int argc, char** argv) {
   Args args({"maskbench", "traces", "tokenizer", "logits-width", "threads", "batch", "timeout-ms",
-             "per-schema", "step-us", "compile-timeout"},
-            {"json", "check", "help", "lenient", "openapi-formats", "compact", "interleave", "no-share", "precompute",
-             "no-background", "cpu-time"},
+             "per-schema", "step-us", "compile-timeout", "schema-draft"},
+            {"json", "check", "help", "lenient", "openapi-formats", "compact", "interleave",
+             "no-share", "precompute", "no-background", "cpu-time"},
             {{"-h", "help"}});
   if (auto done = ParseCommand(args, argc, argv, kBenchHelp)) return *done;
   auto flags = ParseBenchFlags(args);

@@ -8,6 +8,7 @@
 #include "cli/sampler_flags.h"
 #include "lockstep/artifact.h"
 #include "lockstep/structured.h"
+#include "lockstep/validator.h"
 
 namespace lockstep::cli {
 
@@ -20,6 +21,7 @@ void AddConstraintFlags(std::set<std::string>* value_flags) {
   value_flags->insert("tools");
   value_flags->insert("format");
   value_flags->insert("compile-timeout");
+  value_flags->insert("schema-draft");
 }
 
 void AddConstraintSwitches(std::set<std::string>* switches) {
@@ -48,10 +50,26 @@ std::string ConstraintLabel(const Args& args) {
   return args.Has("grammar") ? "grammar " + args.Get("grammar") : args.Get("regex");
 }
 
-void ApplySchemaFlags(const Args& args, CompileOptions* options) {
+Status ApplySchemaFlags(const Args& args, CompileOptions* options) {
   options->schema_lenient = args.Has("lenient");
   options->schema_openapi_formats = args.Has("openapi-formats");
   options->schema_whitespace_compact = args.Has("compact");
+  if (args.Has("schema-draft")) {
+    LOCKSTEP_ASSIGN_OR_RETURN(options->schema_default_draft,
+                              ParseDraftFlag(args.Get("schema-draft"), "--schema-draft"));
+  }
+  return Status::Ok();
+}
+
+Result<SchemaDraft> ParseDraftFlag(const std::string& value, const std::string& flag) {
+  std::optional<SchemaDraft> d = ParseSchemaDraft(value);
+  if (!d) {
+    return Status(StatusCode::kInvalidArgument,
+                  "unknown JSON Schema draft '" + value +
+                      "' (expected 4, 6, 7, 2019-09 or 2020-12, or draft-04, draft-06, draft-07)",
+                  flag + " " + value);
+  }
+  return *d;
 }
 
 std::string SchemaWarning(const std::string& path, const std::string& warning) {
@@ -99,7 +117,7 @@ Result<CompiledRequest> CompileRequestFile(const Args& args, const GrammarCompil
   options.format = args.Get("format");
   options.compile = defaults;
   LOCKSTEP_RETURN_IF_ERROR(ApplyCompileTimeout(args, &options.compile));
-  ApplySchemaFlags(args, &options.compile);
+  LOCKSTEP_RETURN_IF_ERROR(ApplySchemaFlags(args, &options.compile));
   auto r = CompileRequest(compiler, text, options);
   if (!r.ok()) {
     const Status& st = r.status();
@@ -146,7 +164,7 @@ Result<std::shared_ptr<const CompiledGrammar>> CompileConstraint(const Args& arg
                     path + "#" + tools.status().location());
     }
     CompileOptions o = options;
-    ApplySchemaFlags(args, &o);
+    LOCKSTEP_RETURN_IF_ERROR(ApplySchemaFlags(args, &o));
     std::vector<std::string> warnings;
     auto g = CompileStructured(compiler, *format, *tools, o, &warnings);
     for (const std::string& w : warnings) std::cerr << SchemaWarning(path, w) << "\n";
@@ -165,7 +183,7 @@ Result<std::shared_ptr<const CompiledGrammar>> CompileConstraint(const Args& arg
     auto text = ReadConstraintFile(path, "schema");
     if (!text.ok()) return text.status();
     CompileOptions o = options;
-    ApplySchemaFlags(args, &o);
+    LOCKSTEP_RETURN_IF_ERROR(ApplySchemaFlags(args, &o));
     std::vector<std::string> warnings;
     auto g = compiler.CompileSchema(*text, o, &warnings);
     for (const std::string& w : warnings) std::cerr << SchemaWarning(path, w) << "\n";

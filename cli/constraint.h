@@ -19,8 +19,8 @@
 
 namespace lockstep::cli {
 
-// Adds "regex", "grammar", "grammar-syntax", "schema", "artifact", "tools", "format" and
-// "compile-timeout" to a subcommand's value flags.
+// Adds "regex", "grammar", "grammar-syntax", "schema", "artifact", "tools", "format",
+// "compile-timeout" and "schema-draft" to a subcommand's value flags.
 void AddConstraintFlags(std::set<std::string>* value_flags);
 // Adds the schema switches "lenient" and "compact".
 void AddConstraintSwitches(std::set<std::string>* switches);
@@ -32,8 +32,12 @@ Status AddConstrainedSamplingFlags(std::set<std::string>* value_flags,
 bool HasConstraint(const Args& args);
 // A short description for output: the regex, "grammar FILE" or "schema FILE".
 std::string ConstraintLabel(const Args& args);
-// The schema flags (--lenient, --compact) applied to `options`.
-void ApplySchemaFlags(const Args& args, CompileOptions* options);
+// The schema flags (--lenient, --compact, --openapi-formats, --schema-draft D) applied to
+// `options`; kInvalidArgument for an unknown draft.
+[[nodiscard]] Status ApplySchemaFlags(const Args& args, CompileOptions* options);
+// A draft name given to `flag` (--schema-draft, validate's --draft): ParseSchemaDraft's names;
+// kInvalidArgument naming the flag for anything else.
+Result<SchemaDraft> ParseDraftFlag(const std::string& value, const std::string& flag);
 // --compile-timeout MS (a value flag AddConstraintFlags adds) as
 // CompileOptions::compile_timeout_ms; kInvalidArgument for a bad value.
 Status ApplyCompileTimeout(const Args& args, CompileOptions* options);

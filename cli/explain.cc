@@ -60,7 +60,7 @@ On a real generation (per step: top 16 tokens before and after the mask, the tok
   --regex RE             the constraint
   --grammar FILE         a GBNF or Lark-style EBNF grammar file (--grammar-syntax
                          auto|gbnf|lark)
-  --schema FILE          or a JSON Schema (draft 2020-12 / draft-07): JSON instances that
+  --schema FILE          or a JSON Schema (drafts 04 to 2020-12): JSON instances that
                          validate, formatted as in docs/json-schema-compiler.md
   --artifact FILE.lsg    or a compiled artifact (`lockstep compile ... -o FILE.lsg`), loaded
                          instead of compiled; it must match --tokenizer
@@ -70,6 +70,8 @@ On a real generation (per step: top 16 tokens before and after the mask, the tok
   --openapi-formats      schemas: also enforce the OpenAPI formats int32, int64 (integer ranges)
                          and byte (base64), as `lockstep validate --openapi-formats` checks them;
                          any other unknown format is an annotation, with a warning
+  --schema-draft D       schemas: the JSON Schema draft of a schema whose $schema names none
+                         (4, 6, 7, 2019-09 or 2020-12; default 2020-12); a known $schema wins
   --tokenizer NAME|PATH  vocabulary (default llama3)
   --model MODEL          logits source (default ngram; as on generate: ngram, ngram2..4,
                          uniform, scripted:FILE, replay:FILE or an n-gram file)

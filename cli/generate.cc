@@ -65,7 +65,8 @@ void AddCalls(const CallReader& reader, const Vocabulary& vocab,
   j["calls"] = nlohmann::ordered_json::parse(ToolCallsJson(*calls));
 }
 
-constexpr const char* kGenerateHelp = R"(usage: lockstep generate (--regex RE | --grammar FILE | --schema FILE | --artifact FILE.lsg |
+constexpr const char* kGenerateHelp =
+    R"(usage: lockstep generate (--regex RE | --grammar FILE | --schema FILE | --artifact FILE.lsg |
                          --tools FILE --format F | --request FILE [--format F]) [options]
 
 Generates text that fully matches RE (or is a sentence of the grammar), token by token: the logits source scores the vocabulary,
@@ -79,7 +80,7 @@ options:
   --grammar FILE         or a grammar: GBNF (llama.cpp dialect) or Lark-style EBNF, e.g.
                          schemas/grammars/json.gbnf ("match" then means: a sentence)
   --grammar-syntax S     auto (default: GBNF if rules use ::=), gbnf or lark
-  --schema FILE          or a JSON Schema (draft 2020-12 / draft-07): JSON instances that
+  --schema FILE          or a JSON Schema (drafts 04 to 2020-12): JSON instances that
                          validate, formatted as in docs/json-schema-compiler.md
   --artifact FILE.lsg    or a compiled artifact (`lockstep compile ... -o FILE.lsg`), loaded
                          instead of compiled; it must match --tokenizer
@@ -102,6 +103,8 @@ options:
   --openapi-formats      schemas: also enforce the OpenAPI formats int32, int64 (integer ranges)
                          and byte (base64), as `lockstep validate --openapi-formats` checks them;
                          any other unknown format is an annotation, with a warning
+  --schema-draft D       schemas: the JSON Schema draft of a schema whose $schema names none
+                         (4, 6, 7, 2019-09 or 2020-12; default 2020-12); a known $schema wins
   --tokenizer NAME|PATH  vocabulary (default llama3)
   --logits-width V       the model's logits width when it exceeds the vocabulary (padding
                          ids are never allowed)

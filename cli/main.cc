@@ -83,7 +83,7 @@ its adaptive token-mask cache.
   --regex RE             the constraint (JSON Schema `pattern` syntax, see schemas/regex/README.md)
   --grammar FILE         a grammar file (e.g. schemas/grammars/json.gbnf)
   --grammar-syntax S     auto (default), gbnf or lark
-  --schema FILE          a JSON Schema (draft 2020-12 / draft-07), see docs/json-schema-compiler.md;
+  --schema FILE          a JSON Schema (drafts 04 to 2020-12), see docs/json-schema-compiler.md;
                          a keyword that cannot be enforced exactly is an error (exit 2) naming
                          its JSON Pointer
   --lenient              schemas: relax such keywords instead, with a warning on stderr each
@@ -91,6 +91,8 @@ its adaptive token-mask cache.
   --openapi-formats      schemas: also enforce the OpenAPI formats int32, int64 (integer ranges)
                          and byte (base64), as `lockstep validate --openapi-formats` checks them;
                          any other unknown format is an annotation, with a warning
+  --schema-draft D       schemas: the JSON Schema draft of a schema whose $schema names none
+                         (4, 6, 7, 2019-09 or 2020-12; default 2020-12); a known $schema wins
   --emit-grammar         schemas: print the compiled grammar (GBNF with /regex/ and /<dfa>/
                          terminals) and stop
   --tokenizer NAME|PATH  vocabulary (default llama3)
@@ -184,7 +186,7 @@ int Detokenize(int argc, char** argv) {
 
 // compile --schema S --emit-grammar: the schema's grammar IR as GBNF, warnings on stderr.
 int EmitSchemaGrammar(const Args& args, CompileOptions options) {
-  ApplySchemaFlags(args, &options);
+  if (Status st = ApplySchemaFlags(args, &options); !st.ok()) return Fail(st);
   const std::string path = args.Get("schema");
   auto text = ReadConstraintFile(path, "schema");
   if (!text.ok()) return Fail(text.status());
@@ -390,7 +392,7 @@ int CompileArtifacts(const Args& args) {
                        "compile -o needs --regex RE, --grammar FILE or --schema FILE",
                        "arguments"));
   }
-  ApplySchemaFlags(args, &*options);
+  if (Status st = ApplySchemaFlags(args, &*options); !st.ok()) return Fail(st);
   return CompileToArtifact(args, *options);
 }
 

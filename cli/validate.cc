@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cli/args.h"
+#include "cli/constraint.h"
 #include "lockstep/status.h"
 #include "lockstep/validator.h"
 
@@ -25,13 +26,15 @@ using nlohmann::json;
 constexpr const char* kValidateHelp =
     R"(usage: lockstep validate --schema S [INSTANCE...|-] [--json] [options]
 
-Validates JSON instances against the JSON Schema in file S (draft 2020-12 by default, draft-07
-when its $schema says so). An INSTANCE file holding one JSON document is one instance; otherwise
+Validates JSON instances against the JSON Schema in file S (draft 2020-12 by default; the draft
+its $schema names, or --draft D's, otherwise). An INSTANCE file holding one JSON document is one instance; otherwise
 (or with --ndjson, or for .ndjson/.jsonl files) each non-empty line is one instance. "-" or no
 INSTANCE reads stdin the same way.
   --json                 one JSON object per instance: {"source", "line", "valid", "errors":
                          [{"instance", "schema", "message"}]} (pointers are JSON Pointers)
   --ndjson               always read instances one per line
+  --draft D              the draft of a schema whose $schema names none: 4, 6, 7, 2019-09 or
+                         2020-12 (also draft-04, draft-06, draft-07); a known $schema wins
   --formats              check `format` as an assertion (date, date-time, email, ipv4, ...)
   --openapi-formats      check the OpenAPI formats: int32, int64 (integer ranges), byte (base64);
                          float, double, binary, password are known and check nothing
@@ -85,7 +88,8 @@ bool EndsWith(const std::string& s, const std::string& suffix) {
 }  // namespace
 
 int Validate(int argc, char** argv) {
-  Args args({"schema", "remote"}, {"json", "ndjson", "formats", "openapi-formats", "quiet", "help"}, {{"-h", "help"}});
+  Args args({"schema", "remote", "draft"},
+            {"json", "ndjson", "formats", "openapi-formats", "quiet", "help"}, {{"-h", "help"}});
   if (Status st = args.Parse(argc, argv, 2); !st.ok()) return Usage(st);
   if (args.Has("help")) return std::cout << kValidateHelp, 0;
   if (!args.Has("schema")) {
@@ -104,6 +108,11 @@ int Validate(int argc, char** argv) {
     if (Status st = options.AddRemoteDirectory(r.substr(0, eq), r.substr(eq + 1)); !st.ok()) {
       return Usage(st);
     }
+  }
+  if (args.Has("draft")) {
+    auto draft = ParseDraftFlag(args.Get("draft"), "--draft");
+    if (!draft.ok()) return Usage(draft.status());
+    options.default_draft = *draft;
   }
   options.format_assertion = args.Has("formats");
   options.openapi_formats = args.Has("openapi-formats");

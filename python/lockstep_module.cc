@@ -461,8 +461,20 @@ TokenKind KindOf(const py::handle& h) {
 
 // ---- validation --------------------------------------------------------------------------------
 
-// The names lockstep.SchemaValidator takes and gives for the drafts.
-const char* DraftName(SchemaDraft d) { return d == SchemaDraft::k7 ? "draft-07" : "2020-12"; }
+// The names lockstep.SchemaValidator gives for the drafts ("draft-04", ..., "2020-12").
+const char* DraftName(SchemaDraft d) { return SchemaDraftName(d); }
+
+// A default_draft= argument: "draft-04", "4", "draft-06", "draft-07", "2019-09", "2020-12", ...
+SchemaDraft DraftArg(const std::string& name) {
+  std::optional<SchemaDraft> d = ParseSchemaDraft(name);
+  if (!d) {
+    throw py::value_error(
+        "default_draft must be one of 'draft-04', 'draft-06', 'draft-07', "
+        "'2019-09', '2020-12', not '" +
+        name + "'");
+  }
+  return *d;
+}
 
 // A dict argument's items, with str keys: {key: value} of `what`.
 std::vector<std::pair<std::string, py::object>> StrKeyedItems(const py::object& obj,
@@ -484,12 +496,7 @@ std::vector<std::pair<std::string, py::object>> StrKeyedItems(const py::object& 
 SchemaValidatorOptions ValidatorOptions(const std::string& default_draft, const py::object& remotes,
                                         const py::object& remote_dirs) {
   SchemaValidatorOptions o;
-  if (default_draft == DraftName(SchemaDraft::k7)) {
-    o.default_draft = SchemaDraft::k7;
-  } else if (default_draft != DraftName(SchemaDraft::k2020_12)) {
-    throw py::value_error("default_draft must be '2020-12' or 'draft-07', not '" + default_draft +
-                          "'");
-  }
+  o.default_draft = DraftArg(default_draft);
   if (!remotes.is_none()) {
     for (const auto& [uri, doc] : StrKeyedItems(remotes, "remotes")) {
       o.remotes[uri] = JsonText(doc, "remote document");
@@ -771,9 +778,10 @@ void BindCompile(py::module_& m) {
          bool compact, std::int32_t max_whitespace_run, bool format_assertion,
          bool precompute_masks, std::int64_t timeout_ms,
          const std::shared_ptr<PyCancelToken>& cancel, bool background_positions,
-         bool openapi_formats) {
+         bool openapi_formats, const std::string& default_draft) {
         const std::string text = JsonText(schema, "schema");
         CompileOptions o;
+        o.schema_default_draft = DraftArg(default_draft);
         o.schema_lenient = lenient;
         o.schema_openapi_formats = openapi_formats;
         o.schema_whitespace_compact = compact;
@@ -790,12 +798,16 @@ void BindCompile(py::module_& m) {
       py::arg("precompute_masks") = false,
       py::arg("timeout_ms") = CompileOptions{}.compile_timeout_ms, py::arg("cancel") = nullptr,
       py::arg("background_positions") = true, py::arg("openapi_formats") = false,
-      (std::string("Compiles a JSON Schema (str, or a dict/list/bool serialised with json.dumps). "
-                   "A keyword that cannot be enforced exactly raises lockstep.Error naming its "
-                   "JSON Pointer; with lenient=True it is relaxed and reported in .warnings. "
-                   "An unknown format is an annotation, reported in .warnings. "
-                   "compact: no whitespace at all. openapi_formats: also enforce the OpenAPI "
-                   "formats int32, int64 (integer ranges) and byte (base64).") +
+      py::arg("default_draft") = "2020-12",
+      (std::string(
+           "Compiles a JSON Schema (str, or a dict/list/bool serialised with json.dumps). "
+           "A keyword that cannot be enforced exactly raises lockstep.Error naming its "
+           "JSON Pointer; with lenient=True it is relaxed and reported in .warnings. "
+           "An unknown format is an annotation, reported in .warnings. "
+           "compact: no whitespace at all. openapi_formats: also enforce the OpenAPI "
+           "formats int32, int64 (integer ranges) and byte (base64). default_draft: 'draft-04', "
+           "'draft-06', 'draft-07', '2019-09' or '2020-12', for a schema whose $schema "
+           "names none of them.") +
        kBudgetDoc)
           .c_str());
   m.def(
@@ -1313,7 +1325,8 @@ void BindSchemaValidator(py::module_& m) {
            "format_assertion: check `format` (date, email, ipv4, ...) instead of ignoring it. "
            "openapi_formats: check the OpenAPI formats int32, int64 (integer ranges) and byte "
            "(base64), as compile_schema(openapi_formats=True) enforces them. "
-           "default_draft: '2020-12' or 'draft-07', for a schema whose $schema names neither. "
+           "default_draft: 'draft-04', 'draft-06', 'draft-07', '2019-09' or '2020-12' (or '4', "
+           "'6', '7'), for a schema whose $schema names none of them. "
            "remotes: {uri: document} for $ref targets (text, or objects serialised with "
            "json.dumps). remote_dirs: {base_uri: directory}, every file under the directory "
            "served as base_uri + its relative path (lockstep validate --remote). max_errors: "

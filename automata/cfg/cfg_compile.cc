@@ -96,7 +96,8 @@ Result<schema::SchemaGrammar> SchemaGrammarUnder(std::string_view schema_json,
                                                  const CompileOptions& options,
                                                  const CompileDeadline& deadline,
                                                  std::vector<std::string>* warnings) {
-  auto schema = schema::Schema::Load(schema_json);
+  auto schema =
+      schema::Schema::Load(schema_json, schema::WithDefaultDraft(options.schema_default_draft));
   if (!schema.ok()) return schema.status();
   const schema::SchemaCompileOptions so = schema::SchemaOptionsFrom(options, schema_json, deadline);
   auto g = schema::CompileSchemaToGrammar(**schema, so);
@@ -143,7 +144,8 @@ class SchemaInstanceRenderer::Impl {
 
 Result<std::unique_ptr<SchemaInstanceRenderer>> SchemaInstanceRenderer::Create(
     std::string_view schema_json, const CompileOptions& options) {
-  auto schema = schema::Schema::Load(schema_json);
+  auto schema =
+      schema::Schema::Load(schema_json, schema::WithDefaultDraft(options.schema_default_draft));
   if (!schema.ok()) return schema.status();
   const schema::SchemaCompileOptions so =
       schema::SchemaOptionsFrom(options, schema_json, DeadlineOf(options));

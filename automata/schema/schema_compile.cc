@@ -478,6 +478,12 @@ class Emitter {
       auto d = CompileRegexToDfa("-?(0|[1-9][0-9]*)\\.[0-9]*[1-9]");
       return new ByteDfa(std::move(*d));
     }();
+    // Draft-04: 1.0 is no integer either, so any fraction will do.
+    static const ByteDfa* kAnyFraction = [] {
+      auto d = CompileRegexToDfa("-?(0|[1-9][0-9]*)\\.[0-9]+");
+      return new ByteDfa(std::move(*d));
+    }();
+    const ByteDfa& fraction = m_.schema().float_integers() ? *kFraction : *kAnyFraction;
     const Expr& e = g_.expr(number);
     ByteDfa dfa;
     if (e.kind == ExprKind::kByteDfa && e.dfa) {
@@ -490,7 +496,7 @@ class Emitter {
       return Status(StatusCode::kUnsupported,
                     "numbers that must not be integers: this number terminal is not one automaton");
     }
-    auto p = ProductDfa(dfa, *kFraction, o_.lexical.max_dfa_states, o_.deadline);
+    auto p = ProductDfa(dfa, fraction, o_.lexical.max_dfa_states, o_.deadline);
     if (!p.ok()) return p.status();
     if (p->start == ByteDfa::kDead) return Never();
     Expr out;
@@ -957,11 +963,17 @@ Status DeadlineOf(const Model& m, const Conj& c) {
 }
 
 Result<std::string> Render(Model& m, const Conj& c, const json& v, int indent, int depth) {
-  if (depth > 1000 || (!v.is_object() && !v.is_array())) return RenderPlain(v, indent, depth);
+  // Draft-04: a double with a zero fraction is no integer, so 1.0 renders as "1.0" where a number
+  // terminal reads it (an integer one then rejects it), as "1" where enum literals are listed.
+  const bool fp = !m.schema().float_integers();
+  const bool fp_scalar = fp && v.is_number_float() && IsIntegral(v);
+  if (depth > 1000 || (!v.is_object() && !v.is_array() && !fp_scalar)) {
+    return RenderPlain(v, indent, depth, fp);
+  }
   std::shared_ptr<Model::Expansion> e = m.ExpandCached(c);
   if (!e->flat.ok() || e->flat->never) {
     LOCKSTEP_RETURN_IF_ERROR(DeadlineOf(m, c));
-    return RenderPlain(v, indent, depth);
+    return RenderPlain(v, indent, depth, fp);
   }
   if (e->flat->split >= 0) {
     for (const Conj& alt : m.Alternatives(*e->flat)) {
@@ -969,10 +981,11 @@ Result<std::string> Render(Model& m, const Conj& c, const json& v, int indent, i
       if (ok.ok() && *ok) return Render(m, alt, v, indent, depth);
       LOCKSTEP_RETURN_IF_ERROR(DeadlineOf(m, alt));
     }
-    return RenderPlain(v, indent, depth);
+    return RenderPlain(v, indent, depth, fp);
   }
   const Result<Facts>& f = m.FactsOf(*e);
-  if (!f.ok() || f->enum_vals) return RenderPlain(v, indent, depth);
+  if (!f.ok() || f->enum_vals) return RenderPlain(v, indent, depth, fp && !f.ok());
+  if (fp_scalar) return RenderScalar(v, true);
   if (v.empty()) return std::string(v.is_object() ? "{}" : "[]");
   std::string pad = Newline(indent, depth + 1);
   std::string out;
@@ -990,7 +1003,7 @@ Result<std::string> Render(Model& m, const Conj& c, const json& v, int indent, i
     const Result<ObjectPlan>& plan = m.PlanOf(*e);
     if (!plan.ok()) {
       LOCKSTEP_RETURN_IF_ERROR(DeadlineOf(m, c));
-      return RenderPlain(v, indent, depth);
+      return RenderPlain(v, indent, depth, fp);
     }
     out += '{';
     for (const Member& mem : plan->members) {
@@ -1131,7 +1144,7 @@ Result<std::string> InstanceRenderer::Render(const nlohmann::json& instance, int
   } catch (const std::bad_alloc&) {
     return Status(StatusCode::kResourceLimit, "out of memory rendering the instance");
   } catch (const std::exception&) {
-    return RenderPlain(instance, indent, 0);
+    return RenderPlain(instance, indent, 0, !schema_.float_integers());
   }
 }
 
@@ -1147,7 +1160,7 @@ Result<std::string> TryRenderInstance(const Schema& schema, const nlohmann::json
 std::string RenderInstance(const Schema& schema, const nlohmann::json& instance, int indent,
                            const SchemaCompileOptions& options) {
   Result<std::string> r = TryRenderInstance(schema, instance, indent, options);
-  return r.ok() ? std::move(r).value() : RenderPlain(instance, indent, 0);
+  return r.ok() ? std::move(r).value() : RenderPlain(instance, indent, 0, !schema.float_integers());
 }
 
 }  // namespace lockstep::schema

@@ -327,9 +327,10 @@ inline void AddApplying(std::optional<std::string>& first, std::vector<std::stri
 // The least common multiple of two positive JSON numbers, exact in decimal (nullopt when too
 // large).
 std::optional<json> LcmOf(const json& a, const json& b);
-// The value rendered under the formatting policy, in its own member order.
-std::string RenderPlain(const json& v, int indent, int depth);
-std::string RenderScalar(const json& v);
+// The value rendered under the formatting policy, in its own member order. `float_point`: a
+// number held as a double with a zero fraction keeps it ("1.0"): in draft-04 it is no integer.
+std::string RenderPlain(const json& v, int indent, int depth, bool float_point = false);
+std::string RenderScalar(const json& v, bool float_point = false);
 // "" when compact (indent < 0), else a newline and depth * indent spaces.
 std::string Newline(int indent, int depth);
 

@@ -99,11 +99,13 @@ std::optional<json> LcmOf(const json& a, const json& b) {
   return out;
 }
 
-std::string RenderScalar(const json& v) {
+std::string RenderScalar(const json& v, bool float_point) {
   if (v.is_null()) return "null";
   if (v.is_boolean()) return v.get<bool>() ? "true" : "false";
   if (v.is_string()) return RenderJsonString(v.get_ref<const std::string&>());
-  return RenderJsonNumber(v);
+  std::string text = RenderJsonNumber(v);
+  if (float_point && v.is_number_float() && IsIntegral(v)) text += ".0";
+  return text;
 }
 
 std::string Newline(int indent, int depth) {
@@ -114,8 +116,8 @@ std::string Newline(int indent, int depth) {
   return s;
 }
 
-std::string RenderPlain(const json& v, int indent, int depth) {
-  if (!v.is_object() && !v.is_array()) return RenderScalar(v);
+std::string RenderPlain(const json& v, int indent, int depth, bool float_point) {
+  if (!v.is_object() && !v.is_array()) return RenderScalar(v, float_point);
   if (v.empty()) return v.is_object() ? "{}" : "[]";
   std::string out(1, v.is_object() ? '{' : '[');
   std::string pad = Newline(indent, depth + 1);
@@ -125,7 +127,7 @@ std::string RenderPlain(const json& v, int indent, int depth) {
     first = false;
     out += pad;
     if (v.is_object()) out += RenderJsonString(it.key()) + (indent < 0 ? ":" : ": ");
-    out += RenderPlain(*it, indent, depth + 1);
+    out += RenderPlain(*it, indent, depth + 1, float_point);
   }
   out += Newline(indent, depth);
   out += v.is_object() ? '}' : ']';

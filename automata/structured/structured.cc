@@ -502,7 +502,7 @@ Result<std::string> BodySchema(const StructuredFormat& f, std::span<const ToolSp
 
 Result<schema::SchemaGrammar> CompileBody(std::string_view text, const CompileOptions& options,
                                           const CompileDeadline& deadline) {
-  auto s = schema::Schema::Load(text);
+  auto s = schema::Schema::Load(text, schema::WithDefaultDraft(options.schema_default_draft));
   if (!s.ok()) return s.status();
   return schema::CompileSchemaToGrammar(**s, schema::SchemaOptionsFrom(options, text, deadline));
 }

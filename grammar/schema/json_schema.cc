@@ -158,22 +158,145 @@ void SplitFragment(const std::string& uri, std::string* base, std::string* fragm
   }
 }
 
-bool IsDraft7Uri(const std::string& s) {
-  return s.find("json-schema.org/draft-07/schema") != std::string::npos ||
-         s.find("json-schema.org/draft-06/schema") != std::string::npos ||
-         s.find("json-schema.org/draft-04/schema") != std::string::npos;
-}
-bool IsDraft2020Uri(const std::string& s) {
-  return s.find("json-schema.org/draft/2020-12/schema") != std::string::npos ||
-         s.find("json-schema.org/draft/2019-09/schema") != std::string::npos;
-}
-
 Status SchemaError(std::string message, std::string location) {
   return Status(StatusCode::kInvalidSchema, std::move(message),
                 location.empty() ? "/" : std::move(location));
 }
 
+// The applicators' subschema positions (besides `items` and `dependencies`, whose shape varies):
+// one schema, a map of schemas, an array of schemas.
+constexpr const char* kSingleSchemaKeywords[] = {"additionalProperties",
+                                                 "additionalItems",
+                                                 "unevaluatedProperties",
+                                                 "unevaluatedItems",
+                                                 "contains",
+                                                 "propertyNames",
+                                                 "if",
+                                                 "then",
+                                                 "else",
+                                                 "not",
+                                                 "contentSchema"};
+constexpr const char* kSchemaMapKeywords[] = {"properties", "patternProperties", "$defs",
+                                              "definitions", "dependentSchemas"};
+constexpr const char* kSchemaArrayKeywords[] = {"allOf", "anyOf", "oneOf", "prefixItems"};
+
+// ---- Draft normalisation ----
+// Draft-04 and -06 are rewritten into draft-07's vocabulary, 2019-09 into 2020-12's, before the
+// document is indexed, so that the model, the validator and the compiler know two vocabularies
+// only. Only schema positions are rewritten (the applicators' subschemas), never `properties`
+// names or `enum` / `const` values. A keyword its draft does not have is dropped (it would be
+// ignored there).
+
+// The dynamic anchor a 2019-09 `$recursiveAnchor: true` becomes, and `$recursiveRef` names; not a
+// valid anchor name of any draft, so no schema can declare it.
+constexpr char kRecursiveAnchor[] = "lockstep:recursive";
+
+void NormaliseNode(json& node, SchemaDraft d, int depth);
+
+void NormaliseChildren(json& node, SchemaDraft d, int depth) {
+  auto schema = [&](json& sub) { NormaliseNode(sub, d, depth + 1); };  // non-objects: no-op
+  auto each = [&](json& subs) {
+    if (subs.is_object()) {
+      for (auto& [key, sub] : subs.items()) schema(sub);
+    } else if (subs.is_array()) {
+      for (json& sub : subs) schema(sub);
+    }
+  };
+  for (const char* k : kSingleSchemaKeywords) {
+    if (auto it = node.find(k); it != node.end()) schema(*it);
+  }
+  for (const char* k : kSchemaMapKeywords) {
+    if (auto it = node.find(k); it != node.end() && it->is_object()) each(*it);
+  }
+  for (const char* k : kSchemaArrayKeywords) {
+    if (auto it = node.find(k); it != node.end() && it->is_array()) each(*it);
+  }
+  if (auto it = node.find("items"); it != node.end()) it->is_array() ? each(*it) : schema(*it);
+  // Schemas, or arrays of property names (NormaliseNode leaves those alone).
+  if (auto it = node.find("dependencies"); it != node.end() && it->is_object()) each(*it);
+}
+
+// Draft-04's boolean exclusiveMaximum / exclusiveMinimum modify maximum / minimum; from draft-06
+// on they are numbers of their own.
+void NormaliseExclusive(json& node, const char* bound, const char* exclusive) {
+  auto ex = node.find(exclusive);
+  if (ex == node.end() || !ex->is_boolean()) return;
+  const bool on = ex->get<bool>();
+  auto b = node.find(bound);
+  if (on && b != node.end()) {
+    json value = *b;
+    node.erase(bound);
+    node[exclusive] = std::move(value);
+  } else {
+    node.erase(exclusive);
+  }
+}
+
+void NormaliseNode(json& node, SchemaDraft d, int depth) {
+  if (!node.is_object() || depth > 1000) return;  // Index reports the depth
+  switch (d) {
+    case SchemaDraft::k4:
+      if (auto id = node.find("id"); id != node.end() && id->is_string()) {
+        json value = *id;
+        node.erase("id");
+        node["$id"] = std::move(value);  // draft-04 has no `$id` of its own
+      } else {
+        node.erase("$id");
+      }
+      NormaliseExclusive(node, "maximum", "exclusiveMaximum");
+      NormaliseExclusive(node, "minimum", "exclusiveMinimum");
+      for (const char* k : {"const", "contains", "propertyNames"}) node.erase(k);
+      [[fallthrough]];
+    case SchemaDraft::k6:
+      for (const char* k : {"if", "then", "else"}) node.erase(k);
+      break;
+    case SchemaDraft::k2019_09: {
+      for (const char* k : {"prefixItems", "$dynamicRef", "$dynamicAnchor"}) node.erase(k);
+      auto items = node.find("items");
+      if (items != node.end() && items->is_array()) {
+        json prefix = std::move(*items);
+        node.erase("items");
+        node["prefixItems"] = std::move(prefix);
+        if (auto more = node.find("additionalItems"); more != node.end()) {
+          json rest = std::move(*more);
+          node.erase("additionalItems");
+          node["items"] = std::move(rest);
+        }
+      } else {
+        node.erase("additionalItems");
+      }
+      if (auto ra = node.find("$recursiveAnchor"); ra != node.end()) {
+        if (ra->is_boolean() && ra->get<bool>()) node["$dynamicAnchor"] = kRecursiveAnchor;
+        node.erase("$recursiveAnchor");
+      }
+      if (auto rr = node.find("$recursiveRef"); rr != node.end()) {
+        if (rr->is_string()) {
+          std::string ref = rr->get<std::string>();
+          // "#" (the only form 2019-09 gives a dynamic meaning) names the recursive anchor.
+          node["$dynamicRef"] = ref == "#" ? std::string("#") + kRecursiveAnchor : ref;
+        }
+        node.erase("$recursiveRef");
+      }
+      break;
+    }
+    default:
+      break;
+  }
+  NormaliseChildren(node, d, depth);
+}
+
 }  // namespace
+
+std::optional<SchemaDraft> DraftOfMetaSchemaUri(std::string_view uri) {
+  auto has = [&](std::string_view part) { return uri.find(part) != std::string_view::npos; };
+  if (!has("json-schema.org/")) return std::nullopt;
+  if (has("/draft-04/schema")) return SchemaDraft::k4;
+  if (has("/draft-06/schema")) return SchemaDraft::k6;
+  if (has("/draft-07/schema")) return SchemaDraft::k7;
+  if (has("/draft/2019-09/schema")) return SchemaDraft::k2019_09;
+  if (has("/draft/2020-12/schema")) return SchemaDraft::k2020_12;
+  return std::nullopt;
+}
 
 Status AddRemoteDirectory(const std::string& base_uri, const std::string& dir,
                           std::map<std::string, std::string>* remotes) {
@@ -203,14 +326,12 @@ class SchemaLoader {
   SchemaLoader(Schema* s, const LoadOptions& o) : s_(s), options_(o) {}
 
   Status Run(json root) {
-    s_->draft_ = options_.default_draft;
+    s_->dialect_ = options_.default_draft;
     if (root.is_object() && root.contains("$schema")) {
       if (!root["$schema"].is_string()) return SchemaError("$schema must be a string", "/$schema");
       std::string meta = root["$schema"].get<std::string>();
-      if (IsDraft7Uri(meta)) {
-        s_->draft_ = Draft::k7;
-      } else if (IsDraft2020Uri(meta)) {
-        s_->draft_ = Draft::k2020_12;
+      if (std::optional<SchemaDraft> d = DraftOfMetaSchemaUri(meta)) {
+        s_->dialect_ = *d;
       } else {
         // A custom meta-schema: its $vocabulary says whether validation keywords apply.
         std::string base, frag;
@@ -220,7 +341,9 @@ class SchemaLoader {
           json m = json::parse(it->second, nullptr, false);
           if (m.is_object() && m.contains("$vocabulary") && m["$vocabulary"].is_object()) {
             s_->validation_vocab_ =
-                m["$vocabulary"].contains("https://json-schema.org/draft/2020-12/vocab/validation");
+                m["$vocabulary"].contains(
+                    "https://json-schema.org/draft/2020-12/vocab/validation") ||
+                m["$vocabulary"].contains("https://json-schema.org/draft/2019-09/vocab/validation");
           }
         }
       }
@@ -237,6 +360,7 @@ class SchemaLoader {
 
  private:
   Status AddDoc(json doc, const std::string& uri) {
+    NormaliseNode(doc, s_->dialect_, 0);
     int index = static_cast<int>(s_->docs_.size());
     s_->docs_.push_back({std::make_unique<json>(std::move(doc)), uri});
     const json* root = s_->docs_.back().json.get();
@@ -244,7 +368,7 @@ class SchemaLoader {
     return Index(*root, index, "", uri, root);
   }
 
-  bool Draft7() const { return s_->draft_ == Draft::k7; }
+  bool Draft7() const { return s_->draft() == Draft::k7; }
 
   Status Index(const json& node, int doc, const std::string& ptr, std::string base,
                const json* resource) {
@@ -291,26 +415,12 @@ class SchemaLoader {
     s_->info_.emplace(&node, NodeInfo{doc, ptr, base, resource});
     if (!node.is_object()) return Status::Ok();
 
-    static const char* kSingle[] = {"additionalProperties",
-                                    "additionalItems",
-                                    "unevaluatedProperties",
-                                    "unevaluatedItems",
-                                    "contains",
-                                    "propertyNames",
-                                    "if",
-                                    "then",
-                                    "else",
-                                    "not",
-                                    "contentSchema"};
-    static const char* kMap[] = {"properties", "patternProperties", "$defs", "definitions",
-                                 "dependentSchemas"};
-    static const char* kArray[] = {"allOf", "anyOf", "oneOf", "prefixItems"};
-    for (const char* k : kSingle) {
+    for (const char* k : kSingleSchemaKeywords) {
       auto it = node.find(k);
       if (it == node.end()) continue;
       LOCKSTEP_RETURN_IF_ERROR(Index(*it, doc, ptr + JsonPointerSegment(k), base, resource));
     }
-    for (const char* k : kMap) {
+    for (const char* k : kSchemaMapKeywords) {
       auto it = node.find(k);
       if (it == node.end()) continue;
       if (!it->is_object())
@@ -320,7 +430,7 @@ class SchemaLoader {
             Index(sub, doc, ptr + JsonPointerSegment(k) + JsonPointerSegment(key), base, resource));
       }
     }
-    for (const char* k : kArray) {
+    for (const char* k : kSchemaArrayKeywords) {
       auto it = node.find(k);
       if (it == node.end()) continue;
       if (!it->is_array() || it->empty()) {
@@ -455,6 +565,10 @@ class SchemaLoader {
     }
     if (frag[0] != '/') {
       auto a = s_->resources_.find(base + "#" + frag);
+      if (a == s_->resources_.end() && frag == kRecursiveAnchor) {
+        *out = res;  // 2019-09 `$recursiveRef: "#"` without `$recursiveAnchor`: the resource root
+        return Status::Ok();
+      }
       if (a == s_->resources_.end()) {
         return SchemaError("unresolvable reference '" + abs + "' (no such anchor)", where);
       }
@@ -480,6 +594,15 @@ class SchemaLoader {
           key += '/', ++i;
         } else {
           key += tok[i];
+        }
+      }
+      if (s_->dialect_ == SchemaDraft::k2019_09 && cur->is_object() && !cur->contains(key) &&
+          cur->contains("prefixItems")) {
+        // Normalisation renamed 2019-09's `items` array and `additionalItems`.
+        if (key == "items") {
+          key = "prefixItems";
+        } else if (key == "additionalItems") {
+          key = "items";
         }
       }
       if (cur->is_object() && cur->contains(key)) {

@@ -1,35 +1,59 @@
 // The JSON Schema model shared by the validator (json_schema_validate.cc) and the schema ->
-// grammar compiler (automata/schema): a loaded schema with every subschema indexed by its JSON Pointer,
-// every `$ref` / `$dynamicRef` resolved at load time (local pointers, `$defs`/`definitions`,
-// `$anchor`, `$id` resources, preloaded remote documents; never the network), draft 2020-12 or
-// draft-07. Internal header of lockstep_grammar: users of it also link nlohmann_json.
+// grammar compiler (automata/schema): a loaded schema with every subschema indexed by its JSON
+// Pointer, every `$ref` / `$dynamicRef` resolved at load time (local pointers, `$defs` /
+// `definitions`, `$anchor`, `$id` resources, preloaded remote documents; never the network).
+// Drafts 2020-12 and 07 are read as they are; 2019-09, 06 and 04 are rewritten at load time into
+// the vocabulary of the nearer of the two (NormaliseNode in json_schema.cc). Internal header of
+// lockstep_grammar: users of it also link nlohmann_json.
 #pragma once
 
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
 
+#include "lockstep/schema_draft.h"
 #include "lockstep/status.h"
 
 namespace lockstep::schema {
 
+// The semantics the model, the validator and the compiler implement: draft-07 (`$ref` overrides
+// its siblings, `items` arrays, `dependencies`) or 2020-12. A schema of draft-04 or -06 is loaded
+// as k7 and one of 2019-09 as k2020_12, its keywords rewritten into theirs (Schema::dialect()
+// keeps the draft it was written for).
 enum class Draft { k7, k2020_12 };
+
+// The semantics family of a dialect.
+constexpr Draft FamilyOf(SchemaDraft d) {
+  return d == SchemaDraft::k2020_12 || d == SchemaDraft::k2019_09 ? Draft::k2020_12 : Draft::k7;
+}
+
+// The draft a `$schema` URI names (with or without "#", http or https), or nullopt.
+std::optional<SchemaDraft> DraftOfMetaSchemaUri(std::string_view uri);
 
 struct LoadOptions {
   // Remote documents by absolute URI (no fragment): "http://localhost:1234/integer.json" -> text.
   // A `$ref` to any other remote URI is an error.
   std::map<std::string, std::string> remotes;
   // Draft used when the schema has no (known) `$schema`.
-  Draft default_draft = Draft::k2020_12;
+  SchemaDraft default_draft = SchemaDraft::k2020_12;
 };
+
+// LoadOptions with only the default draft set (CompileOptions::schema_default_draft).
+inline LoadOptions WithDefaultDraft(SchemaDraft d) {
+  LoadOptions o;
+  o.default_draft = d;
+  return o;
+}
 
 // lockstep's own meta-schemas for draft 2020-12 ("https://json-schema.org/draft/2020-12/schema")
 // and draft-07 ("http://json-schema.org/draft-07/schema"), used when a `$ref` names them and
 // `remotes` does not; empty for any other URI.
+// Also draft-04, draft-06 and 2019-09.
 std::string_view BuiltinMetaSchema(std::string_view uri);
 
 // Adds every file under `dir` (recursively) to `remotes` as `base_uri` + its relative path
@@ -55,7 +79,11 @@ class Schema {
   static Result<std::shared_ptr<const Schema>> FromJson(nlohmann::json root,
                                                         const LoadOptions& options = {});
 
-  Draft draft() const { return draft_; }
+  Draft draft() const { return FamilyOf(dialect_); }
+  // The draft the schema is written in (its `$schema`, else LoadOptions::default_draft).
+  SchemaDraft dialect() const { return dialect_; }
+  // Whether a number with a zero fraction (1.0) is an integer: not in draft-04.
+  bool float_integers() const { return dialect_ != SchemaDraft::k4; }
   const nlohmann::json& root() const { return *docs_[0].json; }
   // Index entry of a subschema node (nullptr if the node is not a schema of this model).
   const NodeInfo* Info(const nlohmann::json* node) const;
@@ -82,7 +110,7 @@ class Schema {
   };
   friend class SchemaLoader;
 
-  Draft draft_ = Draft::k2020_12;
+  SchemaDraft dialect_ = SchemaDraft::k2020_12;
   bool validation_vocab_ = true;
   std::vector<Doc> docs_;
   std::unordered_map<const nlohmann::json*, NodeInfo> info_;

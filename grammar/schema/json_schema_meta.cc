@@ -1,9 +1,14 @@
-// Built-in meta-schemas for draft 2020-12 and draft-07, so that `{"$ref": "<meta-schema URI>"}`
-// resolves without the network. Written for lockstep from the rules of the two specifications
-// (JSON Schema Core and Validation, 2020-12 and draft-07): every keyword's value is checked as the
-// spec says it must be (types, non-negative integers, arrays of schemas, unique string arrays, ...).
-// They are one document each (the 2020-12 vocabularies are not split into meta/core,
-// meta/applicator, ... documents) and check no `format`s, as the official ones do by default.
+// Built-in meta-schemas for drafts 2020-12, 2019-09, 07, 06 and 04, so that
+// `{"$ref": "<meta-schema URI>"}` resolves without the network. Written for lockstep from the rules
+// of the two specifications (JSON Schema Core and Validation, 2020-12 and draft-07): every
+// keyword's value is checked as the spec says it must be (types, non-negative integers, arrays of
+// schemas, unique string arrays, ...). They are one document each (the 2020-12 vocabularies are not
+// split into meta/core, meta/applicator, ... documents) and check no `format`s, as the official
+// ones do by default. 2019-09's is 2020-12's with `$recursiveRef` for `$dynamicRef` and the `items`
+// array; draft-06's and draft-04's are draft-07's less the keywords those drafts do not have
+// (draft-04: `id`, and boolean exclusiveMaximum / exclusiveMinimum).
+#include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 
@@ -168,15 +173,77 @@ constexpr std::string_view kDraft7Meta = R"json({
   }
 })json";
 
+std::string Draft2019Meta() {
+  nlohmann::json m = nlohmann::json::parse(kDraft2020Meta);
+  const nlohmann::json dyn = {{"$dynamicRef", "#meta"}}, rec = {{"$recursiveRef", "#"}};
+  std::function<void(nlohmann::json&)> swap = [&](nlohmann::json& j) {
+    if (j == dyn) {
+      j = rec;
+      return;
+    }
+    if (j.is_object() || j.is_array()) {
+      for (auto& sub : j) swap(sub);
+    }
+  };
+  swap(m);
+  m["$schema"] = m["$id"] = "https://json-schema.org/draft/2019-09/schema";
+  m.erase("$dynamicAnchor");
+  m["$recursiveAnchor"] = true;
+  m["$comment"] = "lockstep's meta-schema for draft 2019-09";
+  nlohmann::json& p = m["properties"];
+  p.erase("prefixItems");
+  p.erase("$dynamicRef");
+  p.erase("$dynamicAnchor");
+  p["$recursiveRef"] = {{"type", "string"}};
+  p["$recursiveAnchor"] = {{"type", "boolean"}};
+  p["items"] = {{"anyOf", {rec, {{"$ref", "#/$defs/schemaArray"}}}}};
+  p["additionalItems"] = rec;
+  return m.dump();
+}
+
+// Draft-06 (version 6) or draft-04 (version 4) from draft-07's.
+std::string OlderDraftMeta(int version) {
+  nlohmann::json m = nlohmann::json::parse(kDraft7Meta);
+  const std::string uri =
+      std::string("http://json-schema.org/draft-0") + std::to_string(version) + "/schema#";
+  m["$schema"] = uri;
+  m["$comment"] = "lockstep's meta-schema for draft-0" + std::to_string(version);
+  nlohmann::json& p = m["properties"];
+  for (const char* k : {"if", "then", "else", "readOnly", "writeOnly", "contentMediaType",
+                        "contentEncoding", "$comment"}) {
+    p.erase(k);
+  }
+  if (version == 4) {
+    m.erase("$id");
+    m["id"] = uri;
+    for (const char* k : {"$id", "const", "contains", "propertyNames", "examples"}) p.erase(k);
+    p["id"] = {{"type", "string"}};
+    p["exclusiveMaximum"] = p["exclusiveMinimum"] = {{"type", "boolean"}};
+  } else {
+    m["$id"] = uri;
+  }
+  return m.dump();
+}
+
 }  // namespace
 
 // The built-in meta-schema with this URI (no fragment; "http://json-schema.org/draft-07/schema"
 // with or without a trailing '#'), or an empty view.
 std::string_view BuiltinMetaSchema(std::string_view uri) {
   if (uri == "https://json-schema.org/draft/2020-12/schema") return kDraft2020Meta;
-  if (uri == "http://json-schema.org/draft-07/schema" ||
-      uri == "http://json-schema.org/draft-07/schema#") {
-    return kDraft7Meta;
+  if (uri == "https://json-schema.org/draft/2019-09/schema") {
+    static const std::string* const k2019 = new std::string(Draft2019Meta());
+    return *k2019;
+  }
+  if (!uri.empty() && uri.back() == '#') uri.remove_suffix(1);
+  if (uri == "http://json-schema.org/draft-07/schema") return kDraft7Meta;
+  if (uri == "http://json-schema.org/draft-06/schema") {
+    static const std::string* const k6 = new std::string(OlderDraftMeta(6));
+    return *k6;
+  }
+  if (uri == "http://json-schema.org/draft-04/schema") {
+    static const std::string* const k4 = new std::string(OlderDraftMeta(4));
+    return *k4;
   }
   return {};
 }

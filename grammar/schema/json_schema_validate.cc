@@ -244,8 +244,9 @@ const char* TypeName(const json& j) {
   }
 }
 
-bool HasType(const json& inst, const std::string& t) {
-  if (t == "integer") return IsInteger(inst);
+// `float_integers`: 1.0 is an integer (every draft but draft-04, where only 1 is).
+bool HasType(const json& inst, const std::string& t, bool float_integers) {
+  if (t == "integer") return float_integers ? IsInteger(inst) : inst.is_number_integer();
   if (t == "number") return inst.is_number();
   return t == TypeName(inst) || (t == "number" && inst.is_number());
 }
@@ -482,9 +483,10 @@ class Evaluator {
     if (const json* t = kw("type")) {
       bool ok = false;
       if (t->is_string()) {
-        ok = HasType(inst, t->get<std::string>());
+        ok = HasType(inst, t->get<std::string>(), s_.float_integers());
       } else if (t->is_array()) {
-        for (const json& x : *t) ok |= x.is_string() && HasType(inst, x.get<std::string>());
+        for (const json& x : *t)
+          ok |= x.is_string() && HasType(inst, x.get<std::string>(), s_.float_integers());
       }
       if (!ok)
         valid = false,

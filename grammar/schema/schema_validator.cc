@@ -32,17 +32,37 @@ class SchemaValidator::Impl {
   const bool keep_errors;
 };
 
-namespace {
-
-schema::Draft ToInternal(SchemaDraft d) {
-  return d == SchemaDraft::k7 ? schema::Draft::k7 : schema::Draft::k2020_12;
+std::optional<SchemaDraft> ParseSchemaDraft(std::string_view name) {
+  if (std::optional<SchemaDraft> d = schema::DraftOfMetaSchemaUri(name)) return d;
+  std::string n(name);
+  if (n.rfind("draft-", 0) == 0) {
+    n.erase(0, 6);
+  } else if (n.rfind("draft", 0) == 0) {
+    n.erase(0, 5);
+  }
+  if (n == "4" || n == "04") return SchemaDraft::k4;
+  if (n == "6" || n == "06") return SchemaDraft::k6;
+  if (n == "7" || n == "07") return SchemaDraft::k7;
+  if (n == "2019-09") return SchemaDraft::k2019_09;
+  if (n == "2020-12") return SchemaDraft::k2020_12;
+  return std::nullopt;
 }
 
-SchemaDraft FromInternal(schema::Draft d) {
-  return d == schema::Draft::k7 ? SchemaDraft::k7 : SchemaDraft::k2020_12;
+const char* SchemaDraftName(SchemaDraft draft) {
+  switch (draft) {
+    case SchemaDraft::k4:
+      return "draft-04";
+    case SchemaDraft::k6:
+      return "draft-06";
+    case SchemaDraft::k7:
+      return "draft-07";
+    case SchemaDraft::k2019_09:
+      return "2019-09";
+    case SchemaDraft::k2020_12:
+      return "2020-12";
+  }
+  return "?";
 }
-
-}  // namespace
 
 Status SchemaValidatorOptions::AddRemoteDirectory(const std::string& base_uri,
                                                   const std::string& dir) {
@@ -79,10 +99,10 @@ Result<SchemaValidator> SchemaValidator::Create(std::string_view schema_json,
   try {
     schema::LoadOptions load;
     load.remotes = options.remotes;
-    load.default_draft = ToInternal(options.default_draft);
+    load.default_draft = options.default_draft;
     Result<std::shared_ptr<const schema::Schema>> loaded = schema::Schema::Load(schema_json, load);
     if (!loaded.ok()) return loaded.status();
-    const schema::Draft draft = (*loaded)->draft();
+    const SchemaDraft draft = (*loaded)->dialect();
     schema::ValidateOptions vo;
     vo.format_assertion = options.format_assertion;
     vo.openapi_formats = options.openapi_formats;
@@ -90,8 +110,8 @@ Result<SchemaValidator> SchemaValidator::Create(std::string_view schema_json,
     vo.max_depth = options.max_depth;
     Result<schema::Validator> v = schema::Validator::Create(std::move(loaded).value(), vo);
     if (!v.ok()) return v.status();
-    return SchemaValidator(std::make_shared<const Impl>(std::move(v).value(), FromInternal(draft),
-                                                        options.max_errors > 0));
+    return SchemaValidator(
+        std::make_shared<const Impl>(std::move(v).value(), draft, options.max_errors > 0));
   } catch (const std::bad_alloc&) {
     return Status(StatusCode::kResourceLimit, "out of memory loading the schema");
   }

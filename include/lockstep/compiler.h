@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "lockstep/schema_draft.h"
 #include "lockstep/status.h"
 #include "lockstep/types.h"
 #include "lockstep/vocabulary.h"
@@ -59,6 +60,9 @@ struct CompileOptions {
   // JSON Schemas (CompileSchema; docs/json-schema-compiler.md).
   // Relax what cannot be enforced exactly (reported as warnings) instead of failing.
   bool schema_lenient = false;
+  // The draft of a schema whose `$schema` names none of the five drafts (or is absent); a known
+  // `$schema` always wins (docs/json-schema.md, as SchemaValidatorOptions::default_draft).
+  SchemaDraft schema_default_draft = SchemaDraft::k2020_12;
   // No whitespace at all between tokens (else JSON whitespace, at most
   // schema_max_whitespace_run bytes per gap).
   bool schema_whitespace_compact = false;

@@ -161,6 +161,9 @@ typedef struct lockstep_compile_options {
   /* schemas: 1 also enforces the OpenAPI formats int32, int64 (integer ranges) and byte
    * (base64); 0 (default): they are unknown formats, annotations with a warning. */
   int32_t schema_openapi_formats;
+  /* schemas: the lockstep_schema_draft of a schema whose $schema names none of the drafts
+   * (default LOCKSTEP_SCHEMA_DRAFT_2020_12); a known $schema always wins. */
+  int32_t schema_default_draft;
 } lockstep_compile_options;
 
 /* Fills *options with the defaults and sets struct_size. NULL: no-op. */
@@ -173,8 +176,9 @@ void lockstep_compile_options_init(lockstep_compile_options* options);
 lockstep_status lockstep_compile_regex(const lockstep_vocab* vocab, const char* pattern, size_t len,
                                        const lockstep_compile_options* options,
                                        lockstep_grammar** out);
-/* A JSON Schema (draft 2020-12 or draft-07). With schema_lenient, relaxed keywords are listed
- * by lockstep_grammar_num_warnings / lockstep_grammar_warning. */
+/* A JSON Schema (draft 2020-12, 2019-09, 07, 06 or 04; schema_default_draft). With
+ * schema_lenient, relaxed keywords are listed by lockstep_grammar_num_warnings /
+ * lockstep_grammar_warning. */
 lockstep_status lockstep_compile_schema(const lockstep_vocab* vocab, const char* schema_json,
                                         size_t len, const lockstep_compile_options* options,
                                         lockstep_grammar** out);
@@ -396,22 +400,25 @@ lockstep_status lockstep_generate(const lockstep_grammar* grammar, const lockste
 
 /* ---- JSON Schema validation --------------------------------------------------------------- */
 
-/* The C++ lockstep::SchemaValidator (lockstep/validator.h): a JSON Schema (draft 2020-12 or
- * draft-07) loaded once, every $ref resolved (never over the network), then any number of JSON
+/* The C++ lockstep::SchemaValidator (lockstep/validator.h): a JSON Schema (draft 2020-12, 2019-09,
+ * 07, 06 or 04) loaded once, every $ref resolved (never over the network), then any number of JSON
  * instances validated against it, each verdict with its errors located by JSON Pointers. */
 typedef struct lockstep_validator lockstep_validator;   /* immutable; shareable across threads */
 typedef struct lockstep_validation lockstep_validation; /* one verdict and its errors; read-only */
 
-/* The drafts (the values of the C++ lockstep::SchemaDraft). */
+/* The drafts (the values of the C++ lockstep::SchemaDraft, lockstep/schema_draft.h). */
 typedef enum lockstep_schema_draft {
-  LOCKSTEP_SCHEMA_DRAFT_2020_12 = 0, /* also 2019-09 */
-  LOCKSTEP_SCHEMA_DRAFT_7 = 1        /* also draft-06 and draft-04 */
+  LOCKSTEP_SCHEMA_DRAFT_2020_12 = 0,
+  LOCKSTEP_SCHEMA_DRAFT_7 = 1,
+  LOCKSTEP_SCHEMA_DRAFT_4 = 2,
+  LOCKSTEP_SCHEMA_DRAFT_6 = 3,
+  LOCKSTEP_SCHEMA_DRAFT_2019_09 = 4
 } lockstep_schema_draft;
 
 /* The C++ lockstep::SchemaValidatorOptions; struct_size as for lockstep_compile_options. */
 typedef struct lockstep_validator_options {
   size_t struct_size;
-  int32_t default_draft;    /* lockstep_schema_draft of a schema whose $schema names neither */
+  int32_t default_draft;    /* lockstep_schema_draft of a schema whose $schema names none */
   int32_t format_assertion; /* 1: check `format` (date, email, ipv4, ...); 0 (default): ignore */
   int32_t max_errors;       /* errors kept per instance (default 100; 0: the verdict only) */
   int32_t max_depth;        /* nested evaluations before LOCKSTEP_RESOURCE_LIMIT (default 400) */

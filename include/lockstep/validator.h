@@ -1,5 +1,5 @@
-// SchemaValidator: JSON Schema validation of JSON instances (draft 2020-12 and draft-07, every
-// required test of the official JSON-Schema-Test-Suite), the validator behind `lockstep
+// SchemaValidator: JSON Schema validation of JSON instances (drafts 2020-12, 2019-09, 07, 06 and
+// 04, every required test of the official JSON-Schema-Test-Suite), the validator behind `lockstep
 // validate`. A schema is loaded once: every `$ref` resolved (never over the network), every
 // keyword checked, every pattern compiled; then any number of instances are validated against
 // it, each verdict exact, with the errors located by JSON Pointers in the instance and in the
@@ -15,23 +15,25 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "lockstep/schema_draft.h"
 #include "lockstep/status.h"
 
 namespace lockstep {
 
-// The JSON Schema dialects the validator implements (the values are the C ABI's
-// lockstep_schema_draft).
-enum class SchemaDraft {
-  k2020_12 = 0,  // https://json-schema.org/draft/2020-12/schema (2019-09 reads as it)
-  k7 = 1,        // http://json-schema.org/draft-07/schema# (draft-06 and draft-04 read as it)
-};
+// SchemaDraft (lockstep/schema_draft.h) by name: "4", "draft-04", "draft4", "6", "draft-06", "7",
+// "draft-07", "2019-09", "draft2019-09", "2020-12", ... or a `$schema` URI naming one
+// ("http://json-schema.org/draft-04/schema#"); nullopt for anything else.
+std::optional<SchemaDraft> ParseSchemaDraft(std::string_view name);
+// "draft-04", "draft-06", "draft-07", "2019-09", "2020-12".
+const char* SchemaDraftName(SchemaDraft draft);
 
 struct SchemaValidatorOptions {
-  // The draft of a schema whose `$schema` names none of the drafts above (or is absent); a known
+  // The draft of a schema whose `$schema` names none of the five drafts (or is absent); a known
   // `$schema` always wins. One draft applies to the whole schema, referenced documents included.
   SchemaDraft default_draft = SchemaDraft::k2020_12;
   // `format` checked as an assertion (date, date-time, email, ipv4, uuid, ...: `lockstep
@@ -44,8 +46,8 @@ struct SchemaValidatorOptions {
   bool openapi_formats = false;
   // Documents a `$ref` may name, by absolute URI without fragment
   // ("http://example.com/int.json" -> its JSON text). The network is never used: a `$ref` to any
-  // other remote URI makes Create fail with kInvalidSchema at that `$ref`'s pointer. The draft
-  // 2020-12 and draft-07 meta-schemas are built in (an entry here replaces them).
+  // other remote URI makes Create fail with kInvalidSchema at that `$ref`'s pointer. The five
+  // drafts' meta-schemas are built in (an entry here replaces them).
   std::map<std::string, std::string> remotes;
   // Errors kept per instance; the verdict is exact whatever this is. 0 keeps none and is the
   // fastest: a subschema is then evaluated once per instance value however many paths reach it

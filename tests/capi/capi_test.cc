@@ -320,6 +320,40 @@ TEST_F(CapiTest, OpenApiFormatsInTheCompilerAndTheValidator) {
   }
 }
 
+// schema_default_draft (appended last): draft-04's boolean exclusiveMaximum compiles under it
+// and is a malformed keyword under the default 2020-12; an older struct_size that ends before the
+// field gets the default; a value that is no lockstep_schema_draft is refused.
+TEST_F(CapiTest, SchemaDefaultDraft) {
+  const std::string schema = R"({"type": "integer", "maximum": 5, "exclusiveMaximum": true})";
+  lockstep_compile_options co;
+  lockstep_compile_options_init(&co);
+  EXPECT_EQ(co.schema_default_draft, LOCKSTEP_SCHEMA_DRAFT_2020_12);
+  lockstep_grammar* g = nullptr;
+  EXPECT_EQ(lockstep_compile_schema(vocab_, schema.data(), schema.size(), &co, &g),
+            LOCKSTEP_INVALID_SCHEMA);
+  co.schema_default_draft = LOCKSTEP_SCHEMA_DRAFT_4;
+  ASSERT_EQ(lockstep_compile_schema(vocab_, schema.data(), schema.size(), &co, &g), LOCKSTEP_OK)
+      << lockstep_last_error();
+  for (const char* text : {"4", "5", "4.0"}) {
+    lockstep_matcher* m = nullptr;
+    ASSERT_EQ(lockstep_matcher_create(g, &m), LOCKSTEP_OK);
+    const bool accepted =
+        lockstep_matcher_accept_string(m, text, std::strlen(text)) == LOCKSTEP_OK &&
+        lockstep_matcher_can_end(m) == 1;
+    lockstep_matcher_free(m);
+    EXPECT_EQ(accepted, std::string(text) == "4") << text;
+  }
+  lockstep_grammar_free(g);
+  co.struct_size = offsetof(lockstep_compile_options, schema_default_draft);
+  EXPECT_EQ(lockstep_compile_schema(vocab_, schema.data(), schema.size(), &co, &g),
+            LOCKSTEP_INVALID_SCHEMA);
+  lockstep_compile_options_init(&co);
+  co.schema_default_draft = 5;
+  EXPECT_EQ(lockstep_compile_schema(vocab_, schema.data(), schema.size(), &co, &g),
+            LOCKSTEP_INVALID_ARGUMENT);
+  EXPECT_TRUE(LastErrorHas("schema_default_draft")) << lockstep_last_error();
+}
+
 TEST_F(CapiTest, ThreadsShareVocabularyGrammarAndGenerateSampler) {
   bool eos = false;
   const std::vector<std::int32_t> expected = CSteps(&eos);

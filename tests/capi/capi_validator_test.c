@@ -102,9 +102,9 @@ static void TestFailuresOfTheCalls(void) {
   CHECK(lockstep_validator_create(kSchema, strlen(kSchema), &o, &v) == LOCKSTEP_INVALID_ARGUMENT,
         "max_depth 0");
   lockstep_validator_options_init(&o);
-  o.default_draft = 7;
+  o.default_draft = 5;
   CHECK(lockstep_validator_create(kSchema, strlen(kSchema), &o, &v) == LOCKSTEP_INVALID_ARGUMENT,
-        "draft 7 is not a lockstep_schema_draft value");
+        "draft 5 is not a lockstep_schema_draft value");
   lockstep_validator_options_init(&o);
   o.num_remotes = 1;
   CHECK(lockstep_validator_create(kSchema, strlen(kSchema), &o, &v) == LOCKSTEP_INVALID_ARGUMENT,
@@ -163,6 +163,15 @@ static void TestOptions(void) {
     CHECK(lockstep_validator_draft(v) == LOCKSTEP_SCHEMA_DRAFT_7, "draft-07");
     CHECK(Verdict(v, "[1]") == 1 && Verdict(v, "[1, 2]") == 0, "draft-07 tuple");
     CHECK(Verdict(v, "{\"when\": \"2024-02-30\"}") == 0, "format asserted");
+    lockstep_validator_free(v);
+  }
+  /* Draft-04: 1.0 is not an integer; boolean exclusiveMaximum. */
+  lockstep_validator_options_init(&o);
+  o.default_draft = LOCKSTEP_SCHEMA_DRAFT_4;
+  v = Make("{\"type\": \"integer\", \"maximum\": 5, \"exclusiveMaximum\": true}", &o);
+  if (v != NULL) {
+    CHECK(lockstep_validator_draft(v) == LOCKSTEP_SCHEMA_DRAFT_4, "draft-04");
+    CHECK(Verdict(v, "4") == 1 && Verdict(v, "5") == 0 && Verdict(v, "4.0") == 0, "draft-04");
     lockstep_validator_free(v);
   }
   v = Make("{\"format\": \"date\"}", NULL);

@@ -147,6 +147,32 @@ class SchemaCli(unittest.TestCase):
                            capture_output=True, text=True, timeout=120)
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
 
+    def test_schema_draft(self):
+        # Draft-04's boolean exclusiveMaximum is malformed in 2020-12 (the default): exit 2.
+        d4 = self.write("d4.json", json.dumps({"type": "integer", "maximum": 5,
+                                               "exclusiveMaximum": True}))
+        code, _, err = run("compile", "--schema", d4)
+        self.assertEqual(code, 2, err)
+        self.assertIn("exclusiveMaximum", err)
+        for name in ("4", "draft-04"):
+            code, out, err = run("compile", "--schema", d4, "--schema-draft", name,
+                                 "--emit-grammar")
+            self.assertEqual(code, 0, err)
+            self.assertIn("root ::=", out)
+        # ... and in draft-06, where exclusiveMaximum is a number.
+        self.assertEqual(run("compile", "--schema", d4, "--schema-draft", "6")[0], 2)
+        # A $schema naming draft-04 wins over the option.
+        named = self.write("named.json", json.dumps(
+            {"$schema": "http://json-schema.org/draft-04/schema#", "type": "integer",
+             "maximum": 5, "exclusiveMaximum": True}))
+        self.assertEqual(run("compile", "--schema", named, "--schema-draft", "2020-12")[0], 0)
+        for cmd in (["compile"], ["generate", "--max-tokens", "4"], ["explain"], ["classify"]):
+            code, _, err = run(*cmd, "--schema", d4, "--schema-draft", "5")
+            self.assertEqual(code, 2, " ".join(cmd) + ": " + err)
+            self.assertIn("unknown JSON Schema draft", err, cmd)
+        for cmd in ("compile", "generate", "explain", "classify", "bench"):
+            self.assertIn("--schema-draft", run(cmd, "--help")[1], cmd)
+
     def test_emit_grammar_prints_gbnf(self):
         code, out, err = run("compile", "--schema", self.schema, "--emit-grammar", "--compact")
         self.assertEqual(code, 0, err)

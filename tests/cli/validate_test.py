@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """End-to-end checks of `lockstep validate`: exit codes (0 all valid, 1 some invalid, 2 unusable
 schema or usage), single documents, NDJSON files and stdin, --json output with instance and
-schema JSON Pointers, draft-07 schemas and unsupported patterns.
+schema JSON Pointers, draft-07 schemas, --draft (draft-04 integers and exclusive bounds) and
+unsupported patterns.
 
 usage: validate_test.py PATH/TO/lockstep"""
 import json
@@ -119,6 +120,30 @@ class Validate(unittest.TestCase):
         self.assertEqual(run("--schema", d7, "-", stdin="[1, 2]")[0], 1)
         self.assertEqual(run("--schema", d7, "-", stdin='{"when": "2024-02-30"}')[0], 0)
         self.assertEqual(run("--schema", d7, "--formats", "-", stdin='{"when": "2024-02-30"}')[0], 1)
+
+    def test_draft_flag(self):
+        # Draft-04: 12345.0 is not an integer; from draft-06 on it is. A known $schema wins.
+        s = self.write("int.json", json.dumps({"type": "integer"}))
+        self.assertEqual(run("--schema", s, "-", stdin="12345.0")[0], 0)
+        for d4 in ("4", "draft-04", "draft4", "http://json-schema.org/draft-04/schema#"):
+            code, out, err = run("--schema", s, "--draft", d4, "-", stdin="12345.0")
+            self.assertEqual(code, 1, d4 + ": " + out + err)
+        for other in ("6", "draft-07", "2019-09", "2020-12"):
+            self.assertEqual(run("--schema", s, "--draft", other, "-", stdin="12345.0")[0], 0, other)
+        named = self.write("named.json", json.dumps(
+            {"$schema": "http://json-schema.org/draft-04/schema#", "type": "integer"}))
+        self.assertEqual(run("--schema", named, "--draft", "2020-12", "-", stdin="1.0")[0], 1)
+        # Draft-04's boolean exclusiveMaximum; 2019-09's $recursiveRef.
+        ex = self.write("ex.json", json.dumps({"maximum": 5, "exclusiveMaximum": True}))
+        self.assertEqual(run("--schema", ex, "--draft", "4", "-", stdin="5")[0], 1)
+        self.assertEqual(run("--schema", ex, "--draft", "4", "-", stdin="4.5")[0], 0)
+        self.assertEqual(run("--schema", ex, "-", stdin="4")[0], 2)  # not a 2020-12 schema
+        # An unknown draft is a usage error naming the flag.
+        code, _, err = run("--schema", s, "--draft", "5", "-", stdin="1")
+        self.assertEqual(code, 2)
+        self.assertIn("--draft 5", err)
+        self.assertIn("unknown JSON Schema draft", err)
+        self.assertIn("--draft D", run("--help")[1])
 
     def test_remote_directory(self):
         remote_dir = os.path.join(self.dir.name, "remote")

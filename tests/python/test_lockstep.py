@@ -407,6 +407,22 @@ class MaskTest(unittest.TestCase):
             self.assertEqual(accepted, valid, text)
             self.assertEqual(bool(validator.validate(text)), valid, text)
 
+    def test_default_draft(self):
+        # Draft-04's boolean exclusiveMaximum: malformed in 2020-12 (the default), exclusive in
+        # draft-04; the grammar and the validator agree on it.
+        v = vocab()
+        schema = {"type": "integer", "maximum": 5, "exclusiveMaximum": True}
+        with self.assertRaises(lockstep.Error):
+            lockstep.compile_schema(v, schema)
+        g = lockstep.compile_schema(v, schema, default_draft="draft-04")
+        validator = lockstep.SchemaValidator(schema, default_draft="4")
+        for text, valid in (("4", True), ("5", False), ("4.0", False)):
+            m = lockstep.Matcher(g)
+            self.assertEqual(m.accept_string(text) and m.can_end(), valid, text)
+            self.assertEqual(bool(validator.validate(text)), valid, text)
+        with self.assertRaises(ValueError):
+            lockstep.compile_schema(v, schema, default_draft="draft-05")
+
 
 class BadInputTest(unittest.TestCase):
     """Every misuse is a Python exception with a clear message, never a crash."""
@@ -770,13 +786,26 @@ class SchemaValidatorTest(unittest.TestCase):
             lockstep.SchemaValidator({"$ref": "#"}).validate("1")
         self.assertEqual(cm.exception.code, "resource limit")
         with self.assertRaises(ValueError):
-            lockstep.SchemaValidator(self.SCHEMA, default_draft="draft-04")
+            lockstep.SchemaValidator(self.SCHEMA, default_draft="draft-05")
         with self.assertRaises(ValueError):
             lockstep.SchemaValidator(self.SCHEMA, max_errors=-1)
         with self.assertRaises(lockstep.Error):
             lockstep.SchemaValidator(self.SCHEMA, max_depth=0)
         with self.assertRaises(TypeError):
             lockstep.SchemaValidator(self.SCHEMA, remotes=["not", "a", "dict"])
+
+    def test_draft04_integers(self):
+        # Draft-04: 12345.0 is not an integer; from draft-06 on it is.
+        schema = {"type": "integer"}
+        d4 = lockstep.SchemaValidator(schema, default_draft="draft-04")
+        self.assertEqual(d4.draft, "draft-04")
+        self.assertFalse(d4.validate("12345.0"))
+        self.assertTrue(d4.validate("12345"))
+        for name in ("draft-06", "draft-07", "2019-09", "2020-12"):
+            self.assertTrue(lockstep.SchemaValidator(schema, default_draft=name).validate("12345.0"))
+        named = lockstep.SchemaValidator(
+            {"$schema": "http://json-schema.org/draft-04/schema#", "type": "integer"})
+        self.assertEqual(named.draft, "draft-04")
 
     def test_options(self):
         # `dependencies` is a draft-07 keyword, an unknown one (an annotation) in 2020-12.

@@ -1,5 +1,7 @@
-// The JSON Schema compiler on the official suite: every schema of the official JSON-Schema-Test-Suite
-// (../shared/data/json-schema-test-suite/tests/draft2020-12 and draft7, required tests only) is
+// The JSON Schema compiler on the official suite: every schema of the official
+// JSON-Schema-Test-Suite
+// (../shared/data/json-schema-test-suite/tests/draft2020-12, draft2019-09, draft7, draft6 and
+// draft4, required tests only) is
 // compiled in strict mode with `format` as an annotation (what the required tests expect); for
 // each one that compiles, every test instance is rendered (RenderInstance, compact and indented)
 // and fed token by token, in the Llama-3 vocabulary's canonical tokenisation, through a Matcher:
@@ -23,6 +25,7 @@
 #include "grammar/schema/json_schema.h"
 #include "lockstep/compiler.h"
 #include "lockstep/matcher.h"
+#include "lockstep/validator.h"
 #include "lockstep/vocabulary.h"
 #include "test_data.h"
 
@@ -84,7 +87,7 @@ struct Figures {
   std::vector<std::string> failures;
 };
 
-void RunDraft(const std::string& draft_name, Draft draft, const GrammarCompiler& compiler,
+void RunDraft(const std::string& draft_name, SchemaDraft draft, const GrammarCompiler& compiler,
               Figures* fig) {
   LoadOptions load;
   load.default_draft = draft;
@@ -161,7 +164,11 @@ TEST(SchemaCompileSuite, NoOverOrUnderConstraint) {
   ASSERT_TRUE(vocab.ok()) << vocab.status().ToString();
   GrammarCompiler compiler(*vocab);
   for (const auto& [name, draft] :
-       {std::pair<std::string, Draft>{"draft2020-12", Draft::k2020_12}, {"draft7", Draft::k7}}) {
+       {std::pair<std::string, SchemaDraft>{"draft2020-12", SchemaDraft::k2020_12},
+        {"draft2019-09", SchemaDraft::k2019_09},
+        {"draft7", SchemaDraft::k7},
+        {"draft6", SchemaDraft::k6},
+        {"draft4", SchemaDraft::k4}}) {
     Figures fig;
     RunDraft(name, draft, compiler, &fig);
     std::cout << "[ schemas  ] " << name << ": " << fig.compiled << " of " << fig.schemas
@@ -181,6 +188,67 @@ TEST(SchemaCompileSuite, NoOverOrUnderConstraint) {
   std::cout << "[ schemas  ] total "
             << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()
             << " s\n";
+}
+
+// Draft-04: 12345.0 is not an integer (it is from draft-06 on). The validator rejects it for
+// {"type": "integer"} in draft-04 only; the compiled grammar never generates it in any draft (an
+// integer is written without a fraction), so what it generates is valid in every draft.
+TEST(SchemaCompileDrafts, Draft04IntegerIsNeverAFloat) {
+  auto vocab = Vocabulary::Load("llama3");
+  ASSERT_TRUE(vocab.ok()) << vocab.status().ToString();
+  GrammarCompiler compiler(*vocab);
+  const std::string object = R"({"type": "object", "properties": {"userId": {"type": "integer"}},
+                                 "required": ["userId"]})";
+  const std::string named =
+      R"({"$schema": "http://json-schema.org/draft-04/schema#", "type": "integer"})";
+  for (SchemaDraft d : {SchemaDraft::k4, SchemaDraft::k6, SchemaDraft::k7, SchemaDraft::k2019_09,
+                        SchemaDraft::k2020_12}) {
+    SchemaValidatorOptions vo;
+    vo.default_draft = d;
+    auto v = SchemaValidator::Create(object, vo);
+    ASSERT_TRUE(v.ok()) << v.status().ToString();
+    EXPECT_EQ(v->draft(), d);
+    EXPECT_EQ(v->Validate(R"({"userId": 12345.0})")->valid, d != SchemaDraft::k4)
+        << SchemaDraftName(d);
+    EXPECT_TRUE(v->Validate(R"({"userId": 12345})")->valid) << SchemaDraftName(d);
+    CompileOptions co;
+    co.schema_default_draft = d;
+    for (const std::string& text : {object, named}) {
+      auto g = compiler.CompileSchema(text, co);
+      ASSERT_TRUE(g.ok()) << g.status().ToString();
+      const bool is_object = text == object;
+      EXPECT_NE(Feed(**vocab, *g, is_object ? R"({"userId":12345.0})" : "12345.0"), "")
+          << SchemaDraftName(d);
+      EXPECT_NE(Feed(**vocab, *g, is_object ? R"({"userId":1.0e4})" : "1e4"), "")
+          << SchemaDraftName(d);
+      EXPECT_EQ(Feed(**vocab, *g, is_object ? R"({"userId":12345})" : "12345"), "")
+          << SchemaDraftName(d);
+    }
+  }
+  // "A number but not an integer": 1.0 is one in draft-04 only, for the grammar as for the
+  // validator.
+  const std::string fraction = R"({"type": "number", "not": {"type": "integer"}})";
+  for (SchemaDraft d : {SchemaDraft::k4, SchemaDraft::k7}) {
+    SchemaValidatorOptions vo;
+    vo.default_draft = d;
+    auto v = SchemaValidator::Create(fraction, vo);
+    ASSERT_TRUE(v.ok()) << v.status().ToString();
+    CompileOptions co;
+    co.schema_default_draft = d;
+    auto g = compiler.CompileSchema(fraction, co);
+    ASSERT_TRUE(g.ok()) << g.status().ToString();
+    for (const char* text : {"1.0", "1.5", "1", "-2.5"}) {
+      const bool valid = v->Validate(text)->valid;
+      EXPECT_EQ(Feed(**vocab, *g, text).empty(), valid) << SchemaDraftName(d) << " " << text;
+      const std::string t = text;
+      EXPECT_EQ(valid, t == "1.5" || t == "-2.5" || (d == SchemaDraft::k4 && t == "1.0"))
+          << SchemaDraftName(d) << " " << text;
+    }
+  }
+  auto named_v = SchemaValidator::Create(named);
+  ASSERT_TRUE(named_v.ok());
+  EXPECT_EQ(named_v->draft(), SchemaDraft::k4);
+  EXPECT_FALSE(named_v->Validate("12345.0")->valid);
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -73,7 +74,7 @@ void CompareFile(const fs::path& file, const std::string& draft_dir, SchemaDraft
   options.format_assertion = formats;
   ASSERT_TRUE(options.AddRemoteDirectory("http://localhost:1234/", SuiteDir() + "/remotes").ok());
   schema::LoadOptions load;
-  load.default_draft = draft == SchemaDraft::k7 ? schema::Draft::k7 : schema::Draft::k2020_12;
+  load.default_draft = draft;
   load.remotes = options.remotes;
   schema::ValidateOptions vo;
   vo.format_assertion = formats;
@@ -93,7 +94,7 @@ void CompareFile(const fs::path& file, const std::string& draft_dir, SchemaDraft
       ++tally->unusable;
       continue;
     }
-    EXPECT_EQ(pub->draft() == SchemaDraft::k7, (*internal_schema)->draft() == schema::Draft::k7);
+    EXPECT_EQ(pub->draft(), (*internal_schema)->dialect()) << where;
     for (const json& t : c["tests"]) {
       const std::string name = where + " / " + t["description"].get<std::string>();
       ++tally->tests;
@@ -146,12 +147,11 @@ TEST(SchemaValidatorSuite, Draft2020_12) {
   CompareDraft("draft2020-12", SchemaDraft::k2020_12, true);
 }
 TEST(SchemaValidatorSuite, Draft7) { CompareDraft("draft7", SchemaDraft::k7, true); }
-// Drafts the validator reads as its nearest: only agreement is checked.
 TEST(SchemaValidatorSuite, Draft2019_09) {
-  CompareDraft("draft2019-09", SchemaDraft::k2020_12, false);
+  CompareDraft("draft2019-09", SchemaDraft::k2019_09, true);
 }
-TEST(SchemaValidatorSuite, Draft6) { CompareDraft("draft6", SchemaDraft::k7, false); }
-TEST(SchemaValidatorSuite, Draft4) { CompareDraft("draft4", SchemaDraft::k7, false); }
+TEST(SchemaValidatorSuite, Draft6) { CompareDraft("draft6", SchemaDraft::k6, true); }
+TEST(SchemaValidatorSuite, Draft4) { CompareDraft("draft4", SchemaDraft::k4, true); }
 
 // ---- the API's contract -----------------------------------------------------------------------
 
@@ -236,6 +236,73 @@ TEST(SchemaValidator, UnusableSchemasAreLocatedErrors) {
   ASSERT_FALSE(v.ok());
   EXPECT_EQ(v.status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(v.status().location(), "max_depth");
+}
+
+TEST(SchemaValidator, DraftNames) {
+  const std::pair<const char*, SchemaDraft> kNames[] = {
+      {"4", SchemaDraft::k4},
+      {"draft-04", SchemaDraft::k4},
+      {"draft4", SchemaDraft::k4},
+      {"http://json-schema.org/draft-04/schema#", SchemaDraft::k4},
+      {"6", SchemaDraft::k6},
+      {"draft-06", SchemaDraft::k6},
+      {"7", SchemaDraft::k7},
+      {"draft-07", SchemaDraft::k7},
+      {"draft7", SchemaDraft::k7},
+      {"2019-09", SchemaDraft::k2019_09},
+      {"draft2019-09", SchemaDraft::k2019_09},
+      {"https://json-schema.org/draft/2019-09/schema", SchemaDraft::k2019_09},
+      {"2020-12", SchemaDraft::k2020_12},
+      {"https://json-schema.org/draft/2020-12/schema", SchemaDraft::k2020_12},
+  };
+  for (const auto& [name, draft] : kNames) EXPECT_EQ(ParseSchemaDraft(name), draft) << name;
+  for (const char* bad : {"", "5", "draft-05", "2021-01", "draft", "http://example.com/schema"}) {
+    EXPECT_EQ(ParseSchemaDraft(bad), std::nullopt) << bad;
+  }
+  for (SchemaDraft d : {SchemaDraft::k4, SchemaDraft::k6, SchemaDraft::k7, SchemaDraft::k2019_09,
+                        SchemaDraft::k2020_12}) {
+    EXPECT_EQ(ParseSchemaDraft(SchemaDraftName(d)), d) << SchemaDraftName(d);
+  }
+}
+
+// What each older draft changes (docs/json-schema.md, "Drafts").
+TEST(SchemaValidator, OlderDraftsAreReadAsTheirOwn) {
+  auto with = [](SchemaDraft d, const std::string& schema) {
+    SchemaValidatorOptions o;
+    o.default_draft = d;
+    return Make(schema, o);
+  };
+  // Draft-04: 1.0 is no integer; boolean exclusive bounds; `id`; no `const`.
+  SchemaValidator d4 = with(SchemaDraft::k4, R"({"type": "integer"})");
+  EXPECT_FALSE(d4.Validate("12345.0")->valid);
+  EXPECT_TRUE(d4.Validate("12345")->valid);
+  EXPECT_TRUE(with(SchemaDraft::k6, R"({"type": "integer"})").Validate("12345.0")->valid);
+  SchemaValidator ex = with(SchemaDraft::k4, R"({"maximum": 5, "exclusiveMaximum": true})");
+  EXPECT_FALSE(ex.Validate("5")->valid);
+  EXPECT_TRUE(ex.Validate("4.5")->valid);
+  EXPECT_TRUE(with(SchemaDraft::k4, R"({"const": 1})").Validate("2")->valid);
+  SchemaValidator id = with(SchemaDraft::k4, R"({"id": "http://x.test/root.json",
+      "properties": {"id": {"type": "string"}}, "definitions": {"i": {"type": "integer"}},
+      "items": {"$ref": "http://x.test/root.json#/definitions/i"}})");
+  EXPECT_TRUE(id.Validate(R"({"id": "a"})")->valid);
+  EXPECT_FALSE(id.Validate(R"({"id": 1})")->valid);
+  EXPECT_FALSE(id.Validate(R"(["a"])")->valid);
+  // Draft-06: no if/then/else.
+  EXPECT_TRUE(with(SchemaDraft::k6, R"({"if": true, "then": false})").Validate("1")->valid);
+  EXPECT_FALSE(with(SchemaDraft::k7, R"({"if": true, "then": false})").Validate("1")->valid);
+  // 2019-09: `items` arrays and additionalItems; prefixItems is unknown; $recursiveRef.
+  SchemaValidator tuple =
+      with(SchemaDraft::k2019_09, R"({"items": [{"type": "integer"}], "additionalItems": false})");
+  EXPECT_TRUE(tuple.Validate("[1]")->valid);
+  EXPECT_FALSE(tuple.Validate("[1, 2]")->valid);
+  EXPECT_FALSE(tuple.Validate(R"(["a"])")->valid);
+  EXPECT_TRUE(with(SchemaDraft::k2019_09, R"({"prefixItems": [{"type": "integer"}]})")
+                  .Validate(R"(["a"])")
+                  ->valid);
+  SchemaValidator tree = with(SchemaDraft::k2019_09, R"({"$recursiveAnchor": true,
+      "type": "object", "additionalProperties": {"$recursiveRef": "#"}})");
+  EXPECT_TRUE(tree.Validate(R"({"a": {"b": {}}})")->valid);
+  EXPECT_FALSE(tree.Validate(R"({"a": {"b": 1}})")->valid);
 }
 
 TEST(SchemaValidator, DraftFromSchemaElseTheDefault) {
