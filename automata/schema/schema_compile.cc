@@ -673,15 +673,14 @@ class Emitter {
     for (const Member& m : plan->members) {
       if (m.forbidden) continue;
       M out{{}, m.required};
+      std::size_t classes = 0;  // the requirements whose key class holds m.key
+      for (std::size_t t = 0; t < wit.n; ++t) {
+        auto in = m_.KeyInClass(*f.some_members[t], m.key);
+        if (!in.ok()) return in.status();
+        if (*in) classes |= std::size_t{1} << t;
+      }
       for (std::size_t s = 0; s < subsets; ++s) {
-        bool in_all = true;
-        for (std::size_t t = 0; t < wit.n && in_all; ++t) {
-          if (!(s & (std::size_t{1} << t))) continue;
-          auto in = m_.KeyInClass(*f.some_members[t], m.key);
-          if (!in.ok()) return in.status();
-          in_all = *in;
-        }
-        if (!in_all) continue;
+        if ((s & ~classes) != 0) continue;
         Conj c = m.conj;
         Conj wv = WitnessValues(f, s);
         c.insert(c.end(), wv.begin(), wv.end());
