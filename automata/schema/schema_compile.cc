@@ -536,17 +536,24 @@ class Emitter {
                   "negated additionalProperties / propertyNames) cannot be built");
   }
 
-  // The kinds of extra members when patternProperties apply: one per class of keys (the patterns
-  // a key matches), 2^n classes for n patterns, each with the conjunction its values take.
+  // The kinds of extra members when patternProperties apply: one per class of keys (the set of
+  // patterns a key matches), each with the conjunction its values take. Only the classes some key
+  // falls in: found depth first, each pattern in or out, an empty intersection pruning its
+  // subtree, so patterns that cannot match together (distinct literal prefixes, the usual case)
+  // make n + 1 classes rather than 2^n.
   struct ExtraKind {
     ByteDfa keys;
     Conj conj;
   };
+  static constexpr std::size_t kMaxPatterns = 64;
+  static constexpr std::size_t kMaxPatternClasses = 64;
   Status PatternKinds(const ObjectPlan& plan, std::vector<ExtraKind>* kinds) {
     const std::size_t n = plan.patterns.size();
-    if (n > 4) {
+    if (n > kMaxPatterns) {
       return Status(StatusCode::kUnsupported,
-                    "more than 4 patternProperties in one subschema (2^n key classes)", plan.loc);
+                    "more than " + std::to_string(kMaxPatterns) +
+                        " patternProperties in one subschema",
+                    plan.loc);
     }
     auto base = KeyDfa(plan.extra_key);
     if (!base.ok()) return WithLoc(base.status(), plan.loc);
@@ -558,21 +565,42 @@ class Emitter {
       if (!d.ok()) return WithLoc(d.status(), plan.loc + Model::JsonPointerSegmentOf(pat));
       pats.push_back(std::move(*d));
     }
-    for (std::size_t mask = 0; mask < (std::size_t{1} << n); ++mask) {
-      if (mask == 0 && !plan.rest_allowed) continue;
-      ByteDfa keys = *base;
-      for (std::size_t t = 0; t < n && keys.start != ByteDfa::kDead; ++t) {
-        auto d = ProductDfa(keys, pats[t], o_.lexical.max_dfa_states, o_.deadline,
-                            !(mask & (std::size_t{1} << t)));
-        if (!d.ok()) return WithLoc(d.status(), plan.loc);
-        keys = std::move(*d);
+    // Explicit stack: (next pattern, keys so far, patterns matched).
+    struct Node {
+      std::size_t t;
+      ByteDfa keys;
+      std::uint64_t mask;
+    };
+    std::vector<Node> stack;
+    stack.push_back({0, std::move(*base), 0});
+    while (!stack.empty()) {
+      Node node = std::move(stack.back());
+      stack.pop_back();
+      if (node.keys.start == ByteDfa::kDead) continue;
+      if (node.t == n) {
+        if (node.mask == 0 && !plan.rest_allowed) continue;
+        if (kinds->size() == kMaxPatternClasses) {
+          return Status(StatusCode::kResourceLimit,
+                        "patternProperties whose patterns overlap make more than " +
+                            std::to_string(kMaxPatternClasses) +
+                            " key classes (sets of patterns one key matches together)",
+                        plan.loc);
+        }
+        Conj c = plan.extra_conj;
+        for (std::size_t t = 0; t < n; ++t)
+          if (node.mask >> t & 1) c.push_back({plan.patterns[t].second, 0});
+        if (node.mask == 0 && plan.pattern_rest) c.push_back({plan.pattern_rest, 0});
+        kinds->push_back({std::move(node.keys), std::move(c)});
+        continue;
       }
-      if (keys.start == ByteDfa::kDead) continue;
-      Conj c = plan.extra_conj;
-      for (std::size_t t = 0; t < n; ++t)
-        if (mask & (std::size_t{1} << t)) c.push_back({plan.patterns[t].second, 0});
-      if (mask == 0 && plan.pattern_rest) c.push_back({plan.pattern_rest, 0});
-      kinds->push_back({std::move(keys), std::move(c)});
+      if (o_.deadline.Poll()) return o_.deadline.Error(plan.loc);
+      // "Out" first on the stack, so the classes come out with the patterns matched first.
+      for (bool in : {false, true}) {
+        auto d = ProductDfa(node.keys, pats[node.t], o_.lexical.max_dfa_states, o_.deadline, !in);
+        if (!d.ok()) return WithLoc(d.status(), plan.loc);
+        stack.push_back({node.t + 1, std::move(*d), in ? node.mask | std::uint64_t{1} << node.t
+                                                       : node.mask});
+      }
     }
     return Status::Ok();
   }
@@ -815,8 +843,12 @@ class Emitter {
     const std::int64_t min_i = f.min_items;
     const std::optional<std::int64_t> max_i = f.max_items;
     if (max_i && *max_i < min_i) return Never();
-    if (f.contains) {
-      auto e = ContainsExpr(f, plan, depth);
+    if (!f.contains.empty()) {
+      const Facts::Contains& c = f.contains[0];
+      auto e = f.contains.size() == 1 && plan.prefix.empty() && !f.unique && !max_i &&
+                       min_i <= c.min
+                   ? ContainsExpr(f, plan, depth)
+                   : CountingExpr(f, plan, depth);
       if (e.ok() || !m_.Relax(e.status())) return e;
     }
     if (f.unique && !(max_i && *max_i <= 1)) {
@@ -852,18 +884,14 @@ class Emitter {
     return Seq({Lit("["), t, Ws(), Lit("]")});
   }
 
+  // One contains keyword, no prefixItems, no maxItems and minItems within the contains count:
+  // the items before the first match, then the matches with the items between them.
   Result<ExprId> ContainsExpr(const Facts& f, const ArrayPlan& plan, int depth) {
-    std::string loc = m_.KwLoc(f.contains_owner, "contains");
-    const std::int64_t a = f.min_contains;
-    const std::optional<std::int64_t> b = f.max_contains;
-    if (!plan.prefix.empty() || f.unique || f.max_items || f.min_items > a) {
-      return Status(StatusCode::kUnsupported,
-                    "contains together with prefixItems, uniqueItems, maxItems or a minItems above "
-                    "the contains count",
-                    loc);
-    }
+    (void)plan;
+    const std::int64_t a = f.contains[0].min;
+    const std::optional<std::int64_t> b = f.contains[0].max;
     if (b && *b < a) return Never();
-    Conj yes = m_.ContainsConj(f, false), no = m_.ContainsConj(f, true);
+    Conj yes = m_.ContainsConj(f, 0, false), no = m_.ContainsConj(f, 0, true);
     auto y0 = CompileConj(yes, depth + 1);
     if (!y0.ok()) return y0;
     auto n0 = CompileConj(no, depth + 1);
@@ -887,6 +915,112 @@ class Emitter {
       content = Alt(std::move(alts));
     }
     return Seq({Lit("["), content, Ws(), Lit("]")});
+  }
+
+  // Several contains keywords, or one next to prefixItems, minItems or maxItems: each item falls
+  // in one class by the contains subschemas it satisfies (the items' subschema at its position,
+  // with each contains subschema or its negation), and the array is a chain of rules over
+  // counters: the items so far (saturated where the bounds stop telling counts apart) and, per
+  // keyword, its matches so far (saturated at minContains without a maxContains; past
+  // maxContains there is no rule).
+  static constexpr std::size_t kMaxContains = 5;
+  Result<ExprId> CountingExpr(const Facts& f, const ArrayPlan& plan, int depth) {
+    const std::string loc = m_.KwLoc(f.contains[0].owner, "contains");
+    if (f.unique) {
+      return Status(StatusCode::kUnsupported, "contains together with uniqueItems",
+                    f.unique_loc);
+    }
+    const std::size_t k = f.contains.size();
+    if (k > kMaxContains) {
+      return Status(StatusCode::kUnsupported,
+                    "more than " + std::to_string(kMaxContains) +
+                        " contains keywords on one array (2^n item classes)",
+                    m_.KwLoc(f.contains[kMaxContains].owner, "contains"));
+    }
+    for (const Facts::Contains& c : f.contains)
+      if (c.max && *c.max < c.min) return Never();
+    const std::int64_t min_i = f.min_items;
+    const std::optional<std::int64_t> max_i = f.max_items;
+    const auto p = static_cast<std::int64_t>(plan.prefix.size());
+    // Item counter: 0..cap_t; without maxItems, cap_t stands for "cap_t or more".
+    const std::int64_t cap_t = max_i ? *max_i : std::max({min_i, p, std::int64_t{1}});
+    std::vector<std::int64_t> cap(k);
+    std::int64_t states = cap_t + 1;
+    for (std::size_t j = 0; j < k; ++j) {
+      cap[j] = f.contains[j].max ? *f.contains[j].max : f.contains[j].min;
+      states *= cap[j] + 1;
+      if (states > o_.max_exprs) break;
+    }
+    // Each state is a rule with one alternative per item class (a few expressions each).
+    if (states > o_.max_exprs / (4 * (std::int64_t{1} << k))) {
+      return Status(StatusCode::kResourceLimit,
+                    "counting this array's items for contains, minContains/maxContains and "
+                    "minItems/maxItems needs " + std::to_string(states) +
+                        " rules, past the budget of " + std::to_string(o_.max_exprs) +
+                        " expressions (max_exprs, CompileOptions::schema_max_exprs)",
+                    loc);
+    }
+    // The item classes at each position 0..min(p, cap_t) (the last one is "the rest").
+    const std::int64_t positions = std::min(p, cap_t) + 1;
+    const std::size_t classes = std::size_t{1} << k;
+    std::vector<std::vector<RuleId>> item(positions, std::vector<RuleId>(classes, -1));
+    for (std::int64_t i = 0; i < positions; ++i) {
+      if (max_i && i >= cap_t) break;  // (no item there)
+      for (std::size_t s = 0; s < classes; ++s) {
+        Conj c = i < p ? plan.prefix[i] : plan.rest;
+        for (std::size_t j = 0; j < k; ++j) {
+          Conj one = m_.ContainsConj(f, j, (s >> j & 1) == 0);
+          c.push_back(one.back());
+        }
+        auto e = CompileConj(c, depth + 1);
+        if (!e.ok()) return e;
+        if (!IsNever(*e)) item[i][s] = RuleOf(*e, "ci");
+      }
+    }
+    // State index: t + (cap_t + 1) * (c_0 + (cap_0 + 1) * (c_1 + ...)).
+    std::vector<RuleId> rule(states);
+    for (auto& r : rule) r = NewRule("cc" + std::to_string(g_.rules.size()));
+    std::vector<std::int64_t> c(k);
+    for (std::int64_t idx = 0; idx < states; ++idx) {
+      std::int64_t rest = idx;
+      const std::int64_t t = rest % (cap_t + 1);
+      rest /= cap_t + 1;
+      bool done = t >= min_i;
+      for (std::size_t j = 0; j < k; ++j) {
+        c[j] = rest % (cap[j] + 1);
+        rest /= cap[j] + 1;
+        if (c[j] < f.contains[j].min) done = false;
+      }
+      std::vector<ExprId> alts;
+      if (done) alts.push_back(Empty());
+      if (t < cap_t || !max_i) {
+        const std::int64_t t2 = std::min(t + 1, cap_t);
+        const auto& here = item[std::min(t, positions - 1)];
+        for (std::size_t s = 0; s < classes; ++s) {
+          if (here[s] < 0) continue;
+          std::int64_t to = 0, scale = cap_t + 1;
+          bool dead = false;
+          for (std::size_t j = 0; j < k; ++j) {
+            std::int64_t cj = c[j] + (s >> j & 1);
+            if (cj > cap[j]) {
+              if (f.contains[j].max) dead = true;
+              cj = cap[j];
+            }
+            to += scale * cj;
+            scale *= cap[j] + 1;
+          }
+          if (dead) continue;
+          alts.push_back(Seq({t == 0 ? Ws() : Comma(), Ref(here[s]), Ref(rule[to + t2])}));
+        }
+      }
+      g_.rules[rule[idx]].body = Alt(std::move(alts));
+      if ((idx & 255) == 255) {
+        LOCKSTEP_RETURN_IF_ERROR(Budget(loc));
+        if (o_.deadline.Poll()) return o_.deadline.Error(loc);
+      }
+    }
+    LOCKSTEP_RETURN_IF_ERROR(Budget(loc));
+    return Seq({Lit("["), Ref(rule[0]), Ws(), Lit("]")});
   }
 
   // uniqueItems over items drawn from a small finite set: one rule per subset of values used so

@@ -431,14 +431,14 @@ Result<bool> Model::CheckFacts(const Facts& f, const json& v, int depth, const O
         for (std::size_t j = i + 1; j < v.size(); ++j)
           if (JsonEqual(v[i], v[j])) return false;
     }
-    if (f.contains) {
+    for (const Facts::Contains& c : f.contains) {
       std::int64_t matches = 0;
       for (const json& item : v) {
-        auto r = Check({{f.contains, 0}}, item, depth + 1);
+        auto r = Check({{c.schema, 0}}, item, depth + 1);
         if (!r.ok()) return r;
         matches += *r;
       }
-      if (matches < f.min_contains || (f.max_contains && matches > *f.max_contains)) return false;
+      if (matches < c.min || (c.max && matches > *c.max)) return false;
     }
     return true;
   }

@@ -94,10 +94,15 @@ struct Facts {
   std::optional<std::int64_t> max_items;
   bool unique = false;
   std::string unique_loc;
-  const json* contains = nullptr;  // the contains subschema
-  const json* contains_owner = nullptr;
-  std::int64_t min_contains = 1;
-  std::optional<std::int64_t> max_contains;
+  // contains keywords (with their minContains / maxContains): each counts the items that
+  // satisfy its subschema.
+  struct Contains {
+    const json* schema = nullptr;  // the contains subschema
+    const json* owner = nullptr;   // the subschema holding the keyword
+    std::int64_t min = 1;
+    std::optional<std::int64_t> max;
+  };
+  std::vector<Contains> contains;
 };
 
 struct Member {
@@ -160,7 +165,8 @@ class Model {
   ArrayPlan PlanArray(const Facts& f) const;
   // The conjunction a declared or extra key's value must satisfy.
   Result<Conj> PropConj(const Facts& f, const std::string& key);
-  Conj ContainsConj(const Facts& f, bool negated);
+  // The items' conjunction (the rest of the array) with contains keyword `i` or its negation.
+  Conj ContainsConj(const Facts& f, std::size_t i, bool negated);
   // unevaluatedProperties / unevaluatedItems of `j` used as a plain fallback (no allOf / $ref
   // next to it; with them it is rewritten by the annotations they produce); nullptr if none.
   const json* UnevaluatedFallback(const json* j, const char* kw) const;
@@ -261,7 +267,11 @@ class Model {
   void RegisterLocs(const json* j, const std::string& loc);
   // The facts of one oneOf branch for Disjoint; nullopt when it splits (no cheap test).
   Result<std::optional<Facts>> BranchFacts(const json* n);
-  Result<bool> Disjoint(const std::optional<Facts>& a, const std::optional<Facts>& b);
+  // Disjoint within the oneOf's own node: its `type` (ctx_types) and `required` (ctx_required)
+  // hold for every instance the oneOf is asked about.
+  Result<bool> Disjoint(const std::optional<Facts>& a, const std::optional<Facts>& b,
+                        std::uint8_t ctx_types = kTAll,
+                        const std::vector<std::string>& ctx_required = {});
   // Sound, cheap emptiness tests on the keywords of expanded leaves alone (a pending anyOf only
   // narrows the conjunction further): disjoint types, a property both required and absent (then
   // no object), enum / const values that the types or another enum exclude. Expand cuts such a

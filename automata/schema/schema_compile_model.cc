@@ -184,6 +184,7 @@ bool Model::UniqueDynamicAnchor(const json& target) {
 }
 
 namespace {
+std::int64_t CountOf(const json& v) { return static_cast<std::int64_t>(v.get<double>()); }
 const json* Kw(const json& j, const char* k) {
   auto it = j.find(k);
   return it == j.end() ? nullptr : &*it;
@@ -423,13 +424,19 @@ Result<std::optional<Facts>> Model::BranchFacts(const json* n) {
   return std::optional<Facts>(*f);
 }
 
-Result<bool> Model::Disjoint(const std::optional<Facts>& fa, const std::optional<Facts>& fb) {
+Result<bool> Model::Disjoint(const std::optional<Facts>& fa, const std::optional<Facts>& fb,
+                             std::uint8_t ctx_types, const std::vector<std::string>& ctx_required) {
   // Cheap, sound tests only: disjoint types, disjoint finite value sets, or a required
   // property whose values are disjoint finite sets.
   if (!fa || !fb) return false;
   const Facts& x = *fa;
   const Facts& y = *fb;
-  if ((x.types & y.types) == 0) return true;
+  const std::uint8_t types = x.types & y.types & ctx_types;
+  if (types == 0) return true;
+  auto required = [&](const Facts& f, const std::string& k) {
+    return std::find(f.required.begin(), f.required.end(), k) != f.required.end() ||
+           std::find(ctx_required.begin(), ctx_required.end(), k) != ctx_required.end();
+  };
   auto disjoint_values = [](const std::vector<json>& p, const std::vector<json>& q) {
     for (const json& u : p)
       for (const json& v : q)
@@ -438,9 +445,11 @@ Result<bool> Model::Disjoint(const std::optional<Facts>& fa, const std::optional
   };
   if (x.enum_vals && y.enum_vals && disjoint_values(*x.enum_vals, *y.enum_vals)) return true;
   // Objects only on both sides, a property required by both with disjoint const/enum values.
-  if ((x.types & y.types) == kTObject) {
-    for (const std::string& k : x.required) {
-      if (std::find(y.required.begin(), y.required.end(), k) == y.required.end()) continue;
+  if (types == kTObject) {
+    std::vector<std::string> keys = x.required;
+    keys.insert(keys.end(), ctx_required.begin(), ctx_required.end());
+    for (const std::string& k : keys) {
+      if (!required(y, k)) continue;
       auto px = PropConj(x, k);
       auto py = PropConj(y, k);
       if (!px.ok() || !py.ok()) continue;
@@ -556,11 +565,20 @@ Result<const json*> Model::Rewrite(const json* j, const char* kw) {
       if (!f.ok()) return f.status();
       facts.push_back(std::move(*f));
     }
+    // The oneOf's own node holds too (the rewrite stands in for this keyword of this node): its
+    // type and required names narrow what the branches must tell apart.
+    std::uint8_t ctx_types = kTAll;
+    if (const json* t = Kw(*j, "type")) ctx_types = TypeBits(*t);
+    std::vector<std::string> ctx_required;
+    if (const json* r = Kw(*j, "required"); r && r->is_array()) {
+      for (const json& name : *r)
+        if (name.is_string()) ctx_required.push_back(name.get<std::string>());
+    }
     bool disjoint = true;
     for (std::size_t a = 0; a < v.size() && disjoint; ++a) {
       for (std::size_t b = a + 1; b < v.size() && disjoint; ++b) {
         if (o_.deadline.Poll()) return o_.deadline.Error(loc);
-        auto d = Disjoint(facts[a], facts[b]);
+        auto d = Disjoint(facts[a], facts[b], ctx_types, ctx_required);
         if (!d.ok()) return d.status();
         disjoint = *d;
       }
@@ -795,7 +813,19 @@ bool Model::NegateMemberKeyword(Negation& neg, const std::string& k, const json&
     }
   } else if (k == "contains") {
     if (!draft7 && (n.contains("minContains") || n.contains("maxContains"))) {
-      RefuseNegation(neg, k, "with minContains/maxContains");
+      // Not (a <= matches <= b): fewer than a matches, or more than b.
+      const json* lo = Kw(n, "minContains");
+      const json* hi = Kw(n, "maxContains");
+      const std::int64_t a = lo ? CountOf(*lo) : 1;
+      if (a >= 1) {
+        alts.push_back(Typed(kTArray, json{{"contains", NodeRef(&v)},
+                                           {"minContains", 0},
+                                           {"maxContains", a - 1}}));
+      }
+      if (hi) {
+        alts.push_back(
+            Typed(kTArray, json{{"contains", NodeRef(&v)}, {"minContains", CountOf(*hi) + 1}}));
+      }
     } else {
       alts.push_back(Typed(kTArray, json{{"items", LazyNot(&v)}}));
     }
@@ -934,8 +964,6 @@ void Model::RefuseWithoutComplement(Negation& neg, const std::string& k, const j
 // ---- facts ----
 
 namespace {
-
-std::int64_t CountOf(const json& v) { return static_cast<std::int64_t>(v.get<double>()); }
 
 // One more format on the strings of `f`: the first is f.format, the others must hold too.
 void AddFormat(Facts& f, const std::string& fmt, const std::string& where) {
@@ -1144,17 +1172,16 @@ Result<bool> Model::MergeArrayFacts(Facts& f, const json* leaf, const std::strin
   } else if (k == "uniqueItems") {
     if (v.is_boolean() && v.get<bool>()) f.unique = true, f.unique_loc = KwLoc(leaf, k);
   } else if (k == "contains") {
-    if (f.contains && f.contains != &v) {
-      Status st(StatusCode::kUnsupported, "two contains keywords on one array", KwLoc(leaf, k));
-      if (!Relax(st)) return st;
-      return true;
-    }
-    f.contains = &v;
-    f.contains_owner = leaf;
+    for (const Facts::Contains& c : f.contains)
+      if (c.schema == &v) return true;
+    Facts::Contains c;
+    c.schema = &v;
+    c.owner = leaf;
     if (!draft7) {
-      if (const json* m = Kw(*leaf, "minContains")) f.min_contains = CountOf(*m);
-      if (const json* m = Kw(*leaf, "maxContains")) f.max_contains = CountOf(*m);
+      if (const json* m = Kw(*leaf, "minContains")) c.min = CountOf(*m);
+      if (const json* m = Kw(*leaf, "maxContains")) c.max = CountOf(*m);
     }
+    f.contains.push_back(c);
   } else {
     return false;
   }
@@ -1195,16 +1222,16 @@ Status Model::DropUnevaluatedBesideApplicators(Facts& f, const json* leaf) {
   return Status::Ok();
 }
 
-Conj Model::ContainsConj(const Facts& f, bool negated) {
+Conj Model::ContainsConj(const Facts& f, std::size_t i, bool negated) {
   ArrayPlan p = PlanArray(f);
   Conj c = p.rest;
+  const Facts::Contains& k = f.contains[i];
   if (!negated) {
-    c.push_back({f.contains, 0});
+    c.push_back({k.schema, 0});
   } else {
-    auto key = std::make_pair(f.contains, std::string("$ls:notContains"));
+    auto key = std::make_pair(k.schema, std::string("$ls:notContains"));
     const json*& neg = rewrite_cache_[key];
-    if (!neg)
-      neg = MakeSynth(json{{"not", NodeRef(f.contains)}}, KwLoc(f.contains_owner, "contains"));
+    if (!neg) neg = MakeSynth(json{{"not", NodeRef(k.schema)}}, KwLoc(k.owner, "contains"));
     c.push_back({neg, 0});
   }
   return c;

@@ -354,8 +354,6 @@ TEST(SchemaCompileErrors, UnsupportedKeywordsNameTheirPointer) {
   const std::pair<const char*, const char*> kCases[] = {
       {R"({"properties": {"tags": {"type": "array", "items": {"type": "string"}, "uniqueItems": true}}})",
        "/properties/tags/uniqueItems"},
-      {R"({"patternProperties": {"a": {}, "b": {}, "c": {}, "d": {}, "e": {"type": "string"}}})",
-       "/patternProperties"},
       {R"({"not": {"multipleOf": 3}})", "/not/multipleOf"},
       {R"({"$defs": {"s": {"type": "string", "format": "regex"}}, "$ref": "#/$defs/s"})",
        "/$defs/s/format"},
@@ -370,6 +368,13 @@ TEST(SchemaCompileErrors, UnsupportedKeywordsNameTheirPointer) {
     EXPECT_EQ(st.code(), StatusCode::kUnsupported) << text << ": " << st.ToString();
     EXPECT_EQ(st.location(), where) << text << ": " << st.ToString();
   }
+  // Seven patterns that any key can match together: 2^7 key classes, past the budget of 64.
+  Status st = CompileError(
+      R"({"patternProperties": {"a": {}, "b": {}, "c": {}, "d": {}, "e": {}, "f": {},
+                                "g": {"type": "string"}}})");
+  EXPECT_EQ(st.code(), StatusCode::kResourceLimit) << st.ToString();
+  EXPECT_EQ(st.location(), "/patternProperties") << st.ToString();
+  EXPECT_NE(st.message().find("more than 64 key classes"), std::string::npos) << st.ToString();
 }
 
 // Patterns under not / oneOf / if (the complement of a pattern's search automaton) and several
@@ -469,6 +474,116 @@ TEST(SchemaCompile, NegatedMemberClasses) {
     SCOPED_TRACE(schema);
     ExpectExact(schema, objects);
   }
+}
+
+// Several contains keywords on one array (typically contains next to a negated items, from
+// not / oneOf), contains next to prefixItems, minItems or maxItems, and contains with
+// minContains / maxContains under not: item classes with counters (issue 22). Exact against
+// the validator.
+TEST(SchemaCompile, ContainsPairsAndCounts) {
+  std::vector<json> arrays = {json::array(), json("not an array"), json(1)};
+  for (const char* a : {"[1]", "[\"s\"]", "[null]", "[1, \"s\"]", "[\"s\", 1]", "[2, 2]",
+                        "[1, 2, 3]", "[\"a\", \"b\", 3]", "[1, null, \"x\", 4]",
+                        "[true, 1, 1, 1, \"s\"]", "[\"s\", \"t\", \"u\"]", "[0.5, \"s\"]",
+                        "[[1], {\"a\": 1}, 7, \"x\", null, 3, 4]"}) {
+    arrays.push_back(json::parse(a));
+  }
+  for (const char* schema : {
+           // Two contains: "a number and a string somewhere".
+           R"({"allOf": [{"contains": {"type": "number"}}, {"contains": {"type": "string"}}]})",
+           // oneOf over item types: each branch is "items: T and some item is not T'".
+           R"({"type": "array", "oneOf": [{"items": {"type": "number"}},
+                                         {"items": {"type": "string"}}]})",
+           R"({"oneOf": [{"type": "array", "items": {"type": "number"}},
+                         {"type": "array", "items": {"type": "string"}},
+                         {"type": "array", "items": {"type": "null"}}]})",
+           // contains and not contains.
+           R"({"contains": {"type": "string"}, "not": {"contains": {"type": "null"}}})",
+           R"({"items": {"type": ["integer", "string"]}, "contains": {"type": "integer"},
+               "not": {"contains": {"const": "x"}}})",
+           // With minItems, maxItems and prefixItems.
+           R"({"contains": {"type": "string"}, "maxItems": 3})",
+           R"({"contains": {"type": "string"}, "minItems": 3})",
+           R"({"prefixItems": [{"type": "integer"}], "contains": {"type": "string"}})",
+           R"({"prefixItems": [{"type": "string"}, {"type": "integer"}],
+               "contains": {"type": "integer"}, "minContains": 2, "maxItems": 4})",
+           // Counts, and counts negated.
+           R"({"contains": {"type": "integer"}, "minContains": 2, "maxContains": 3,
+               "allOf": [{"contains": {"type": "string"}}]})",
+           R"({"not": {"contains": {"type": "integer"}, "minContains": 2}})",
+           R"({"not": {"contains": {"type": "integer"}, "maxContains": 1}})",
+           R"({"type": "array", "not": {"contains": {"type": "integer"}, "minContains": 2,
+                                        "maxContains": 3}})",
+           R"({"anyOf": [{"type": "string"},
+                         {"not": {"contains": {"type": "integer"}, "minContains": 0}}]})",
+           R"({"allOf": [{"contains": {"type": "integer"}}, {"contains": {"type": "string"}},
+                         {"contains": {"type": "null"}}]})",
+           // Unsatisfiable counts.
+           R"({"anyOf": [{"type": "string"},
+                         {"contains": {"type": "integer"}, "minContains": 3, "maxItems": 2}]})",
+       }) {
+    SCOPED_TRACE(schema);
+    ExpectExact(schema, arrays);
+  }
+}
+
+// Many patternProperties: only the sets of patterns some key matches together are classes
+// (anchored patterns with distinct prefixes: n + 1 of them), so 10 patterns compile; exact
+// against the validator, with overlapping patterns among them and additionalProperties.
+TEST(SchemaCompile, ManyPatternProperties) {
+  const std::vector<json> objects = {
+      json::object(),
+      json::parse(R"({"name:en": "x", "name:nl": "y"})"),
+      json::parse(R"({"name:fr": "x"})"),
+      json::parse(R"({"title:en": 1})"),
+      json::parse(R"({"acs:3:Binding": "b", "acs:33:Binding": "b"})"),
+      json::parse(R"({"x-a": true, "x-ab": 1})"),
+      json::parse(R"({"x-b": 2, "y": null})"),
+      json::parse(R"({"k0": 1, "k9": "s"})"),
+      json::parse(R"({"other": 1})"),
+  };
+  for (const char* schema : {
+           R"({"patternProperties": {
+                 "^name:(en|nl)$": {"type": "string"}, "^title:(en|nl)$": {"type": "string"},
+                 "^desc:(en|nl)$": {"type": "string"}, "^acs:[0-9]:Binding$": {"enum": ["b"]},
+                 "^k0$": {"type": "integer"}, "^k1$": {}, "^k2$": {}, "^k3$": {}, "^k4$": {},
+                 "^k9$": {"type": "integer"}},
+               "additionalProperties": false})",
+           R"({"patternProperties": {
+                 "^x-": {"type": ["integer", "boolean"]}, "a": {"type": "boolean"},
+                 "b$": {"type": "integer"}, "^k": {"type": "integer"}, "^name": {"type": "string"},
+                 "^title": {}, "^acs:": {}},
+               "additionalProperties": {"type": "null"}})",
+       }) {
+    SCOPED_TRACE(schema);
+    ExpectExact(schema, objects);
+  }
+}
+
+// oneOf branches told apart by a property that the oneOf's own node requires (GeoJSON's
+// "type"): disjoint there, so the oneOf is an anyOf, with no negated branches and no bound on
+// their number. Exact against the validator, 14 branches (over the 12 allowed to overlap).
+TEST(SchemaCompile, OneOfDisjointByTheParentsRequiredProperty) {
+  json branches = json::array();
+  for (int i = 0; i < 14; ++i) {
+    std::string k = "k" + std::to_string(i);
+    branches.push_back(json{{"properties", json{{"kind", json{{"const", k}}},
+                                                {"v" + std::to_string(i), json{{"type", "integer"}}}}},
+                            {"required", json::array({"v" + std::to_string(i % 3)})}});
+  }
+  json schema = {{"type", "object"}, {"required", json::array({"kind"})}, {"oneOf", branches}};
+  std::vector<json> objects = {json::object(), json::parse(R"({"kind": "k0", "v0": 1})"),
+                               json::parse(R"({"kind": "k1", "v1": 1})"),
+                               json::parse(R"({"kind": "k3", "v0": 1, "v3": "s"})"),
+                               json::parse(R"({"kind": "k13", "v1": 2, "v13": 3})"),
+                               json::parse(R"({"kind": "k14", "v0": 1})"),
+                               json::parse(R"({"v0": 1})"), json("k0")};
+  ExpectExact(schema.dump(), objects);
+  // Without the parent's `required` the branches overlap (an object with no "kind" satisfies
+  // every branch that asks for its v): still exact, through negated branches (12 at most).
+  json overlapping = {{"type", "object"}, {"oneOf", json(std::vector<json>(branches.begin(),
+                                                                          branches.begin() + 4))}};
+  ExpectExact(overlapping.dump(), objects);
 }
 
 // Draft 2020-12: a format the validator does not know is an annotation. The compiler accepts

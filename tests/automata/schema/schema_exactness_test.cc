@@ -38,6 +38,15 @@ std::vector<Case> Cases() {
            "additionalProperties": false},
           {"properties": {"name": {"type": "string"}}, "required": ["name"]}],
         "not": {"propertyNames": {"maxLength": 3}}})"},
+      // Two contains on one array, contains with maxItems, contains counts negated (issue 22).
+      {"contains_pair", R"({"type": "object", "properties": {
+          "tags": {"type": "array", "items": {"type": ["integer", "string"]},
+                   "contains": {"type": "integer"}, "not": {"contains": {"const": "x"}},
+                   "maxItems": 4},
+          "kind": {"oneOf": [{"type": "array", "items": {"type": "number"}},
+                             {"type": "array", "items": {"type": "string"}}]},
+          "few": {"type": "array", "not": {"contains": {"type": "string"}, "minContains": 2}}},
+        "required": ["tags", "kind", "few"], "additionalProperties": false})"},
   };
 }
 
