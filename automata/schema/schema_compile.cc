@@ -445,6 +445,7 @@ class Emitter {
       if (l) c.minimum = DecimalBound{l->dump(), lx};
       if (h) c.maximum = DecimalBound{h->dump(), hx};
       if (f.multiple_of) c.multiple_of = f.multiple_of->dump();
+      for (const json& m : f.not_multiples) c.not_multiples.push_back(m.dump());
       auto e = AddNumberExpr(&g_, c, o_.lexical);
       if (e.ok() && fraction_only) {
         auto frac = FractionOnly(*e);

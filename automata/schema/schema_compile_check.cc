@@ -364,6 +364,8 @@ Result<bool> Model::CheckFacts(const Facts& f, const json& v, int depth, const O
       if (c > 0 || (c == 0 && f.max_excl)) return false;
     }
     if (f.multiple_of && !IsMultipleOf(v, *f.multiple_of)) return false;
+    for (const json& m : f.not_multiples)
+      if (IsMultipleOf(v, m)) return false;
     return true;
   }
   if (v.is_string()) {

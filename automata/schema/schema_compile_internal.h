@@ -67,6 +67,7 @@ struct Facts {
   std::optional<json> min, max;
   bool min_excl = false, max_excl = false;
   std::optional<json> multiple_of;
+  std::vector<json> not_multiples;  // $ls:notMultipleOf (a negated multipleOf): none of these
   std::string num_loc;
   // strings
   std::int64_t min_len = 0;

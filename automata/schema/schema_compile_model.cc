@@ -753,6 +753,11 @@ bool Model::NegateValueKeyword(Negation& neg, const std::string& k, const json& 
     if (v.is_string()) alts.push_back(Typed(kTString, json{{"pattern", v}}));
   } else if (k == "$ls:notFormat") {
     if (v.is_string()) alts.push_back(Typed(kTString, json{{"format", v}}));
+  } else if (k == "multipleOf") {
+    // A number that is not a multiple (non-numbers satisfy `multipleOf`).
+    if (v.is_number()) alts.push_back(Typed(kTNumber, json{{"$ls:notMultipleOf", v}}));
+  } else if (k == "$ls:notMultipleOf") {
+    if (v.is_number()) alts.push_back(Typed(kTNumber, json{{"multipleOf", v}}));
   } else if (k == "minimum" || k == "maximum") {
     bool is_min = k == "minimum";
     const json* ex = Kw(n, is_min ? "exclusiveMinimum" : "exclusiveMaximum");
@@ -944,8 +949,6 @@ void Model::RefuseWithoutComplement(Negation& neg, const std::string& k, const j
       return;
     }
     RefuseNegation(neg, k, "no automaton for this format to complement");
-  } else if (k == "multipleOf") {
-    RefuseNegation(neg, k, "no complement automaton");
   } else if (k == "prefixItems" || k == "additionalItems" || k == "unevaluatedProperties" ||
              k == "unevaluatedItems" || k == "$dynamicRef" || k == "minContains" ||
              k == "maxContains") {
@@ -1071,6 +1074,12 @@ Result<bool> Model::MergeNumberFacts(Facts& f, const json* leaf, const std::stri
     Tighten(f, k == "exclusiveMinimum", v, true, KwLoc(leaf, k));
   } else if (k == "multipleOf" && v.is_number()) {
     LOCKSTEP_RETURN_IF_ERROR(MergeMultipleOf(f, v, KwLoc(leaf, k)));
+  } else if (k == "$ls:notMultipleOf" && v.is_number()) {
+    if (std::none_of(f.not_multiples.begin(), f.not_multiples.end(),
+                     [&](const json& m) { return JsonEqual(m, v); })) {
+      f.not_multiples.push_back(v);
+    }
+    if (f.num_loc.empty()) f.num_loc = KwLoc(leaf, k);
   } else {
     return false;
   }

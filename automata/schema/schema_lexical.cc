@@ -21,6 +21,7 @@
 #include "automata/regex/byte_nfa.h"
 #include "automata/regex/dfa_builder.h"
 #include "automata/schema/ir_nodes.h"
+#include "grammar/regex/lookahead.h"
 #include "grammar/regex/regex_parser.h"
 #include "grammar/base/utf8.h"
 #include "grammar/schema/json_schema.h"
@@ -983,38 +984,77 @@ Status CheckPatternSyntax(const std::string& pattern) {
   return ast.ok() ? Status::Ok() : ast.status();
 }
 
+// Every positive part's language minus every negated part's: up to 10 DFAs run in parallel.
+Result<ByteDfa> ParallelDifference(const std::vector<const ByteDfa*>& parts,
+                                   const std::vector<bool>& negated, std::int32_t max_states) {
+  Classes cls = MakeClasses(parts, [](std::uint8_t) { return 0; });
+  Key start{};
+  for (std::size_t i = 0; i < parts.size(); ++i) start[i] = parts[i]->start;
+  auto step = [&](const Key& k, std::uint8_t b, Key* out) {
+    for (std::size_t i = 0; i < parts.size(); ++i) {
+      (*out)[i] = k[i] == ByteDfa::kDead ? ByteDfa::kDead : parts[i]->Step(k[i], b);
+      if ((*out)[i] == ByteDfa::kDead && !negated[i]) return false;
+    }
+    return true;
+  };
+  auto accept = [&](const Key& k) {
+    for (std::size_t i = 0; i < parts.size(); ++i) {
+      const bool in = k[i] != ByteDfa::kDead && parts[i]->IsAccepting(k[i]);
+      if (in == negated[i]) return false;
+    }
+    return true;
+  };
+  return BuildDfa(start, cls, step, accept, max_states, "this pattern's lookaheads");
+}
+
+Result<ByteDfa> PatternContentDfa(const std::string& pattern, std::int32_t max_states);
+
+// A pattern opening with lookaheads ("^(?=A)(?!B)R"): its parts' search automata, intersected,
+// the negated ones complemented (grammar/regex/lookahead.h).
+Result<ByteDfa> LookaheadContentDfa(const std::string& pattern,
+                                    const std::vector<LookaheadPart>& split,
+                                    std::int32_t max_states) {
+  if (split.size() > Key().size()) {
+    return Status(StatusCode::kUnsupported,
+                  "more than " + std::to_string(Key().size() - 1) + " lookaheads in one pattern");
+  }
+  std::vector<ByteDfa> dfas(split.size());
+  std::vector<const ByteDfa*> parts;
+  std::vector<bool> negated;
+  for (std::size_t i = 0; i < split.size(); ++i) {
+    auto d = PatternContentDfa(split[i].pattern, max_states);
+    if (!d.ok()) {
+      return Status(d.status().code(),
+                    "in " + split[i].pattern + ", a part of " + pattern + ": " +
+                        d.status().message(),
+                    d.status().location());
+    }
+    dfas[i] = std::move(*d);
+    parts.push_back(&dfas[i]);
+    negated.push_back(split[i].negated);
+  }
+  return ParallelDifference(parts, negated, max_states);
+}
+
 // Pattern (unanchored search semantics) -> DFA over the decoded value's UTF-8 bytes.
 Result<ByteDfa> PatternContentDfa(const std::string& pattern, std::int32_t max_states) {
+  if (auto split = SplitLeadingLookaheads(pattern)) {
+    return LookaheadContentDfa(pattern, *split, max_states);
+  }
   LOCKSTEP_RETURN_IF_ERROR(CheckPatternSyntax(pattern));
   // Split the top level alternatives and find which are anchored.
   std::vector<std::pair<std::size_t, std::size_t>> alts;
-  std::size_t depth = 0, begin = 0;
-  bool in_class = false;
+  std::size_t begin = 0;
   std::vector<std::size_t> carets, dollars;
-  for (std::size_t i = 0; i < pattern.size(); ++i) {
-    const char c = pattern[i];
-    if (c == '\\') {
-      ++i;
-      continue;
-    }
-    if (in_class) {
-      if (c == ']') in_class = false;
-      continue;
-    }
-    if (c == '[') {
-      in_class = true;  // as in ECMA-262, a ']' right after '[' or '[^' closes the class
-      if (i + 1 < pattern.size() && pattern[i + 1] == '^') ++i;
-      continue;
-    }
-    if (c == '(') ++depth;
-    if (c == ')' && depth > 0) --depth;
+  ForEachStructural(pattern, [&](std::size_t i, char c, std::size_t depth) {
     if (c == '|' && depth == 0) {
       alts.emplace_back(begin, i);
       begin = i + 1;
     }
     if (c == '^') carets.push_back(i);
     if (c == '$') dollars.push_back(i);
-  }
+    return true;
+  });
   alts.emplace_back(begin, pattern.size());
   std::string search;
   std::size_t anchors_used = 0;
@@ -1397,7 +1437,7 @@ Result<std::shared_ptr<const ByteDfa>> FormatContentDfa(std::string_view format)
 Result<grammar::ExprId> AddNumberExpr(grammar::Grammar* g, const NumberConstraint& c,
                                       const LexicalOptions& options) {
   const DeadlineScope scope(options.deadline);
-  if (!c.minimum && !c.maximum && !c.multiple_of) {
+  if (!c.minimum && !c.maximum && !c.multiple_of && c.not_multiples.empty()) {
     static const auto* kInteger = new std::shared_ptr<const ByteDfa>(
         std::make_shared<const ByteDfa>(*CompileRegexToDfa("-?(?:0|[1-9][0-9]*)")));
     static const auto* kNumber = new std::shared_ptr<const ByteDfa>(std::make_shared<const ByteDfa>(
@@ -1422,26 +1462,54 @@ Result<grammar::ExprId> AddNumberExpr(grammar::Grammar* g, const NumberConstrain
       j_max = std::max(j_max, static_cast<std::int32_t>(b.value.frac_digits.size()));
     }
   }
-  if (c.multiple_of) {
-    LOCKSTEP_ASSIGN_OR_RETURN(Decimal m, ParseDecimal(*c.multiple_of, "multipleOf"));
+  auto set_multiple = [&](const std::string& text, NumberPlan* p) -> Status {
+    LOCKSTEP_ASSIGN_OR_RETURN(Decimal m, ParseDecimal(text, "multipleOf"));
     if (m.negative || m.IsZero()) {
-      return Status(StatusCode::kInvalidArgument,
-                    "multipleOf must be greater than 0, got " + *c.multiple_of);
+      return Status(StatusCode::kInvalidArgument, "multipleOf must be greater than 0, got " + text);
     }
     std::string digits = m.int_digits == "0" ? m.frac_digits : m.int_digits + m.frac_digits;
     digits.erase(0, std::min(digits.find_first_not_of('0'), digits.size()));
     if (digits.size() > 9 || std::stoll(digits) > options.max_dfa_states) {
       return Status(StatusCode::kResourceLimit,
-                    "multipleOf " + *c.multiple_of + " needs a remainder automaton of " + digits +
+                    "multipleOf " + text + " needs a remainder automaton of " + digits +
                         " states, over max_dfa_states = " + std::to_string(options.max_dfa_states));
     }
-    plan.has_multiple = true;
-    plan.mod = std::stoll(digits);
-    plan.scale = static_cast<std::int32_t>(m.frac_digits.size());
-  }
-  plan.k_cap = k_max + 1;
-  plan.j_cap = std::max(j_max, plan.scale);
+    p->has_multiple = true;
+    p->mod = std::stoll(digits);
+    p->scale = static_cast<std::int32_t>(m.frac_digits.size());
+    p->k_cap = k_max + 1;
+    p->j_cap = std::max(j_max, p->scale);
+    return Status::Ok();
+  };
+  const NumberPlan bounds_only = [&] {
+    NumberPlan p = plan;
+    p.k_cap = k_max + 1;
+    p.j_cap = j_max;
+    return p;
+  }();
+  plan = bounds_only;
+  if (c.multiple_of) LOCKSTEP_RETURN_IF_ERROR(set_multiple(*c.multiple_of, &plan));
   LOCKSTEP_ASSIGN_OR_RETURN(ByteDfa dfa, BuildNumberDfa(plan, options.max_dfa_states));
+  if (!c.not_multiples.empty() && dfa.start != ByteDfa::kDead) {
+    // Not a multiple of m: the numbers above minus the multiples of m under the same bounds (the
+    // same texts: plain decimals), one automaton per m run in parallel, complemented.
+    if (c.not_multiples.size() + 1 > Key().size()) {
+      return Status(StatusCode::kUnsupported,
+                    "more than " + std::to_string(Key().size() - 1) +
+                        " negated multipleOf on one number");
+    }
+    std::vector<ByteDfa> each(c.not_multiples.size());
+    std::vector<const ByteDfa*> parts = {&dfa};
+    std::vector<bool> negated = {false};
+    for (std::size_t i = 0; i < each.size(); ++i) {
+      NumberPlan q = bounds_only;
+      LOCKSTEP_RETURN_IF_ERROR(set_multiple(c.not_multiples[i], &q));
+      LOCKSTEP_ASSIGN_OR_RETURN(each[i], BuildNumberDfa(q, options.max_dfa_states));
+      parts.push_back(&each[i]);
+      negated.push_back(true);
+    }
+    LOCKSTEP_ASSIGN_OR_RETURN(dfa, ParallelDifference(parts, negated, options.max_dfa_states));
+  }
   if (dfa.start == ByteDfa::kDead) {
     return Status(StatusCode::kUnsatisfiable, std::string("no ") +
                                                   (c.integer ? "integer" : "number") +
@@ -1536,13 +1604,33 @@ Result<grammar::ExprId> AddStringExpr(grammar::Grammar* g, const StringConstrain
   }
   ByteDfa negated;
   if (!c.not_patterns.empty()) {
-    // One search automaton for the union: top-level alternatives keep their anchors.
-    std::string joined;
-    for (const std::string& p : c.not_patterns) {
-      LOCKSTEP_RETURN_IF_ERROR(CheckPatternSyntax(p));
-      joined += (&p == &c.not_patterns.front() ? "" : "|") + p;
+    // One search automaton for the union: top-level alternatives keep their anchors. (Patterns
+    // with leading lookaheads are no alternatives: then the union of their automata.)
+    const bool lookaheads =
+        std::any_of(c.not_patterns.begin(), c.not_patterns.end(),
+                    [](const std::string& p) { return SplitLeadingLookaheads(p).has_value(); });
+    if (lookaheads) {
+      if (c.not_patterns.size() > Key().size()) {
+        return Status(StatusCode::kUnsupported,
+                      "more than " + std::to_string(Key().size()) +
+                          " negated patterns with lookaheads on one string");
+      }
+      std::vector<ByteDfa> each(c.not_patterns.size());
+      std::vector<const ByteDfa*> parts;
+      for (std::size_t i = 0; i < each.size(); ++i) {
+        LOCKSTEP_ASSIGN_OR_RETURN(each[i],
+                                  PatternContentDfa(c.not_patterns[i], options.max_dfa_states));
+        parts.push_back(&each[i]);
+      }
+      LOCKSTEP_ASSIGN_OR_RETURN(negated, ParallelUnion(parts, options.max_dfa_states));
+    } else {
+      std::string joined;
+      for (const std::string& p : c.not_patterns) {
+        LOCKSTEP_RETURN_IF_ERROR(CheckPatternSyntax(p));
+        joined += (&p == &c.not_patterns.front() ? "" : "|") + p;
+      }
+      LOCKSTEP_ASSIGN_OR_RETURN(negated, PatternContentDfa(joined, options.max_dfa_states));
     }
-    LOCKSTEP_ASSIGN_OR_RETURN(negated, PatternContentDfa(joined, options.max_dfa_states));
   }
   if (!c.not_formats.empty()) {
     // The values of any negated format are excluded too: one automaton for the union.

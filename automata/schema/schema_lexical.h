@@ -47,6 +47,8 @@ struct NumberConstraint {
   std::optional<DecimalBound> minimum;
   std::optional<DecimalBound> maximum;
   std::optional<std::string> multiple_of;  // JSON number text, > 0
+  // Multiples the number must NOT be (`not: {multipleOf}`): JSON number texts, > 0.
+  std::vector<std::string> not_multiples;
 };
 
 // Appends to `g` an expression matching exactly the JSON texts (under the formatting policy) of

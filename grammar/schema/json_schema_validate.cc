@@ -14,15 +14,27 @@
 #include <unordered_set>
 
 #include "grammar/base/json_pointer.h"
+#include "grammar/regex/lookahead.h"
 #include "grammar/schema/json_schema.h"
 
 namespace lockstep::schema {
 
+// A pattern as RE2 programs: one, or for leading lookaheads ("^(?=A)(?!B)R") one per part,
+// every positive part matching and no negated one (grammar/regex/lookahead.h).
+struct CompiledPattern {
+  std::vector<std::pair<std::unique_ptr<RE2>, bool>> parts;  // (program, negated)
+  bool Search(std::string_view text) const {
+    for (const auto& [re, negated] : parts)
+      if (RE2::PartialMatch(text, *re) == negated) return false;
+    return true;
+  }
+};
+
 struct Validator::Regexes {
-  std::unordered_map<std::string, std::unique_ptr<RE2>> by_pattern;
-  const RE2* Find(const std::string& p) const {
+  std::unordered_map<std::string, CompiledPattern> by_pattern;
+  const CompiledPattern* Find(const std::string& p) const {
     auto it = by_pattern.find(p);
-    return it == by_pattern.end() ? nullptr : it->second.get();
+    return it == by_pattern.end() ? nullptr : &it->second;
   }
 };
 
@@ -535,8 +547,8 @@ class Evaluator {
         valid = false, Error(iptr, &sch, "minLength", "shorter than " + v->dump());
       }
       if (const json* p = kw("pattern"); p && p->is_string()) {
-        const RE2* re = re_.Find(p->get<std::string>());
-        if (re && !RE2::PartialMatch(str, *re)) {
+        const CompiledPattern* re = re_.Find(p->get<std::string>());
+        if (re && !re->Search(str)) {
           valid = false, Error(iptr, &sch, "pattern", "does not match " + p->dump());
         }
       }
@@ -616,8 +628,8 @@ class Evaluator {
       }
       if (pattern_props) {
         for (auto& [pat, sub] : pattern_props->items()) {
-          const RE2* re = re_.Find(pat);
-          if (re && RE2::PartialMatch(k, *re)) {
+          const CompiledPattern* re = re_.Find(pat);
+          if (re && re->Search(k)) {
             matched = true;
             Annotations a;
             valid &= Eval(sub, v, child, a);
@@ -773,15 +785,26 @@ Result<Validator> Validator::CreateImpl(std::shared_ptr<const Schema> schema,
     }
     for (auto& [pat, where] : patterns) {
       if (regexes->by_pattern.count(pat)) continue;
-      std::string error;
-      auto re = CompileRegex(pat, &error);
-      if (!re) {
-        return Status(StatusCode::kUnsupported,
-                      "pattern " + json(pat).dump() + " cannot be run by RE2 (" + error +
-                          "; lookaround and backreferences are not supported)",
-                      where);
+      std::vector<LookaheadPart> parts;
+      if (auto split = SplitLeadingLookaheads(pat)) {
+        parts = std::move(*split);
+      } else {
+        parts.push_back({pat, false});
       }
-      regexes->by_pattern.emplace(pat, std::move(re));
+      CompiledPattern compiled;
+      for (const LookaheadPart& part : parts) {
+        std::string error;
+        auto re = CompileRegex(part.pattern, &error);
+        if (!re) {
+          return Status(StatusCode::kUnsupported,
+                        "pattern " + json(pat).dump() + " cannot be run by RE2 (" + error +
+                            "; lookaround other than lookaheads right after a leading '^', and "
+                            "backreferences, are not supported)",
+                        where);
+        }
+        compiled.parts.emplace_back(std::move(re), part.negated);
+      }
+      regexes->by_pattern.emplace(pat, std::move(compiled));
     }
   }
   Validator v;

@@ -79,7 +79,7 @@ static void TestFailuresOfTheCalls(void) {
   lockstep_validation* r = NULL;
   lockstep_validator_options o;
   const char* bad_json = "{\"name\": [1, 2,]}";
-  const char* lookahead = "{\"pattern\": \"^(?=a)\"}";
+  const char* lookahead = "{\"pattern\": \"a(?=b)\"}";  /* not right after a leading ^ */
   const char* remote = "{\"$ref\": \"http://example.test/int.json\"}";
   lockstep_status st;
 

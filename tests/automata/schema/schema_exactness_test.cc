@@ -47,6 +47,15 @@ std::vector<Case> Cases() {
                              {"type": "array", "items": {"type": "string"}}]},
           "few": {"type": "array", "not": {"contains": {"type": "string"}, "minContains": 2}}},
         "required": ["tags", "kind", "few"], "additionalProperties": false})"},
+      // Patterns opening with lookaheads (intersections and complements of their parts), and
+      // negated multipleOf (the numbers minus the multiples).
+      {"complements", R"({"type": "object", "properties": {
+          "name": {"type": "string", "pattern": "^(?!(if|for|while)$)[a-zA-Z_][a-zA-Z0-9_]*$"},
+          "file": {"type": "string", "pattern": "^(?!.*[<>])(?=.*[a-z]).*\\.txt$",
+                   "maxLength": 24},
+          "n": {"type": "integer", "minimum": 0, "maximum": 5000, "not": {"multipleOf": 3}},
+          "x": {"type": "number", "oneOf": [{"multipleOf": 0.5}, {"multipleOf": 0.2}]}},
+        "required": ["name", "file", "n", "x"], "additionalProperties": false})"},
   };
 }
 

@@ -1,6 +1,8 @@
 // Tests for ParseRegex (grammar/regex/regex_parser.h): what parses, what is rejected and at which
-// exact byte offset, the shape of the AST for a few patterns, and the error snippet.
+// exact byte offset, the shape of the AST for a few patterns, and the error snippet; and for
+// SplitLeadingLookaheads (lookahead.h).
 #include "grammar/regex/regex_parser.h"
+#include "grammar/regex/lookahead.h"
 
 #include <gtest/gtest.h>
 
@@ -252,6 +254,34 @@ TEST(RegexParserTest, AppendUtf8) {
   AppendUtf8(0x20AC, &s);
   AppendUtf8(0x1F600, &s);
   EXPECT_EQ(s, "A\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80");
+}
+
+}  // namespace
+}  // namespace lockstep
+
+namespace lockstep {
+namespace {
+
+// Leading lookaheads split into anchored searches; anything else is left to the parser.
+TEST(SplitLeadingLookaheads, OnlyRightAfterALeadingCaretWithoutTopLevelBars) {
+  auto parts = SplitLeadingLookaheads("^(?=[^=]+$)(?!\\s+$)(.|\\n)+$");
+  ASSERT_TRUE(parts.has_value());
+  ASSERT_EQ(parts->size(), 3u);
+  EXPECT_EQ((*parts)[0].pattern, "^(?:[^=]+$)");
+  EXPECT_FALSE((*parts)[0].negated);
+  EXPECT_EQ((*parts)[1].pattern, "^(?:\\s+$)");
+  EXPECT_TRUE((*parts)[1].negated);
+  EXPECT_EQ((*parts)[2].pattern, "^(?:(.|\\n)+$)");
+  EXPECT_FALSE((*parts)[2].negated);
+  // Parentheses and bars inside classes and escapes do not count.
+  parts = SplitLeadingLookaheads("^(?![)|(]\\))x");
+  ASSERT_TRUE(parts.has_value());
+  ASSERT_EQ(parts->size(), 2u);
+  EXPECT_EQ((*parts)[0].pattern, "^(?:[)|(]\\))");
+  EXPECT_EQ((*parts)[1].pattern, "^(?:x)");
+  for (const char* p : {"a(?=b)", "^a(?=b)", "^(?=a)|b", "^(?=a", "^(?:a)", "(?=a)", "^"}) {
+    EXPECT_FALSE(SplitLeadingLookaheads(p).has_value()) << p;
+  }
 }
 
 }  // namespace

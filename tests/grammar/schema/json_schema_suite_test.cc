@@ -161,12 +161,44 @@ TEST(JsonSchemaValidator, UnknownRemoteRefIsAnErrorWithItsPointer) {
 }
 
 TEST(JsonSchemaValidator, LookaroundPatternIsUnsupportedNotSilent) {
-  auto schema = Schema::Load(R"j({"properties": {"a": {"pattern": "^(?!x)"}}})j");
+  // (Lookaheads right after a leading '^' are supported: LeadingLookaheadsKeepEcmaMeaning.)
+  auto schema = Schema::Load(R"j({"properties": {"a": {"pattern": "a(?!x)"}}})j");
   ASSERT_TRUE(schema.ok());
   auto v = Validator::Create(*schema);
   ASSERT_FALSE(v.ok());
   EXPECT_EQ(v.status().code(), StatusCode::kUnsupported);
   EXPECT_EQ(v.status().location(), "/properties/a/pattern");
+}
+
+// "^(?=A)(?!B)R": the verdicts are ECMA-262's, written by hand (a lookahead at the start looks at
+// the whole text from there, and the rest must still match from the start).
+TEST(JsonSchemaValidator, LeadingLookaheadsKeepEcmaMeaning) {
+  const struct {
+    const char* pattern;
+    std::vector<std::pair<const char*, bool>> strings;
+  } kCases[] = {
+      {R"(^(?!@@)[\w@]+$)", {{"@@x", false}, {"@x", true}, {"a@@", true}, {"", false}}},
+      {R"(^(?=[^=]+$)(?!\s+$)(.|\n)+$)",
+       {{"a=b", false}, {"   ", false}, {"ab c", true}, {"", false}, {" x", true}}},
+      {R"(^(?!(if|for)$)[a-zA-Z_]\w*$)",
+       {{"if", false}, {"iff", true}, {"for", false}, {"_x", true}, {"fo", true}, {"1a", false}}},
+      {R"(^(?!.*(\{A\}|[<>])).*\.txt$)",
+       {{"a.txt", true}, {"{A}.txt", false}, {"x<y.txt", false}, {"{B}.txt", true},
+        {"a.txt.gz", false}}},
+      {R"(^(?=.*[0-9])(?=.*[a-z]))", {{"a1", true}, {"1", false}, {"a", false}, {"--9-z", true}}},
+  };
+  for (const auto& c : kCases) {
+    json schema = {{"type", "string"}, {"pattern", c.pattern}};
+    auto s = Schema::Load(schema.dump());
+    ASSERT_TRUE(s.ok()) << c.pattern;
+    auto v = Validator::Create(*s);
+    ASSERT_TRUE(v.ok()) << c.pattern << ": " << v.status().ToString();
+    for (const auto& [text, valid] : c.strings) {
+      auto r = v->Validate(json(text));
+      ASSERT_TRUE(r.ok());
+      EXPECT_EQ(*r, valid) << c.pattern << " on \"" << text << "\"";
+    }
+  }
 }
 
 TEST(JsonSchemaValidator, MalformedKeywordsAreSchemaErrors) {

@@ -213,7 +213,7 @@ TEST(SchemaValidator, UnusableSchemasAreLocatedErrors) {
        "/properties/a/minLength"},
       {R"({"$defs": {"x": {"$ref": "http://example.com/nope.json"}}})", StatusCode::kInvalidSchema,
        "/$defs/x/$ref"},
-      {R"j({"properties": {"a": {"pattern": "^(?!x)"}}})j", StatusCode::kUnsupported,
+      {R"j({"properties": {"a": {"pattern": "x(?!y)"}}})j", StatusCode::kUnsupported,
        "/properties/a/pattern"},
   };
   for (const auto& c : kCases) {
