@@ -1,6 +1,7 @@
 // GrammarCompiler::CompileGrammar / CompileSchema, CompileGrammarIr: grammar text or schema ->
 // IR -> CfgProgram -> CfgGrammar behind a CompiledGrammar, all under one compile deadline.
 #include <chrono>
+#include <limits>
 
 #include "automata/cfg/cfg_grammar.h"
 #include "automata/cfg/cfg_program.h"
@@ -121,6 +122,11 @@ Result<std::shared_ptr<const CompiledGrammar>> GrammarCompiler::CompileSchema(
   if (!g.ok()) return g.status();
   CompileOptions lowered = options;
   if (lowered.max_unrolled_states <= 0) lowered.max_unrolled_states = kSchemaUnrolledStates;
+  // A schema's counts (maxLength, maxItems, maxProperties...) lower to native counter rules whose
+  // cost does not depend on their bound (positions clamp the count; unrolling and counted
+  // automata have their own state budgets), so max_repeat, which bounds repetitions written in
+  // grammar and regex text, does not apply to them: 2^31 does (the schema compiler's check).
+  lowered.max_repeat = std::numeric_limits<std::int32_t>::max();
   return CompileGrammarIrUnder(*this, g->grammar, lowered, deadline);
 }
 

@@ -810,6 +810,21 @@ TEST(SchemaCompileErrors, LongRefChainsAndCyclesCompile) {
   EXPECT_FALSE(Feed(*g, "\"a\""));
 }
 
+// Counts past max_repeat (100,000 by default, a budget on repetitions written in grammar and
+// regex text) are native counters in a schema: maxLength 150,000 and maxItems 1,000,000 compile
+// and hold exactly.
+TEST(SchemaCompileErrors, LargeCountsAreCountersNotRepeatBudgets) {
+  auto g = Compiler().CompileSchema(R"({"type": "object", "properties": {
+      "a": {"type": "array", "items": {"type": "integer"}, "maxItems": 1000000},
+      "s": {"type": "string", "maxLength": 150000}}})");
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  std::string body;
+  for (int i = 0; i < 50000; ++i) body += "ab ";
+  EXPECT_TRUE(Feed(*g, "{\"s\":\"" + body + "\"}"));
+  EXPECT_FALSE(Feed(*g, "{\"s\":\"" + body + "c\"}"));
+  EXPECT_TRUE(Feed(*g, R"({"a":[1,2,3],"s":""})"));
+}
+
 TEST(SchemaCompileErrors, PublicEntryKeepsThePointer) {
   auto g = Compiler().CompileSchema(
       R"({"properties": {"a": {"not": {"type": "array", "uniqueItems": true}}}})");
