@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -861,6 +862,9 @@ Result<std::shared_ptr<const CompiledGrammar>> CompileStructured(const GrammarCo
                               SectionGrammar(compiler.vocabulary(), f, p, options, deadline));
     CompileOptions lowered = options;
     if (lowered.max_unrolled_states <= 0) lowered.max_unrolled_states = 256;
+    // As in GrammarCompiler::CompileSchema: a tool schema's counts are native counter rules, not
+    // held to max_repeat; the format's own grammar and regex text were, by their parsers.
+    lowered.max_repeat = std::numeric_limits<std::int32_t>::max();
     return CompileGrammarIrUnder(compiler, g, lowered, deadline);
   } catch (const std::bad_alloc&) {
     return Status(StatusCode::kResourceLimit, "out of memory compiling the structured format");

@@ -143,6 +143,15 @@ TEST(Request, ToolSchemasAreLenientUnlessEveryToolIsStrict) {
   EXPECT_NE(strict.status().message().find("tool 'add'"), std::string::npos);
 }
 
+// A tool schema's counts past max_repeat (maxLength 200,000) are counters, as in a schema alone.
+TEST(Request, ToolSchemaCountsAreNotRepeatBudgets) {
+  ojson tools = Tools();
+  tools[0]["function"]["parameters"]["properties"]["city"]["maxLength"] = 200000;
+  CompiledRequest r = Compile(Body({{"tools", tools}, {"tool_choice", "required"}}));
+  EXPECT_TRUE(Complete(r, kWeather));
+  EXPECT_FALSE(Prefix(r, R"(<tool_call>{"name": "get_weather", "arguments": {"city": 1)"));
+}
+
 TEST(Request, AutoIsFreeTextAndOptionalCalls) {
   for (const ojson& body :
        {Body({{"tools", Tools()}}), Body({{"tools", Tools()}, {"tool_choice", "auto"}})}) {
