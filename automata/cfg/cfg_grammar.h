@@ -66,9 +66,18 @@ namespace lockstep {
 
 
 struct CfgPosition {
-  // Accepted tokens: a bitset (PaddedBitmaskWords) or a sorted list, whichever is smaller.
+  // Accepted tokens: a bitset (PaddedBitmaskWords) or a sorted list, whichever is smaller; or,
+  // for a set that starts from a view's (a string body's tokens inside, TokenTrie::Region or
+  // Counted), that view's bitset with the ids whose bit differs: the body's 16 KB are shared by
+  // every position walked through the view instead of copied into each (a fill of a string
+  // value's first position allocated and copied them, and a schema kept one per string
+  // property). The view lives as long as the vocabulary's trie, which outlives every position
+  // of it (shared positions are attached to the trie too); an artifact saves the plain bitset.
   std::vector<std::uint32_t> accepted_bits;
   std::vector<TokenId> accepted_list;
+  const std::vector<std::uint32_t>* base_bits = nullptr;
+  std::vector<TokenId> base_flips;  // sorted; only with base_bits
+  std::size_t base_words = 0;       // the plain bitset's words (PaddedBitmaskWords)
   // Uncertain tails as a depth-first trie: node i holds byte, depth (1-based), subtree_end and
   // the tokens whose tail ends there: tail_tokens[tail_begin[i] .. tail_begin[i + 1]).
   struct TailNode {
@@ -80,19 +89,22 @@ struct CfgPosition {
   std::vector<TailNode> tails;  // with a sentinel at the end
   std::vector<TokenId> tail_tokens;
   std::uint64_t ContentHash() const;
-  bool SameContent(const CfgPosition& o) const {
-    return accepted_bits == o.accepted_bits && accepted_list == o.accepted_list &&
-           tail_tokens == o.tail_tokens && tails.size() == o.tails.size() &&
-           std::equal(tails.begin(), tails.end(), o.tails.begin(), [](const TailNode& a, const TailNode& b) {
-             return a.subtree_end == b.subtree_end && a.token_begin == b.token_begin &&
-                    a.depth == b.depth && a.byte == b.byte;
-           });
-  }
+  // The same accepted set (in either dense form) and the same tails.
+  bool SameContent(const CfgPosition& o) const;
+  // A bitset, owned or over a base (else a list).
+  bool Dense() const { return base_bits != nullptr || !accepted_bits.empty(); }
+  // The accepted set of a Dense position into out[0, words).
+  void CopyDenseTo(std::uint32_t* out, std::size_t words) const;
+  // The accepted set OR-ed into out[0, words), any form.
+  void OrInto(std::uint32_t* out, std::size_t words) const;
+  // The accepted set as a plain bitset of `words` words (an artifact's form).
+  std::vector<std::uint32_t> PlainBits(std::size_t words) const;
   std::int32_t num_accepted = 0;
   std::int32_t num_uncertain = 0;  // (token, split) pairs
   std::uint64_t content_hash = 0;  // ContentHash(), set when a grammar publishes it
   std::int64_t Bytes() const {
     return static_cast<std::int64_t>(accepted_bits.capacity() * 4 + accepted_list.capacity() * 4 +
+                                     base_flips.capacity() * 4 +
                                      tails.capacity() * sizeof(TailNode) +
                                      tail_tokens.capacity() * 4 + sizeof(CfgPosition));
   }
@@ -306,9 +318,10 @@ class CfgGrammar : public TokenAutomaton {
   bool EquivalentPlainStates(StateId x, StateId y, std::int64_t& work) const;
   std::vector<std::pair<std::int32_t, StateId>> SuccessorsByBytes(StateId x) const;
   class RegionBuilder;
-  std::vector<std::int16_t> RegionTable(StateId s, std::vector<StateId>& states,
-                                        std::array<std::uint64_t, 4>& first_exits,
-                                        std::array<std::uint64_t, 4>& removed) const;
+  // (Into `table`, whose storage is reused: a table is up to 32 KB, and a fresh one per walk
+  // cost an allocation and its page faults.)
+  void RegionTable(StateId s, std::vector<StateId>& states, std::array<std::uint64_t, 4>& first_exits,
+                   std::array<std::uint64_t, 4>& removed, std::vector<std::int16_t>& table) const;
   // The interned signature of set k (-1: none, over the budget). sigs[j] caches set j's
   // (kUnsigned: not computed yet); only the sets on k's origin chains are computed.
   static constexpr std::int32_t kUnsigned = -2;

@@ -281,24 +281,18 @@ void CfgGrammar::UnionOf(const CfgPosition* const* positions, std::int32_t n,
   // The first bitset is copied, not OR-ed into a cleared mask.
   std::int32_t first_bits = -1;
   for (std::int32_t a = 0; a < n; ++a) {
-    if (!positions[a]->accepted_bits.empty()) {
+    if (positions[a]->Dense()) {
       first_bits = a;
       break;
     }
   }
   if (first_bits >= 0) {
-    std::memcpy(out.data(), positions[first_bits]->accepted_bits.data(), words * 4);
+    positions[first_bits]->CopyDenseTo(out.data(), words);
   } else {
     std::memset(out.data(), 0, words * 4);
   }
   for (std::int32_t a = 0; a < n; ++a) {
-    const CfgPosition* pos = positions[a];
-    if (a == first_bits) continue;
-    if (!pos->accepted_bits.empty()) {
-      OrWords(out.data(), pos->accepted_bits.data(), words);
-    } else {
-      for (TokenId tok : pos->accepted_list) SetBit(out, tok);
-    }
+    if (a != first_bits) positions[a]->OrInto(out.data(), words);
   }
 }
 

@@ -848,7 +848,7 @@ class Emitter {
       const Facts::Contains& c = f.contains[0];
       auto e = f.contains.size() == 1 && plan.prefix.empty() && !f.unique && !max_i &&
                        min_i <= c.min
-                   ? ContainsExpr(f, plan, depth)
+                   ? ContainsExpr(f, depth)
                    : CountingExpr(f, plan, depth);
       if (e.ok() || !m_.Relax(e.status())) return e;
     }
@@ -887,8 +887,7 @@ class Emitter {
 
   // One contains keyword, no prefixItems, no maxItems and minItems within the contains count:
   // the items before the first match, then the matches with the items between them.
-  Result<ExprId> ContainsExpr(const Facts& f, const ArrayPlan& plan, int depth) {
-    (void)plan;
+  Result<ExprId> ContainsExpr(const Facts& f, int depth) {
     const std::int64_t a = f.contains[0].min;
     const std::optional<std::int64_t> b = f.contains[0].max;
     if (b && *b < a) return Never();
@@ -965,14 +964,16 @@ class Emitter {
     const std::int64_t positions = std::min(p, cap_t) + 1;
     const std::size_t classes = std::size_t{1} << k;
     std::vector<std::vector<RuleId>> item(positions, std::vector<RuleId>(classes, -1));
+    // Per keyword, the node of its subschema and of its negation (ContainsConj's last).
+    std::vector<std::array<Conj::value_type, 2>> sides(k);
+    for (std::size_t j = 0; j < k; ++j) {
+      sides[j] = {m_.ContainsConj(f, j, true).back(), m_.ContainsConj(f, j, false).back()};
+    }
     for (std::int64_t i = 0; i < positions; ++i) {
       if (max_i && i >= cap_t) break;  // (no item there)
       for (std::size_t s = 0; s < classes; ++s) {
         Conj c = i < p ? plan.prefix[i] : plan.rest;
-        for (std::size_t j = 0; j < k; ++j) {
-          Conj one = m_.ContainsConj(f, j, (s >> j & 1) == 0);
-          c.push_back(one.back());
-        }
+        for (std::size_t j = 0; j < k; ++j) c.push_back(sides[j][s >> j & 1]);
         auto e = CompileConj(c, depth + 1);
         if (!e.ok()) return e;
         if (!IsNever(*e)) item[i][s] = RuleOf(*e, "ci");

@@ -1313,6 +1313,69 @@ TEST(RegionViews, PositionsEqualTheWholeTrieWalk) {
               static_cast<long long>(viewed), static_cast<long long>(taken_out));
 }
 
+// A string body's position is kept as the view's bitset plus the ids that differ from it (the
+// 16 KB are shared, not copied into every position). What a fill writes from it, alone or OR-ed
+// with other positions' tokens, must be the whole-trie walk's bitset; it is the same content
+// (hash and equality) as that walk's, and at least half the bitset's bytes smaller.
+TEST(RegionViews, PositionsOverTheViewsBitsFillTheWalksMasks) {
+  const std::string text = R"({"type": "object", "properties": {"name": {"type": "string"},
+      "city": {"type": "string"}, "tags": {"type": "array", "items": {"type": "string"}},
+      "note": {"type": "string", "maxLength": 40}, "n": {"type": "integer"}}, "required": ["name"]})";
+  auto g = Compiler().CompileSchema(text);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  const CfgGrammar& cfg = *CfgOf(**g);
+  std::mt19937 rng(7);
+  std::int32_t over_base = 0, taken_out = 0;
+  std::set<const std::vector<std::uint32_t>*> bases;
+  auto check = [&](const CfgPosition& fast, const CfgPosition& walked, const std::string& what) {
+    ASSERT_FALSE(walked.accepted_bits.empty()) << what;  // dense, as the view's
+    const std::size_t words = walked.accepted_bits.size();
+    std::vector<std::uint32_t> out(words);
+    fast.CopyDenseTo(out.data(), words);
+    EXPECT_EQ(out, walked.accepted_bits) << what;
+    // OR-ed into a mask holding other tokens (some of the view's, some not).
+    std::vector<std::uint32_t> before(words), expect(words);
+    for (std::size_t w = 0; w < words; ++w) before[w] = static_cast<std::uint32_t>(rng() & rng());
+    for (std::size_t w = 0; w < words; ++w) expect[w] = before[w] | walked.accepted_bits[w];
+    out = before;
+    fast.OrInto(out.data(), words);
+    EXPECT_EQ(out, expect) << what;
+    EXPECT_EQ(fast.num_accepted, walked.num_accepted) << what;
+    EXPECT_TRUE(fast.SameContent(walked) && walked.SameContent(fast)) << what;
+    EXPECT_EQ(fast.ContentHash(), walked.ContentHash()) << what;
+    // At most a quarter of the bitset's bits differ: at least half its bytes saved.
+    EXPECT_LE(fast.Bytes() + static_cast<std::int64_t>(2 * words), walked.Bytes()) << what;
+    for (TokenId t : fast.base_flips) {
+      const std::size_t w = static_cast<std::size_t>(t) >> 5;
+      taken_out += w < fast.base_bits->size() && (((*fast.base_bits)[w] >> (t & 31)) & 1) != 0;
+    }
+    bases.insert(fast.base_bits);
+    ++over_base;
+  };
+  for (StateId s = 0; s < cfg.program().num_states; ++s) {
+    auto fast = CfgGrammarPeer(cfg).FreshPositionOfState(s);
+    if (fast->base_bits == nullptr) continue;
+    check(*fast, *CfgGrammarPeer(cfg).TrieWalkedPositionOfState(s), "state " + std::to_string(s));
+  }
+  // maxLength 40: the counted view's tokens, less those longer than the room left.
+  for (std::int32_t r = 0; r < static_cast<std::int32_t>(cfg.program().rules.size()); ++r) {
+    if (!CfgGrammarPeer(cfg).HasCountedView(r)) continue;
+    for (std::int32_t count = 0; count <= 36; count += 4) {
+      auto fast = CfgGrammarPeer(cfg).FreshCounterPosition(r, count, true);
+      if (fast->base_bits == nullptr) continue;
+      check(*fast, *CfgGrammarPeer(cfg).FreshCounterPosition(r, count, false),
+            "rule " + std::to_string(r) + " count " + std::to_string(count));
+    }
+  }
+  // The string values' and keys' bodies share a few views' bits (one per way into the body
+  // and per counted length): many positions per bitset, some with the view's tokens taken out.
+  EXPECT_GE(over_base, 8);
+  EXPECT_LE(bases.size() * 4, static_cast<std::size_t>(over_base));
+  EXPECT_GT(taken_out, 0);
+  std::printf("%d positions over %zu shared view bitsets, %d of their ids taken out\n", over_base,
+              bases.size(), taken_out);
+}
+
 // A state whose only way on is a call (a member's value) takes its position from the callee's
 // start position and the callee's tails walked on from the return state. It must equal a walk
 // of the whole trie through the call, on both tokenizers' vocabularies.
