@@ -78,6 +78,10 @@ struct CfgPosition {
   const std::vector<std::uint32_t>* base_bits = nullptr;
   std::vector<TokenId> base_flips;  // sorted; only with base_bits
   std::size_t base_words = 0;       // the plain bitset's words (PaddedBitmaskWords)
+  CfgPosition() = default;
+  CfgPosition(const CfgPosition&) = delete;
+  CfgPosition& operator=(const CfgPosition&) = delete;
+  ~CfgPosition() { delete[] plain_.load(std::memory_order_acquire); }
   // Uncertain tails as a depth-first trie: node i holds byte, depth (1-based), subtree_end and
   // the tokens whose tail ends there: tail_tokens[tail_begin[i] .. tail_begin[i + 1]).
   struct TailNode {
@@ -93,15 +97,28 @@ struct CfgPosition {
   bool SameContent(const CfgPosition& o) const;
   // A bitset, owned or over a base (else a list).
   bool Dense() const { return base_bits != nullptr || !accepted_bits.empty(); }
-  // The accepted set of a Dense position into out[0, words).
+  // The accepted set of a Dense position into out[0, words) (a fill's use).
   void CopyDenseTo(std::uint32_t* out, std::size_t words) const;
-  // The accepted set OR-ed into out[0, words), any form.
+  // The accepted set OR-ed into out[0, words), any form (a fill's use).
   void OrInto(std::uint32_t* out, std::size_t words) const;
   // The accepted set as a plain bitset of `words` words (an artifact's form).
   std::vector<std::uint32_t> PlainBits(std::size_t words) const;
   std::int32_t num_accepted = 0;
   std::int32_t num_uncertain = 0;  // (token, split) pairs
   std::uint64_t content_hash = 0;  // ContentHash(), set when a grammar publishes it
+  // Over a base, the plain bitset is written out at the position's kUsesBeforePlain + 1-th use
+  // (CopyDenseTo, OrInto) and kept: a position filled again and again (a string body, at every
+  // token of a string value) then costs one copy per fill, not a copy and its flips (a few
+  // hundred), while a position used a few times (most keys, most first visits) stays small and
+  // its first fills allocate nothing. Not counted in Bytes(): at most the bitset the position
+  // would have held without a base.
+  static constexpr std::uint32_t kUsesBeforePlain = 8;
+  mutable std::atomic<std::uint32_t> uses_{0};
+  mutable std::atomic<std::uint32_t*> plain_{nullptr};
+  // The plain bitset once written out, else null (counting a use).
+  const std::uint32_t* PlainOnReuse() const;
+  // The base with the flips into out[0, words), counting no use (hashing, equality, saving).
+  void WriteBase(std::uint32_t* out, std::size_t words) const;
   std::int64_t Bytes() const {
     return static_cast<std::int64_t>(accepted_bits.capacity() * 4 + accepted_list.capacity() * 4 +
                                      base_flips.capacity() * 4 +
@@ -369,15 +386,18 @@ class CfgGrammar : public TokenAutomaton {
   mutable std::shared_ptr<const PositionKeyer> key_snapshot_;  // from the store, read-only
   mutable bool snapshot_looked_up_ = false;
   mutable bool keys_from_store_ = false;
-  // The key of s; nullopt also when !may_wait and the background worker is hashing (a fill).
+  // The key of s. A fill (!may_wait) gets nullopt when the background worker is hashing, and
+  // hashes at most kForegroundKeyWork states; otherwise the key is hashed whatever it costs.
   std::optional<PositionKey> KeyOf(StateId s, bool may_wait = true) const;
   // KeyOf's work, under key_mu_, hashing at most `max_work` states (PositionKeyer::Key).
   std::optional<PositionKey> KeyLocked(StateId s, std::int64_t max_work) const;
-  // What a fill may hash to get a key (0.4-1 µs a state): a tool schema's whole program (833
-  // states on average in the dev set) in one fill, a big program's a part per fill, never the
-  // whole of a 27k-state Kubernetes schema at once (100 ms), and no rule whose hashing would not
-  // end within it. Past it the fill walks the position without a key; the background worker
-  // hashes without a bound.
+  // What a fill may hash to get a key (0.2-0.4 µs a state): a tool schema's called rules in
+  // one fill, a big program's a part per fill, never the whole of a 27k-state Kubernetes schema
+  // at once (100 ms), no rule whose hashing would not end within it (except a big format
+  // automaton, named by rank), and no root of more than PositionKeyer::kMaxBoundedRootStates
+  // states (a tool schema's whole object, members inlined: 80-200 µs to find a handful of
+  // positions, each a 2-8 µs walk; PositionKeyer::RuleHash). Past it the fill walks the
+  // position without a key; the background worker hashes without a bound.
   static constexpr std::int64_t kForegroundKeyWork = 1024;
   // Every state's key, computed at once by the background worker; read without a lock once
   // keys_ready_ is set.

@@ -24,7 +24,7 @@ std::uint64_t CfgPosition::ContentHash() const {
   const std::vector<std::uint32_t>* dense = &accepted_bits;
   if (base_bits != nullptr) {
     plain.resize(base_words);
-    CopyDenseTo(plain.data(), base_words);
+    WriteBase(plain.data(), base_words);
     dense = &plain;
   }
   const std::vector<std::uint32_t>& bits = *dense;
@@ -70,15 +70,41 @@ bool CfgPosition::SameContent(const CfgPosition& o) const {
   return width(*this) == width(o) && PlainBits(width(*this)) == o.PlainBits(width(o));
 }
 
+const std::uint32_t* CfgPosition::PlainOnReuse() const {
+  if (const std::uint32_t* p = plain_.load(std::memory_order_acquire)) return p;
+  if (uses_.fetch_add(1, std::memory_order_relaxed) < kUsesBeforePlain) return nullptr;
+  auto* plain = new std::uint32_t[base_words];
+  WriteBase(plain, base_words);
+  std::uint32_t* expected = nullptr;
+  if (!plain_.compare_exchange_strong(expected, plain, std::memory_order_acq_rel)) {
+    delete[] plain;  // another thread wrote it first
+    return expected;
+  }
+  return plain;
+}
+
 void CfgPosition::CopyDenseTo(std::uint32_t* out, std::size_t words) const {
   if (base_bits == nullptr) {
     std::memcpy(out, accepted_bits.data(), words * 4);
     return;
   }
+  if (words <= base_words) {
+    if (const std::uint32_t* plain = PlainOnReuse()) {
+      std::memcpy(out, plain, words * 4);
+      return;
+    }
+  }
+  WriteBase(out, words);
+}
+
+void CfgPosition::WriteBase(std::uint32_t* out, std::size_t words) const {
   const std::size_t n = std::min(words, base_bits->size());
   std::memcpy(out, base_bits->data(), n * 4);
   if (n < words) std::memset(out + n, 0, (words - n) * 4);
-  for (TokenId t : base_flips) out[static_cast<std::size_t>(t) >> 5] ^= 1u << (t & 31);
+  for (TokenId t : base_flips) {
+    const std::size_t w = static_cast<std::size_t>(t) >> 5;
+    if (w < words) out[w] ^= 1u << (t & 31);
+  }
 }
 
 void CfgPosition::OrInto(std::uint32_t* out, std::size_t words) const {
@@ -89,6 +115,12 @@ void CfgPosition::OrInto(std::uint32_t* out, std::size_t words) const {
       for (TokenId t : accepted_list) out[static_cast<std::size_t>(t) >> 5] |= 1u << (t & 31);
     }
     return;
+  }
+  if (words <= base_words) {
+    if (const std::uint32_t* plain = PlainOnReuse()) {
+      OrWords(out, plain, words);
+      return;
+    }
   }
   // A flip of a base bit takes the token out, unless out held it already; any other flip adds.
   const std::vector<std::uint32_t>& base = *base_bits;
@@ -121,7 +153,7 @@ void CfgPosition::OrInto(std::uint32_t* out, std::size_t words) const {
 std::vector<std::uint32_t> CfgPosition::PlainBits(std::size_t words) const {
   std::vector<std::uint32_t> bits(words);
   if (base_bits != nullptr) {
-    CopyDenseTo(bits.data(), words);
+    WriteBase(bits.data(), words);
   } else {
     std::memcpy(bits.data(), accepted_bits.data(), std::min(words, accepted_bits.size()) * 4);
   }
@@ -169,7 +201,7 @@ std::optional<PositionKey> CfgGrammar::KeyOf(StateId s, bool may_wait) const {
   } else if (!lock.try_lock()) {
     return std::nullopt;
   }
-  return KeyLocked(s, kForegroundKeyWork);
+  return KeyLocked(s, may_wait ? INT64_MAX : kForegroundKeyWork);
 }
 
 std::optional<PositionKey> CfgGrammar::KeyLocked(StateId s, std::int64_t max_work) const {

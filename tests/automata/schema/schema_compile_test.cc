@@ -1330,16 +1330,28 @@ TEST(RegionViews, PositionsOverTheViewsBitsFillTheWalksMasks) {
   auto check = [&](const CfgPosition& fast, const CfgPosition& walked, const std::string& what) {
     ASSERT_FALSE(walked.accepted_bits.empty()) << what;  // dense, as the view's
     const std::size_t words = walked.accepted_bits.size();
-    std::vector<std::uint32_t> out(words);
-    fast.CopyDenseTo(out.data(), words);
-    EXPECT_EQ(out, walked.accepted_bits) << what;
-    // OR-ed into a mask holding other tokens (some of the view's, some not).
-    std::vector<std::uint32_t> before(words), expect(words);
+    // OR-ed into a mask holding other tokens (some of the view's, some not), and copied: at the
+    // first kUsesBeforePlain uses from the base and its flips, then from the plain bitset
+    // written out at the next use.
+    std::vector<std::uint32_t> before(words), expect(words), out;
     for (std::size_t w = 0; w < words; ++w) before[w] = static_cast<std::uint32_t>(rng() & rng());
     for (std::size_t w = 0; w < words; ++w) expect[w] = before[w] | walked.accepted_bits[w];
+    for (std::uint32_t use = 0; use < CfgPosition::kUsesBeforePlain; use += 2) {
+      out = before;
+      fast.OrInto(out.data(), words);
+      EXPECT_EQ(out, expect) << what << " (base and flips)";
+      out.assign(words, 0xFFFFFFFFu);
+      fast.CopyDenseTo(out.data(), words);
+      EXPECT_EQ(out, walked.accepted_bits) << what << " (base and flips)";
+    }
+    EXPECT_EQ(fast.plain_.load(), nullptr) << what;
+    out.assign(words, 0xFFFFFFFFu);
+    fast.CopyDenseTo(out.data(), words);
+    EXPECT_EQ(out, walked.accepted_bits) << what << " (written out)";
+    EXPECT_NE(fast.plain_.load(), nullptr) << what;
     out = before;
     fast.OrInto(out.data(), words);
-    EXPECT_EQ(out, expect) << what;
+    EXPECT_EQ(out, expect) << what << " (written out)";
     EXPECT_EQ(fast.num_accepted, walked.num_accepted) << what;
     EXPECT_TRUE(fast.SameContent(walked) && walked.SameContent(fast)) << what;
     EXPECT_EQ(fast.ContentHash(), walked.ContentHash()) << what;
