@@ -717,8 +717,7 @@ class ArtifactCodec {
     }
     w.Put<std::uint64_t>(owned.size());
     for (const CfgPosition* p : owned) {
-      w.PutVec(p->base_bits != nullptr ? p->PlainBits(PaddedBitmaskWords(g.width_))
-                                        : p->accepted_bits);  // (over a view: plain)
+      w.PutVec(p->accepted_bits);
       w.PutVec(p->accepted_list);
       w.PutVec(p->tails);
       w.PutVec(p->tail_tokens);

@@ -66,22 +66,9 @@ namespace lockstep {
 
 
 struct CfgPosition {
-  // Accepted tokens: a bitset (PaddedBitmaskWords) or a sorted list, whichever is smaller; or,
-  // for a set that starts from a view's (a string body's tokens inside, TokenTrie::Region or
-  // Counted), that view's bitset with the ids whose bit differs: the body's 16 KB are shared by
-  // every position walked through the view instead of copied into each (a fill of a string
-  // value's first position allocated and copied them, and a schema kept one per string
-  // property). The view lives as long as the vocabulary's trie, which outlives every position
-  // of it (shared positions are attached to the trie too); an artifact saves the plain bitset.
+  // Accepted tokens: a bitset (PaddedBitmaskWords) or a sorted list, whichever is smaller.
   std::vector<std::uint32_t> accepted_bits;
   std::vector<TokenId> accepted_list;
-  const std::vector<std::uint32_t>* base_bits = nullptr;
-  std::vector<TokenId> base_flips;  // sorted; only with base_bits
-  std::size_t base_words = 0;       // the plain bitset's words (PaddedBitmaskWords)
-  CfgPosition() = default;
-  CfgPosition(const CfgPosition&) = delete;
-  CfgPosition& operator=(const CfgPosition&) = delete;
-  ~CfgPosition() { delete[] plain_.load(std::memory_order_acquire); }
   // Uncertain tails as a depth-first trie: node i holds byte, depth (1-based), subtree_end and
   // the tokens whose tail ends there: tail_tokens[tail_begin[i] .. tail_begin[i + 1]).
   struct TailNode {
@@ -93,35 +80,19 @@ struct CfgPosition {
   std::vector<TailNode> tails;  // with a sentinel at the end
   std::vector<TokenId> tail_tokens;
   std::uint64_t ContentHash() const;
-  // The same accepted set (in either dense form) and the same tails.
-  bool SameContent(const CfgPosition& o) const;
-  // A bitset, owned or over a base (else a list).
-  bool Dense() const { return base_bits != nullptr || !accepted_bits.empty(); }
-  // The accepted set of a Dense position into out[0, words) (a fill's use).
-  void CopyDenseTo(std::uint32_t* out, std::size_t words) const;
-  // The accepted set OR-ed into out[0, words), any form (a fill's use).
-  void OrInto(std::uint32_t* out, std::size_t words) const;
-  // The accepted set as a plain bitset of `words` words (an artifact's form).
-  std::vector<std::uint32_t> PlainBits(std::size_t words) const;
+  bool SameContent(const CfgPosition& o) const {
+    return accepted_bits == o.accepted_bits && accepted_list == o.accepted_list &&
+           tail_tokens == o.tail_tokens && tails.size() == o.tails.size() &&
+           std::equal(tails.begin(), tails.end(), o.tails.begin(), [](const TailNode& a, const TailNode& b) {
+             return a.subtree_end == b.subtree_end && a.token_begin == b.token_begin &&
+                    a.depth == b.depth && a.byte == b.byte;
+           });
+  }
   std::int32_t num_accepted = 0;
   std::int32_t num_uncertain = 0;  // (token, split) pairs
   std::uint64_t content_hash = 0;  // ContentHash(), set when a grammar publishes it
-  // Over a base, the plain bitset is written out at the position's kUsesBeforePlain + 1-th use
-  // (CopyDenseTo, OrInto) and kept: a position filled again and again (a string body, at every
-  // token of a string value) then costs one copy per fill, not a copy and its flips (a few
-  // hundred), while a position used a few times (most keys, most first visits) stays small and
-  // its first fills allocate nothing. Not counted in Bytes(): at most the bitset the position
-  // would have held without a base.
-  static constexpr std::uint32_t kUsesBeforePlain = 8;
-  mutable std::atomic<std::uint32_t> uses_{0};
-  mutable std::atomic<std::uint32_t*> plain_{nullptr};
-  // The plain bitset once written out, else null (counting a use).
-  const std::uint32_t* PlainOnReuse() const;
-  // The base with the flips into out[0, words), counting no use (hashing, equality, saving).
-  void WriteBase(std::uint32_t* out, std::size_t words) const;
   std::int64_t Bytes() const {
     return static_cast<std::int64_t>(accepted_bits.capacity() * 4 + accepted_list.capacity() * 4 +
-                                     base_flips.capacity() * 4 +
                                      tails.capacity() * sizeof(TailNode) +
                                      tail_tokens.capacity() * 4 + sizeof(CfgPosition));
   }
@@ -335,10 +306,9 @@ class CfgGrammar : public TokenAutomaton {
   bool EquivalentPlainStates(StateId x, StateId y, std::int64_t& work) const;
   std::vector<std::pair<std::int32_t, StateId>> SuccessorsByBytes(StateId x) const;
   class RegionBuilder;
-  // (Into `table`, whose storage is reused: a table is up to 32 KB, and a fresh one per walk
-  // cost an allocation and its page faults.)
-  void RegionTable(StateId s, std::vector<StateId>& states, std::array<std::uint64_t, 4>& first_exits,
-                   std::array<std::uint64_t, 4>& removed, std::vector<std::int16_t>& table) const;
+  std::vector<std::int16_t> RegionTable(StateId s, std::vector<StateId>& states,
+                                        std::array<std::uint64_t, 4>& first_exits,
+                                        std::array<std::uint64_t, 4>& removed) const;
   // The interned signature of set k (-1: none, over the budget). sigs[j] caches set j's
   // (kUnsigned: not computed yet); only the sets on k's origin chains are computed.
   static constexpr std::int32_t kUnsigned = -2;
@@ -386,18 +356,15 @@ class CfgGrammar : public TokenAutomaton {
   mutable std::shared_ptr<const PositionKeyer> key_snapshot_;  // from the store, read-only
   mutable bool snapshot_looked_up_ = false;
   mutable bool keys_from_store_ = false;
-  // The key of s. A fill (!may_wait) gets nullopt when the background worker is hashing, and
-  // hashes at most kForegroundKeyWork states; otherwise the key is hashed whatever it costs.
+  // The key of s; nullopt also when !may_wait and the background worker is hashing (a fill).
   std::optional<PositionKey> KeyOf(StateId s, bool may_wait = true) const;
   // KeyOf's work, under key_mu_, hashing at most `max_work` states (PositionKeyer::Key).
   std::optional<PositionKey> KeyLocked(StateId s, std::int64_t max_work) const;
-  // What a fill may hash to get a key (0.2-0.4 µs a state): a tool schema's called rules in
-  // one fill, a big program's a part per fill, never the whole of a 27k-state Kubernetes schema
-  // at once (100 ms), no rule whose hashing would not end within it (except a big format
-  // automaton, named by rank), and no root of more than PositionKeyer::kMaxBoundedRootStates
-  // states (a tool schema's whole object, members inlined: 80-200 µs to find a handful of
-  // positions, each a 2-8 µs walk; PositionKeyer::RuleHash). Past it the fill walks the
-  // position without a key; the background worker hashes without a bound.
+  // What a fill may hash to get a key (0.4-1 µs a state): a tool schema's whole program (833
+  // states on average in the dev set) in one fill, a big program's a part per fill, never the
+  // whole of a 27k-state Kubernetes schema at once (100 ms), and no rule whose hashing would not
+  // end within it. Past it the fill walks the position without a key; the background worker
+  // hashes without a bound.
   static constexpr std::int64_t kForegroundKeyWork = 1024;
   // Every state's key, computed at once by the background worker; read without a lock once
   // keys_ready_ is set.

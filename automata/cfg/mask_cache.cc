@@ -281,18 +281,24 @@ void CfgGrammar::UnionOf(const CfgPosition* const* positions, std::int32_t n,
   // The first bitset is copied, not OR-ed into a cleared mask.
   std::int32_t first_bits = -1;
   for (std::int32_t a = 0; a < n; ++a) {
-    if (positions[a]->Dense()) {
+    if (!positions[a]->accepted_bits.empty()) {
       first_bits = a;
       break;
     }
   }
   if (first_bits >= 0) {
-    positions[first_bits]->CopyDenseTo(out.data(), words);
+    std::memcpy(out.data(), positions[first_bits]->accepted_bits.data(), words * 4);
   } else {
     std::memset(out.data(), 0, words * 4);
   }
   for (std::int32_t a = 0; a < n; ++a) {
-    if (a != first_bits) positions[a]->OrInto(out.data(), words);
+    const CfgPosition* pos = positions[a];
+    if (a == first_bits) continue;
+    if (!pos->accepted_bits.empty()) {
+      OrWords(out.data(), pos->accepted_bits.data(), words);
+    } else {
+      for (TokenId tok : pos->accepted_list) SetBit(out, tok);
+    }
   }
 }
 

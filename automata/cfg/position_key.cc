@@ -208,20 +208,10 @@ PositionKeyer::H PositionKeyer::RuleHash(std::int32_t rule) {
     // rule, and the rules calling it, are left to an unbounded call (the background worker's,
     // or none: their positions are walked, not shared); later bounded calls give up on them at
     // once instead of hashing their callers again first.
-    // A big format automaton copied from the process's cache is named by rank (its transitions
-    // are not read): worth its pass in any fill, its positions being the costliest to walk and
-    // shared by every grammar that uses the format.
-    const std::int32_t size = rule_begin_[rule + 1] - rule_begin_[rule];
-    const bool by_rank = size > kMaxRuleStates && r.shared_source != 0;
-    const std::int64_t n =
-        r.kind == CfgProgram::RuleKind::kCounter || by_rank ? 0 : PassWork(size);
-    // Nor the root of more than kMaxBoundedRootStates states: its positions are the same only
-    // in the same program (found through the program tables and keyers a grammar compiled
-    // before left in the store), so hashing it in a fill (a tool schema's whole object, its
-    // members inlined: 80-200 µs) finds nothing that a 2-8 µs walk would not give.
-    const bool big_root = rule == p_->root && r.kind != CfgProgram::RuleKind::kCounter &&
-                          size > kMaxBoundedRootStates;
-    if (over_bounded_[rule] || big_root || work_ + n > call_limit_) {
+    const std::int64_t n = r.kind == CfgProgram::RuleKind::kCounter
+                               ? 0
+                               : PassWork(rule_begin_[rule + 1] - rule_begin_[rule]);
+    if (over_bounded_[rule] || work_ + n > call_limit_) {
       over_bounded_[rule] = 1;
       for (const std::int32_t caller : rule_stack_) over_bounded_[caller] = 1;
       aborted_ = true;

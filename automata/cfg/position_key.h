@@ -93,8 +93,6 @@ class PositionKeyer {
   bool exhausted() const { return work_ > budget_; }
   std::int64_t work() const { return work_; }
   static constexpr std::int32_t kMaxRuleStates = 4096;
-  // A bounded call (a fill's) does not hash a root rule bigger than this (RuleHash).
-  static constexpr std::int32_t kMaxBoundedRootStates = 128;
 
  private:
   struct Run {

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
-#include <cstring>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -18,23 +17,15 @@ using namespace cfg_words;  // NOLINT: the word kernels of this folder
 
 std::uint64_t CfgPosition::ContentHash() const {
   // Four independent multiply lanes over the bits (a 4,008-word mask in well under a
-  // microsecond), then the short lists. A position over a view's bits hashes as its plain
-  // bitset would (equal contents are kept once, whichever form they came in).
-  thread_local std::vector<std::uint32_t> plain;
-  const std::vector<std::uint32_t>* dense = &accepted_bits;
-  if (base_bits != nullptr) {
-    plain.resize(base_words);
-    WriteBase(plain.data(), base_words);
-    dense = &plain;
-  }
-  const std::vector<std::uint32_t>& bits = *dense;
+  // microsecond), then the short lists.
   std::uint64_t lane[4] = {0x84222325CBF29CE4ull, 0x9E3779B97F4A7C15ull, 0xC2B2AE3D27D4EB4Full,
                            0x165667B19E3779F9ull};
-  const std::size_t n = bits.size();
+  const std::size_t n = accepted_bits.size();
   std::size_t w = 0;
   for (; w + 8 <= n; w += 8) {
     for (int k = 0; k < 4; ++k) {
-      const std::uint64_t x = std::uint64_t{bits[w + 2 * k]} | std::uint64_t{bits[w + 2 * k + 1]} << 32;
+      const std::uint64_t x = std::uint64_t{accepted_bits[w + 2 * k]} |
+                              std::uint64_t{accepted_bits[w + 2 * k + 1]} << 32;
       lane[k] = (lane[k] ^ x) * 0xFF51AFD7ED558CCDull;
     }
   }
@@ -42,122 +33,12 @@ std::uint64_t CfgPosition::ContentHash() const {
   auto mix = [&](std::uint64_t x) {
     h ^= x + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
   };
-  for (; w < n; ++w) mix(bits[w]);
+  for (; w < n; ++w) mix(accepted_bits[w]);
   mix(n);
   for (TokenId t : accepted_list) mix(static_cast<std::uint32_t>(t));
   for (TokenId t : tail_tokens) mix(static_cast<std::uint32_t>(t));
   for (const TailNode& t : tails) mix((std::uint64_t{t.subtree_end} << 32) ^ (t.depth << 8) ^ t.byte);
   return h;
-}
-
-bool CfgPosition::SameContent(const CfgPosition& o) const {
-  const bool same_tails =
-      num_accepted == o.num_accepted && tail_tokens == o.tail_tokens &&
-      tails.size() == o.tails.size() &&
-      std::equal(tails.begin(), tails.end(), o.tails.begin(), [](const TailNode& a, const TailNode& b) {
-        return a.subtree_end == b.subtree_end && a.token_begin == b.token_begin &&
-               a.depth == b.depth && a.byte == b.byte;
-      });
-  if (!same_tails) return false;
-  if (base_bits == nullptr && o.base_bits == nullptr) {
-    return accepted_bits == o.accepted_bits && accepted_list == o.accepted_list;
-  }
-  if (base_bits == o.base_bits) return base_words == o.base_words && base_flips == o.base_flips;
-  if (!Dense() || !o.Dense()) return false;
-  auto width = [](const CfgPosition& p) {
-    return p.base_bits != nullptr ? p.base_words : p.accepted_bits.size();
-  };
-  return width(*this) == width(o) && PlainBits(width(*this)) == o.PlainBits(width(o));
-}
-
-const std::uint32_t* CfgPosition::PlainOnReuse() const {
-  if (const std::uint32_t* p = plain_.load(std::memory_order_acquire)) return p;
-  if (uses_.fetch_add(1, std::memory_order_relaxed) < kUsesBeforePlain) return nullptr;
-  auto* plain = new std::uint32_t[base_words];
-  WriteBase(plain, base_words);
-  std::uint32_t* expected = nullptr;
-  if (!plain_.compare_exchange_strong(expected, plain, std::memory_order_acq_rel)) {
-    delete[] plain;  // another thread wrote it first
-    return expected;
-  }
-  return plain;
-}
-
-void CfgPosition::CopyDenseTo(std::uint32_t* out, std::size_t words) const {
-  if (base_bits == nullptr) {
-    std::memcpy(out, accepted_bits.data(), words * 4);
-    return;
-  }
-  if (words <= base_words) {
-    if (const std::uint32_t* plain = PlainOnReuse()) {
-      std::memcpy(out, plain, words * 4);
-      return;
-    }
-  }
-  WriteBase(out, words);
-}
-
-void CfgPosition::WriteBase(std::uint32_t* out, std::size_t words) const {
-  const std::size_t n = std::min(words, base_bits->size());
-  std::memcpy(out, base_bits->data(), n * 4);
-  if (n < words) std::memset(out + n, 0, (words - n) * 4);
-  for (TokenId t : base_flips) {
-    const std::size_t w = static_cast<std::size_t>(t) >> 5;
-    if (w < words) out[w] ^= 1u << (t & 31);
-  }
-}
-
-void CfgPosition::OrInto(std::uint32_t* out, std::size_t words) const {
-  if (base_bits == nullptr) {
-    if (!accepted_bits.empty()) {
-      OrWords(out, accepted_bits.data(), std::min(words, accepted_bits.size()));
-    } else {
-      for (TokenId t : accepted_list) out[static_cast<std::size_t>(t) >> 5] |= 1u << (t & 31);
-    }
-    return;
-  }
-  if (words <= base_words) {
-    if (const std::uint32_t* plain = PlainOnReuse()) {
-      OrWords(out, plain, words);
-      return;
-    }
-  }
-  // A flip of a base bit takes the token out, unless out held it already; any other flip adds.
-  const std::vector<std::uint32_t>& base = *base_bits;
-  auto in_base = [&](TokenId t) {
-    const std::size_t w = static_cast<std::size_t>(t) >> 5;
-    return w < base.size() && ((base[w] >> (t & 31)) & 1) != 0;
-  };
-  thread_local std::vector<TokenId> out_before;
-  out_before.clear();
-  for (TokenId t : base_flips) {
-    if (in_base(t) && ((out[static_cast<std::size_t>(t) >> 5] >> (t & 31)) & 1) != 0) {
-      out_before.push_back(t);
-    }
-  }
-  OrWords(out, base.data(), std::min(words, base.size()));
-  std::size_t k = 0;
-  for (TokenId t : base_flips) {
-    std::uint32_t& w = out[static_cast<std::size_t>(t) >> 5];
-    const std::uint32_t bit = 1u << (t & 31);
-    if (!in_base(t)) {
-      w |= bit;
-    } else if (k < out_before.size() && out_before[k] == t) {
-      ++k;
-    } else {
-      w &= ~bit;
-    }
-  }
-}
-
-std::vector<std::uint32_t> CfgPosition::PlainBits(std::size_t words) const {
-  std::vector<std::uint32_t> bits(words);
-  if (base_bits != nullptr) {
-    WriteBase(bits.data(), words);
-  } else {
-    std::memcpy(bits.data(), accepted_bits.data(), std::min(words, accepted_bits.size()) * 4);
-  }
-  return bits;
 }
 
 const CfgPosition* CfgGrammar::Publish(std::unique_ptr<CfgPosition> pos,
@@ -201,7 +82,7 @@ std::optional<PositionKey> CfgGrammar::KeyOf(StateId s, bool may_wait) const {
   } else if (!lock.try_lock()) {
     return std::nullopt;
   }
-  return KeyLocked(s, may_wait ? INT64_MAX : kForegroundKeyWork);
+  return KeyLocked(s, kForegroundKeyWork);
 }
 
 std::optional<PositionKey> CfgGrammar::KeyLocked(StateId s, std::int64_t max_work) const {

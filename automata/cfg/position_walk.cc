@@ -419,11 +419,8 @@ struct CfgGrammar::WalkScratch {
     ids_limit = max_ids;
     unc.clear();
     accepted = 0;
-    base = nullptr;
   }
   const CfgProgram* owner = nullptr;
-  // A view's bitset the bits started from (PositionFromScratch stores the position over it).
-  const std::vector<std::uint32_t>* base = nullptr;
   std::vector<std::unique_ptr<EarleyParser>> parsers;
   StackWalk stack{nullptr};
   bool use_parser = false;  // the stack walk gave up on this position: Earley only
@@ -856,9 +853,9 @@ class CfgGrammar::RegionBuilder {
  public:
   RegionBuilder(const CfgGrammar& g, StateId s) : g_(g), p_(g.program_), s_(s) {}
 
-  // The table into `table` (empty: no region).
-  void Build(std::vector<StateId>& states, std::array<std::uint64_t, 4>& first_exits,
-             std::array<std::uint64_t, 4>& removed, std::vector<std::int16_t>& table);
+  std::vector<std::int16_t> Build(std::vector<StateId>& states,
+                                  std::array<std::uint64_t, 4>& first_exits,
+                                  std::array<std::uint64_t, 4>& removed);
 
  private:
   static constexpr int kWideLoop = 48;  // bytes on a self-loop that make a loop worth sharing
@@ -1035,17 +1032,15 @@ bool CfgGrammar::RegionBuilder::NumberStates(std::vector<StateId>& states) {
   return true;
 }
 
-void CfgGrammar::RegionBuilder::Build(std::vector<StateId>& states,
-                                      std::array<std::uint64_t, 4>& first_exits,
-                                      std::array<std::uint64_t, 4>& removed,
-                                      std::vector<std::int16_t>& table) {
+std::vector<std::int16_t> CfgGrammar::RegionBuilder::Build(
+    std::vector<StateId>& states, std::array<std::uint64_t, 4>& first_exits,
+    std::array<std::uint64_t, 4>& removed) {
   states.clear();
-  table.clear();
   // Only string bodies and the states one byte before them (an opening quote) pay: a literal
   // that runs into a body gets a table of its own per grammar, with nothing to share.
-  if (!Plain(s_)) return;
+  if (!Plain(s_)) return {};
   anchor_ = FindAnchor();
-  if (anchor_ == CfgProgram::kDead) return;
+  if (anchor_ == CfgProgram::kDead) return {};
   // The region is s and the anchor's loop (a string body with its escapes and UTF-8
   // continuations). What follows the loop (the closing quote, the next key's literal) is left
   // out, so that every grammar's string body has the same table; tokens that leave are walked
@@ -1054,9 +1049,9 @@ void CfgGrammar::RegionBuilder::Build(std::vector<StateId>& states,
   first_exits.fill(0);
   removed.fill(0);
   ChooseEntryRow();
-  if (!NumberStates(states)) return;
+  if (!NumberStates(states)) return {};
   const std::int32_t nc = p_.num_classes;
-  table.resize(states.size() * 256);  // (every entry written below)
+  std::vector<std::int16_t> table(states.size() * 256);
   std::array<std::int16_t, 256> by_class;
   for (std::size_t k = 0; k < states.size(); ++k) {
     const StateId* row = k == 0 ? entry_row_ : Row(states[k]);
@@ -1082,20 +1077,19 @@ void CfgGrammar::RegionBuilder::Build(std::vector<StateId>& states,
     }
     if (as_anchor_ && RegionTarget(arow[c]) && !same_[c]) removed[b >> 6] |= bit;
   }
+  return table;
 }
 
-void CfgGrammar::RegionTable(StateId s, std::vector<StateId>& states,
-                             std::array<std::uint64_t, 4>& first_exits,
-                             std::array<std::uint64_t, 4>& removed,
-                             std::vector<std::int16_t>& table) const {
-  RegionBuilder(*this, s).Build(states, first_exits, removed, table);
+std::vector<std::int16_t> CfgGrammar::RegionTable(StateId s, std::vector<StateId>& states,
+                                                  std::array<std::uint64_t, 4>& first_exits,
+                                                  std::array<std::uint64_t, 4>& removed) const {
+  return RegionBuilder(*this, s).Build(states, first_exits, removed);
 }
 
 int CfgGrammar::RegionUseOfState(StateId s) const {
   std::vector<StateId> states;
   std::array<std::uint64_t, 4> first_exits, removed;
-  std::vector<std::int16_t> table;
-  RegionTable(s, states, first_exits, removed, table);
+  const std::vector<std::int16_t> table = RegionTable(s, states, first_exits, removed);
   if (table.empty() || trie_->Region(table, *vocab_) == nullptr) return 0;
   return (removed[0] | removed[1] | removed[2] | removed[3]) != 0 ? 2 : 1;
 }
@@ -1150,7 +1144,6 @@ void CfgGrammar::PositionFromCounted(const TokenTrie::CountedView& view, const E
                                 ? std::numeric_limits<std::int64_t>::max()
                                 : static_cast<std::int64_t>(r.max) - item.state;
   OrWords(out.bits.data(), view.inside_bits.data(), std::min(view.inside_bits.size(), out.bits.size()));
-  out.base = &view.inside_bits;
   out.accepted = view.inside_count;
   for (std::size_t i = 0; i < view.by_need.size() && view.need[i] > room; ++i) {
     const TokenId t = view.by_need[i];
@@ -1211,11 +1204,9 @@ std::unique_ptr<CfgPosition> CfgGrammar::ComputePosition(const EarleyItem& item,
   }
   if (callee_pos != nullptr) scratch.Begin(&program_, words, kMaxListedIds);
   std::vector<StateId> region_states;
-  // (Reused: the table is only read by the view's lookup below, before any nested walk.)
-  thread_local std::vector<std::int16_t> table;
-  table.clear();
+  std::vector<std::int16_t> table;
   std::array<std::uint64_t, 4> first_exits, removed;
-  if (!counter && regions) RegionTable(item.state, region_states, first_exits, removed, table);
+  if (!counter && regions) table = RegionTable(item.state, region_states, first_exits, removed);
   FillTrace& trace = CurrentFillTrace();
   bool built = false;
   const TokenTrie::RegionView* view =
@@ -1232,7 +1223,6 @@ std::unique_ptr<CfgPosition> CfgGrammar::ComputePosition(const EarleyItem& item,
       // split before: region states cannot finish the rule).
       OrWords(scratch.bits.data(), view->inside_bits.data(),
               std::min(view->inside_bits.size(), words));
-      scratch.base = &view->inside_bits;
       scratch.accepted = view->inside_count;
       for (const auto& g : view->groups) {
         WalkTrie(view->nodes, g.begin, g.end, view->tokens.data(), view->offsets.data(), item,
@@ -1321,8 +1311,10 @@ bool CfgGrammar::ComposeFromCallee(const CfgPosition& callee, const EarleyItem& 
   // The tokens that stay inside the callee; then each token once: a token accepted either way
   // is accepted, with no tails (a walk of the whole trie would give it none).
   std::vector<std::uint32_t>& bits = scratch.bits;
-  callee.OrInto(bits.data(), words);
-  scratch.base = callee.base_bits;
+  if (!callee.accepted_bits.empty()) {
+    OrWords(bits.data(), callee.accepted_bits.data(), std::min(callee.accepted_bits.size(), words));
+  }
+  for (const TokenId t : callee.accepted_list) bits[static_cast<std::size_t>(t) >> 5] |= 1u << (t & 31);
   std::int32_t accepted = 0;
   for (std::size_t w = 0; w < words; ++w) accepted += std::popcount(bits[w]);
   scratch.accepted = accepted;
@@ -1332,35 +1324,6 @@ bool CfgGrammar::ComposeFromCallee(const CfgPosition& callee, const EarleyItem& 
   });
   return true;
 }
-
-namespace {
-// A dense result over the view's bitset it started from, when few ids differ from it (a quarter
-// of the words' worth, a few KB at most).
-bool StoreOverBase(const std::vector<std::uint32_t>* base, const std::vector<std::uint32_t>& bits,
-                   CfgPosition& pos) {
-  if (base == nullptr) return false;
-  const std::size_t words = bits.size();
-  const std::size_t limit = words / 4;
-  const std::size_t n = std::min(words, base->size());
-  const std::uint32_t* a = bits.data();
-  const std::uint32_t* c = base->data();
-  std::size_t flips = 0;
-  for (std::size_t w = 0; w < words && flips <= limit; ++w) {
-    const std::uint32_t x = a[w] ^ (w < n ? c[w] : 0u);
-    if (x != 0) flips += static_cast<std::size_t>(__builtin_popcount(x));  // (rare: few differ)
-  }
-  if (flips > limit) return false;
-  pos.base_flips.reserve(flips);
-  for (std::size_t w = 0; w < words; ++w) {
-    for (std::uint32_t x = bits[w] ^ (w < base->size() ? (*base)[w] : 0u); x != 0; x &= x - 1) {
-      pos.base_flips.push_back(static_cast<TokenId>(w * 32 + std::countr_zero(x)));
-    }
-  }
-  pos.base_bits = base;
-  pos.base_words = words;
-  return true;
-}
-}  // namespace
 
 std::unique_ptr<CfgPosition> CfgGrammar::PositionFromScratch(WalkScratch& scratch) const {
   const std::size_t words = PaddedBitmaskWords(width_);
@@ -1376,25 +1339,16 @@ std::unique_ptr<CfgPosition> CfgGrammar::PositionFromScratch(WalkScratch& scratc
       pos->accepted_list.erase(std::unique(pos->accepted_list.begin(), pos->accepted_list.end()),
                                pos->accepted_list.end());
     } else {
-      // (Written through raw pointers: push_back made the compiler reload the bits' address
-      // at every token, and grew the list a dozen times.)
-      std::vector<TokenId>& list = pos->accepted_list;
-      list.resize(static_cast<std::size_t>(std::max(accepted, 0)));
-      TokenId* out = list.data();
-      const std::uint32_t* b = bits.data();
-      std::size_t k = 0;
       for (std::size_t w = 0; w < words; ++w) {
-        for (std::uint32_t x = b[w]; x != 0; x &= x - 1) {
-          if (k == list.size()) {  // (more bits than counted: never expected, still exact)
-            list.resize(2 * k + 16);
-            out = list.data();
-          }
-          out[k++] = static_cast<TokenId>(w * 32 + static_cast<std::size_t>(__builtin_ctz(x)));
+        std::uint32_t x = bits[w];
+        while (x != 0) {
+          int b = __builtin_ctz(x);
+          pos->accepted_list.push_back(static_cast<TokenId>(w * 32 + b));
+          x &= x - 1;
         }
       }
-      list.resize(k);
     }
-  } else if (!StoreOverBase(scratch.base, bits, *pos)) {
+  } else {
     pos->accepted_bits = bits;
   }
   // Uncertain tails as a depth-first trie.
