@@ -328,7 +328,7 @@ void PutProgram(Writer& w, const CfgProgram& p) {
   std::vector<std::uint8_t> classes;
   std::vector<StateId> targets;
   for (std::int32_t st = 0; st < p.num_states; ++st) {
-    const StateId* row = &p.next[static_cast<std::size_t>(st) * p.num_classes];
+    const TransitionRow row = p.Row(st);
     for (std::int32_t c = 0; c < p.num_classes; ++c) {
       if (row[c] == CfgProgram::kDead) continue;
       ++counts[st];
@@ -479,7 +479,7 @@ bool CheckProgramIndices(Reader& r, const Vocabulary& vocab, const CfgProgram& p
 bool FillTransitions(Reader& r, const TransitionLists& lists, CfgProgram& p) {
   const std::int32_t ns = p.num_states, nc = p.num_classes;
   const std::vector<std::uint16_t>& counts = lists.counts;
-  p.next.assign(static_cast<std::uint64_t>(ns) * static_cast<std::uint64_t>(nc), CfgProgram::kDead);
+  p.next.Assign(ns, nc);
   std::size_t k = 0;
   for (std::int32_t s = 0; s < ns; ++s) {
     if (counts[s] > nc || lists.classes.size() - k < counts[s]) {
@@ -493,7 +493,7 @@ bool FillTransitions(Reader& r, const TransitionLists& lists, CfgProgram& p) {
         return r.Fail("transition of state " + std::to_string(s) + " out of range"), false;
       }
       last = c;
-      p.next[static_cast<std::size_t>(s) * nc + c] = t;
+      p.next.Set(static_cast<std::size_t>(s) * nc + c, t);
     }
     if ((p.has_bytes[s] != 0) != (counts[s] != 0)) {
       return r.Fail("has_bytes of state " + std::to_string(s) + " wrong"), false;

@@ -268,7 +268,7 @@ void CfgGrammar::ComputeFollow() {
     first_state = p.byte_first;  // recorded by the lowering
   } else {
     for (StateId s = 0; s < ns; ++s) {  // a program read from an artifact: from the table
-      const StateId* row = &p.next[static_cast<std::size_t>(s) * p.num_classes];
+      const TransitionRow row = p.Row(s);
       for (std::int32_t c = 0; c < p.num_classes; ++c) {
         if (row[c] != CfgProgram::kDead) merge(first_state[s], class_bytes[c]);
       }
@@ -354,7 +354,7 @@ void CfgGrammar::ComputeRepeatEdges(const std::vector<std::array<std::uint64_t, 
     if (s0 == CfgProgram::kDead || p.accepting[s0] || has_nt(s0)) continue;
     std::array<std::uint64_t, 4> bytes{};
     bool ok = true;
-    const StateId* row = &p.next[static_cast<std::size_t>(s0) * p.num_classes];
+    const TransitionRow row = p.Row(s0);
     for (std::int32_t c = 0; c < p.num_classes && ok; ++c) {
       const StateId t = row[c];
       if (t == CfgProgram::kDead) continue;
@@ -396,7 +396,7 @@ void CfgGrammar::ComputeRepeatEdges(const std::vector<std::array<std::uint64_t, 
     const Repeat& rep = repeat_classes[simple[r]];
     const std::array<std::uint64_t, 4>& bytes = rep.bytes;
     bool clash = false;
-    const StateId* row = &p.next[static_cast<std::size_t>(after) * p.num_classes];
+    const TransitionRow row = p.Row(after);
     for (std::int32_t c = 0; c < p.num_classes && !clash; ++c) {
       if (row[c] == CfgProgram::kDead) continue;
       for (int w = 0; w < 4; ++w) clash |= (class_bytes[c][w] & bytes[w]) != 0;

@@ -1395,7 +1395,7 @@ void Lowering::FillTables(const std::vector<std::uint8_t>& prod_state,
   CfgProgram& p = *out;
   const std::int32_t ns = static_cast<std::int32_t>(dstates_.size());
   p.num_states = ns;
-  p.next.assign(static_cast<std::size_t>(ns) * p.num_classes, CfgProgram::kDead);
+  p.next.Assign(ns, p.num_classes);
   p.accepting.assign(ns, 0);
   p.state_rule.assign(ns, 0);
   p.has_bytes.assign(ns, 0);
@@ -1409,7 +1409,7 @@ void Lowering::FillTables(const std::vector<std::uint8_t>& prod_state,
     for (const auto& br : d.bytes) {
       if (!prod_state[br.to]) continue;
       for (std::int32_t c = p.byte_class[br.lo]; c <= p.byte_class[br.hi]; ++c) {
-        p.next[static_cast<std::size_t>(s) * p.num_classes + c] = br.to;
+        p.next.Set(static_cast<std::size_t>(s) * p.num_classes + c, br.to);
       }
       p.has_bytes[s] = 1;
       for (std::int32_t w = br.lo >> 6; w <= br.hi >> 6; ++w) {  // bits lo..hi

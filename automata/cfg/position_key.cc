@@ -110,7 +110,7 @@ PositionKeyer::PositionKeyer(const CfgProgram* program) : p_(program) {
 
 void PositionKeyer::RunsOf(StateId s, std::vector<Run>& runs) const {
   runs.clear();
-  const StateId* row = p_->next.data() + static_cast<std::size_t>(s) * p_->num_classes;
+  const TransitionRow row = p_->Row(s);
   constexpr int kSparseBytes = 48;
   if (!p_->byte_first.empty()) {
     // The bytes with a transition are known: a state with few of them (most states: a key's
@@ -556,7 +556,7 @@ PositionKey ProgramFingerprint(const CfgProgram& p) {
   const std::int64_t head[4] = {p.num_states, p.num_classes, p.root, p.NumRules()};
   fp.Bytes(head, sizeof head);
   fp.Bytes(p.byte_class.data(), p.byte_class.size());
-  fp.Vec(p.next);
+  fp.Bytes(p.next.data(), p.next.ByteSize());
   fp.Vec(p.accepting);
   fp.Vec(p.state_rule);
   fp.Vec(p.nt_begin);

@@ -372,7 +372,7 @@ void CfgGrammar::LeaveProgramPositions() const {
 template <typename F>
 void CfgGrammar::ForEachSuccessor(StateId s, F&& f) const {
   const std::int32_t nc = program_.num_classes;
-  const StateId* row = program_.next.data() + static_cast<std::size_t>(s) * nc;
+  const TransitionRow row = program_.Row(s);
   for (std::int32_t c = 0; c < nc; ++c) {
     if (row[c] != CfgProgram::kDead) f(row[c], -1);
   }

@@ -813,8 +813,8 @@ bool CfgGrammar::EquivalentPlainStates(StateId x, StateId y, std::int64_t& work)
     }
     work += p.num_classes;
     if (work > kEquivalenceWork) return false;
-    const StateId* ra = &p.next[static_cast<std::size_t>(a) * p.num_classes];
-    const StateId* rb = &p.next[static_cast<std::size_t>(b) * p.num_classes];
+    const TransitionRow ra = p.Row(a);
+    const TransitionRow rb = p.Row(b);
     for (std::int32_t c = 0; c < p.num_classes; ++c) {
       if (ra[c] == rb[c]) continue;
       if (ra[c] == CfgProgram::kDead || rb[c] == CfgProgram::kDead) return false;
@@ -831,7 +831,7 @@ bool CfgGrammar::EquivalentPlainStates(StateId x, StateId y, std::int64_t& work)
 std::vector<std::pair<std::int32_t, StateId>> CfgGrammar::SuccessorsByBytes(StateId x) const {
   const CfgProgram& p = program_;
   std::vector<std::pair<std::int32_t, StateId>> targets;  // (-bytes, state)
-  const StateId* row = &p.next[static_cast<std::size_t>(x) * p.num_classes];
+  const TransitionRow row = p.Row(x);
   for (std::int32_t c = 0; c < p.num_classes; ++c) {
     const StateId t = row[c];
     if (t == CfgProgram::kDead || t == x || !PlainState(t)) continue;
@@ -861,12 +861,10 @@ class CfgGrammar::RegionBuilder {
   static constexpr int kWideLoop = 48;  // bytes on a self-loop that make a loop worth sharing
   static constexpr std::size_t kMaxExplored = 256, kMaxRegion = 64;
 
-  const StateId* Row(StateId t) const {
-    return &p_.next[static_cast<std::size_t>(t) * p_.num_classes];
-  }
+  TransitionRow Row(StateId t) const { return p_.Row(t); }
   bool Plain(StateId t) const { return g_.PlainState(t); }
   bool WideLoop(StateId t) const {
-    const StateId* row = Row(t);
+    const TransitionRow row = Row(t);
     int loop = 0;
     for (std::int32_t c = 0; c < p_.num_classes; ++c) loop += row[c] == t ? g_.class_size_[c] : 0;
     return loop >= kWideLoop;
@@ -911,7 +909,7 @@ class CfgGrammar::RegionBuilder {
   std::vector<std::uint8_t> back_;  // per explored state: leads back to the anchor
   bool as_anchor_ = false;
   std::vector<std::uint8_t> same_;
-  const StateId* entry_row_ = nullptr;
+  TransitionRow entry_row_;
   StateIndex<7> region_index_;
 };
 
@@ -947,7 +945,7 @@ void CfgGrammar::RegionBuilder::ExploreLoop() {
   last_from.fill(-1);
   insert(anchor_);
   for (std::size_t k = 0; k < explored_.size(); ++k) {
-    const StateId* row = Row(explored_[k]);
+    const TransitionRow row = Row(explored_[k]);
     for (std::int32_t c = 0; c < nc; ++c) {
       const StateId t = row[c];
       if (t == CfgProgram::kDead || !Plain(t)) continue;
@@ -990,8 +988,8 @@ void CfgGrammar::RegionBuilder::ExploreLoop() {
 // and walked directly, and the view is the string body's own.
 void CfgGrammar::RegionBuilder::ChooseEntryRow() {
   const std::int32_t nc = p_.num_classes;
-  const StateId* srow = Row(s_);
-  const StateId* arow = Row(anchor_);
+  const TransitionRow srow = Row(s_);
+  const TransitionRow arow = Row(anchor_);
   // Per class: s goes where the anchor goes, or (s before the loop) to a state equivalent to
   // the anchor's.
   as_anchor_ = s_ != anchor_ && !InLoop(s_);
@@ -1014,7 +1012,7 @@ bool CfgGrammar::RegionBuilder::NumberStates(std::vector<StateId>& states) {
   states.push_back(s_);
   std::array<std::uint8_t, 256> seen;  // per byte class (at most 256)
   for (std::size_t k = 0; k < states.size(); ++k) {
-    const StateId* row = k == 0 ? entry_row_ : Row(states[k]);
+    const TransitionRow row = k == 0 ? entry_row_ : Row(states[k]);
     seen.fill(0);
     for (int b = 0; b < 256; ++b) {
       const std::int32_t c = p_.byte_class[b];
@@ -1054,7 +1052,7 @@ std::vector<std::int16_t> CfgGrammar::RegionBuilder::Build(
   std::vector<std::int16_t> table(states.size() * 256);
   std::array<std::int16_t, 256> by_class;
   for (std::size_t k = 0; k < states.size(); ++k) {
-    const StateId* row = k == 0 ? entry_row_ : Row(states[k]);
+    const TransitionRow row = k == 0 ? entry_row_ : Row(states[k]);
     for (std::int32_t c = 0; c < nc; ++c) {
       const StateId t = row[c];
       const std::int32_t f = t == CfgProgram::kDead ? -1 : region_index_.Find(t);
@@ -1065,8 +1063,8 @@ std::vector<std::int16_t> CfgGrammar::RegionBuilder::Build(
     }
     for (int b = 0; b < 256; ++b) table[k * 256 + b] = by_class[p_.byte_class[b]];
   }
-  const StateId* srow = Row(s_);
-  const StateId* arow = Row(anchor_);
+  const TransitionRow srow = Row(s_);
+  const TransitionRow arow = Row(anchor_);
   for (int b = 0; b < 256; ++b) {
     const std::int32_t c = p_.byte_class[b];
     const std::uint64_t bit = std::uint64_t{1} << (b & 63);

@@ -18,7 +18,9 @@
 #include <nlohmann/json.hpp>
 
 #include "automata/cfg/cfg_grammar.h"
+#include "automata/cfg/cfg_program.h"
 #include "automata/cfg/earley.h"
+#include "automata/token/token_automaton.h"
 #include "lockstep/compiler.h"
 #include "lockstep/vocabulary.h"
 #include "test_data.h"
@@ -98,6 +100,81 @@ TEST(SchemaPositions, FastPositionsEqualFullTrieWalkOnDevTraces) {
               compared_schemas, steps);
   EXPECT_GE(compared_schemas, 4);
   EXPECT_GE(steps, 40 * compared_schemas / 4);
+}
+
+// The two layouts of a program's transitions (automata/cfg/cfg_program.h): a program of fewer
+// than 65,536 states (every dev-set schema's) keeps its targets in 2 bytes, a bigger one in 4.
+// The same schemas' programs laid out in 4 bytes fill masks equal to the full trie walk too, and
+// both layouts read back every entry.
+TEST(SchemaPositions, WideTransitionTablesFillExactMasks) {
+  if (!testing::HaveSharedData()) {
+    GTEST_SKIP() << "../shared/data not found: the dev-set traces are needed";
+  }
+  const int schemas = std::max(4, static_cast<int>(20 * testing::TestScale()));
+  std::vector<Trace> traces = LoadTraces(std::max(1, 1600 / schemas));
+  ASSERT_GE(traces.size(), 4u);
+  auto vocab = Vocabulary::Load("llama3");
+  ASSERT_TRUE(vocab.ok()) << vocab.status().ToString();
+  GrammarCompiler compiler(*vocab);
+  CompileOptions own;  // no positions from the narrow grammars' store
+  own.share_positions = false;
+  own.background_positions = false;
+  long steps = 0, compared_schemas = 0;
+  for (const Trace& t : traces) {
+    auto g = compiler.CompileSchema(t.schema);
+    if (!g.ok()) continue;
+    const CfgProgram& narrow = CfgOf(**g)->program();
+    ASSERT_TRUE(narrow.next.narrow()) << narrow.num_states << " states";
+    CfgProgram wide = narrow;
+    wide.next.Assign(narrow.num_states, narrow.num_classes, /*wide=*/true);
+    ASSERT_FALSE(wide.next.narrow());
+    for (std::size_t i = 0; i < narrow.next.size(); ++i) wide.next.Set(i, narrow.next[i]);
+    for (StateId s = 0; s < narrow.num_states; ++s) {
+      const TransitionRow a = narrow.Row(s), b = wide.Row(s);
+      for (std::int32_t c = 0; c < narrow.num_classes; ++c) ASSERT_EQ(a[c], b[c]);
+    }
+    ++compared_schemas;
+    CfgGrammar cfg(*vocab, GrammarAccess::Trie(compiler), std::move(wide), own, 0.0);
+    EarleyParser parser(&cfg.program(), cfg.max_depth());
+    parser.InitRoot();
+    std::vector<std::int32_t> sigs;
+    std::vector<std::uint32_t> fast(cfg.mask_words()), full(cfg.mask_words());
+    for (std::size_t k = 0; k <= t.ids.size(); ++k) {
+      cfg.FillMask(parser, sigs, fast);
+      cfg.FullWalkMask(parser, full);
+      ++steps;
+      ASSERT_EQ(fast, full) << "schema " << t.schema.substr(0, 200) << "\nstep " << k;
+      if (k == t.ids.size()) break;
+      const TokenId id = t.ids[k];
+      if (!((fast[id >> 5] >> (id & 31)) & 1)) break;
+      bool ok = true;
+      for (unsigned char c : (*vocab)->TokenBytes(id)) ok = ok && parser.StepByte(c);
+      ASSERT_TRUE(ok) << "token allowed by the mask but not accepted, step " << k;
+    }
+  }
+  EXPECT_GE(compared_schemas, 4);
+  EXPECT_GE(steps, 40 * compared_schemas / 4);
+}
+
+// Where the 2-byte layout ends: 65,535 states (targets up to 65,534, kept as target + 1) fit;
+// one more state does not.
+TEST(TransitionTable, NarrowUpTo65535States) {
+  TransitionTable t;
+  t.Assign(65535, 2);
+  EXPECT_TRUE(t.narrow());
+  t.Set(0, 65534);
+  t.Set(1, 0);
+  EXPECT_EQ(t[0], 65534);
+  EXPECT_EQ(t[1], 0);
+  EXPECT_EQ(t[2], CfgProgram::kDead);
+  EXPECT_EQ(t.Row(32767, 2)[1], CfgProgram::kDead);
+  EXPECT_EQ(t.ByteSize(), 65535u * 2 * 2);
+  t.Assign(65536, 2);
+  EXPECT_FALSE(t.narrow());
+  t.Set(131071, 65535);
+  EXPECT_EQ(t[131071], 65535);
+  EXPECT_EQ(t.Row(65535, 2)[1], 65535);
+  EXPECT_EQ(t.Row(65535, 2)[0], CfgProgram::kDead);
 }
 
 }  // namespace

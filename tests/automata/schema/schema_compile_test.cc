@@ -1240,7 +1240,10 @@ TEST(SharedPositions, ProgramFingerprintChangesWithEveryFieldTheKeysRead) {
   ASSERT_GE(counter, 0) << "the schema should lower its array to a counter rule";
   ASSERT_FALSE(p.nt_edges.empty());
   std::vector<std::pair<const char*, std::function<void(CfgProgram&)>>> changes = {
-      {"a transition", [](CfgProgram& q) { q.next[q.next.size() / 2] ^= 1; }},
+      {"a transition", [](CfgProgram& q) {
+         const std::size_t i = q.next.size() / 2;
+         q.next.Set(i, q.next[i] ^ 1);
+       }},
       {"acceptance", [](CfgProgram& q) { q.accepting[q.num_states / 2] ^= 1; }},
       {"a byte class", [](CfgProgram& q) { q.byte_class['a'] = q.byte_class['{']; }},
       {"a state's rule", [](CfgProgram& q) { q.state_rule[0] = q.state_rule[0] == 0 ? 1 : 0; }},

@@ -164,6 +164,37 @@ TEST(Normalize, MergesChainsThatBecomeEqualLevelByLevel) {
   EXPECT_TRUE(StructurallyEqual(g, again));
 }
 
+// One wide rule over 300 pairs of rules that merge one after another, each pair through a level
+// below it (the shape of a schema whose big object refers to hundreds of definitions): every b
+// merged into its a, and the a's of one letter into one another (what stays: root, the wide rule,
+// one a per letter, one c), the language unchanged.
+TEST(Normalize, MergesManyRulesReferredToByOneWideRule) {
+  constexpr int kPairs = 300;
+  std::string text = "root ::= wide \"|\" wide\nwide ::=";
+  for (int i = 0; i < kPairs; ++i) {
+    const std::string n = std::to_string(i);
+    text += " a" + n + " b" + n;
+  }
+  text += "\n";
+  for (int i = 0; i < kPairs; ++i) {
+    const std::string n = std::to_string(i), lit = "\"" + std::string(1, 'a' + i % 26) + "\"";
+    text += "a" + n + " ::= " + lit + " ca" + n + "\nb" + n + " ::= " + lit + " cb" + n + "\n";
+    text += "ca" + n + " ::= [0-9] | \"-\"\ncb" + n + " ::= [0-9] | \"-\"\n";
+  }
+  const Grammar before = Parse(text);
+  Grammar g = before;
+  NormalizeOptions options;
+  options.inline_single_use = false;
+  ASSERT_TRUE(Normalize(g, options).ok());
+  for (const Rule& r : g.rules) EXPECT_NE(r.name[0], 'b') << r.name;
+  EXPECT_EQ(g.rules.size(), static_cast<std::size_t>(2 + 26 + 1)) << PrintGbnf(g).substr(0, 2000);
+  std::string one;
+  for (int i = 0; i < kPairs; ++i) one += std::string(1, 'a' + i % 26) + "1" + std::string(1, 'a' + i % 26) + "-";
+  for (const std::string s : {one + "|" + one, one + "|" + one.substr(1), one}) {
+    EXPECT_EQ(Accepts(before, s), Accepts(g, s)) << s.substr(0, 40);
+  }
+}
+
 TEST(Normalize, KeepsRecursiveRulesAndTheRoot) {
   Grammar g = Parse("root ::= list\nlist ::= \"a\" list | \"b\"\n");
   ASSERT_TRUE(Normalize(g).ok());
