@@ -269,14 +269,16 @@ class CfgGrammar : public TokenAutomaton {
                 StateId start, WalkScratch& out) const;
   // The callee of DFA state s when s's position can be composed from the callee's start
   // position (ComputePosition): s has one rule edge and nothing else (no bytes, no special
-  // edges, no simple repetition, not accepting), to a rule other than s's own that cannot
-  // match the empty string. -1 otherwise.
+  // edges, no simple repetition, not accepting), to a rule other than s's own, and (when the
+  // callee may match the empty string, so that the return state's position joins in) returning
+  // to another state. -1 otherwise.
   std::int32_t ComposableCall(StateId s) const;
   static constexpr std::int32_t kMaxComposeDepth = 8;
-  // Item's position composed from its callee's start position (see ComputePosition) into
-  // `scratch` (begun); false when the walk of the tails gave up (then walk the whole trie).
-  bool ComposeFromCallee(const CfgPosition& callee, const EarleyItem& item, StateId return_state,
-                         WalkScratch& scratch) const;
+  // Item's position composed from its callee's start position (see ComputePosition) and, for a
+  // callee that may match nothing, the return state's position `skip`, into `scratch` (begun);
+  // false when the walk of the tails gave up (then walk the whole trie).
+  bool ComposeFromCallee(const CfgPosition& callee, const CfgPosition* skip,
+                         const EarleyItem& item, StateId return_state, WalkScratch& scratch) const;
   // The position a walk left in `scratch`.
   std::unique_ptr<CfgPosition> PositionFromScratch(WalkScratch& scratch) const;
   // The vocabulary's counted view of counter rule `rule` (TokenTrie::Counted), or null when its

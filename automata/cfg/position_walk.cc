@@ -1167,8 +1167,8 @@ std::int32_t CfgGrammar::ComposableCall(StateId s) const {
       p.nt_begin[s + 1] - p.nt_begin[s] != 1 || repeat_of_[s] >= 0) {
     return -1;
   }
-  const std::int32_t callee = p.nt_edges[p.nt_begin[s]].first;
-  if (callee == p.state_rule[s] || p.rules[callee].nullable) return -1;
+  const auto [callee, after] = p.nt_edges[p.nt_begin[s]];
+  if (callee == p.state_rule[s] || (p.rules[callee].nullable && after == s)) return -1;
   return callee;
 }
 
@@ -1181,22 +1181,30 @@ std::unique_ptr<CfgPosition> CfgGrammar::ComputePosition(const EarleyItem& item,
   // split where the callee may finish on a byte that can follow it, which is exactly a tail of
   // the callee's position: walking the tails' tries from the return state replaces a walk of
   // the whole trie through the call. Nested calls compose the same way, a few levels deep.
+  // A callee that may match nothing (a string of `maxLength` only, an array of `maxItems`: a
+  // counter from 0) adds the tokens that skip it: the return state's own position.
   const CfgPosition* callee_pos = nullptr;
+  const CfgPosition* skip_pos = nullptr;
   StateId return_state = CfgProgram::kDead;
   thread_local std::int32_t compose_depth = 0;
   if (!counter && regions && compose_depth < kMaxComposeDepth) {
     if (const std::int32_t callee = ComposableCall(item.state); callee >= 0) {
+      return_state = program_.nt_edges[program_.nt_begin[item.state]].second;
       ++compose_depth;
       callee_pos = PositionFor(
           {callee, program_.IsCounter(callee) ? 0 : program_.rules[callee].start, 0, 0});
+      if (callee_pos != nullptr && program_.rules[callee].nullable) {
+        skip_pos = PositionFor({item.rule, return_state, 0, 0});
+        if (skip_pos == nullptr) callee_pos = nullptr;
+      }
       --compose_depth;
-      return_state = program_.nt_edges[program_.nt_begin[item.state]].second;
     }
   }
   thread_local WalkScratch scratch;
   const std::size_t words = PaddedBitmaskWords(width_);
   scratch.Begin(&program_, words, kMaxListedIds);
-  if (callee_pos != nullptr && ComposeFromCallee(*callee_pos, item, return_state, scratch)) {
+  if (callee_pos != nullptr &&
+      ComposeFromCallee(*callee_pos, skip_pos, item, return_state, scratch)) {
     ++CurrentFillTrace().positions_walked;
     return PositionFromScratch(scratch);
   }
@@ -1273,8 +1281,9 @@ std::unique_ptr<CfgPosition> CfgGrammar::ComputePosition(const EarleyItem& item,
   return PositionFromScratch(scratch);
 }
 
-bool CfgGrammar::ComposeFromCallee(const CfgPosition& callee, const EarleyItem& item,
-                                   StateId return_state, WalkScratch& scratch) const {
+bool CfgGrammar::ComposeFromCallee(const CfgPosition& callee, const CfgPosition* skip,
+                                   const EarleyItem& item, StateId return_state,
+                                   WalkScratch& scratch) const {
   const std::size_t words = PaddedBitmaskWords(width_);
   // The callee's tails as a trie the walker reads (the same node layout), each token's offset
   // where its tail starts.
@@ -1313,6 +1322,21 @@ bool CfgGrammar::ComposeFromCallee(const CfgPosition& callee, const EarleyItem& 
     OrWords(bits.data(), callee.accepted_bits.data(), std::min(callee.accepted_bits.size(), words));
   }
   for (const TokenId t : callee.accepted_list) bits[static_cast<std::size_t>(t) >> 5] |= 1u << (t & 31);
+  if (skip != nullptr) {
+    // The tokens that skip the callee: the return state's position, its tails as they are.
+    if (!skip->accepted_bits.empty()) {
+      OrWords(bits.data(), skip->accepted_bits.data(), std::min(skip->accepted_bits.size(), words));
+    }
+    for (const TokenId t : skip->accepted_list) bits[static_cast<std::size_t>(t) >> 5] |= 1u << (t & 31);
+    for (std::size_t i = 0; i + 1 < skip->tails.size(); ++i) {
+      const CfgPosition::TailNode& n = skip->tails[i];
+      for (std::uint32_t j = n.token_begin; j < skip->tails[i + 1].token_begin; ++j) {
+        const TokenId t = skip->tail_tokens[j];
+        const std::string_view bytes = vocab_->TokenBytes(t);
+        scratch.unc.emplace_back(bytes.substr(bytes.size() - n.depth), t);
+      }
+    }
+  }
   std::int32_t accepted = 0;
   for (std::size_t w = 0; w < words; ++w) accepted += std::popcount(bits[w]);
   scratch.accepted = accepted;
