@@ -156,6 +156,52 @@ TEST(SchemaPositions, WideTransitionTablesFillExactMasks) {
   EXPECT_GE(steps, 40 * compared_schemas / 4);
 }
 
+// An object of many optional members in declared order calls a chain of rules ("the members
+// after this one") before its first key, one call per member: the positions before a key of a
+// 120-member object (Snowplow's event schemas have 130) are walked with the chain on the walk's
+// own stack, and must give the masks of a full trie walk by the parser. Replays two instances,
+// one that skips to late members and one that gives the first and last, plus an empty object.
+TEST(SchemaPositions, ObjectsOfManyOptionalMembersEqualFullTrieWalk) {
+  constexpr int kMembers = 120;
+  std::string schema = R"({"type": "object", "additionalProperties": false, "properties": {)";
+  for (int i = 0; i < kMembers; ++i) {
+    const char* type = i % 3 == 0 ? R"({"type": ["string", "null"], "maxLength": 40})"
+                       : i % 3 == 1 ? R"({"type": "boolean"})"
+                                    : R"({"type": "integer"})";
+    schema += (i ? ", " : "") + ("\"field_" + std::to_string(i) + "\": ") + type;
+  }
+  schema += "}}";
+  auto vocab = Vocabulary::Load("llama3");
+  ASSERT_TRUE(vocab.ok()) << vocab.status().ToString();
+  GrammarCompiler compiler(*vocab);
+  auto g = compiler.CompileSchema(schema);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  const CfgGrammar& cfg = *CfgOf(**g);
+  long steps = 0;
+  for (const std::string& instance :
+       {std::string(R"({"field_100": true, "field_117": null, "field_119": 7})"),
+        std::string(R"({"field_0": "a b", "field_1": false, "field_118": true})"),
+        std::string("{}")}) {
+    auto ids = (*vocab)->Encode(instance);
+    ASSERT_TRUE(ids.ok());
+    EarleyParser parser(&cfg.program(), cfg.max_depth());
+    parser.InitRoot();
+    std::vector<std::int32_t> sigs;
+    std::vector<std::uint32_t> fast(cfg.mask_words()), full(cfg.mask_words());
+    for (std::size_t k = 0; k <= ids->size(); ++k) {
+      cfg.FillMask(parser, sigs, fast);
+      cfg.FullWalkMask(parser, full);
+      ++steps;
+      ASSERT_EQ(fast, full) << instance << "\nstep " << k;
+      if (k == ids->size()) break;
+      const TokenId id = (*ids)[k];
+      ASSERT_TRUE((fast[id >> 5] >> (id & 31)) & 1) << instance << ": step " << k;
+      for (unsigned char c : (*vocab)->TokenBytes(id)) ASSERT_TRUE(parser.StepByte(c));
+    }
+  }
+  EXPECT_GE(steps, 30);
+}
+
 // Where the 2-byte layout ends: 65,535 states (targets up to 65,534, kept as target + 1) fit;
 // one more state does not.
 TEST(TransitionTable, NarrowUpTo65535States) {

@@ -190,7 +190,7 @@ TEST(Normalize, MergesManyRulesReferredToByOneWideRule) {
   EXPECT_EQ(g.rules.size(), static_cast<std::size_t>(2 + 26 + 1)) << PrintGbnf(g).substr(0, 2000);
   std::string one;
   for (int i = 0; i < kPairs; ++i) one += std::string(1, 'a' + i % 26) + "1" + std::string(1, 'a' + i % 26) + "-";
-  for (const std::string s : {one + "|" + one, one + "|" + one.substr(1), one}) {
+  for (const std::string& s : {one + "|" + one, one + "|" + one.substr(1), one}) {
     EXPECT_EQ(Accepts(before, s), Accepts(g, s)) << s.substr(0, 40);
   }
 }
