@@ -1322,16 +1322,16 @@ bool CfgGrammar::ComposeFromCallee(const CfgPosition& callee, const CfgPosition*
   // The tokens that stay inside the callee; then each token once: a token accepted either way
   // is accepted, with no tails (a walk of the whole trie would give it none).
   std::vector<std::uint32_t>& bits = scratch.bits;
-  if (!callee.accepted_bits.empty()) {
-    OrWords(bits.data(), callee.accepted_bits.data(), std::min(callee.accepted_bits.size(), words));
-  }
-  for (const TokenId t : callee.accepted_list) bits[static_cast<std::size_t>(t) >> 5] |= 1u << (t & 31);
+  auto accept_all_of = [&](const CfgPosition& p) {
+    if (!p.accepted_bits.empty()) {
+      OrWords(bits.data(), p.accepted_bits.data(), std::min(p.accepted_bits.size(), words));
+    }
+    for (const TokenId t : p.accepted_list) bits[static_cast<std::size_t>(t) >> 5] |= 1u << (t & 31);
+  };
+  accept_all_of(callee);
   if (skip != nullptr) {
     // The tokens that skip the callee: the return state's position, its tails as they are.
-    if (!skip->accepted_bits.empty()) {
-      OrWords(bits.data(), skip->accepted_bits.data(), std::min(skip->accepted_bits.size(), words));
-    }
-    for (const TokenId t : skip->accepted_list) bits[static_cast<std::size_t>(t) >> 5] |= 1u << (t & 31);
+    accept_all_of(*skip);
     for (std::size_t i = 0; i + 1 < skip->tails.size(); ++i) {
       const CfgPosition::TailNode& n = skip->tails[i];
       for (std::uint32_t j = n.token_begin; j < skip->tails[i + 1].token_begin; ++j) {

@@ -59,6 +59,39 @@ std::vector<Trace> LoadTraces(int stride) {
   return out;
 }
 
+// Replays `ids` on `cfg` from its start, comparing the fast mask with a full trie walk by the
+// parser (no position at all) before every token and at the end, and with `check_cache` the
+// mask filled again from the finished-mask cache. A token the mask refuses ends the replay (a
+// trace that writes its keys in another order than declared) unless `must_allow`, where it is a
+// failure. Adds the masks compared to `steps`.
+void ReplayAgainstFullWalk(const CfgGrammar& cfg, const Vocabulary& vocab,
+                           const std::vector<TokenId>& ids, const std::string& what,
+                           bool check_cache, bool must_allow, long& steps) {
+  EarleyParser parser(&cfg.program(), cfg.max_depth());
+  parser.InitRoot();
+  std::vector<std::int32_t> sigs;
+  std::vector<std::uint32_t> fast(cfg.mask_words()), again(cfg.mask_words()),
+      full(cfg.mask_words());
+  for (std::size_t k = 0; k <= ids.size(); ++k) {
+    cfg.FillMask(parser, sigs, fast);
+    cfg.FullWalkMask(parser, full);
+    ++steps;
+    ASSERT_EQ(fast, full) << what.substr(0, 200) << "\nstep " << k;
+    if (check_cache) {
+      cfg.FillMask(parser, sigs, again);  // from the finished-mask cache now
+      ASSERT_EQ(again, full) << "cached mask differs at step " << k;
+    }
+    if (k == ids.size()) break;
+    const TokenId id = ids[k];
+    const bool allowed = (fast[id >> 5] >> (id & 31)) & 1;
+    ASSERT_TRUE(allowed || !must_allow) << what.substr(0, 200) << ": step " << k;
+    if (!allowed) break;  // key order other than declared: stop
+    bool ok = true;
+    for (unsigned char c : vocab.TokenBytes(id)) ok = ok && parser.StepByte(c);
+    ASSERT_TRUE(ok) << "token allowed by the mask but not accepted, step " << k;
+  }
+}
+
 TEST(SchemaPositions, FastPositionsEqualFullTrieWalkOnDevTraces) {
   if (!testing::HaveSharedData()) {
     GTEST_SKIP() << "../shared/data not found: the dev-set traces are needed";
@@ -69,32 +102,14 @@ TEST(SchemaPositions, FastPositionsEqualFullTrieWalkOnDevTraces) {
   auto vocab = Vocabulary::Load("llama3");
   ASSERT_TRUE(vocab.ok()) << vocab.status().ToString();
   GrammarCompiler compiler(*vocab);
-  long steps = 0, compared_schemas = 0, cache_hits_checked = 0;
+  long steps = 0, compared_schemas = 0;
   for (const Trace& t : traces) {
     auto g = compiler.CompileSchema(t.schema);
     if (!g.ok()) continue;  // the refused ones are listed by schema_devset_test
     ++compared_schemas;
-    const CfgGrammar& cfg = *CfgOf(**g);
-    EarleyParser parser(&cfg.program(), cfg.max_depth());
-    parser.InitRoot();
-    std::vector<std::int32_t> sigs;
-    std::vector<std::uint32_t> fast(cfg.mask_words()), again(cfg.mask_words()),
-        full(cfg.mask_words());
-    for (std::size_t k = 0; k <= t.ids.size(); ++k) {
-      cfg.FillMask(parser, sigs, fast);
-      cfg.FullWalkMask(parser, full);
-      ++steps;
-      ASSERT_EQ(fast, full) << "schema " << t.schema.substr(0, 200) << "\nstep " << k;
-      cfg.FillMask(parser, sigs, again);  // from the finished-mask cache now
-      ASSERT_EQ(again, full) << "cached mask differs at step " << k;
-      ++cache_hits_checked;
-      if (k == t.ids.size()) break;
-      const TokenId id = t.ids[k];
-      if (!((fast[id >> 5] >> (id & 31)) & 1)) break;  // key order other than declared: stop
-      bool ok = true;
-      for (unsigned char c : (*vocab)->TokenBytes(id)) ok = ok && parser.StepByte(c);
-      ASSERT_TRUE(ok) << "token allowed by the mask but not accepted, step " << k;
-    }
+    ReplayAgainstFullWalk(*CfgOf(**g), **vocab, t.ids, "schema " + t.schema,
+                          /*check_cache=*/true, /*must_allow=*/false, steps);
+    if (HasFatalFailure()) return;
   }
   std::printf("%ld schemas, %ld masks compared with the full trie walk (and again from cache)\n",
               compared_schemas, steps);
@@ -135,22 +150,9 @@ TEST(SchemaPositions, WideTransitionTablesFillExactMasks) {
     }
     ++compared_schemas;
     CfgGrammar cfg(*vocab, GrammarAccess::Trie(compiler), std::move(wide), own, 0.0);
-    EarleyParser parser(&cfg.program(), cfg.max_depth());
-    parser.InitRoot();
-    std::vector<std::int32_t> sigs;
-    std::vector<std::uint32_t> fast(cfg.mask_words()), full(cfg.mask_words());
-    for (std::size_t k = 0; k <= t.ids.size(); ++k) {
-      cfg.FillMask(parser, sigs, fast);
-      cfg.FullWalkMask(parser, full);
-      ++steps;
-      ASSERT_EQ(fast, full) << "schema " << t.schema.substr(0, 200) << "\nstep " << k;
-      if (k == t.ids.size()) break;
-      const TokenId id = t.ids[k];
-      if (!((fast[id >> 5] >> (id & 31)) & 1)) break;
-      bool ok = true;
-      for (unsigned char c : (*vocab)->TokenBytes(id)) ok = ok && parser.StepByte(c);
-      ASSERT_TRUE(ok) << "token allowed by the mask but not accepted, step " << k;
-    }
+    ReplayAgainstFullWalk(cfg, **vocab, t.ids, "schema " + t.schema, /*check_cache=*/false,
+                          /*must_allow=*/false, steps);
+    if (HasFatalFailure()) return;
   }
   EXPECT_GE(compared_schemas, 4);
   EXPECT_GE(steps, 40 * compared_schemas / 4);
@@ -184,20 +186,9 @@ TEST(SchemaPositions, ObjectsOfManyOptionalMembersEqualFullTrieWalk) {
         std::string("{}")}) {
     auto ids = (*vocab)->Encode(instance);
     ASSERT_TRUE(ids.ok());
-    EarleyParser parser(&cfg.program(), cfg.max_depth());
-    parser.InitRoot();
-    std::vector<std::int32_t> sigs;
-    std::vector<std::uint32_t> fast(cfg.mask_words()), full(cfg.mask_words());
-    for (std::size_t k = 0; k <= ids->size(); ++k) {
-      cfg.FillMask(parser, sigs, fast);
-      cfg.FullWalkMask(parser, full);
-      ++steps;
-      ASSERT_EQ(fast, full) << instance << "\nstep " << k;
-      if (k == ids->size()) break;
-      const TokenId id = (*ids)[k];
-      ASSERT_TRUE((fast[id >> 5] >> (id & 31)) & 1) << instance << ": step " << k;
-      for (unsigned char c : (*vocab)->TokenBytes(id)) ASSERT_TRUE(parser.StepByte(c));
-    }
+    ReplayAgainstFullWalk(cfg, **vocab, *ids, instance, /*check_cache=*/false,
+                          /*must_allow=*/true, steps);
+    if (HasFatalFailure()) return;
   }
   EXPECT_GE(steps, 30);
 }
