@@ -1518,6 +1518,82 @@ Result<grammar::ExprId> AddNumberExpr(grammar::Grammar* g, const NumberConstrain
   return AddDfaExpr(g, std::move(dfa));
 }
 
+namespace {
+
+// The string token automata AddStringExpr built, by constraint, for every compile of the process:
+// real schemas repeat their patterns (one hex-id pattern 43 times over 250 GitHub schemas, a
+// date pattern in a third of another set), and a pattern with lengths or exclusions costs a
+// subset construction, a product and a minimisation each time. Equal constraints give the same
+// automaton, shared: the lowering then shares its big rules and their positions too
+// (SharedRanges keys them by the automaton). Failures other than a passed deadline are kept as
+// well (a product past max_dfa_states takes as long to find again). Bounded by kBytes of
+// transition tables; past it, nothing more is kept.
+class StringTokenCache {
+ public:
+  static constexpr std::size_t kBytes = std::size_t{64} << 20;
+  struct Entry {
+    std::shared_ptr<const ByteDfa> dfa;  // null: `error`
+    Status error;
+  };
+
+  static std::string Key(const StringConstraint& c, const LexicalOptions& o) {
+    std::string k;
+    auto add = [&k](std::string_view v) {
+      k += std::to_string(v.size());
+      k += ':';
+      k += v;
+    };
+    auto add_all = [&](const std::vector<std::string>& vs) {
+      add(std::to_string(vs.size()));
+      for (const std::string& v : vs) add(v);
+    };
+    add(std::to_string(c.min_length));
+    add(c.max_length ? std::to_string(*c.max_length) : "-");
+    add(c.pattern ? "p" + *c.pattern : "-");
+    add_all(c.also_patterns);
+    add(c.format ? "f" + *c.format : "-");
+    add_all(c.also_formats);
+    add_all(c.not_formats);
+    add_all(c.excluded);
+    add_all(c.not_patterns);
+    add(std::to_string(o.max_dfa_states));
+    add(o.direct_exclusion ? "d" : "g");
+    return k;
+  }
+
+  std::optional<Entry> Find(const std::string& key) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = entries_.find(key);
+    if (it == entries_.end()) return std::nullopt;
+    return it->second;
+  }
+
+  Entry Keep(const std::string& key, Entry e) {
+    const std::size_t bytes =
+        key.size() + (e.dfa ? e.dfa->next.size() * sizeof(e.dfa->next[0]) + e.dfa->num_states : 0);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = entries_.find(key); it != entries_.end()) return it->second;  // (a race)
+    if (bytes_ + bytes > kBytes) return e;
+    bytes_ += bytes;
+    entries_.emplace(key, e);
+    return e;
+  }
+
+ private:
+  std::mutex mu_;
+  std::unordered_map<std::string, Entry> entries_;
+  std::size_t bytes_ = 0;
+};
+
+StringTokenCache& StringTokens() {
+  static auto* cache = new StringTokenCache;
+  return *cache;
+}
+
+Result<ByteDfa> BuildStringConstraintDfa(const StringConstraint& c, const LexicalOptions& options);
+
+}  // namespace
+
 Result<grammar::ExprId> AddStringExpr(grammar::Grammar* g, const StringConstraint& c,
                                       const LexicalOptions& options) {
   const DeadlineScope scope(options.deadline);
@@ -1549,20 +1625,49 @@ Result<grammar::ExprId> AddStringExpr(grammar::Grammar* g, const StringConstrain
     const ExprId close = g->Add(LiteralNode("\""));
     return g->Add(ListNode(ExprKind::kSequence, {open, r, close}));
   }
+  if (c.format && !FormatSupported(*c.format) && !OptionalFormat(*c.format)) {
+    return Status(StatusCode::kUnsupported,
+                  "format '" + *c.format + "' cannot be enforced exactly");
+  }
+  if (c.format && !c.pattern && c.also_patterns.empty() && c.excluded.empty() &&
+      c.not_patterns.empty() && c.also_formats.empty() && c.not_formats.empty() && min_len == 0 &&
+      !has_max) {
+    LOCKSTEP_ASSIGN_OR_RETURN(std::shared_ptr<const ByteDfa> tok,
+                              CachedFormatDfa(*c.format, true));
+    return g->Add(ByteDfaNode(tok));
+  }
+  const std::string key = StringTokenCache::Key(c, options);
+  std::optional<StringTokenCache::Entry> kept = StringTokens().Find(key);
+  if (!kept) {
+    Result<ByteDfa> built = BuildStringConstraintDfa(c, options);
+    if (!built.ok() && (options.deadline.PassedNow() || CurrentDeadline().PassedNow())) {
+      return built.status();  // (a deadline or a cancel: not a property of the constraint)
+    }
+    StringTokenCache::Entry e;
+    if (built.ok()) {
+      e.dfa = std::make_shared<const ByteDfa>(std::move(*built));
+    } else {
+      e.error = built.status();
+    }
+    kept = StringTokens().Keep(key, std::move(e));
+  }
+  if (kept->dfa == nullptr) return kept->error;
+  return g->Add(ByteDfaNode(kept->dfa));
+}
+
+namespace {
+
+// AddStringExpr's automaton for a constraint with a pattern, a format, exclusions or negations
+// (the lengths-only and plain-format shapes are handled before).
+Result<ByteDfa> BuildStringConstraintDfa(const StringConstraint& c,
+                                         const LexicalOptions& options) {
+  const std::int64_t min_len = std::max<std::int64_t>(c.min_length, 0);
+  const std::int64_t max_len = c.max_length ? *c.max_length : -1;
+  const bool has_max = max_len >= 0 && max_len <= (1 << 30);
   std::vector<const ByteDfa*> contents;
   std::shared_ptr<const ByteDfa> format_dfa;
   ByteDfa pattern_dfa;
   if (c.format) {
-    if (!FormatSupported(*c.format) && !OptionalFormat(*c.format)) {
-      return Status(StatusCode::kUnsupported,
-                    "format '" + *c.format + "' cannot be enforced exactly");
-    }
-    if (!c.pattern && c.also_patterns.empty() && c.excluded.empty() && c.not_patterns.empty() &&
-        c.also_formats.empty() && c.not_formats.empty() && min_len == 0 && !has_max) {
-      LOCKSTEP_ASSIGN_OR_RETURN(std::shared_ptr<const ByteDfa> tok,
-                                CachedFormatDfa(*c.format, true));
-      return g->Add(ByteDfaNode(tok));
-    }
     LOCKSTEP_ASSIGN_OR_RETURN(format_dfa, CachedFormatDfa(*c.format, false));
     contents.push_back(format_dfa.get());
   }
@@ -1649,7 +1754,7 @@ Result<grammar::ExprId> AddStringExpr(grammar::Grammar* g, const StringConstrain
   if (options.direct_exclusion && contents.empty() && !has_negated && min_len == 0 &&
       !has_max) {
     if (std::optional<ByteDfa> direct = ExcludedStringTokenDfa(trie)) {
-      return AddDfaExpr(g, std::move(*direct));
+      return std::move(*direct);
     }
   }
   LOCKSTEP_ASSIGN_OR_RETURN(
@@ -1660,8 +1765,10 @@ Result<grammar::ExprId> AddStringExpr(grammar::Grammar* g, const StringConstrain
     return Status(StatusCode::kUnsatisfiable,
                   "no string satisfies this combination of pattern/format/length/exclusions");
   }
-  return AddDfaExpr(g, std::move(tok));
+  return tok;
 }
+
+}  // namespace
 
 std::string RenderJsonString(std::string_view utf8) {
   static const char kHex[] = "0123456789abcdef";

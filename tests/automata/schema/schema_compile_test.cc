@@ -1402,6 +1402,81 @@ TEST(RegionViews, AStringOfMinLengthOneUsesTheBodyView) {
   }
 }
 
+// A string constraint with a pattern, a format, lengths or exclusions is built into one token
+// automaton per process (StringTokenCache in schema_lexical.cc): equal constraints, in one
+// schema or in two, are the same automaton, so the grammar keeps one rule for them and the
+// lowering shares it. The languages must not change: the members still take exactly the
+// strings the validator takes.
+TEST(StringTokenCache, EqualConstraintsShareOneAutomatonAcrossCompiles) {
+  const std::string c =
+      R"({"type": "string", "pattern": "^[a-z]+( [a-z]+)*$", "maxLength": 3000})";
+  const std::string two_members = R"({"type": "object", "properties": {"a": )" + c +
+                                  R"(, "b": )" + c + R"(}, "required": ["a", "b"]})";
+  const std::string one_member =
+      R"({"type": "object", "properties": {"a": )" + c + R"(}, "required": ["a"]})";
+  const std::string array = R"({"type": "array", "items": )" + c + "}";
+  auto g2 = Compiler().CompileSchema(two_members);
+  auto g1 = Compiler().CompileSchema(one_member);
+  auto ga = Compiler().CompileSchema(array);
+  ASSERT_TRUE(g2.ok() && g1.ok() && ga.ok());
+  // The big rule (a few thousand states: a word pattern times 3,001 lengths) once per grammar,
+  // with one source in all three.
+  auto big_rules = [](const CfgProgram& p) {
+    std::map<std::uint64_t, int> by_source;
+    for (std::int32_t r = 0; r < p.NumRules(); ++r) {
+      if (p.rules[r].shared_source != 0) ++by_source[p.rules[r].shared_source];
+    }
+    return by_source;
+  };
+  const auto b2 = big_rules(CfgOf(**g2)->program()), b1 = big_rules(CfgOf(**g1)->program()),
+             ba = big_rules(CfgOf(**ga)->program());
+  ASSERT_EQ(b2.size(), 1u);
+  EXPECT_EQ(b2.begin()->second, 1) << "two members, two copies of the automaton";
+  EXPECT_EQ(b1, b2);
+  EXPECT_EQ(ba, b2);
+  // Two members cost about what one does, not twice.
+  EXPECT_LT(CfgOf(**g2)->program().num_states, CfgOf(**g1)->program().num_states + 100);
+  const std::string words_2999 = std::string(1500, 'a') + " " + std::string(1498, 'b');
+  ASSERT_EQ(words_2999.size(), 2999u);
+  EXPECT_TRUE(Feed(*g2, R"({"a":")" + words_2999 + R"(","b":"x y"})"));
+  EXPECT_TRUE(Feed(*g2, R"({"a":"x y","b":")" + words_2999 + "z\"}"));  // 3,000: the limit
+  EXPECT_FALSE(Feed(*g2, R"({"a":"x y","b":")" + words_2999 + "zz\"}"));
+  EXPECT_FALSE(Feed(*g2, R"({"a":"x  y","b":"x"})"));
+  EXPECT_TRUE(Feed(*ga, R"(["x",")" + words_2999 + R"(","y z"])"));
+  EXPECT_FALSE(Feed(*ga, R"(["x","Y"])"));
+}
+
+// What the cache keeps of a failure: a budget that ran out (max_dfa_states) is a property of the
+// constraint and is kept; a deadline or a cancel is a property of one compile and is not, so the
+// same constraint compiles afterwards.
+TEST(StringTokenCache, AStoppedCompileLeavesNoFailureBehind) {
+  // (A pattern no other test uses, so the first compile below builds it.)
+  const std::string schema = R"({"type": "array", "items": {"type": "string", "pattern":
+      "^[a-z]+(-[a-z]+)*-stop$", "maxLength": 5000}})";
+  CompileOptions quick;
+  quick.compile_timeout_ms = 1;
+  auto stopped = Compiler().CompileSchema(schema, quick);
+  ASSERT_FALSE(stopped.ok());
+  EXPECT_EQ(stopped.status().code(), StatusCode::kResourceLimit);
+  EXPECT_NE(stopped.status().message().find("deadline"), std::string::npos)
+      << stopped.status().ToString();
+  auto again = Compiler().CompileSchema(schema);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_TRUE(Feed(*again, R"(["ab-cd-stop"])"));
+  EXPECT_FALSE(Feed(*again, R"(["ab-cd-sto"])"));
+  // A budget: the same error each time, naming it.
+  CompileOptions small;
+  small.max_dfa_states = 1000;
+  for (int i = 0; i < 2; ++i) {
+    auto over = Compiler().CompileSchema(schema, small);
+    ASSERT_FALSE(over.ok());
+    EXPECT_EQ(over.status().code(), StatusCode::kResourceLimit);
+    EXPECT_NE(over.status().message().find("max_dfa_states = 1000"), std::string::npos)
+        << over.status().ToString();
+  }
+  EXPECT_TRUE(Compiler().CompileSchema(schema).ok());
+}
+
 TEST(SchemaLowering, SharedRuleCacheGivesTheSameAutomata) {
   const char* texts[] = {
       R"({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]})",
