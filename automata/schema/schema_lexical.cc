@@ -321,10 +321,6 @@ Result<ByteDfa> Regex(std::string_view pattern, std::int32_t max_states) {
   return CompileRegexToDfa(pattern, ro);
 }
 
-ExprId AddDfaExpr(Grammar* g, ByteDfa dfa) {
-  return g->Add(ByteDfaNode(std::make_shared<const ByteDfa>(std::move(dfa))));
-}
-
 // ---------------------------------------------------------------------------------------------
 // Numbers.
 
@@ -1434,6 +1430,124 @@ Result<std::shared_ptr<const ByteDfa>> FormatContentDfa(std::string_view format)
   return CachedFormatDfa(format, false);
 }
 
+namespace {
+
+// The automata AddStringExpr and AddNumberExpr built, by constraint, for every compile of the
+// process: real schemas repeat their patterns and bounds (one hex-id pattern 43 times over 250
+// GitHub schemas; 372 bounded numbers, 44 distinct, over 60 others), and a pattern with
+// lengths or exclusions costs a subset construction, a product and a minimisation each time.
+// Equal constraints give the same automaton object, so normalisation merges the rules holding
+// it (it compares automata by identity) and the lowering shares the big ones with their
+// positions (SharedRanges keys them by the automaton). Failures other than a passed deadline
+// are kept as well (a product past max_dfa_states takes as long to find again). Bounded by
+// kBytes of transition tables; past it, nothing more is kept.
+class LexicalCache {
+ public:
+  static constexpr std::size_t kBytes = std::size_t{64} << 20;
+  struct Entry {
+    std::shared_ptr<const ByteDfa> dfa;  // null: `error`
+    Status error;
+  };
+
+  static std::string Key(const StringConstraint& c, const LexicalOptions& o) {
+    std::string k = "s";
+    auto add = [&k](std::string_view v) {
+      k += std::to_string(v.size());
+      k += ':';
+      k += v;
+    };
+    auto add_all = [&](const std::vector<std::string>& vs) {
+      add(std::to_string(vs.size()));
+      for (const std::string& v : vs) add(v);
+    };
+    add(std::to_string(c.min_length));
+    add(c.max_length ? std::to_string(*c.max_length) : "-");
+    add(c.pattern ? "p" + *c.pattern : "-");
+    add_all(c.also_patterns);
+    add(c.format ? "f" + *c.format : "-");
+    add_all(c.also_formats);
+    add_all(c.not_formats);
+    add_all(c.excluded);
+    add_all(c.not_patterns);
+    add(std::to_string(o.max_dfa_states));
+    add(o.direct_exclusion ? "d" : "g");
+    return k;
+  }
+  static std::string Key(const NumberConstraint& c, const LexicalOptions& o) {
+    std::string k = c.integer ? "i" : "n";
+    auto add = [&k](std::string_view v) {
+      k += std::to_string(v.size());
+      k += ':';
+      k += v;
+    };
+    auto bound = [&](const std::optional<DecimalBound>& b) {
+      add(b ? (b->exclusive ? "x" : "i") + b->value : "-");
+    };
+    bound(c.minimum);
+    bound(c.maximum);
+    add(c.multiple_of ? "m" + *c.multiple_of : "-");
+    add(std::to_string(c.not_multiples.size()));
+    for (const std::string& m : c.not_multiples) add(m);
+    add(std::to_string(o.max_dfa_states));
+    return k;
+  }
+
+  // The automaton `build` makes, or the one kept under `key`, added to g.
+  template <typename Build>
+  Result<ExprId> Add(Grammar* g, const std::string& key, const LexicalOptions& options,
+                     Build build) {
+    std::optional<Entry> kept = Find(key);
+    if (!kept) {
+      Result<ByteDfa> built = build();
+      if (!built.ok() && (options.deadline.PassedNow() || CurrentDeadline().PassedNow())) {
+        return built.status();  // (a deadline or a cancel: not a property of the constraint)
+      }
+      Entry e;
+      if (built.ok()) {
+        e.dfa = std::make_shared<const ByteDfa>(std::move(*built));
+      } else {
+        e.error = built.status();
+      }
+      kept = Keep(key, std::move(e));
+    }
+    if (kept->dfa == nullptr) return kept->error;
+    return g->Add(ByteDfaNode(kept->dfa));
+  }
+
+  std::optional<Entry> Find(const std::string& key) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = entries_.find(key);
+    if (it == entries_.end()) return std::nullopt;
+    return it->second;
+  }
+
+  Entry Keep(const std::string& key, Entry e) {
+    const std::size_t bytes =
+        key.size() + (e.dfa ? e.dfa->next.size() * sizeof(e.dfa->next[0]) + e.dfa->num_states : 0);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = entries_.find(key); it != entries_.end()) return it->second;  // (a race)
+    if (bytes_ + bytes > kBytes) return e;
+    bytes_ += bytes;
+    entries_.emplace(key, e);
+    return e;
+  }
+
+ private:
+  std::mutex mu_;
+  std::unordered_map<std::string, Entry> entries_;
+  std::size_t bytes_ = 0;
+};
+
+LexicalCache& Lexical() {
+  static auto* cache = new LexicalCache;
+  return *cache;
+}
+
+Result<ByteDfa> BuildStringConstraintDfa(const StringConstraint& c, const LexicalOptions& options);
+Result<ByteDfa> BuildNumberConstraintDfa(const NumberConstraint& c, const LexicalOptions& options);
+
+}  // namespace
+
 Result<grammar::ExprId> AddNumberExpr(grammar::Grammar* g, const NumberConstraint& c,
                                       const LexicalOptions& options) {
   const DeadlineScope scope(options.deadline);
@@ -1444,6 +1558,15 @@ Result<grammar::ExprId> AddNumberExpr(grammar::Grammar* g, const NumberConstrain
         *CompileRegexToDfa("-?(?:0|[1-9][0-9]*)(?:\\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")));
     return g->Add(ByteDfaNode(c.integer ? *kInteger : *kNumber));
   }
+  return Lexical().Add(g, LexicalCache::Key(c, options), options,
+                       [&] { return BuildNumberConstraintDfa(c, options); });
+}
+
+namespace {
+
+// AddNumberExpr's automaton for a number with bounds or multiples.
+Result<ByteDfa> BuildNumberConstraintDfa(const NumberConstraint& c,
+                                         const LexicalOptions& options) {
   NumberPlan plan;
   plan.integer = c.integer;
   std::int32_t k_max = 0, j_max = 0;
@@ -1515,84 +1638,11 @@ Result<grammar::ExprId> AddNumberExpr(grammar::Grammar* g, const NumberConstrain
                                                   (c.integer ? "integer" : "number") +
                                                   " satisfies minimum/maximum/multipleOf here");
   }
-  return AddDfaExpr(g, std::move(dfa));
+  return dfa;
 }
-
-namespace {
-
-// The string token automata AddStringExpr built, by constraint, for every compile of the process:
-// real schemas repeat their patterns (one hex-id pattern 43 times over 250 GitHub schemas, a
-// date pattern in a third of another set), and a pattern with lengths or exclusions costs a
-// subset construction, a product and a minimisation each time. Equal constraints give the same
-// automaton, shared: the lowering then shares its big rules and their positions too
-// (SharedRanges keys them by the automaton). Failures other than a passed deadline are kept as
-// well (a product past max_dfa_states takes as long to find again). Bounded by kBytes of
-// transition tables; past it, nothing more is kept.
-class StringTokenCache {
- public:
-  static constexpr std::size_t kBytes = std::size_t{64} << 20;
-  struct Entry {
-    std::shared_ptr<const ByteDfa> dfa;  // null: `error`
-    Status error;
-  };
-
-  static std::string Key(const StringConstraint& c, const LexicalOptions& o) {
-    std::string k;
-    auto add = [&k](std::string_view v) {
-      k += std::to_string(v.size());
-      k += ':';
-      k += v;
-    };
-    auto add_all = [&](const std::vector<std::string>& vs) {
-      add(std::to_string(vs.size()));
-      for (const std::string& v : vs) add(v);
-    };
-    add(std::to_string(c.min_length));
-    add(c.max_length ? std::to_string(*c.max_length) : "-");
-    add(c.pattern ? "p" + *c.pattern : "-");
-    add_all(c.also_patterns);
-    add(c.format ? "f" + *c.format : "-");
-    add_all(c.also_formats);
-    add_all(c.not_formats);
-    add_all(c.excluded);
-    add_all(c.not_patterns);
-    add(std::to_string(o.max_dfa_states));
-    add(o.direct_exclusion ? "d" : "g");
-    return k;
-  }
-
-  std::optional<Entry> Find(const std::string& key) {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = entries_.find(key);
-    if (it == entries_.end()) return std::nullopt;
-    return it->second;
-  }
-
-  Entry Keep(const std::string& key, Entry e) {
-    const std::size_t bytes =
-        key.size() + (e.dfa ? e.dfa->next.size() * sizeof(e.dfa->next[0]) + e.dfa->num_states : 0);
-    std::lock_guard<std::mutex> lock(mu_);
-    if (auto it = entries_.find(key); it != entries_.end()) return it->second;  // (a race)
-    if (bytes_ + bytes > kBytes) return e;
-    bytes_ += bytes;
-    entries_.emplace(key, e);
-    return e;
-  }
-
- private:
-  std::mutex mu_;
-  std::unordered_map<std::string, Entry> entries_;
-  std::size_t bytes_ = 0;
-};
-
-StringTokenCache& StringTokens() {
-  static auto* cache = new StringTokenCache;
-  return *cache;
-}
-
-Result<ByteDfa> BuildStringConstraintDfa(const StringConstraint& c, const LexicalOptions& options);
 
 }  // namespace
+
 
 Result<grammar::ExprId> AddStringExpr(grammar::Grammar* g, const StringConstraint& c,
                                       const LexicalOptions& options) {
@@ -1636,23 +1686,8 @@ Result<grammar::ExprId> AddStringExpr(grammar::Grammar* g, const StringConstrain
                               CachedFormatDfa(*c.format, true));
     return g->Add(ByteDfaNode(tok));
   }
-  const std::string key = StringTokenCache::Key(c, options);
-  std::optional<StringTokenCache::Entry> kept = StringTokens().Find(key);
-  if (!kept) {
-    Result<ByteDfa> built = BuildStringConstraintDfa(c, options);
-    if (!built.ok() && (options.deadline.PassedNow() || CurrentDeadline().PassedNow())) {
-      return built.status();  // (a deadline or a cancel: not a property of the constraint)
-    }
-    StringTokenCache::Entry e;
-    if (built.ok()) {
-      e.dfa = std::make_shared<const ByteDfa>(std::move(*built));
-    } else {
-      e.error = built.status();
-    }
-    kept = StringTokens().Keep(key, std::move(e));
-  }
-  if (kept->dfa == nullptr) return kept->error;
-  return g->Add(ByteDfaNode(kept->dfa));
+  return Lexical().Add(g, LexicalCache::Key(c, options), options,
+                       [&] { return BuildStringConstraintDfa(c, options); });
 }
 
 namespace {

@@ -1403,11 +1403,11 @@ TEST(RegionViews, AStringOfMinLengthOneUsesTheBodyView) {
 }
 
 // A string constraint with a pattern, a format, lengths or exclusions is built into one token
-// automaton per process (StringTokenCache in schema_lexical.cc): equal constraints, in one
-// schema or in two, are the same automaton, so the grammar keeps one rule for them and the
-// lowering shares it. The languages must not change: the members still take exactly the
-// strings the validator takes.
-TEST(StringTokenCache, EqualConstraintsShareOneAutomatonAcrossCompiles) {
+// automaton per process (LexicalCache in schema_lexical.cc): equal constraints, in one schema
+// or in two, are the same automaton, so the grammar keeps one rule for them and the lowering
+// shares it. The languages must not change: the members still take exactly the strings the
+// validator takes.
+TEST(LexicalCache, EqualStringConstraintsShareOneAutomatonAcrossCompiles) {
   const std::string c =
       R"({"type": "string", "pattern": "^[a-z]+( [a-z]+)*$", "maxLength": 3000})";
   const std::string two_members = R"({"type": "object", "properties": {"a": )" + c +
@@ -1446,10 +1446,40 @@ TEST(StringTokenCache, EqualConstraintsShareOneAutomatonAcrossCompiles) {
   EXPECT_FALSE(Feed(*ga, R"(["x","Y"])"));
 }
 
+// Bounded numbers too: a schema whose objects repeat one bounded integer and one number range
+// (as generated API schemas do) holds one automaton for each, and a member whose bounds differ
+// keeps its own. Every value is still checked against its own bounds.
+TEST(LexicalCache, EqualNumberConstraintsAreOneAutomaton) {
+  const std::string port = R"({"type": "integer", "minimum": 1, "maximum": 65535})";
+  const std::string ratio = R"({"type": "number", "exclusiveMinimum": 0, "maximum": 1})";
+  const std::string schema = R"({"type": "object", "properties": {"a": )" + port +
+                             R"(, "b": )" + ratio + R"(, "c": {"type": "object", "properties":
+      {"a": )" + port + R"(, "b": )" + ratio + R"(, "n": {"type": "integer", "minimum": 1,
+      "maximum": 65534}}, "additionalProperties": false}}, "additionalProperties": false})";
+  auto s = Schema::Load(schema);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  auto lowered = schema::CompileSchemaToGrammar(**s);
+  ASSERT_TRUE(lowered.ok()) << lowered.status().ToString();
+  // The bounded values' automata: 1..65535 and the ratio, each met twice, and 1..65534 (no
+  // other value here is an automaton node: the objects are closed).
+  std::set<const ByteDfa*> automata;
+  for (const grammar::Expr& e : lowered->grammar.exprs) {
+    if (e.kind == grammar::ExprKind::kByteDfa) automata.insert(e.dfa.get());
+  }
+  EXPECT_EQ(automata.size(), 3u);
+  auto g = Compiler().CompileSchema(schema);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_TRUE(Feed(*g, R"({"a":65535,"b":1,"c":{"a":1,"b":0.5,"n":65534}})"));
+  EXPECT_FALSE(Feed(*g, R"({"a":65536,"b":1})"));
+  EXPECT_FALSE(Feed(*g, R"({"a":1,"b":0})"));
+  EXPECT_FALSE(Feed(*g, R"({"c":{"n":65535}})"));
+  EXPECT_TRUE(Feed(*g, R"({"c":{"a":65535,"n":7}})"));
+}
+
 // What the cache keeps of a failure: a budget that ran out (max_dfa_states) is a property of the
 // constraint and is kept; a deadline or a cancel is a property of one compile and is not, so the
 // same constraint compiles afterwards.
-TEST(StringTokenCache, AStoppedCompileLeavesNoFailureBehind) {
+TEST(LexicalCache, AStoppedCompileLeavesNoFailureBehind) {
   // (A pattern no other test uses, so the first compile below builds it.)
   const std::string schema = R"({"type": "array", "items": {"type": "string", "pattern":
       "^[a-z]+(-[a-z]+)*-stop$", "maxLength": 5000}})";
