@@ -116,7 +116,7 @@ class Lowering {
   // Run's steps, in order. Lowers every rule into dstates_ (the grammar's, then the counter
   // rules and their children appended meanwhile).
   Status LowerRules();
-  // RuleInfo::nullable: the rules that can finish without a byte, to a fixpoint.
+  // RuleInfo::nullable: the rules that can finish without a byte (a least fixpoint, by worklist).
   Status ComputeNullable(CfgProgram* p) const;
   // The states and rules that can finish, to a fixpoint (the rest is trimmed by AssignByteClasses
   // and FillTables); kUnsatisfiable when the root cannot. A counter whose child cannot finish
@@ -1283,33 +1283,107 @@ Status Lowering::LowerRules() {
   return Status::Ok();
 }
 
+// Nullability is a least fixpoint over the rule edges, computed by a worklist (linear in states
+// and rule edges): a state or rule is marked once, and marking it re-checks only what depends
+// on it. (Rescanning every state until nothing changed took one pass per rule on the longest
+// chain of calls to nullable rules: a schema's chain of optional members is one such chain.)
+namespace {
+
+// Reverse edges of the rule edges: per target state, (source, rule); per rule, (source, target).
+struct RuleEdgeIndex {
+  std::vector<std::uint32_t> by_target_begin, by_rule_begin;
+  std::vector<std::pair<std::int32_t, std::int32_t>> by_target;  // (source, rule)
+  std::vector<std::pair<std::int32_t, std::int32_t>> by_rule;    // (source, target)
+  template <typename States>
+  RuleEdgeIndex(const States& states, std::int32_t num_rules) {
+    const std::size_t ns = states.size();
+    by_target_begin.assign(ns + 1, 0);
+    by_rule_begin.assign(static_cast<std::size_t>(num_rules) + 1, 0);
+    for (const auto& d : states) {
+      for (const auto& [r, t] : d.nts) {
+        ++by_target_begin[t + 1];
+        ++by_rule_begin[r + 1];
+      }
+    }
+    for (std::size_t i = 0; i < ns; ++i) by_target_begin[i + 1] += by_target_begin[i];
+    for (std::int32_t r = 0; r < num_rules; ++r) by_rule_begin[r + 1] += by_rule_begin[r];
+    by_target.resize(by_target_begin[ns]);
+    by_rule.resize(by_rule_begin[num_rules]);
+    std::vector<std::uint32_t> at_t(by_target_begin.begin(), by_target_begin.end() - 1);
+    std::vector<std::uint32_t> at_r(by_rule_begin.begin(), by_rule_begin.end() - 1);
+    for (std::size_t s = 0; s < ns; ++s) {
+      for (const auto& [r, t] : states[s].nts) {
+        by_target[at_t[t]++] = {static_cast<std::int32_t>(s), r};
+        by_rule[at_r[r]++] = {static_cast<std::int32_t>(s), t};
+      }
+    }
+  }
+};
+
+// Per state, the DFA rules starting there; per rule, the counter rules repeating it: linked
+// lists (first_* by state or child, next by rule).
+struct RuleStarts {
+  std::vector<std::int32_t> first_at_state, first_counter_of, next;
+  RuleStarts(const CfgProgram& p, std::size_t ns)
+      : first_at_state(ns, -1), first_counter_of(p.NumRules(), -1), next(p.NumRules(), -1) {
+    for (std::int32_t r = 0; r < p.NumRules(); ++r) {
+      const auto& ri = p.rules[r];
+      std::int32_t& head = ri.kind == CfgProgram::RuleKind::kDfa ? first_at_state[ri.start]
+                                                                 : first_counter_of[ri.child];
+      next[r] = head;
+      head = r;
+    }
+  }
+};
+
+}  // namespace
+
 Status Lowering::ComputeNullable(CfgProgram* out) const {
   CfgProgram& p = *out;
   const std::int32_t nr = p.NumRules();
-  const std::int32_t ns = static_cast<std::int32_t>(dstates_.size());
+  const std::size_t ns = dstates_.size();
+  const RuleEdgeIndex edges(dstates_, nr);
+  const RuleStarts starts(p, ns);
+  // null_state[s]: from s the rule can finish without a byte (accepting, or a rule edge to a
+  // nullable rule whose target is such a state).
   std::vector<std::uint8_t> null_state(ns, 0);
-  bool changed = true;
-  while (changed) {
-    if (options_.deadline.PassedNow()) return DeadlineError();
-    changed = false;
-    for (std::int32_t s = ns - 1; s >= 0; --s) {
-      if (null_state[s]) continue;
-      bool v = dstates_[s].accepting;
-      for (auto& [r, t] : dstates_[s].nts) v = v || (p.rules[r].nullable && null_state[t]);
-      if (v) {
-        null_state[s] = 1;
-        changed = true;
-      }
+  std::vector<std::int32_t> states, rules;
+  auto mark_state = [&](std::int32_t s) {
+    if (!null_state[s]) null_state[s] = 1, states.push_back(s);
+  };
+  auto mark_rule = [&](std::int32_t r) {
+    if (!p.rules[r].nullable) p.rules[r].nullable = true, rules.push_back(r);
+  };
+  for (std::size_t s = 0; s < ns; ++s) {
+    if (dstates_[s].accepting) mark_state(static_cast<std::int32_t>(s));
+  }
+  for (std::int32_t r = 0; r < nr; ++r) {
+    if (p.rules[r].nullable) {
+      rules.push_back(r);  // (as lowered)
+    } else if (p.rules[r].kind == CfgProgram::RuleKind::kCounter && p.rules[r].min == 0) {
+      mark_rule(r);
     }
-    for (std::int32_t r = 0; r < nr; ++r) {
-      auto& ri = p.rules[r];
-      bool v = ri.kind == CfgProgram::RuleKind::kDfa ? null_state[ri.start] != 0
-                                                    : (ri.min == 0 || p.rules[ri.child].nullable);
-      if (v && !ri.nullable) {
-        ri.nullable = true;
-        changed = true;
+  }
+  std::size_t polls = 0;
+  while (!states.empty() || !rules.empty()) {
+    if ((++polls & 1023) == 0 && options_.deadline.PassedNow()) return DeadlineError();
+    if (!states.empty()) {
+      const std::int32_t t = states.back();
+      states.pop_back();
+      for (std::uint32_t i = edges.by_target_begin[t]; i < edges.by_target_begin[t + 1]; ++i) {
+        const auto [s, r] = edges.by_target[i];
+        if (p.rules[r].nullable) mark_state(s);
       }
+      for (std::int32_t r = starts.first_at_state[t]; r >= 0; r = starts.next[r]) mark_rule(r);
+      continue;
     }
+    const std::int32_t r = rules.back();
+    rules.pop_back();
+    for (std::uint32_t i = edges.by_rule_begin[r]; i < edges.by_rule_begin[r + 1]; ++i) {
+      const auto [s, t] = edges.by_rule[i];
+      if (null_state[t]) mark_state(s);
+    }
+    for (std::int32_t c = starts.first_counter_of[r]; c >= 0; c = starts.next[c]) mark_rule(c);
   }
   return Status::Ok();
 }

@@ -7,6 +7,7 @@
 // that hangs fails by ctest's timeout.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -124,6 +125,46 @@ TEST(CompileBudget, SharedPureTerminalRulesThirtyDeep) {
   EXPECT_TRUE(Accepts(*g, std::string(kDepth, 'x') + "y"));
   EXPECT_FALSE(Accepts(*g, std::string(kDepth + 1, 'x') + "y"));
   EXPECT_FALSE(Accepts(*g, "xx"));
+}
+
+// r_i ::= "(" r_i ")" r_{i+1} | r_{i+1}, r_N ::= "": each rule is recursive (so it stays a rule,
+// not inlined) and nullable only through the next. Nullability reaches r_0 through the whole
+// chain, which the lowering's worklist finds in one visit per rule edge (a fixpoint that
+// rescanned every state took one pass per rule). (Parsing parentheses over so deep a chain of
+// open nullable rules is another matter: past about 35 rules one byte is over the Earley budget,
+// reported as such; "x" needs no such byte.)
+TEST(CompileBudget, AThousandNullableRulesInAChain) {
+  constexpr int kDepth = 1000;
+  // Declared callee first and caller first: the analysis must not depend on the order.
+  for (const bool callee_first : {false, true}) {
+    std::vector<std::string> lines;
+    for (int i = 0; i < kDepth; ++i) {
+      lines.push_back(Numbered("r", i) + " ::= \"(\" " + Numbered("r", i) + " \")\" " +
+                      Numbered("r", i + 1) + " | " + Numbered("r", i + 1) + "\n");
+    }
+    lines.push_back(Numbered("r", kDepth) + " ::= \"\"\n");
+    if (callee_first) std::reverse(lines.begin(), lines.end());
+    std::string gbnf = "root ::= r0 \"x\"\n";
+    for (const std::string& l : lines) gbnf += l;
+    auto g = Compiler().CompileGrammar(gbnf);
+    ASSERT_TRUE(g.ok()) << g.status().ToString();
+    const CfgProgram& p = CfgOf(**g)->program();
+    std::int32_t nullable = 0, named = 0;
+    for (std::int32_t r = 0; r < p.NumRules(); ++r) {
+      if (p.rules[r].name.size() < 2 || p.rules[r].name[0] != 'r' ||
+          p.rules[r].name.find_first_not_of("0123456789", 1) != std::string::npos) {
+        continue;
+      }
+      ++named;
+      nullable += p.rules[r].nullable;
+    }
+    EXPECT_EQ(named, kDepth + 1) << callee_first;
+    EXPECT_EQ(nullable, kDepth + 1) << callee_first;
+    EXPECT_FALSE(p.rules[p.root].nullable) << callee_first;
+    EXPECT_TRUE(Accepts(*g, "x")) << callee_first;
+    EXPECT_FALSE(Accepts(*g, "")) << callee_first;
+    EXPECT_FALSE(Accepts(*g, ")x")) << callee_first;
+  }
 }
 
 // Reduced from a JSONSchemaBench schema that never finished compiling (Github_hard o18948):
