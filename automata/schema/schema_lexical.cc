@@ -1432,6 +1432,10 @@ Result<std::shared_ptr<const ByteDfa>> FormatContentDfa(std::string_view format)
 
 namespace {
 
+// A maxLength past this is no bound (a counter that large is never reached); a minLength past
+// it is refused.
+constexpr std::int64_t kMaxCount = 1 << 30;
+
 // The automata AddStringExpr and AddNumberExpr built, by constraint, for every compile of the
 // process: real schemas repeat their patterns and bounds (one hex-id pattern 43 times over 250
 // GitHub schemas; 372 bounded numbers, 44 distinct, over 60 others), and a pattern with
@@ -1499,7 +1503,7 @@ class LexicalCache {
     std::optional<Entry> kept = Find(key);
     if (!kept) {
       Result<ByteDfa> built = build();
-      if (!built.ok() && (options.deadline.PassedNow() || CurrentDeadline().PassedNow())) {
+      if (!built.ok() && options.deadline.PassedNow()) {
         return built.status();  // (a deadline or a cancel: not a property of the constraint)
       }
       Entry e;
@@ -1643,7 +1647,6 @@ Result<ByteDfa> BuildNumberConstraintDfa(const NumberConstraint& c,
 
 }  // namespace
 
-
 Result<grammar::ExprId> AddStringExpr(grammar::Grammar* g, const StringConstraint& c,
                                       const LexicalOptions& options) {
   const DeadlineScope scope(options.deadline);
@@ -1653,7 +1656,6 @@ Result<grammar::ExprId> AddStringExpr(grammar::Grammar* g, const StringConstrain
     return Status(StatusCode::kUnsatisfiable, "minLength " + std::to_string(min_len) +
                                                   " > maxLength " + std::to_string(max_len));
   }
-  constexpr std::int64_t kMaxCount = 1 << 30;
   if (min_len > kMaxCount) {
     return Status(StatusCode::kUnsupported,
                   "minLength " + std::to_string(min_len) + " is too large to enforce");
@@ -1698,7 +1700,7 @@ Result<ByteDfa> BuildStringConstraintDfa(const StringConstraint& c,
                                          const LexicalOptions& options) {
   const std::int64_t min_len = std::max<std::int64_t>(c.min_length, 0);
   const std::int64_t max_len = c.max_length ? *c.max_length : -1;
-  const bool has_max = max_len >= 0 && max_len <= (1 << 30);
+  const bool has_max = max_len >= 0 && max_len <= kMaxCount;
   std::vector<const ByteDfa*> contents;
   std::shared_ptr<const ByteDfa> format_dfa;
   ByteDfa pattern_dfa;
