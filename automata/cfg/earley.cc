@@ -367,18 +367,19 @@ void EarleyParser::OriginKey(std::int32_t o, std::int32_t rule, std::int32_t dep
   key.push_back(rule);
   key.push_back(depth);
   rel_.assign(1, rule);
-  const std::span<const EarleyItem> items = set(o);
-  const std::int32_t base = set_begin_[o];
+  // Through the set's index of waiting items: a scan of the set per rule made a set of n
+  // predictions that all leave it (n alternatives open side by side, each predicting its own
+  // rule again) cost n times its size per byte.
+  const auto& index = WaitingIndex(o);
   for (std::size_t r = 0; r < rel_.size(); ++r) {
     const std::int32_t y = rel_[r];
     tuples_.clear();
-    for (std::size_t i = 0; i < items.size(); ++i) {
-      const EarleyItem& q = items[i];
-      if (!WaitsOn(q, y)) continue;
-      tuples_.push_back({q.rule, q.state, q.origin == o ? kSelf : q.origin, q.depth,
-                         base + static_cast<std::int32_t>(i)});
+    auto w = std::lower_bound(index.begin(), index.end(), std::make_pair(y, std::int32_t{-1}));
+    for (; w != index.end() && w->first == y; ++w) {
+      const EarleyItem& q = items_[w->second];
+      tuples_.push_back({q.rule, q.state, q.origin == o ? kSelf : q.origin, q.depth, w->second});
     }
-    step_items_ += static_cast<std::int64_t>(items.size());
+    step_items_ += static_cast<std::int64_t>(tuples_.size()) + 1;
     // (Sets list their items in the order they were made, mostly sorted already.)
     if (!std::is_sorted(tuples_.begin(), tuples_.end())) std::sort(tuples_.begin(), tuples_.end());
     if (r == 0 && waiting != nullptr) {
@@ -432,12 +433,9 @@ std::int32_t EarleyParser::OriginOf(std::int32_t o, std::int32_t rule, std::int3
   // then holds an item of the rule from an earlier origin that can still go on (one at the end
   // of its automaton, `"x"?` after its x, only completes). Otherwise the items keep o, unkeyed.
   // (MayRepeat, a per-set filter, keeps most callers from getting here at all: a JSON value or
-  // string predicted once costs a filter test.)
-  const std::span<const EarleyItem> items = set(o);
-  const bool repeated = std::any_of(items.begin(), items.end(), [&](const EarleyItem& q) {
-    return q.rule == rule && q.origin != o && ItemHasFuture(q);
-  });
-  step_items_ += static_cast<std::int64_t>(items.size());
+  // string predicted once costs a filter test. It is exact: a scan of the set here, per item
+  // leaving it, was quadratic per byte.)
+  const bool repeated = MayRepeat(o, rule);
   std::int32_t e;
   if (!origin_free_.empty()) {
     e = origin_free_.back();
@@ -618,7 +616,6 @@ void EarleyParser::SubsumeScanned() {
 // --- steps ---------------------------------------------------------------------------------------
 
 bool EarleyParser::MayRepeat(std::int32_t o, std::int32_t rule) {
-  constexpr std::size_t kExactOlder = 8;
   SetMeta& meta = meta_[o];
   if ((meta.older >> 63) == 0) {
     meta.older = std::uint64_t{1} << 63;
@@ -631,15 +628,12 @@ bool EarleyParser::MayRepeat(std::int32_t o, std::int32_t rule) {
       }
     }
     step_items_ += static_cast<std::int64_t>(set(o).size());
-    if (rules.size() > kExactOlder) {
-      std::sort(rules.begin(), rules.end());
-      rules.erase(std::unique(rules.begin(), rules.end()), rules.end());
-      if (rules.size() > kExactOlder) meta.older_rules.assign(rules.begin(), rules.end());
-    }
+    std::sort(rules.begin(), rules.end());
+    rules.erase(std::unique(rules.begin(), rules.end()), rules.end());
+    meta.older_rules.assign(rules.begin(), rules.end());
   }
   if (((meta.older >> (rule % 63)) & 1) == 0) return false;
-  return meta.older_rules.empty() ||
-         std::binary_search(meta.older_rules.begin(), meta.older_rules.end(), rule);
+  return std::binary_search(meta.older_rules.begin(), meta.older_rules.end(), rule);
 }
 
 bool EarleyParser::FinishStep(std::int32_t k) {

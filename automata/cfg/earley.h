@@ -200,9 +200,9 @@ class EarleyParser {
     // on (a rule repeated while an earlier instance is open; see OriginOf); bit 63: computed
     // (on first need).
     std::uint64_t older = 0;
-    // When more than kExactOlder rules set bits (a set inside a long list of optional members,
-    // each its own rule, saturates the 63 bits), the exact rules, sorted: without them every item
-    // leaving the set looked its origin up (a scan of the set each), quadratic per byte.
+    // The exact rules, sorted, behind the bits (a set inside a long list of optional members,
+    // each its own rule, saturates the 63 bits): MayRepeat answers exactly, so that an item
+    // leaving the set never scans it (a scan per item was quadratic per byte).
     std::vector<std::int32_t> older_rules;
     // A set of more than kIndexWaiting items whose scans wasted kWasteBeforeIndex times its
     // size: (rule, item) for every item that waits on the rule, sorted. A chain of nested rules

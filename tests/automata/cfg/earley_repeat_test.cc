@@ -461,5 +461,39 @@ TEST(EarleyRepeatTest, ItemBudgetRefusesABytePastIt) {
   EXPECT_TRUE(Accepts(*roomy, std::string(2000, 'a')));
 }
 
+// A thousand recursive alternatives open side by side: after "x(" every b_i waits on itself
+// again, and every one of them takes the next byte ("y..."). Each item leaving that set looked
+// up its origin class by scanning the whole set, twice: quadratic per byte, so that past 157
+// alternatives the default budget refused a valid byte. Per byte the parse now takes a few
+// items per alternative: 10 per alternative is room enough.
+TEST(EarleyRepeatTest, AThousandRecursiveAlternativesOpenSideBySide) {
+  constexpr int kAlternatives = 1000;
+  std::string text = "root ::= a0";
+  for (int i = 1; i < kAlternatives; ++i) text += " | a" + std::to_string(i);
+  text += "\n";
+  for (int i = 0; i < kAlternatives; ++i) {
+    const std::string n = std::to_string(i);
+    text += "a" + n + " ::= \"x\" b" + n + "\nb" + n + " ::= \"y" + n + "\" | \"(\" b" + n +
+            " \")\"\n";
+  }
+  CompileOptions linear;
+  linear.max_earley_items_per_byte = 10 * kAlternatives;
+  for (const CompileOptions& o : {CompileOptions{}, linear}) {
+    auto g = Compiler().CompileGrammar(text, o);
+    ASSERT_TRUE(g.ok()) << g.status().ToString();
+    Matcher m(*g);
+    EXPECT_TRUE(m.AcceptString("x((((y999))))")) << m.last_error().ToString();
+    EXPECT_TRUE(m.CanEnd());
+    EXPECT_TRUE(m.last_error().ok()) << m.last_error().ToString();
+    EXPECT_TRUE(Accepts(*g, "x(y0)"));
+    EXPECT_TRUE(Accepts(*g, "xy500"));
+    EXPECT_FALSE(Accepts(*g, "x((y999)"));
+    Matcher bad(*g);
+    EXPECT_TRUE(bad.AcceptString("x(y5)"));
+    EXPECT_FALSE(bad.AcceptString(")"));  // one ")" too many: refused, not over a budget
+    EXPECT_TRUE(bad.last_error().ok()) << bad.last_error().ToString();
+  }
+}
+
 }  // namespace
 }  // namespace lockstep
