@@ -99,7 +99,9 @@ its adaptive token-mask cache.
   --stats                also compute every state's token mask and report their sizes (grammars:
                          every position's accepted / uncertain token classes, on all cores)
   --logits-width V       the model's logits width when it exceeds the vocabulary
-  --max-states N         DFA state budget (default 100000); exceeding it is a resource limit
+  --max-states N         states of one automaton (a regex's, a grammar rule's, a schema string
+                         or number constraint's; default 100000); past it, a resource limit
+  --max-program-states N states of a grammar's rule automata together (default 500000)
   --compile-timeout MS   wall-clock budget of the compile (default 10000; 0 = none); past it, a
                          resource limit naming the deadline and the JSON Pointer or rule
   --json                 print one JSON object instead of text
@@ -360,12 +362,16 @@ int CompileRegexFile(const Args& args, const CompileOptions& options) {
   return 0;
 }
 
-// The options every `compile` takes: --max-states and --compile-timeout.
+// The options every `compile` takes: --max-states, --max-program-states and --compile-timeout.
 Result<CompileOptions> CompileFlagOptions(const Args& args) {
   CompileOptions options;
   auto max_states = args.GetInt("max-states", options.max_dfa_states, 1, 100000000);
   if (!max_states.ok()) return max_states.status();
   options.max_dfa_states = static_cast<std::int32_t>(*max_states);
+  auto max_program = args.GetInt("max-program-states", options.max_program_states, 1,
+                                 std::int64_t{1} << 40);
+  if (!max_program.ok()) return max_program.status();
+  options.max_program_states = *max_program;
   LOCKSTEP_RETURN_IF_ERROR(ApplyCompileTimeout(args, &options));
   return options;
 }
@@ -397,8 +403,8 @@ int CompileArtifacts(const Args& args) {
 }
 
 int Compile(int argc, char** argv) {
-  std::set<std::string> value_flags = {"tokenizer", "logits-width", "max-states", "output",
-                                       "batch"};
+  std::set<std::string> value_flags = {"tokenizer", "logits-width", "max-states",
+                                       "max-program-states", "output", "batch"};
   AddConstraintFlags(&value_flags);
   std::set<std::string> switches = {"stats", "json", "help", "emit-grammar", "lazy"};
   AddConstraintSwitches(&switches);

@@ -266,6 +266,16 @@ void SetBudget(CompileOptions* o, std::int64_t timeout_ms,
   if (cancel) o->cancel = cancel->flag;
 }
 
+// The automaton-size budgets of compile_schema and compile_grammar.
+void SetStateBudgets(CompileOptions* o, std::int32_t max_dfa_states,
+                     std::int64_t max_program_states) {
+  if (max_dfa_states <= 0 || max_program_states <= 0) {
+    RaiseArg("max_dfa_states and max_program_states must be positive");
+  }
+  o->max_dfa_states = max_dfa_states;
+  o->max_program_states = max_program_states;
+}
+
 template <typename F>
 std::shared_ptr<PyGrammar> Compile(const std::shared_ptr<PyVocab>& vocab, F&& compile) {
   auto out = std::make_shared<PyGrammar>();
@@ -770,6 +780,11 @@ constexpr const char* kBudgetDoc =
     "background_positions: positions of a grammar in use are computed by one background "
     "thread per vocabulary between fills (False: only on the filling thread).";
 
+constexpr const char* kStatesDoc =
+    " max_dfa_states: states of one automaton (a rule's, a string constraint's); "
+    "max_program_states: states of all rule automata together. Past either, lockstep.Error "
+    "with code 'resource limit' naming it.";
+
 // compile_schema, compile_regex and compile_grammar.
 void BindCompile(py::module_& m) {
   m.def(
@@ -778,9 +793,11 @@ void BindCompile(py::module_& m) {
          bool compact, std::int32_t max_whitespace_run, bool format_assertion,
          bool precompute_masks, std::int64_t timeout_ms,
          const std::shared_ptr<PyCancelToken>& cancel, bool background_positions,
-         bool openapi_formats, const std::string& default_draft) {
+         bool openapi_formats, const std::string& default_draft, std::int32_t max_dfa_states,
+         std::int64_t max_program_states) {
         const std::string text = JsonText(schema, "schema");
         CompileOptions o;
+        SetStateBudgets(&o, max_dfa_states, max_program_states);
         o.schema_default_draft = DraftArg(default_draft);
         o.schema_lenient = lenient;
         o.schema_openapi_formats = openapi_formats;
@@ -799,6 +816,8 @@ void BindCompile(py::module_& m) {
       py::arg("timeout_ms") = CompileOptions{}.compile_timeout_ms, py::arg("cancel") = nullptr,
       py::arg("background_positions") = true, py::arg("openapi_formats") = false,
       py::arg("default_draft") = "2020-12",
+      py::arg("max_dfa_states") = CompileOptions{}.max_dfa_states,
+      py::arg("max_program_states") = CompileOptions{}.max_program_states,
       (std::string(
            "Compiles a JSON Schema (str, or a dict/list/bool serialised with json.dumps). "
            "A keyword that cannot be enforced exactly raises lockstep.Error naming its "
@@ -807,7 +826,7 @@ void BindCompile(py::module_& m) {
            "compact: no whitespace at all. openapi_formats: also enforce the OpenAPI "
            "formats int32, int64 (integer ranges) and byte (base64). default_draft: 'draft-04', "
            "'draft-06', 'draft-07', '2019-09' or '2020-12', for a schema whose $schema "
-           "names none of them.") +
+           "names none of them.") + kStatesDoc +
        kBudgetDoc)
           .c_str());
   m.def(
@@ -834,11 +853,13 @@ void BindCompile(py::module_& m) {
       [](const std::shared_ptr<PyVocab>& vocab, const std::string& text, const std::string& syntax,
          bool precompute_masks, std::int32_t max_nesting_depth,
          std::int32_t max_earley_items_per_byte, std::int64_t timeout_ms,
-         const std::shared_ptr<PyCancelToken>& cancel, bool background_positions) {
+         const std::shared_ptr<PyCancelToken>& cancel, bool background_positions,
+         std::int32_t max_dfa_states, std::int64_t max_program_states) {
         if (max_nesting_depth <= 0 || max_earley_items_per_byte <= 0) {
           RaiseArg("max_nesting_depth and max_earley_items_per_byte must be positive");
         }
         CompileOptions o;
+        SetStateBudgets(&o, max_dfa_states, max_program_states);
         o.precompute_masks = precompute_masks;
         o.max_nesting_depth = max_nesting_depth;
         o.max_earley_items_per_byte = max_earley_items_per_byte;
@@ -852,11 +873,13 @@ void BindCompile(py::module_& m) {
       py::arg("max_earley_items_per_byte") = CompileOptions{}.max_earley_items_per_byte,
       py::arg("timeout_ms") = CompileOptions{}.compile_timeout_ms, py::arg("cancel") = nullptr,
       py::arg("background_positions") = true,
+      py::arg("max_dfa_states") = CompileOptions{}.max_dfa_states,
+      py::arg("max_program_states") = CompileOptions{}.max_program_states,
       (std::string("Compiles a context-free grammar; syntax 'auto' (GBNF if rules use '::='), "
                    "'gbnf' or 'lark'. Input nested deeper than max_nesting_depth, or whose parse "
                    "of one byte takes more than max_earley_items_per_byte items, is rejected. "
                    "A rule the start rule never reaches is listed in .warnings "
-                   "('line:column: rule ... is never used').") +
+                   "('line:column: rule ... is never used').") + kStatesDoc +
        kBudgetDoc)
           .c_str());
 }

@@ -130,13 +130,25 @@ class Lowering {
   void FillTables(const std::vector<std::uint8_t>& prod_state,
                   const std::vector<std::uint8_t>& prod_rule, CfgProgram* p) const;
 
-  // The rule automata together (or the NFA of one rule, 4 times over) past max_states.
-  std::string ExceedsMaxStates() const {
-    return "grammar automaton exceeds max_states (" + std::to_string(options_.max_states) + ")";
+  // Two budgets, each named with the option that raises it: one rule's automaton (its NFA may
+  // take 4 times as many states) within max_states (CompileOptions::max_dfa_states), all rule
+  // automata together within max_program_states (CompileOptions::max_program_states).
+  std::string RuleOverBudget(std::int32_t rule, const char* what) const {
+    const std::string whose =
+        rule >= 0 ? "rule '" + rules_[rule].info.name + "': its " : std::string("a rule's ");
+    return whose + what + " exceeds max_dfa_states (" + std::to_string(options_.max_states) +
+           " states; raise CompileOptions::max_dfa_states, lockstep --max-states)";
   }
-  Status CheckMaxStates() const {
-    if (static_cast<std::int32_t>(dstates_.size()) <= options_.max_states) return Status::Ok();
-    return Status(StatusCode::kResourceLimit, ExceedsMaxStates());
+  Status CheckProgramStates(std::int32_t rule) const {
+    if (static_cast<std::int64_t>(dstates_.size()) <= options_.max_program_states) {
+      return Status::Ok();
+    }
+    return Status(StatusCode::kResourceLimit,
+                  "the grammar's rule automata together exceed max_program_states (" +
+                      std::to_string(options_.max_program_states) + " states, reached in rule '" +
+                      rules_[rule].info.name +
+                      "'; raise CompileOptions::max_program_states, lockstep "
+                      "--max-program-states)");
   }
 
   // NFA states are pooled across the rules of one compile (their edge lists keep their capacity).
@@ -429,7 +441,8 @@ Status Lowering::Build(ExprId e, std::int32_t from, std::int32_t* to, int depth)
                   Loc(g_.expr(e).loc));
   }
   if (overflow_) {
-    return Status(StatusCode::kResourceLimit, ExceedsMaxStates(), Loc(g_.expr(e).loc));
+    return Status(StatusCode::kResourceLimit,
+                  RuleOverBudget(current_rule_, "NFA (4 per DFA state)"), Loc(g_.expr(e).loc));
   }
   const Expr& x = g_.expr(e);
   switch (x.kind) {
@@ -963,10 +976,10 @@ Status Lowering::Determinise(std::int32_t rule, std::int32_t nfa_start, std::int
   std::vector<std::int32_t> prev_key, k;
   for (std::int32_t i = 0; i < sets.size(); ++i) {
     if (options_.deadline.Poll()) return DeadlineError();
-    if (static_cast<std::int32_t>(dstates_.size()) > options_.max_states) {
-      return Status(StatusCode::kResourceLimit,
-                    ExceedsMaxStates() + " in rule '" + rules_[rule].info.name + "'");
+    if (static_cast<std::int32_t>(dstates_.size()) - base > options_.max_states) {
+      return Status(StatusCode::kResourceLimit, RuleOverBudget(rule, "automaton"));
     }
+    LOCKSTEP_RETURN_IF_ERROR(CheckProgramStates(rule));
     edges.clear();
     cuts.clear();
     by_sym.clear();
@@ -1262,7 +1275,7 @@ Status Lowering::LowerRules() {
       } else {
         CopyDfa(static_cast<std::int32_t>(r), *direct, rules_[r].direct_owner);
       }
-      LOCKSTEP_RETURN_IF_ERROR(CheckMaxStates());
+      LOCKSTEP_RETURN_IF_ERROR(CheckProgramStates(static_cast<std::int32_t>(r)));
       continue;
     }
     nfa_live_ = 0;
@@ -1270,10 +1283,13 @@ Status Lowering::LowerRules() {
     std::int32_t end;
     LOCKSTEP_RETURN_IF_ERROR(Build(rules_[r].body, start, &end, 0));
 
-    if (overflow_) return Status(StatusCode::kResourceLimit, ExceedsMaxStates());
+    if (overflow_) {
+      return Status(StatusCode::kResourceLimit,
+                    RuleOverBudget(static_cast<std::int32_t>(r), "NFA (4 per DFA state)"));
+    }
     const bool shared = options_.reuse_shared_rules && r < g_.rules.size() && g_.rules[r].shared;
     if (shared && LowerShared(static_cast<std::int32_t>(r), start, end)) {
-      LOCKSTEP_RETURN_IF_ERROR(CheckMaxStates());
+      LOCKSTEP_RETURN_IF_ERROR(CheckProgramStates(static_cast<std::int32_t>(r)));
       continue;
     }
     const std::size_t first_state = dstates_.size();

@@ -33,8 +33,11 @@ inline constexpr std::int32_t kSchemaUnrolledStates = 256;
 // defaults below apply only to options built directly (tests), where the budgets are roomier
 // than CompileOptions' (200,000 states and 1,000,000 repetitions, against 100,000 each).
 struct CfgCompileOptions {
-  // Budget on the states of all rule DFAs together (CompileOptions::max_dfa_states).
+  // Budget on the states of one rule's DFA (CompileOptions::max_dfa_states); its NFA may have
+  // 4 times as many.
   std::int32_t max_states = 200000;
+  // Budget on the states of all rule DFAs together (CompileOptions::max_program_states).
+  std::int64_t max_program_states = 1000000;
   // Small bounded repetitions of pure terminals are unrolled inside the rule's byte automaton
   // while the unrolled NFA stays under this many states; larger ones use a counter rule
   // (CompileOptions::max_unrolled_states, else kGrammarUnrolledStates).
@@ -53,6 +56,7 @@ struct CfgCompileOptions {
 inline CfgCompileOptions CfgOptionsFrom(const CompileOptions& options,
                                         const CompileDeadline& deadline) {
   return {.max_states = options.max_dfa_states,
+          .max_program_states = options.max_program_states,
           .max_unrolled_states = options.max_unrolled_states > 0 ? options.max_unrolled_states
                                                                  : kGrammarUnrolledStates,
           .max_repeat = options.max_repeat,

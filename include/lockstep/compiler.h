@@ -19,8 +19,14 @@
 namespace lockstep {
 
 struct CompileOptions {
-  // Budgets; exceeding one ends compilation with a kResourceLimit error.
+  // Budgets; exceeding one ends compilation with a kResourceLimit error naming it.
+  // States of one automaton: a regex's DFA, a grammar rule's (its NFA may have 4 times as
+  // many), a JSON Schema string or number constraint's.
   std::int32_t max_dfa_states = 100000;
+  // States of a grammar's rule automata together (they share one transition table, a few
+  // bytes per state and byte class). A schema's program grows with the schema: Kubernetes'
+  // full API definitions (940 KB of JSON) take 118,000 states, its root rule 40,000-60,000.
+  std::int64_t max_program_states = 500000;
   std::int32_t max_nfa_states = 1000000;
   std::int32_t max_repeat = 100000;
   // Per-state token masks are computed on first visit and cached (the default, fastest to the

@@ -164,6 +164,9 @@ typedef struct lockstep_compile_options {
   /* schemas: the lockstep_schema_draft of a schema whose $schema names none of the drafts
    * (default LOCKSTEP_SCHEMA_DRAFT_2020_12); a known $schema always wins. */
   int32_t schema_default_draft;
+  /* grammars and schemas: states of all rule automata together (default 500000); max_dfa_states
+   * bounds each automaton on its own. Past it, LOCKSTEP_RESOURCE_LIMIT naming this field. */
+  int64_t max_program_states;
 } lockstep_compile_options;
 
 /* Fills *options with the defaults and sets struct_size. NULL: no-op. */

@@ -555,6 +555,39 @@ TEST_F(CapiTest, EarleyItemBudget) {
   lockstep_grammar_free(g);
 }
 
+// max_program_states, appended last: its default, the error naming it, a caller built before it
+// (struct_size ending before the field) getting the default whatever the field holds, and a
+// non-positive value refused. 40 recursive rules (never inlined) of about 60 states each.
+TEST_F(CapiTest, ProgramStateBudget) {
+  std::string grammar = "root ::= r0";
+  for (int i = 1; i < 40; ++i) grammar.append(" | r").append(std::to_string(i));
+  grammar += "\n";
+  for (int i = 0; i < 40; ++i) {
+    const std::string n = std::to_string(i);
+    grammar.append("r").append(n).append(" ::= \"(\" r").append(n).append(" \")\" | \"k");
+    grammar.append(n).append("_abcdefghijklmnopqrstuvwxyz_0123456789_ABCDEFGHIJKLMNOPQRSTUVWXYZ\"\n");
+  }
+  lockstep_compile_options options;
+  lockstep_compile_options_init(&options);
+  EXPECT_EQ(options.max_program_states, 500000);
+  options.max_program_states = 500;
+  lockstep_grammar* g = nullptr;
+  EXPECT_EQ(lockstep_compile_grammar(vocab_, grammar.data(), grammar.size(), nullptr, &options, &g),
+            LOCKSTEP_RESOURCE_LIMIT);
+  EXPECT_TRUE(LastErrorHas("max_program_states (500 states")) << lockstep_last_error();
+  EXPECT_EQ(g, nullptr);
+  options.struct_size = offsetof(lockstep_compile_options, max_program_states);
+  ASSERT_EQ(lockstep_compile_grammar(vocab_, grammar.data(), grammar.size(), nullptr, &options, &g),
+            LOCKSTEP_OK)
+      << lockstep_last_error();
+  lockstep_grammar_free(g);
+  g = nullptr;
+  lockstep_compile_options_init(&options);
+  options.max_program_states = 0;
+  EXPECT_EQ(lockstep_compile_grammar(vocab_, grammar.data(), grammar.size(), nullptr, &options, &g),
+            LOCKSTEP_INVALID_ARGUMENT);
+}
+
 // The compile budgets through the ABI: the deadline field and its default, the previous layout
 // of the options (before compile_timeout_ms) still accepted with the default deadline, a
 // negative deadline refused, the cancel token's functions (NULL included) and a token cancelled

@@ -371,6 +371,22 @@ class MaskTest(unittest.TestCase):
         self.assertFalse(lockstep.Matcher(tight).accept_string("a,b"))
         with self.assertRaises(lockstep.Error):
             lockstep.compile_grammar(v, leftrec, max_earley_items_per_byte=0)
+        # The automaton budgets: max_dfa_states per automaton, max_program_states for the rule
+        # automata together; each names itself when it runs out.
+        many = "root ::= " + " | ".join("r%d" % i for i in range(40)) + "\n" + "".join(
+            'r%d ::= "(" r%d ")" | "k%d_abcdefghijklmnopqrstuvwxyz_0123456789"\n' % (i, i, i)
+            for i in range(40))
+        roomy = lockstep.compile_grammar(v, many, max_dfa_states=200)
+        self.assertTrue(lockstep.Matcher(roomy).accept_string("((k39_abcdefghijklmnopqrstuvwxyz_0123456789))"))
+        with self.assertRaises(lockstep.Error) as e:
+            lockstep.compile_grammar(v, many, max_program_states=300)
+        self.assertIn("max_program_states (300 states", str(e.exception))
+        with self.assertRaises(lockstep.Error) as e:
+            lockstep.compile_schema(v, '{"type": "string", "pattern": "^[ab]*a[ab]{12}$"}',
+                                    max_dfa_states=1000)
+        self.assertIn("max_dfa_states", str(e.exception))
+        with self.assertRaises(lockstep.Error):
+            lockstep.compile_schema(v, '{"type": "string"}', max_program_states=0)
         small = lockstep.Vocabulary.from_tokens(
             [b"a", b"b", b"ab", b"</s>"], types=["normal", "normal", "normal", "special"],
             eos_ids=[3])
