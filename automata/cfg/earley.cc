@@ -1,6 +1,7 @@
 #include "automata/cfg/earley.h"
 
 #include <algorithm>
+#include <bit>
 
 namespace lockstep {
 namespace {
@@ -322,12 +323,93 @@ const std::vector<std::pair<std::int32_t, std::int32_t>>& EarleyParser::WaitingI
   return meta.waiting;
 }
 
+namespace {
+
+std::size_t EntrySlot(std::int32_t rule, std::int32_t depth, std::size_t mask) {
+  std::uint64_t h = (static_cast<std::uint64_t>(static_cast<std::uint32_t>(rule)) << 32) |
+                    static_cast<std::uint32_t>(depth);
+  h *= 0x9E3779B97F4A7C15ull;
+  return static_cast<std::size_t>(h >> 32) & mask;
+}
+
+}  // namespace
+
 std::int32_t EarleyParser::HeadEntry(std::int32_t o, std::int32_t rule) const {
   if (o <= 0) return -1;
-  for (std::int32_t e = meta_[o].origin_head; e >= 0; e = origins_[e].next_in_set) {
-    if (origins_[e].rule == rule) return origins_[e].keyed && origins_[e].rep == o ? e : -1;
+  const SetMeta& meta = meta_[o];
+  std::int32_t found = -1;
+  if (!meta.entry_by_rule.empty()) {
+    const std::size_t mask = meta.entry_by_rule.size() - 1;
+    for (std::size_t i = EntrySlot(rule, 0, mask);; i = (i + 1) & mask) {
+      const std::int32_t e = meta.entry_by_rule[i];
+      if (e < 0) return -1;
+      if (origins_[e].rule == rule) {
+        found = e;
+        break;
+      }
+    }
+  } else {
+    for (std::int32_t e = meta.origin_head; e >= 0; e = origins_[e].next_in_set) {
+      if (origins_[e].rule == rule) {
+        found = e;
+        break;
+      }
+    }
+  }
+  if (found < 0) return -1;
+  return origins_[found].keyed && origins_[found].rep == o ? found : -1;
+}
+
+std::int32_t EarleyParser::FindEntry(std::int32_t o, std::int32_t rule,
+                                     std::int32_t depth) const {
+  const SetMeta& meta = meta_[o];
+  if (!meta.entry_by_key.empty()) {
+    const std::size_t mask = meta.entry_by_key.size() - 1;
+    for (std::size_t i = EntrySlot(rule, depth, mask);; i = (i + 1) & mask) {
+      const std::int32_t e = meta.entry_by_key[i];
+      if (e < 0) return -1;
+      if (origins_[e].rule == rule && origins_[e].depth == depth) return e;
+    }
+  }
+  for (std::int32_t e = meta.origin_head; e >= 0; e = origins_[e].next_in_set) {
+    if (origins_[e].rule == rule && origins_[e].depth == depth) return e;
   }
   return -1;
+}
+
+void EarleyParser::IndexEntry(std::int32_t o, std::int32_t e) {
+  SetMeta& meta = meta_[o];
+  ++meta.num_entries;
+  if (meta.num_entries <= kEntryScan) return;
+  // (Re)built at a load of 1/2 from the list, newest first, so each slot keeps the newest
+  // entry of its key; otherwise the new entry, the newest, takes its key's slot.
+  auto put = [&](std::vector<std::int32_t>& table, std::int32_t x, bool by_depth, bool newest) {
+    const std::size_t mask = table.size() - 1;
+    const std::int32_t rule = origins_[x].rule, depth = by_depth ? origins_[x].depth : 0;
+    for (std::size_t i = EntrySlot(rule, depth, mask);; i = (i + 1) & mask) {
+      const std::int32_t y = table[i];
+      if (y < 0) {
+        table[i] = x;
+        return;
+      }
+      if (origins_[y].rule == rule && (!by_depth || origins_[y].depth == depth)) {
+        if (newest) table[i] = x;
+        return;
+      }
+    }
+  };
+  if (2 * static_cast<std::size_t>(meta.num_entries) > meta.entry_by_key.size()) {
+    const std::size_t cap = std::bit_ceil(4 * static_cast<std::size_t>(meta.num_entries));
+    meta.entry_by_key.assign(cap, -1);
+    meta.entry_by_rule.assign(cap, -1);
+    for (std::int32_t x = meta.origin_head; x >= 0; x = origins_[x].next_in_set) {
+      put(meta.entry_by_key, x, true, false);
+      put(meta.entry_by_rule, x, false, false);
+    }
+    return;
+  }
+  put(meta.entry_by_key, e, true, true);
+  put(meta.entry_by_rule, e, false, true);
 }
 
 void EarleyParser::Closure(std::int32_t k, bool budgeted) {
@@ -425,9 +507,7 @@ bool EarleyParser::KeyWithin(const std::vector<std::int32_t>& a,
 
 std::int32_t EarleyParser::OriginOf(std::int32_t o, std::int32_t rule, std::int32_t depth) {
   if (o <= 0) return o;
-  for (std::int32_t e = meta_[o].origin_head; e >= 0; e = origins_[e].next_in_set) {
-    if (origins_[e].rule == rule && origins_[e].depth == depth) return origins_[e].rep;
-  }
+  if (const std::int32_t found = FindEntry(o, rule, depth); found >= 0) return origins_[found].rep;
   // Origins multiply when a rule is predicted again while an earlier instance of it is still
   // open (a body that restarts at every byte, a counter inside a counter, left recursion): set o
   // then holds an item of the rule from an earlier origin that can still go on (one at the end
@@ -456,6 +536,7 @@ std::int32_t EarleyParser::OriginOf(std::int32_t o, std::int32_t rule, std::int3
     entry.next_in_bucket = -1;
     entry.keyed = keyed;
     meta_[o].origin_head = e;
+    IndexEntry(o, e);
     return entry;
   };
   if (!repeated) {

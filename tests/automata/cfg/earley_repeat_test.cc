@@ -465,7 +465,9 @@ TEST(EarleyRepeatTest, ItemBudgetRefusesABytePastIt) {
 // again, and every one of them takes the next byte ("y..."). Each item leaving that set looked
 // up its origin class by scanning the whole set, twice: quadratic per byte, so that past 157
 // alternatives the default budget refused a valid byte. Per byte the parse now takes a few
-// items per alternative: 10 per alternative is room enough.
+// items per alternative: 10 per alternative is room enough. (Each of those items also looks up
+// its set's origin entry for its rule: by an index once the set has more than 16, not along the
+// list.)
 TEST(EarleyRepeatTest, AThousandRecursiveAlternativesOpenSideBySide) {
   constexpr int kAlternatives = 1000;
   std::string text = "root ::= a0";
@@ -482,12 +484,20 @@ TEST(EarleyRepeatTest, AThousandRecursiveAlternativesOpenSideBySide) {
     auto g = Compiler().CompileGrammar(text, o);
     ASSERT_TRUE(g.ok()) << g.status().ToString();
     Matcher m(*g);
-    EXPECT_TRUE(m.AcceptString("x((((y999))))")) << m.last_error().ToString();
+    EXPECT_TRUE(m.AcceptString("x((")) << m.last_error().ToString();
+    EXPECT_TRUE(m.AcceptString("((y999))))")) << m.last_error().ToString();
     EXPECT_TRUE(m.CanEnd());
     EXPECT_TRUE(m.last_error().ok()) << m.last_error().ToString();
     EXPECT_TRUE(Accepts(*g, "x(y0)"));
     EXPECT_TRUE(Accepts(*g, "xy500"));
     EXPECT_FALSE(Accepts(*g, "x((y999)"));
+    // Back to "x((" and on: the sets popped take their origin entries (and the index of a
+    // set's entries, past 16) with them.
+    ASSERT_TRUE(m.Rollback(1));
+    EXPECT_TRUE(m.AcceptString("y7)"));
+    EXPECT_FALSE(m.CanEnd());
+    EXPECT_TRUE(m.AcceptString(")"));
+    EXPECT_TRUE(m.CanEnd());
     Matcher bad(*g);
     EXPECT_TRUE(bad.AcceptString("x(y5)"));
     EXPECT_FALSE(bad.AcceptString(")"));  // one ")" too many: refused, not over a budget
