@@ -229,7 +229,9 @@ class SubsetBuilder {
     if (dfa_.num_states >= options_.max_dfa_states) {
       error_ = Status(StatusCode::kResourceLimit,
                       "resource limit: the DFA needs more than max_dfa_states (" +
-                          std::to_string(options_.max_dfa_states) + ") states",
+                          std::to_string(options_.max_dfa_states) +
+                          ") states (raise CompileOptions::max_dfa_states, lockstep "
+                          "--max-states)",
                       "offset 0");
       return -1;
     }

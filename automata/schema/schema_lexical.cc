@@ -129,7 +129,9 @@ Result<ByteDfa> BuildDfa(const Key& start, const Classes& cls, Step step, Accept
     if (static_cast<std::int64_t>(keys.size()) > max_states) {
       return Status(StatusCode::kResourceLimit,
                     std::string(what) + " needs more than max_dfa_states = " +
-                        std::to_string(max_states) + " automaton states");
+                        std::to_string(max_states) +
+                        " automaton states (raise CompileOptions::max_dfa_states, lockstep "
+                        "--max-states)");
     }
     for (std::int32_t c = 0; c < cls.n; ++c) {
       Key next;
