@@ -5,12 +5,15 @@ prints one markdown table against the targets of issue 21 (bench/RESULTS.md "Rea
 schemas"), plus the causes of the misses from --per-schema.
 
 usage: bench/wild_subsets.py [--lockstep build/cli/lockstep] [--data ../shared/data]
-                             [--out DIR] [--subsets A,B] [-- EXTRA BENCH FLAGS...]
+                             [--out DIR] [--subsets A,B] [--per-mask]
+                             [-- EXTRA BENCH FLAGS...]
 
 Every subset runs in a fresh process (its first schemas pay the process's one-off costs, as a
 server's first requests do). Per subset: compiled / failed / timed out, first mask and per-mask
 p50/p99/max, peak RSS, valid accepted / rejected (key order apart), invalid accepted. A figure
-over its target is marked with "!".
+over its target is marked with "!". --per-mask also keeps every fill of the valid replays, one
+line each (`lockstep bench --per-mask`), in OUT/<subset>.per-mask.jsonl, and prints the fills
+over 50 µs by what they did.
 """
 import argparse
 import collections
@@ -43,6 +46,8 @@ def main():
     ap.add_argument("--data", default="../shared/data")
     ap.add_argument("--out", default=None, help="keeps each subset's JSON and per-schema lines")
     ap.add_argument("--subsets", default=None)
+    ap.add_argument("--per-mask", action="store_true",
+                    help="keeps every fill in OUT/<subset>.per-mask.jsonl")
     ap.add_argument("extra", nargs="*")
     a = ap.parse_args()
     wild = os.path.join(a.data, "jsonschemabench-wild", "maskbench")
@@ -67,6 +72,9 @@ def main():
         per = os.path.join(out, sub + ".per-schema.jsonl")
         cmd = [a.lockstep, "bench", "--maskbench", d, "--traces", traces, "--json",
                "--per-schema", per] + a.extra
+        per_mask = os.path.join(out, sub + ".per-mask.jsonl")
+        if a.per_mask:
+            cmd += ["--per-mask", per_mask]
         t0 = time.time()
         print(f"{sub}: {len(files[sub])} files ...", file=sys.stderr, flush=True)
         r = subprocess.run(cmd, capture_output=True, text=True)
@@ -87,6 +95,18 @@ def main():
         if kinds:
             causes.append(f"{sub}: schemas whose slowest fill is over 2 ms, by what it did: " +
                           ", ".join(f"{k} {n}" for k, n in kinds.most_common()))
+        if a.per_mask:
+            # Every fill over the p99 target, by what it did: how many, their time in ms.
+            over, spent, total = collections.Counter(), collections.Counter(), 0.0
+            for line in open(per_mask):
+                f = json.loads(line)
+                total += f["us"]
+                if f["us"] > TARGETS["mask_p99"]:
+                    over[f["trace"]["kind"]] += 1
+                    spent[f["trace"]["kind"]] += f["us"] / 1000.0
+            causes.append(f"{sub}: fills over 50 µs by what they did (count, ms; {total / 1000:.0f} "
+                          "ms in all fills): " + ", ".join(
+                              f"{k} {n} ({spent[k]:.0f} ms)" for k, n in over.most_common()))
     print("| subset | schemas: compiled / failed / timed out | first mask p50 / p99 / max (ms) "
           "| per mask p50 / p99 / max (µs) | peak RSS (MiB) | valid accepted / rejected (key order) "
           "| invalid accepted |")

@@ -44,7 +44,7 @@ constexpr const char* kBenchHelp =
     R"(usage: lockstep bench --maskbench DIR|FILE... [--traces FILE] [--tokenizer NAME|PATH] [--json]
                       [--interleave] [--threads N] [--batch N] [--check] [--lenient] [--compact]
                       [--no-share] [--precompute] [--no-background] [--step-us N] [--cpu-time]
-                      [--timeout-ms N] [--per-schema FILE.jsonl]
+                      [--timeout-ms N] [--per-schema FILE.jsonl] [--per-mask FILE.jsonl]
 
 Replays MaskBench-style files ({"schema": ..., "tests": [{"valid": bool, "data": ...}]}) through
 the JSON Schema compiler and the matcher, on one thread, and times every token mask.
@@ -117,6 +117,11 @@ BM_SchemaTraceMask).
                          the store, full trie walks, tail nodes checked, restored), the grammar's
                          states, rules, positions, shared positions, cached masks and cache
                          bytes after its replays, and its verdicts
+  --per-mask FILE        writes one JSON line per fill of a valid replay, in replay order:
+                         file, test index, token step (the number of ids: EOS), µs and its
+                         trace (as the slowest fill's in --per-schema), so that a tail can be
+                         traced fill by fill. Single-thread replays only (not with --threads,
+                         --batch)
   --json                 print one JSON object on stdout instead of the table
 
 Instances are rendered compactly under the formatting policy (docs/json-schema-compiler.md):
@@ -447,6 +452,13 @@ void CountVerdict(const Instance& inst, bool accepted, const Vocabulary& vocab, 
   }
 }
 
+// One fill of a valid replay, for --per-mask.
+struct FillRecord {
+  std::size_t test = 0, step = 0;
+  double ns = 0;
+  FillTrace trace;
+};
+
 // The slowest fill of a schema's replays, and what it did (Matcher::LastFillTrace).
 struct SlowestFill {
   double ns = -1;
@@ -459,11 +471,13 @@ struct SlowestFill {
 // `cold_first_fill` >= 0 replaces the time of the first fill (see the help text). Stops early,
 // returning nullopt, once `deadline` has passed.
 // `step_us` > 0: after each fill the thread sleeps that long (untimed), as a host does while the
-// model computes the logits the mask is applied to.
+// model computes the logits the mask is applied to. `fills`, if given (--per-mask), receives
+// every fill of a valid instance.
 std::optional<bool> Replay(const std::shared_ptr<const CompiledGrammar>& g, const Instance& inst,
                            TokenId eos, std::vector<std::uint32_t>& mask, double cold_first_fill,
                            Clock::time_point deadline, std::int64_t step_us, Samples* valid,
-                           Samples* schema_valid, Samples* all, SlowestFill* slowest) {
+                           Samples* schema_valid, Samples* all, SlowestFill* slowest,
+                           std::vector<FillRecord>* fills) {
   Matcher m(g);
   const std::vector<TokenId>& ids = inst.ids;
   for (std::size_t k = 0; k <= ids.size(); ++k) {
@@ -476,6 +490,7 @@ std::optional<bool> Replay(const std::shared_ptr<const CompiledGrammar>& g, cons
       valid->Add(ns);
       schema_valid->Add(ns);
       if (ns > slowest->ns) *slowest = {ns, inst.test, k, Matcher::LastFillTrace()};
+      if (fills != nullptr) fills->push_back({inst.test, k, ns, Matcher::LastFillTrace()});
     }
     all->Add(ns);
     if (step_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(step_us));
@@ -585,6 +600,7 @@ struct BenchFlags {
   std::int64_t timeout_ms = 0;  // 0: none
   std::int64_t step_us = 0;     // simulated model step after each fill (single-thread path)
   std::string per_schema;       // --per-schema FILE.jsonl, or empty
+  std::string per_mask;         // --per-mask FILE.jsonl, or empty
   std::string traces;
 };
 
@@ -596,6 +612,7 @@ struct SchemaRecord {
   double spent_ns = 0;  // compiles and replays, against --timeout-ms
   Samples mask_valid;
   SlowestFill slowest;
+  std::vector<FillRecord> fills;  // --per-mask
   CompiledGrammarStats stats;  // of the grammar the replays ran on, after them
   std::size_t valid_accepted = 0, valid_rejected = 0, invalid_rejected = 0, invalid_accepted = 0;
   std::size_t not_replayed = 0;  // instances left when the timeout passed
@@ -704,6 +721,14 @@ Result<BenchFlags> ParseBenchFlags(const Args& args) {
   f.check = args.Has("check");
   f.json = args.Has("json");
   if (args.Has("per-schema")) f.per_schema = args.Get("per-schema");
+  if (args.Has("per-mask")) {
+    f.per_mask = args.Get("per-mask");
+    if (f.batched) {
+      return Status(StatusCode::kInvalidArgument,
+                    "--per-mask times the single-thread replays: not with --threads or --batch",
+                    "--per-mask");
+    }
+  }
   if (args.Has("traces")) f.traces = args.Get("traces");
   return f;
 }
@@ -760,6 +785,24 @@ class BenchRun {
       out << RecordJson(schemas_[fi], records_[fi])
                  .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
           << "\n";
+    }
+    if (!out) return Status(StatusCode::kIoError, "write failed", path);
+    return Status::Ok();
+  }
+
+  Status WritePerMask(const std::string& path) const {
+    std::ofstream out(path, std::ios::binary);
+    if (!out) return Status(StatusCode::kIoError, "cannot write", path);
+    for (std::size_t fi = 0; fi < schemas_.size(); ++fi) {
+      for (const FillRecord& f : records_[fi].fills) {
+        out << ojson{{"file", schemas_[fi].name},
+                     {"test", f.test},
+                     {"step", f.step},
+                     {"us", f.ns / 1000.0},
+                     {"trace", TraceJson(f.trace)}}
+                   .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+            << "\n";
+      }
     }
     if (!out) return Status(StatusCode::kIoError, "write failed", path);
     return Status::Ok();
@@ -869,7 +912,8 @@ class BenchRun {
         }
         const std::optional<bool> ok =
             Replay(g, inst, eos_, mask_, valid ? cold : -1.0, deadline, flags_.step_us,
-                   valid ? &mask_valid_ : nullptr, &r.mask_valid, &mask_all_, &r.slowest);
+                   valid ? &mask_valid_ : nullptr, &r.mask_valid, &mask_all_, &r.slowest,
+                   flags_.per_mask.empty() ? nullptr : &r.fills);
         if (valid) cold = -1.0;
         if (!ok) {
           out_of_time = true;
@@ -1130,11 +1174,15 @@ Result<TraceLines> CountTraceLines(const TraceMap& traces, const std::vector<Sch
   return lines;
 }
 
-// The run's results: --per-schema's lines, then the JSON object (--json) or the table.
+// The run's results: --per-schema's and --per-mask's lines, then the JSON object (--json) or
+// the table.
 int Report(const BenchRun& run, const BenchFlags& flags, double prepare_s,
            const TraceLines& lines) {
   if (!flags.per_schema.empty()) {
     if (Status st = run.WritePerSchema(flags.per_schema); !st.ok()) return Fail(st);
+  }
+  if (!flags.per_mask.empty()) {
+    if (Status st = run.WritePerMask(flags.per_mask); !st.ok()) return Fail(st);
   }
   if (flags.json) {
     const ojson trace_lines = {{"used", lines.used}, {"unused", lines.unmatched}};
@@ -1151,7 +1199,7 @@ int Report(const BenchRun& run, const BenchFlags& flags, double prepare_s,
 
 int Bench(int argc, char** argv) {
   Args args({"maskbench", "traces", "tokenizer", "logits-width", "threads", "batch", "timeout-ms",
-             "per-schema", "step-us", "compile-timeout", "schema-draft"},
+             "per-schema", "per-mask", "step-us", "compile-timeout", "schema-draft"},
             {"json", "check", "help", "lenient", "openapi-formats", "compact", "interleave",
              "no-share", "precompute", "no-background", "cpu-time"},
             {{"-h", "help"}});

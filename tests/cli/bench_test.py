@@ -163,6 +163,50 @@ class Bench(unittest.TestCase):
         for error in errors.values():  # (the small schema may take more than 1 ms too)
             self.assertIn("compile deadline of 1 ms passed", error)
 
+    def test_per_schema_and_per_mask_lines_agree_with_the_run(self):
+        self.write("a.json", json.dumps({"schema": SCHEMA, "tests": TESTS}))
+        self.write("b.json", json.dumps({
+            "schema": {"type": "array", "items": {"type": "integer"}},
+            "tests": [{"valid": True, "data": [1, 22, 333]}, {"valid": True, "data": []},
+                      {"valid": False, "data": ["x"]}]}))
+        per_schema = os.path.join(self.dir.name, "schemas.jsonl")
+        per_mask = os.path.join(self.dir.name, "masks.jsonl")
+        r = self.bench_json("--maskbench", self.dir.name, "--per-schema", per_schema,
+                            "--per-mask", per_mask)
+        with open(per_schema) as f:
+            schemas = {os.path.basename(x["file"]): x for x in map(json.loads, f)}
+        with open(per_mask) as f:
+            masks = [json.loads(line) for line in f]
+        self.assertEqual(sorted(schemas), ["a.json", "b.json"])
+        # One line per fill of a valid replay: the run's mask_us samples, schema by schema.
+        self.assertEqual(len(masks), r["mask_us"]["n"])
+        self.assertEqual(sum(x["mask_us"]["n"] for x in schemas.values()), len(masks))
+        kinds = {"full walk", "parser walk", "region build", "region walk", "walk", "shared",
+                 "tails", "restore", "union"}
+        for name, rec in schemas.items():
+            self.assertEqual(rec["status"], "compiled")
+            mine = [m for m in masks if os.path.basename(m["file"]) == name]
+            self.assertEqual(len(mine), rec["mask_us"]["n"], name)
+            slowest = max(mine, key=lambda m: m["us"])
+            self.assertAlmostEqual(slowest["us"], rec["slowest"]["us"], places=3)
+            self.assertEqual((slowest["test"], slowest["step"]),
+                             (rec["slowest"]["test"], rec["slowest"]["step"]))
+            # Every valid test's fills, steps 0..n in order (n ids, then EOS).
+            for test in {m["test"] for m in mine}:
+                steps = [m["step"] for m in mine if m["test"] == test]
+                self.assertEqual(steps, list(range(len(steps))), (name, test))
+                self.assertIn(test, {0, 1}, (name, test))  # the valid tests of both files
+            for m in mine:
+                self.assertIn(m["trace"]["kind"], kinds)
+                self.assertGreater(m["us"], 0)
+        # Both valid tests of each file were replayed (b.json: [1, 22, 333] and []).
+        for name in ("a.json", "b.json"):
+            self.assertEqual({m["test"] for m in masks if m["file"].endswith(name)}, {0, 1})
+        code, _, err = run("--maskbench", self.dir.name, "--per-mask", per_mask,
+                           "--threads", "2")
+        self.assertEqual(code, 2)
+        self.assertIn("--per-mask", err)
+
     def test_bad_traces_line_exits_2_with_location(self):
         path = self.write("person.json", json.dumps({"schema": SCHEMA, "tests": TESTS}))
         good = json.dumps({"file": "person.json", "test": 0, "ids": [5018]})
