@@ -79,7 +79,7 @@ class NfaCompiler {
     StateId start = Emit(ast_.root, ByteNfa::kMatchState);
     if (overflow_) {
       return Status(StatusCode::kResourceLimit,
-                    "resource limit: the regex needs more than max_nfa_states (" +
+                    "the regex needs more than max_nfa_states (" +
                         std::to_string(max_states_) + ") NFA states",
                     "offset 0");
     }

@@ -228,7 +228,7 @@ class SubsetBuilder {
     }
     if (dfa_.num_states >= options_.max_dfa_states) {
       error_ = Status(StatusCode::kResourceLimit,
-                      "resource limit: the DFA needs more than max_dfa_states (" +
+                      "the DFA needs more than max_dfa_states (" +
                           std::to_string(options_.max_dfa_states) +
                           ") states (raise CompileOptions::max_dfa_states, lockstep "
                           "--max-states)",
@@ -237,7 +237,7 @@ class SubsetBuilder {
     }
     if (static_cast<std::int64_t>(pool_.size() + set.size()) > options_.max_subset_elements) {
       error_ = Status(StatusCode::kResourceLimit,
-                      "resource limit: subset construction needs more than max_subset_elements (" +
+                      "subset construction needs more than max_subset_elements (" +
                           std::to_string(options_.max_subset_elements) + ") NFA state entries",
                       "offset 0");
       return -1;

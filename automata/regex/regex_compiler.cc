@@ -34,7 +34,7 @@ Result<ByteDfa> CompileRegexToDfa(std::string_view pattern, const RegexCompileOp
   try {
     return CompileImpl(pattern, options);
   } catch (const std::bad_alloc&) {
-    return Status(StatusCode::kResourceLimit, "resource limit: out of memory compiling the regex",
+    return Status(StatusCode::kResourceLimit, "out of memory compiling the regex",
                   "offset 0");
   }
 }

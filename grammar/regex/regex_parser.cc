@@ -296,7 +296,7 @@ class Parser {
       ++pos_;  // '}'
       if (lo > options_.max_repeat || hi > options_.max_repeat) {
         return Fail(at,
-                    "resource limit: repetition bound exceeds max_repeat (" +
+                    "repetition bound exceeds max_repeat (" +
                         std::to_string(options_.max_repeat) + ")",
                     StatusCode::kResourceLimit);
       }
@@ -389,7 +389,7 @@ class Parser {
     }
     if (++depth_ > options_.max_nesting_depth) {
       return Fail(at,
-                  "resource limit: group nesting exceeds max_nesting_depth (" +
+                  "group nesting exceeds max_nesting_depth (" +
                       std::to_string(options_.max_nesting_depth) + ")",
                   StatusCode::kResourceLimit);
     }
