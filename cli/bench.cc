@@ -452,15 +452,9 @@ void CountVerdict(const Instance& inst, bool accepted, const Vocabulary& vocab, 
   }
 }
 
-// One fill of a valid replay, for --per-mask.
+// One fill of a valid replay and what it did (Matcher::LastFillTrace): a schema's slowest
+// (ns -1: none yet), and every one for --per-mask.
 struct FillRecord {
-  std::size_t test = 0, step = 0;
-  double ns = 0;
-  FillTrace trace;
-};
-
-// The slowest fill of a schema's replays, and what it did (Matcher::LastFillTrace).
-struct SlowestFill {
   double ns = -1;
   std::size_t test = 0;  // the instance's index in the file's "tests"
   std::size_t step = 0;  // the token index the mask was for (ids.size(): EOS)
@@ -476,7 +470,7 @@ struct SlowestFill {
 std::optional<bool> Replay(const std::shared_ptr<const CompiledGrammar>& g, const Instance& inst,
                            TokenId eos, std::vector<std::uint32_t>& mask, double cold_first_fill,
                            Clock::time_point deadline, std::int64_t step_us, Samples* valid,
-                           Samples* schema_valid, Samples* all, SlowestFill* slowest,
+                           Samples* schema_valid, Samples* all, FillRecord* slowest,
                            std::vector<FillRecord>* fills) {
   Matcher m(g);
   const std::vector<TokenId>& ids = inst.ids;
@@ -489,8 +483,11 @@ std::optional<bool> Replay(const std::shared_ptr<const CompiledGrammar>& g, cons
     if (valid != nullptr) {
       valid->Add(ns);
       schema_valid->Add(ns);
-      if (ns > slowest->ns) *slowest = {ns, inst.test, k, Matcher::LastFillTrace()};
-      if (fills != nullptr) fills->push_back({inst.test, k, ns, Matcher::LastFillTrace()});
+      if (ns > slowest->ns || fills != nullptr) {
+        const FillRecord f{ns, inst.test, k, Matcher::LastFillTrace()};
+        if (ns > slowest->ns) *slowest = f;
+        if (fills != nullptr) fills->push_back(f);
+      }
     }
     all->Add(ns);
     if (step_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(step_us));
@@ -611,7 +608,7 @@ struct SchemaRecord {
   double compile_us = -1, first_mask_us = -1;
   double spent_ns = 0;  // compiles and replays, against --timeout-ms
   Samples mask_valid;
-  SlowestFill slowest;
+  FillRecord slowest;
   std::vector<FillRecord> fills;  // --per-mask
   CompiledGrammarStats stats;  // of the grammar the replays ran on, after them
   std::size_t valid_accepted = 0, valid_rejected = 0, invalid_rejected = 0, invalid_accepted = 0;
@@ -643,6 +640,11 @@ ojson TraceJson(const FillTrace& t) {
                {"restored", t.restored}};
 }
 
+ojson FillJson(const FillRecord& f) {
+  return ojson{
+      {"test", f.test}, {"step", f.step}, {"us", f.ns / 1000.0}, {"trace", TraceJson(f.trace)}};
+}
+
 ojson RecordJson(const SchemaFile& f, const SchemaRecord& r) {
   ojson o{{"file", f.name}, {"status", StatusName(r.status)}};
   if (!r.error.empty()) o["error"] = r.error;
@@ -652,12 +654,7 @@ ojson RecordJson(const SchemaFile& f, const SchemaRecord& r) {
   const Samples::Summary m = r.mask_valid.Summarize();
   o["mask_us"] = m.n == 0 ? ojson{{"p50", nullptr}, {"max", nullptr}, {"n", 0}}
                           : ojson{{"p50", m.p50}, {"max", m.max}, {"n", m.n}};
-  if (r.slowest.ns >= 0) {
-    o["slowest"] = {{"test", r.slowest.test},
-                    {"step", r.slowest.step},
-                    {"us", r.slowest.ns / 1000.0},
-                    {"trace", TraceJson(r.slowest.trace)}};
-  }
+  if (r.slowest.ns >= 0) o["slowest"] = FillJson(r.slowest);
   if (r.status == SchemaRecord::Status::kCompiled || r.stats.positions > 0) {
     o["grammar"] = {{"states", r.stats.dfa_states},
                     {"rules", r.stats.rules},
@@ -795,13 +792,9 @@ class BenchRun {
     if (!out) return Status(StatusCode::kIoError, "cannot write", path);
     for (std::size_t fi = 0; fi < schemas_.size(); ++fi) {
       for (const FillRecord& f : records_[fi].fills) {
-        out << ojson{{"file", schemas_[fi].name},
-                     {"test", f.test},
-                     {"step", f.step},
-                     {"us", f.ns / 1000.0},
-                     {"trace", TraceJson(f.trace)}}
-                   .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
-            << "\n";
+        ojson line{{"file", schemas_[fi].name}};
+        line.update(FillJson(f));
+        out << line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
       }
     }
     if (!out) return Status(StatusCode::kIoError, "write failed", path);

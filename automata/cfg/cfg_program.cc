@@ -134,9 +134,8 @@ class Lowering {
   // take 4 times as many states) within max_states (CompileOptions::max_dfa_states), all rule
   // automata together within max_program_states (CompileOptions::max_program_states).
   std::string RuleOverBudget(std::int32_t rule, const char* what) const {
-    const std::string whose =
-        rule >= 0 ? "rule '" + rules_[rule].info.name + "': its " : std::string("a rule's ");
-    return whose + what + " exceeds max_dfa_states (" + std::to_string(options_.max_states) +
+    return "rule '" + rules_[rule].info.name + "': its " + what + " exceeds max_dfa_states (" +
+           std::to_string(options_.max_states) +
            " states; raise CompileOptions::max_dfa_states, lockstep --max-states)";
   }
   Status CheckProgramStates(std::int32_t rule) const {

@@ -96,7 +96,7 @@ void EarleyParser::PopTo(std::int32_t num_sets) {
   if (num_sets >= this->num_sets()) return;
   for (std::int32_t s = this->num_sets() - 1; s >= num_sets; --s) {
     for (std::int32_t e = meta_[s].origin_head; e >= 0; e = origins_[e].next_in_set) {
-      if (origins_[e].keyed && origins_[e].rep == s) UnlinkOrigin(e);
+      if (origins_[e].rep == s) UnlinkOrigin(e);
       origin_free_.push_back(e);
     }
   }
@@ -357,7 +357,7 @@ std::int32_t EarleyParser::HeadEntry(std::int32_t o, std::int32_t rule) const {
     }
   }
   if (found < 0) return -1;
-  return origins_[found].keyed && origins_[found].rep == o ? found : -1;
+  return origins_[found].rep == o ? found : -1;
 }
 
 std::int32_t EarleyParser::FindEntry(std::int32_t o, std::int32_t rule,
@@ -511,11 +511,10 @@ std::int32_t EarleyParser::OriginOf(std::int32_t o, std::int32_t rule, std::int3
   // Origins multiply when a rule is predicted again while an earlier instance of it is still
   // open (a body that restarts at every byte, a counter inside a counter, left recursion): set o
   // then holds an item of the rule from an earlier origin that can still go on (one at the end
-  // of its automaton, `"x"?` after its x, only completes). Otherwise the items keep o, unkeyed.
-  // (MayRepeat, a per-set filter, keeps most callers from getting here at all: a JSON value or
-  // string predicted once costs a filter test. It is exact: a scan of the set here, per item
-  // leaving it, was quadratic per byte.)
-  const bool repeated = MayRepeat(o, rule);
+  // of its automaton, `"x"?` after its x, only completes). Otherwise the items keep o: every
+  // caller asks MayRepeat(o, rule) first, exactly, so a JSON value or string predicted once
+  // costs a filter test and never gets here (a scan of the set here, per item leaving it, was
+  // quadratic per byte).
   std::int32_t e;
   if (!origin_free_.empty()) {
     e = origin_free_.back();
@@ -525,7 +524,7 @@ std::int32_t EarleyParser::OriginOf(std::int32_t o, std::int32_t rule, std::int3
     origins_.emplace_back();
   }
   // Lists entry e in set o's entries.
-  auto link = [&](std::uint64_t hash, std::int32_t rep, bool keyed) -> OriginEntry& {
+  auto link = [&](std::uint64_t hash, std::int32_t rep) -> OriginEntry& {
     OriginEntry& entry = origins_[e];
     entry.hash = hash;
     entry.set = o;
@@ -534,15 +533,10 @@ std::int32_t EarleyParser::OriginOf(std::int32_t o, std::int32_t rule, std::int3
     entry.rep = rep;
     entry.next_in_set = meta_[o].origin_head;
     entry.next_in_bucket = -1;
-    entry.keyed = keyed;
     meta_[o].origin_head = e;
     IndexEntry(o, e);
     return entry;
   };
-  if (!repeated) {
-    link(0, o, false);
-    return o;
-  }
   OriginKey(o, rule, depth, key_a_, &waiting_a_);
   const std::uint64_t h = KeyHash(key_a_);
   std::int32_t rep = o;
@@ -560,7 +554,7 @@ std::int32_t EarleyParser::OriginOf(std::int32_t o, std::int32_t rule, std::int3
   if (rep == o && 2 * (origin_heads_ + 1) > static_cast<std::int32_t>(origin_buckets_.size())) {
     GrowOriginBuckets();  // (before e is listed: it is chained below)
   }
-  OriginEntry& entry = link(h, rep, true);
+  OriginEntry& entry = link(h, rep);
   if (rep == o) {
     entry.key.swap(key_a_);
     entry.waiting.swap(waiting_a_);
@@ -585,7 +579,7 @@ void EarleyParser::GrowOriginBuckets() {
   const std::size_t m = origin_buckets_.size() - 1;
   for (std::int32_t s = 0; s < num_sets(); ++s) {
     for (std::int32_t e = meta_[s].origin_head; e >= 0; e = origins_[e].next_in_set) {
-      if (!origins_[e].keyed || origins_[e].rep != s) continue;
+      if (origins_[e].rep != s) continue;
       origins_[e].next_in_bucket = origin_buckets_[origins_[e].hash & m];
       origin_buckets_[origins_[e].hash & m] = e;
     }

@@ -123,9 +123,6 @@ class EarleyParser {
     std::int32_t set = 0, rule = 0, depth = 0, rep = 0;
     std::int32_t next_in_set = -1;
     std::int32_t next_in_bucket = -1;
-    // False: the set held no item of `rule` from an earlier origin, so its items of the rule
-    // keep it as their origin without a key (the common case, see OriginOf).
-    bool keyed = false;
     // Representatives only (rep == set): the key, and the indices (into items_) of the set's
     // items waiting on `rule`, which a completion of `rule` into the set advances. (Kept when
     // the entry is freed: reused entries do not allocate again.)
@@ -160,7 +157,8 @@ class EarleyParser {
   bool MayRepeat(std::int32_t o, std::int32_t rule);
   // SetMeta::waiting of set o, built on first need.
   const std::vector<std::pair<std::int32_t, std::int32_t>>& WaitingIndex(std::int32_t o);
-  // The origin an item of `rule` (at `depth`) predicted in set o takes when it leaves o.
+  // The origin an item of `rule` (at `depth`) predicted in set o takes when it leaves o; only
+  // for a rule o repeats (MayRepeat), whose items the entry keys.
   std::int32_t OriginOf(std::int32_t o, std::int32_t rule, std::int32_t depth);
   // What the future of an item (rule, *, o) depends on: for `rule` and every rule that o's
   // waiting items predicted in o itself complete into, o's items waiting on it (origin o
