@@ -637,6 +637,7 @@ ojson TraceJson(const FillTrace& t) {
                {"positions_shared", t.positions_shared},
                {"full_walks", t.full_walks},
                {"tail_nodes", t.tail_nodes},
+               {"unique_checks", t.unique_checks},
                {"restored", t.restored}};
 }
 

@@ -318,6 +318,7 @@ void PutProgram(Writer& w, const CfgProgram& p) {
     w.Put<std::int32_t>(r.min);
     w.Put<std::int32_t>(r.max);
     w.Put<std::uint8_t>(r.nullable);
+    w.Put<std::int32_t>(r.unique_item);
   }
   w.Put<std::int32_t>(p.num_states);
   w.Put<std::int32_t>(p.num_classes);
@@ -383,6 +384,11 @@ bool GetProgramShape(Reader& r, CfgProgram& p) {
     ri.min = r.Get<std::int32_t>("rule min");
     ri.max = r.Get<std::int32_t>("rule max");
     ri.nullable = r.Get<std::uint8_t>("rule nullable") != 0;
+    ri.unique_item = r.Get<std::int32_t>("rule unique_item");
+    if (r.ok() && (ri.unique_item < -1 || static_cast<std::uint64_t>(ri.unique_item + 1) > nr ||
+                   (ri.unique_item >= 0 && ri.kind != CfgProgram::RuleKind::kDfa))) {
+      r.Fail("rule unique_item out of range");
+    }
     p.rules.push_back(std::move(ri));
   }
   p.num_states = r.Get<std::int32_t>("state count");

@@ -134,6 +134,20 @@ Result<std::string> SchemaToGbnf(std::string_view schema_json, const CompileOpti
                                  std::vector<std::string>* warnings) {
   auto g = SchemaGrammarUnder(schema_json, options, DeadlineOf(options), warnings);
   if (!g.ok()) return g.status();
+  // uniqueItems over strings is the matcher's check at run time: GBNF has no way to say it.
+  for (const std::string& at : g->checked_at_run_time) {
+    const char* what = "uniqueItems over strings is checked by lockstep's parser at run time";
+    if (!options.schema_lenient) {
+      return Status(StatusCode::kUnsupported,
+                    std::string(what) + "; a GBNF grammar cannot express it (lenient mode "
+                                        "prints the grammar without it)",
+                    at);
+    }
+    if (warnings) {
+      warnings->push_back((at.empty() ? std::string("(root)") : at) + ": " + what +
+                          "; not in this GBNF, which allows repeated items");
+    }
+  }
   return grammar::PrintGbnf(g->grammar);
 }
 

@@ -159,6 +159,29 @@ CfgGrammar::CfgGrammar(std::shared_ptr<const Vocabulary> vocab,
   }
   for (std::int32_t s = 0; s < program_.num_states; ++s) dfa_positions_[s].store(nullptr);
   for (std::int32_t c = 0; c < kNumChunks; ++c) final_chunks_[c].store(nullptr);
+  if (program_.HasUniqueItems()) {
+    // The rules a unique-items list may have under way below it (FilterUniqueItems' search for
+    // the open lists goes up through these only): the lists and what they reach.
+    const std::int32_t nr = program_.NumRules();
+    std::vector<std::vector<std::int32_t>> refs(static_cast<std::size_t>(nr));
+    for (StateId st = 0; st < program_.num_states; ++st) {
+      for (std::int32_t e = program_.nt_begin[st]; e < program_.nt_begin[st + 1]; ++e)
+        refs[program_.state_rule[st]].push_back(program_.nt_edges[e].first);
+    }
+    in_unique_list_.assign(static_cast<std::size_t>(nr), 0);
+    std::vector<std::int32_t> work;
+    for (std::int32_t r = 0; r < nr; ++r) {
+      if (program_.rules[r].unique_item >= 0) in_unique_list_[r] = 1, work.push_back(r);
+    }
+    while (!work.empty()) {
+      const std::int32_t r = work.back();
+      work.pop_back();
+      std::vector<std::int32_t> next = refs[r];
+      if (program_.IsCounter(r)) next.push_back(program_.rules[r].child);
+      for (std::int32_t t : next)
+        if (!in_unique_list_[t]) in_unique_list_[t] = 1, work.push_back(t);
+    }
+  }
   for (std::size_t i = 0; i < program_.special_tokens.size(); ++i) {
     const auto edge = static_cast<std::int32_t>(i);
     if (program_.SpecialNegated(edge)) {

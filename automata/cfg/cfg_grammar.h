@@ -203,6 +203,12 @@ class CfgGrammar : public TokenAutomaton {
   static constexpr std::int32_t kCounterGroup = 4;
   void FillMask(EarleyParser& parser, std::vector<std::int32_t>& sigs,
                 std::span<std::uint32_t> out) const;
+  // The mask of the grammar without the unique-items check (FillMask's, before
+  // FilterUniqueItems): what the caches hold.
+  void FillMaskOfGrammar(EarleyParser& parser, std::vector<std::int32_t>& sigs,
+                         std::span<std::uint32_t> out) const;
+  // Clears from `out` the tokens the parser's unique-items check refuses (mask_cache.cc).
+  void FilterUniqueItems(EarleyParser& parser, std::span<std::uint32_t> out) const;
   // The same mask by one walk of the whole token trie over the full parser: no position cache,
   // no signature cache. The fallback near the depth limit, and a cross-check for tests.
   void FullWalkMask(EarleyParser& parser, std::span<std::uint32_t> out) const;
@@ -484,6 +490,8 @@ class CfgGrammar : public TokenAutomaton {
   // The ids any negated item may take: every token of the vocabulary but EOS and unused ids
   // (built when the grammar has a negated item).
   std::vector<std::uint32_t> negatable_bits_;
+  // Per rule: a unique-items list or a rule one reaches (empty when the program has none).
+  std::vector<std::uint8_t> in_unique_list_;
 };
 
 // The grammar's CfgGrammar, or null when it is a regex.

@@ -310,8 +310,9 @@ void Lowering::ComputePure(std::int64_t root) {
       if (x.kind == ExprKind::kSpecialToken) pure = false;
       if (x.kind == ExprKind::kRuleRef && (x.rule < 0 || x.rule >= num_rules)) pure = false;
       if (x.kind == ExprKind::kRepeat && x.count) pure = false;  // a counter rule
-    } else if (g_.rules[self - num_exprs].body < 0) {
-      pure = false;
+    } else if (g_.rules[self - num_exprs].body < 0 ||
+               g_.rules[self - num_exprs].unique_item >= 0) {
+      pure = false;  // (a unique-items list stays a rule: its item calls are checked)
     }
     for_each_dep(self, [&](std::int64_t d) { pure = pure && pure_memo_[d] == 1; });
     pure_memo_[self] = pure ? 1 : 0;
@@ -477,7 +478,8 @@ Status Lowering::Build(ExprId e, std::int32_t from, std::int32_t* to, int depth)
       if (x.rule < 0 || x.rule >= static_cast<std::int32_t>(g_.rules.size())) {
         return Status(StatusCode::kInvalidGrammar, "reference to an undefined rule", Loc(x.loc));
       }
-      if (IsPureTerminalRule(x.rule) && EstimateSize(e) <= options_.max_unrolled_states) {
+      if (IsPureTerminalRule(x.rule) && EstimateSize(e) <= options_.max_unrolled_states &&
+          (current_rule_ < 0 || rules_[current_rule_].info.unique_item != x.rule)) {
         return Build(g_.rules[x.rule].body, from, to, depth + 1);
       }
       std::int32_t n = NewState();
@@ -1255,6 +1257,7 @@ Status Lowering::LowerRules() {
     PendingRule pr;
     pr.info.kind = CfgProgram::RuleKind::kDfa;
     pr.info.name = r.name;
+    pr.info.unique_item = r.unique_item;
     pr.body = r.body;
     rules_.push_back(std::move(pr));
   }

@@ -137,7 +137,17 @@ struct CfgProgram {
     // kDfa copied unchanged from a process-wide cached automaton (a big format automaton): that
     // entry's serial number, the same in every grammar of the process; 0 otherwise.
     std::uint64_t shared_source = 0;
+    // kDfa: the rule of the items of this unique-items list (grammar::Rule::unique_item), whose
+    // completions into it the parser checks against the list's earlier items; -1: none.
+    std::int32_t unique_item = -1;
   };
+  // Whether some rule is a unique-items list (then masks take the run-time check into account:
+  // CfgGrammar::FilterUniqueItems).
+  bool HasUniqueItems() const {
+    for (const RuleInfo& r : rules)
+      if (r.unique_item >= 0) return true;
+    return false;
+  }
 
   std::vector<RuleInfo> rules;
   std::int32_t root = -1;

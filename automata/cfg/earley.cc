@@ -49,6 +49,13 @@ EarleyParser::EarleyParser(const CfgProgram* program, std::int32_t max_depth,
   items_.reserve(256);
   set_begin_.reserve(64);
   meta_.reserve(64);
+  for (std::int32_t r = 0; r < p_->NumRules(); ++r) {
+    const std::int32_t item = p_->rules[r].unique_item;
+    if (item < 0) continue;
+    if (unique_rule_.empty()) unique_rule_.assign(static_cast<std::size_t>(p_->NumRules()), 0);
+    unique_rule_[r] = unique_rule_[item] = 1;
+    has_unique_ = true;
+  }
 }
 
 void EarleyParser::Reset() {
@@ -77,6 +84,7 @@ void EarleyParser::BeginSet() {
   table_active_ = false;
   saturated_.clear();
   step_items_ = 0;
+  unique_dropped_ = false;
   if (++set_stamp_ == 0) {  // (wrapped: forget every stamp)
     std::fill(predicted_.begin(), predicted_.end(), 0);
     set_stamp_ = 1;
@@ -103,6 +111,11 @@ void EarleyParser::PopTo(std::int32_t num_sets) {
   meta_.resize(num_sets);
   items_.resize(set_begin_[num_sets]);
   set_begin_.resize(num_sets);
+  if (unique_list_.origin() >= num_sets) {
+    unique_list_.Reset(-1);
+  } else if (unique_list_.origin() >= 0) {
+    unique_list_.PopTo(num_sets);
+  }
 }
 
 void EarleyParser::RebuildTable() {
@@ -229,6 +242,10 @@ void EarleyParser::AdvanceOver(const EarleyItem& p, std::int32_t rule, std::int3
                                                                     : p.origin;
   };
   if (pr.kind == CfgProgram::RuleKind::kDfa) {
+    if (pr.unique_item == rule && unique_checks_ && !UniqueItemOk(p.origin, from)) {
+      unique_dropped_ = true;
+      return;
+    }
     const StateId s = p.state;
     for (std::int32_t e = p_->nt_begin[s]; e < p_->nt_begin[s + 1]; ++e) {
       if (p_->nt_edges[e].first == rule) Add({p.rule, p_->nt_edges[e].second, origin(), p.depth});
@@ -691,6 +708,8 @@ void EarleyParser::SubsumeScanned() {
 // --- steps ---------------------------------------------------------------------------------------
 
 bool EarleyParser::MayRepeat(std::int32_t o, std::int32_t rule) {
+  // (A unique-items list and its items keep their origins: the check reads their bytes.)
+  if (has_unique_ && unique_rule_[rule]) return false;
   SetMeta& meta = meta_[o];
   if ((meta.older >> 63) == 0) {
     meta.older = std::uint64_t{1} << 63;
@@ -721,12 +740,26 @@ bool EarleyParser::FinishStep(std::int32_t k) {
     PopTo(k);
     return false;
   }
+  if (unique_dropped_ && !SetLive(k)) {
+    PopTo(k);
+    return false;
+  }
   return true;
+}
+
+bool EarleyParser::SetLive(std::int32_t k) const {
+  for (const EarleyItem& it : set(k)) {
+    if (ItemHasFuture(it)) return true;
+    if (it.rule == p_->root && it.origin == 0 && ItemAccepting(it)) return true;
+  }
+  return false;
 }
 
 void EarleyParser::InitRoot() {
   Reset();
   BeginSet();
+  unique_checks_ = true;
+  unique_list_.Reset(-1);
   const CfgProgram::RuleInfo& r = p_->rules[p_->root];
   Add({p_->root, r.start, 0, 0});
   Closure(0, /*budgeted=*/false);  // bounded by the grammar, not by the input
@@ -735,6 +768,8 @@ void EarleyParser::InitRoot() {
 void EarleyParser::InitLocal(std::int32_t rule, std::int32_t state, std::int32_t depth) {
   Reset();
   BeginSet();
+  unique_checks_ = false;
+  unique_list_.Reset(-1);
   Add({rule, state, -1, depth});
   Closure(0, /*budgeted=*/false);
 }
@@ -760,6 +795,7 @@ inline void EarleyParser::ScanByte(std::int32_t prev, std::uint8_t b) {
 bool EarleyParser::StepByte(std::uint8_t b) {
   const std::int32_t prev = num_sets() - 1;
   BeginSet();
+  meta_.back().byte = b;
   ScanByte(prev, b);
   return FinishStep(prev + 1);
 }
@@ -805,6 +841,7 @@ bool EarleyParser::StepBytesOrTokenEdges(std::string_view bytes,
   }
   const std::int32_t prev = num_sets() - 1;
   BeginSet();
+  meta_.back().byte = static_cast<std::uint8_t>(bytes.back());
   ScanByte(prev, static_cast<std::uint8_t>(bytes.back()));
   ScanTokenEdges(from, [take](std::int32_t i) { return take[i] != 0; });
   if (FinishStep(prev + 1)) return true;
@@ -817,6 +854,75 @@ bool EarleyParser::PushCompletion(std::int32_t rule, std::int32_t origin) {
   BeginSet();
   Complete(rule, origin, k);
   return FinishStep(k);
+}
+
+// --- unique items --------------------------------------------------------------------------------
+
+bool EarleyParser::ReadListTo(std::int32_t origin, std::int32_t upto) {
+  if (unique_list_.origin() != origin) unique_list_.Reset(origin);
+  if (unique_list_.read_to() > upto) unique_list_.PopTo(upto + 1);
+  while (unique_list_.read_to() < upto) {
+    const std::int32_t b = meta_[unique_list_.read_to() + 1].byte;
+    if (b < 0) {
+      unique_list_.Reset(-1);
+      return false;
+    }
+    unique_list_.Feed(static_cast<std::uint8_t>(b));
+  }
+  return true;
+}
+
+bool EarleyParser::UniqueItemOk(std::int32_t list_origin, std::int32_t item_origin) {
+  const std::int32_t k = num_sets() - 1;
+  if (list_origin < 0 || item_origin < list_origin) return true;
+  std::string& raw = unique_scratch_;
+  raw.clear();
+  for (std::int32_t j = item_origin + 1; j <= k; ++j) {
+    if (meta_[j].byte < 0) return true;  // (a pushed completion: FilterUniqueItems checks)
+    raw.push_back(static_cast<char>(meta_[j].byte));
+  }
+  step_items_ += 1 + static_cast<std::int64_t>(raw.size() / 16);
+  if (!DecodeJsonString(raw, &unique_value_)) return true;
+  const std::int32_t before = unique_list_.read_to();
+  if (!ReadListTo(list_origin, item_origin)) return true;
+  step_items_ += std::max<std::int64_t>(0, unique_list_.read_to() - before) / 16;
+  return !unique_list_.Contains(unique_value_);
+}
+
+const UniqueListItems* EarleyParser::ReadUniqueList(std::int32_t origin) {
+  if (origin < 0 || !ReadListTo(origin, num_sets() - 1)) return nullptr;
+  return &unique_list_;
+}
+
+void EarleyParser::OpenUniqueLists(std::span<const std::uint8_t> inside,
+                                   std::vector<std::pair<std::int32_t, std::int32_t>>* out,
+                                   std::size_t max) const {
+  out->clear();
+  if (!has_unique_) return;
+  // The sets of the last one's items' origins, and of theirs, four levels up (a string item's
+  // character under way inside its length counter is three levels below its list), at most 16
+  // sets, through items of rules inside lists only: every list item found there is open on
+  // some parse (a list from a dead parse too, which only adds tokens for the filter to check).
+  std::int32_t sets[16];
+  std::size_t nsets = 0, level_begin = 0;
+  sets[nsets++] = num_sets() - 1;
+  for (int level = 0; level < 5 && level_begin < nsets; ++level) {
+    const std::size_t level_end = nsets;
+    for (std::size_t x = level_begin; x < level_end; ++x) {
+      const std::int32_t o = sets[x];
+      for (const EarleyItem& q : set(o)) {
+        if (p_->rules[q.rule].unique_item >= 0 && q.origin >= 0 && out->size() < max) {
+          const std::pair<std::int32_t, std::int32_t> v{q.rule, q.origin};
+          if (std::find(out->begin(), out->end(), v) == out->end()) out->push_back(v);
+        }
+        if (level == 4 || q.origin < 0 || q.origin >= o || nsets == 16 || !inside[q.rule]) {
+          continue;
+        }
+        if (std::find(sets, sets + nsets, q.origin) == sets + nsets) sets[nsets++] = q.origin;
+      }
+    }
+    level_begin = level_end;
+  }
 }
 
 bool EarleyParser::CanEnd() const {

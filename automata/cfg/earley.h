@@ -24,6 +24,15 @@
 //     origin) are keyed so; the others, a JSON value predicted once, keep o at no cost;
 //   - subsumed origins: of the items a byte carries on with equal (rule, state) and origins o1,
 //     o2, the one whose origin's waiting items are a subset of the other's is dropped.
+// Unique items. A rule that is a unique-items list (CfgProgram::RuleInfo::unique_item) has its
+// items' completions checked: when an item of the list's item rule completes into the list, the
+// parse goes on only if the item's value (a JSON string, escapes decoded) differs from every
+// earlier item of that list, read from the bytes since the list's origin (automata/cfg/
+// unique_items.h keeps them, incrementally). The list and its item rule keep their own origins
+// (never merged), so those bytes are the list's and the item's. The check needs the text: it is
+// made in parses from the root over bytes, not in local mode (positions are computed without
+// it, and a pushed completion has no bytes); masks take it into account afterwards
+// (CfgGrammar::FilterUniqueItems).
 // A per-step budget (max_step_items) bounds what is left: a byte (or special token, or pushed
 // completion) whose step creates or visits more items than that fails (items_exceeded), never a
 // hang.
@@ -33,10 +42,13 @@
 #include <cstdint>
 #include <limits>
 #include <span>
+#include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "automata/cfg/cfg_program.h"
+#include "automata/cfg/unique_items.h"
 
 namespace lockstep {
 
@@ -101,6 +113,20 @@ class EarleyParser {
   std::int32_t max_depth() const { return max_depth_; }
   std::int64_t max_step_items() const { return max_step_items_; }
   const CfgProgram& program() const { return *p_; }
+  // Unique items (see above). Whether the program has unique-items lists.
+  bool has_unique_items() const { return has_unique_; }
+  // The byte that made set k (-1: a special token, a pushed completion, set 0).
+  std::int32_t set_byte(std::int32_t k) const { return meta_[k].byte; }
+  // The unique-items lists open in the last set: (list rule, origin) of the items of list rules
+  // in it and in the origin sets of its items (an item of the list's item rule, or of a rule
+  // such an item calls), distinct, at most `max`. `inside[r]`: rule r is a list or reachable
+  // from one (only such items are followed up to their origins).
+  void OpenUniqueLists(std::span<const std::uint8_t> inside,
+                       std::vector<std::pair<std::int32_t, std::int32_t>>* out,
+                       std::size_t max = 8) const;
+  // The items of the list whose rule was predicted in set `origin`, read up to the last set
+  // (its scan then shows the item under way); null when that text is not all bytes.
+  const UniqueListItems* ReadUniqueList(std::int32_t origin);
   std::size_t MemoryBytes() const {
     return items_.capacity() * sizeof(EarleyItem) + set_begin_.capacity() * sizeof(std::int32_t) +
            meta_.capacity() * sizeof(SetMeta) + origins_.capacity() * sizeof(OriginEntry) +
@@ -189,6 +215,23 @@ class EarleyParser {
     return step_items_ + static_cast<std::int64_t>(items_.size() - cur_begin_) > max_step_items_;
   }
 
+  // Unique items: whether an item of `rule` completing into list item p (predicted in set
+  // `list_origin`), the item predicted in set `item_origin`, differs from the list's earlier
+  // items. True when the check does not apply (local mode, bytes unknown).
+  bool UniqueItemOk(std::int32_t list_origin, std::int32_t item_origin);
+  // Reads the list predicted in `origin` into unique_list_ up to set `upto`; false when a set
+  // on the way has no byte.
+  bool ReadListTo(std::int32_t origin, std::int32_t upto);
+  // Whether set k still has a parse that can go on or end: after the check dropped an item's
+  // list, the set may hold only finished items (the item's own), which are no parse at all.
+  bool SetLive(std::int32_t k) const;
+  bool has_unique_ = false;
+  bool unique_checks_ = false;  // InitRoot: on; InitLocal: off
+  bool unique_dropped_ = false;  // the step under way dropped a completion (UniqueItemOk)
+  std::vector<std::uint8_t> unique_rule_;  // per rule: a list or a list's item rule (never merged)
+  UniqueListItems unique_list_;
+  std::string unique_scratch_, unique_value_;
+
   const CfgProgram* p_;
   std::int32_t max_depth_;
   std::int64_t max_step_items_;
@@ -221,6 +264,7 @@ class EarleyParser {
     std::int32_t num_entries = 0;
     std::vector<std::int32_t> entry_by_key, entry_by_rule;
     std::uint8_t flags = 0;         // 1 = bottom completed, 2 = truncated, 4 = waiting built
+    std::int16_t byte = -1;         // the byte that made the set (set_byte)
     std::size_t wasted = 0;  // items its scans passed over without adding one (until indexed)
   };
   std::vector<SetMeta> meta_;  // per set

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "automata/cfg/word_kernels.h"
+#include "grammar/base/utf8.h"
 
 namespace lockstep {
 using namespace cfg_words;  // NOLINT: the word kernels of this folder
@@ -214,6 +215,7 @@ const char* FillTrace::Kind() const {
   if (positions_walked > 0) return "walk";
   if (positions_shared > 0) return "shared";
   if (tail_nodes > 0) return "tails";
+  if (unique_checks > 0) return "unique";
   if (restored) return "restore";
   return "union";
 }
@@ -338,6 +340,12 @@ void CfgGrammar::GroupCounterKernels(std::int32_t k, std::vector<EarleyItem>& li
 
 void CfgGrammar::FillMask(EarleyParser& parser, std::vector<std::int32_t>& sigs,
                           std::span<std::uint32_t> out) const {
+  FillMaskOfGrammar(parser, sigs, out);
+  if (parser.has_unique_items()) FilterUniqueItems(parser, out);
+}
+
+void CfgGrammar::FillMaskOfGrammar(EarleyParser& parser, std::vector<std::int32_t>& sigs,
+                                   std::span<std::uint32_t> out) const {
   const std::int32_t k = parser.num_sets() - 1;
   std::int32_t deepest = 0;
   for (const EarleyItem& it : parser.set(k)) deepest = std::max(deepest, it.depth);
@@ -466,6 +474,202 @@ void CfgGrammar::ClearTooDeep(EarleyParser& parser, std::int64_t min_len,
     parser.PopTo(base);
     if (!ok) w &= ~bit;
   }
+}
+
+// --- unique items ----------------------------------------------------------------------------------
+//
+// The mask of the grammar holds every token the unique-items check could refuse: positions are
+// computed in local mode and tails over pushed completions, where the check does not apply. A
+// token the check refuses completes a string item equal to an earlier one of its list. Either
+// that item is the first the token completes, in the list open at the parse's end (the walk
+// below finds those tokens: the item's text so far, then the token's bytes, must spell an
+// earlier item's value), or the token holds a comma followed by a whole string
+// (TokenTrie::CommaQuotes).
+// Each such token still in the mask is run through the parser, which makes the check; the ones
+// it refuses are cleared. Both sets are small: the walk follows only the earlier items' values.
+
+namespace {
+
+// The value's next bytes the walk may follow, as the walk state after each byte.
+struct UniqueWalkState {
+  std::uint8_t mode = 0;  // 0: between items, 1: in a string, 2: after a backslash, 3: in \uXXXX
+  std::uint8_t hex = 0;   // mode 3: digits read
+  std::uint32_t cp = 0;   // mode 3: value so far
+  std::string value;      // mode 1-3: the item's decoded value so far
+};
+
+// Some value of `sorted` starts with `prefix`.
+bool SomeValueStartsWith(const std::vector<std::string>& sorted, const std::string& prefix) {
+  auto it = std::lower_bound(sorted.begin(), sorted.end(), prefix);
+  return it != sorted.end() && it->compare(0, prefix.size(), prefix) == 0;
+}
+
+enum class WalkStep : std::uint8_t { kOn, kDead, kDuplicate, kUnsure };
+
+// One byte of the walk from `st`. kDuplicate: the byte completes an item equal to an earlier
+// one; kUnsure: the walk cannot follow on cheaply (a surrogate escape), so every token on from
+// here is checked.
+WalkStep StepWalk(UniqueWalkState& st, std::uint8_t b, const std::vector<std::string>& values) {
+  switch (st.mode) {
+    case 0:
+      if (b == ' ' || b == '\t' || b == '\n' || b == '\r' || b == ',') return WalkStep::kOn;
+      if (b != '"') return WalkStep::kDead;
+      st.mode = 1;
+      st.value.clear();
+      return SomeValueStartsWith(values, st.value) ? WalkStep::kOn : WalkStep::kDead;
+    case 1:
+      if (b == '"') {
+        return std::binary_search(values.begin(), values.end(), st.value) ? WalkStep::kDuplicate
+                                                                          : WalkStep::kDead;
+      }
+      if (b == '\\') {
+        st.mode = 2;
+        return WalkStep::kOn;
+      }
+      if (b < 0x20) return WalkStep::kDead;
+      st.value.push_back(static_cast<char>(b));
+      break;
+    case 2: {
+      char c = 0;
+      switch (b) {
+        case '"': c = '"'; break;
+        case '\\': c = '\\'; break;
+        case '/': c = '/'; break;
+        case 'b': c = '\b'; break;
+        case 'f': c = '\f'; break;
+        case 'n': c = '\n'; break;
+        case 'r': c = '\r'; break;
+        case 't': c = '\t'; break;
+        case 'u':
+          st.mode = 3;
+          st.hex = 0;
+          st.cp = 0;
+          return WalkStep::kOn;
+        default:
+          return WalkStep::kDead;
+      }
+      st.mode = 1;
+      st.value.push_back(c);
+      break;
+    }
+    default: {
+      const int h = JsonHexDigit(b);
+      if (h < 0) return WalkStep::kDead;
+      st.cp = st.cp * 16 + static_cast<std::uint32_t>(h);
+      if (++st.hex < 4) return WalkStep::kOn;
+      if (st.cp >= 0xD800 && st.cp <= 0xDFFF) return WalkStep::kUnsure;
+      st.mode = 1;
+      AppendUtf8(static_cast<char32_t>(st.cp), &st.value);
+      break;
+    }
+  }
+  return SomeValueStartsWith(values, st.value) ? WalkStep::kOn : WalkStep::kDead;
+}
+
+}  // namespace
+
+void CfgGrammar::FilterUniqueItems(EarleyParser& parser, std::span<std::uint32_t> out) const {
+  thread_local std::vector<std::pair<std::int32_t, std::int32_t>> lists;
+  thread_local std::vector<TokenId> check;
+  thread_local std::vector<UniqueWalkState> stack;
+  parser.OpenUniqueLists(in_unique_list_, &lists);
+  check.clear();
+  const auto in_mask = [&](TokenId id) {
+    return id >= 0 && id < width_ && ((out[id >> 5] >> (id & 31)) & 1) != 0;
+  };
+  const std::span<const TokenTrie::Node> nodes = trie_->nodes();
+  const std::uint32_t n = static_cast<std::uint32_t>(trie_->num_nodes());
+  for (const auto& [rule, origin] : lists) {
+    const UniqueListItems* items = parser.ReadUniqueList(origin);
+    if (items == nullptr || items->size() == 0) continue;
+    const std::vector<std::string> values = items->SortedValues();
+    // The walk's state at the parse's end: between items, or inside the item under way.
+    UniqueWalkState start;
+    const UniqueListScan& scan = items->scan();
+    if (scan.in_string) {
+      std::string raw = scan.raw;
+      bool unsure = false;
+      if (scan.escape) raw.pop_back();  // (the backslash: the walk takes it from mode 2)
+      // The decoded value so far: the raw text closed, unless it ends inside a \u escape.
+      const std::size_t u = raw.rfind("\\u");
+      std::size_t keep = raw.size();
+      if (u != std::string::npos && raw.size() - u < 6) keep = u;
+      std::string closed = raw.substr(0, keep) + '"';
+      if (!DecodeJsonString(closed, &start.value)) unsure = true;
+      start.mode = 1;
+      if (scan.escape) start.mode = 2;
+      if (keep < raw.size()) {  // inside \uXXXX: its digits so far
+        start.mode = 3;
+        start.hex = 0;
+        start.cp = 0;
+        for (std::size_t i = keep + 2; i < raw.size(); ++i) {
+          start.cp = start.cp * 16 +
+                     static_cast<std::uint32_t>(JsonHexDigit(static_cast<std::uint8_t>(raw[i])));
+          ++start.hex;
+        }
+      }
+      if (unsure) {
+        // (Not expected: the text of a string under way decodes. Check every token with a quote.)
+        for (std::uint32_t i = 0; i < n; i = nodes[i].subtree_end) {
+          for (TokenId id : trie_->TokensUnder(i)) {
+            if (in_mask(id) && vocab_->TokenBytes(id).find('"') != std::string_view::npos)
+              check.push_back(id);
+          }
+        }
+        continue;
+      }
+      if (!SomeValueStartsWith(values, start.value)) continue;  // (CommaQuotes cover the rest)
+    }
+    // Depth-first over the trie, the walk state of each depth on `stack`.
+    stack.resize(static_cast<std::size_t>(trie_->max_depth()) + 1);
+    stack[0] = start;
+    for (std::uint32_t i = 0; i < n;) {
+      const TokenTrie::Node& node = nodes[i];
+      UniqueWalkState& st = stack[node.depth];
+      st = stack[node.depth - 1];
+      switch (StepWalk(st, node.byte, values)) {
+        case WalkStep::kOn:
+          ++i;
+          break;
+        case WalkStep::kDead:
+          i = node.subtree_end;
+          break;
+        case WalkStep::kDuplicate:
+        case WalkStep::kUnsure:
+          for (TokenId id : trie_->TokensUnder(i))
+            if (in_mask(id)) check.push_back(id);
+          i = node.subtree_end;
+          break;
+      }
+    }
+  }
+  // Tokens that complete a second item: in a list open at the end of the text (any of them), or
+  // in one the token opens itself (those with a bracket first; the only ones when no list is
+  // open).
+  const TokenTrie::CommaQuoteTokens& multi = trie_->CommaQuotes(*vocab_);
+  for (TokenId id : multi.opening)
+    if (in_mask(id)) check.push_back(id);
+  if (!lists.empty()) {
+    for (TokenId id : multi.other)
+      if (in_mask(id)) check.push_back(id);
+  }
+  if (check.empty()) return;
+  std::sort(check.begin(), check.end());
+  check.erase(std::unique(check.begin(), check.end()), check.end());
+  const std::int32_t base = parser.num_sets();
+  for (TokenId id : check) {
+    bool ok = true;
+    for (unsigned char c : vocab_->TokenBytes(id)) {
+      if (!parser.StepByte(c)) {
+        ok = false;
+        break;
+      }
+    }
+    parser.PopTo(base);
+    if (!ok) out[id >> 5] &= ~(1u << (id & 31));
+  }
+  parser.ClearLimitFlags();
+  CurrentFillTrace().unique_checks += static_cast<std::int32_t>(check.size());
 }
 
 }  // namespace lockstep

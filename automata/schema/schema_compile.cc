@@ -100,6 +100,7 @@ class Emitter {
     SchemaGrammar out;
     out.grammar = std::move(g_);
     out.relaxed = std::move(m_.relaxed());
+    out.checked_at_run_time = std::move(run_time_checks_);
     return out;
   }
 
@@ -310,15 +311,7 @@ class Emitter {
       if (!excluded(json(false))) alts.push_back(Lit("false"));
     }
     if (f.types & kTString) {
-      StringConstraint sc;
-      sc.min_length = f.min_len;
-      sc.max_length = f.max_len;
-      sc.pattern = f.pattern;
-      sc.also_patterns = f.also_patterns;
-      sc.not_patterns = f.not_patterns;
-      sc.format = f.format;
-      sc.also_formats = f.also_formats;
-      sc.not_formats = f.not_formats;
+      StringConstraint sc = StringConstraintOf(f);
       for (const json& v : f.not_in)
         if (v.is_string()) sc.excluded.push_back(v.get<std::string>());
       if (!sc.max_length || *sc.max_length >= sc.min_length) {
@@ -854,6 +847,11 @@ class Emitter {
     }
     if (f.unique && !(max_i && *max_i <= 1)) {
       auto e = UniqueExpr(f, plan);
+      if (!e.ok() && e.status().code() == StatusCode::kUnsupported) {
+        auto strings = UniqueStringsExpr(f, plan, depth);
+        if (!strings.ok()) return strings.status();
+        if (*strings) return **strings;
+      }
       if (e.ok() || !m_.Relax(e.status())) return e;
     }
     auto rest = CompileConj(plan.rest, depth + 1);
@@ -1029,8 +1027,10 @@ class Emitter {
   // far (its size is the position, which picks the prefixItems subschema).
   Result<ExprId> UniqueExpr(const Facts& f, const ArrayPlan& plan) {
     const char* kWhy =
-        "uniqueItems is enforced only on items drawn from a small finite set (enum, const, "
-        "boolean, null; at most 10 values)";
+        "uniqueItems is enforced only on string items with infinitely many values past every "
+        "prefix (checked as they complete: no maxLength or enum, no pattern or format that bounds "
+        "the length; minItems and maxItems at most 64 apart) or on items drawn from a small "
+        "finite set (enum, const, boolean, null; at most 10 values)";
     std::vector<json> all;
     std::vector<std::vector<int>> allowed;  // per position (prefix..., rest): indices in `all`
     for (std::size_t i = 0; i <= plan.prefix.size(); ++i) {
@@ -1072,6 +1072,109 @@ class Emitter {
     }
     return Seq({Lit("["), Ref(rules[0]), Ws(), Lit("]")});
   }
+
+  // uniqueItems over string items, checked at run time (grammar::Rule::unique_item): the items
+  // are a list rule that calls one item rule per item, and the parser drops an item equal to an
+  // earlier one. Only where no prefix of an item runs out of other values: strings without
+  // maxLength, pattern, format or enum (any string so far can still become a new one, so the
+  // check never leaves a parse with no way on). minItems and maxItems are spelt out in the list
+  // rule (up to kMaxUniqueBound). nullopt: not such an array.
+  static constexpr std::int64_t kMaxUniqueBound = 64;
+  // Whether every state of `dfa` (a JSON string token's automaton) but the accepting ones (after
+  // the closing quote) reaches a cycle: infinitely many completions from every prefix. Peels the
+  // states with no successor left, Kahn-style; what is peeled has finitely many completions.
+  Result<bool> EveryPrefixOpen(const ByteDfa& dfa, const std::string& loc) {
+    const std::int32_t n = dfa.num_states, nc = dfa.num_classes;
+    std::vector<std::int32_t> out(n, 0), rev_begin(n + 1, 0), rev;
+    for (StateId q = 1; q < n; ++q) {
+      for (std::int32_t c = 0; c < nc; ++c) {
+        const StateId t = dfa.next[static_cast<std::size_t>(q) * nc + c];
+        if (t == ByteDfa::kDead) continue;
+        ++out[q];
+        ++rev_begin[t + 1];
+      }
+      if ((q & 1023) == 0 && o_.deadline.Poll()) return o_.deadline.Error(loc);
+    }
+    for (std::int32_t q = 0; q < n; ++q) rev_begin[q + 1] += rev_begin[q];
+    rev.resize(rev_begin[n]);
+    std::vector<std::int32_t> fill(rev_begin.begin(), rev_begin.end() - 1);
+    for (StateId q = 1; q < n; ++q) {
+      for (std::int32_t c = 0; c < nc; ++c) {
+        const StateId t = dfa.next[static_cast<std::size_t>(q) * nc + c];
+        if (t != ByteDfa::kDead) rev[fill[t]++] = q;
+      }
+    }
+    std::vector<StateId> peel;
+    for (StateId q = 1; q < n; ++q)
+      if (out[q] == 0) peel.push_back(q);
+    for (std::size_t i = 0; i < peel.size(); ++i) {
+      const StateId q = peel[i];
+      if (!dfa.IsAccepting(q)) return false;
+      for (std::int32_t j = rev_begin[q]; j < rev_begin[q + 1]; ++j)
+        if (--out[rev[j]] == 0) peel.push_back(rev[j]);
+    }
+    return true;
+  }
+  Result<std::optional<ExprId>> UniqueStringsExpr(const Facts& f, const ArrayPlan& plan,
+                                                  int depth) {
+    if (!plan.prefix.empty()) return std::optional<ExprId>();
+    auto fl = m_.Expand(plan.rest);
+    if (!fl.ok()) return fl.status();
+    if (fl->never || fl->split >= 0) return std::optional<ExprId>();
+    auto items = m_.BuildFacts(*fl);
+    if (!items.ok()) return items.status();
+    const Facts& it = *items;
+    if (it.types != kTString || it.enum_vals) return std::optional<ExprId>();
+    StringConstraint sc = StringConstraintOf(it);
+    for (const json& v : it.not_in)
+      if (v.is_string()) sc.excluded.push_back(v.get<std::string>());
+    if (sc.max_length) return std::optional<ExprId>();  // (finitely many values)
+    if (sc.pattern || !sc.also_patterns.empty() || !sc.not_patterns.empty() || sc.format ||
+        !sc.also_formats.empty() || !sc.not_formats.empty() || !sc.excluded.empty()) {
+      // The item's automaton: every state before the closing quote must have infinitely many
+      // ways on (`^[a-z]+$` has; `^[A-Z]{2}$` or a `date` has not: its last letter may leave
+      // only repeats).
+      grammar::Grammar scratch;
+      auto e = AddStringExpr(&scratch, sc, o_.lexical);
+      if (!e.ok()) {
+        if (e.status().code() == StatusCode::kUnsatisfiable) return std::optional<ExprId>();
+        return WithLoc(e.status(), it.str_loc.empty() ? f.unique_loc : it.str_loc);
+      }
+      const Expr& x = scratch.expr(*e);
+      if (x.kind != ExprKind::kByteDfa || x.dfa == nullptr) return std::optional<ExprId>();
+      auto open = EveryPrefixOpen(*x.dfa, f.unique_loc);
+      if (!open.ok()) return open.status();
+      if (!*open) return std::optional<ExprId>();
+    }
+    const std::int64_t min_i = std::max<std::int64_t>(f.min_items, 1);
+    const std::optional<std::int64_t> max_i = f.max_items;
+    if (min_i - 1 > kMaxUniqueBound || (max_i && *max_i - min_i > kMaxUniqueBound)) {
+      return std::optional<ExprId>();
+    }
+    auto e = CompileConj(plan.rest, depth + 1);
+    if (!e.ok()) return e.status();
+    if (IsNever(*e)) return std::optional<ExprId>();
+    const RuleId item = RuleOf(*e, "ui");
+    run_time_checks_.push_back(f.unique_loc);
+    const RuleId list = NewRule("ul" + std::to_string(g_.rules.size()));
+    g_.rules[list].unique_item = item;
+    auto next = [&] { return Seq({Comma(), Ref(item)}); };
+    std::vector<ExprId> parts = {Ws(), Ref(item)};
+    for (std::int64_t i = 1; i < min_i; ++i) parts.push_back(next());
+    if (!max_i) {
+      parts.push_back(Rep(next(), 0, -1));
+    } else {
+      ExprId tail = Empty();
+      for (std::int64_t i = *max_i; i > min_i; --i) tail = Alt({Empty(), Seq({next(), tail})});
+      parts.push_back(tail);
+    }
+    g_.rules[list].body = Seq(std::move(parts));
+    LOCKSTEP_RETURN_IF_ERROR(Budget(f.unique_loc));
+    const ExprId content = f.min_items == 0 ? Alt({Empty(), Ref(list)}) : Ref(list);
+    return std::optional<ExprId>(Seq({Lit("["), content, Ws(), Lit("]")}));
+  }
+
+  std::vector<std::string> run_time_checks_;  // SchemaGrammar::checked_at_run_time
 
   struct MemoEntry {
     RuleId rule;

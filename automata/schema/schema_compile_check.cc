@@ -373,16 +373,7 @@ Result<bool> Model::CheckFacts(const Facts& f, const json& v, int depth, const O
     return true;
   }
   if (v.is_string()) {
-    StringConstraint sc;
-    sc.min_length = f.min_len;
-    sc.max_length = f.max_len;
-    sc.pattern = f.pattern;
-    sc.also_patterns = f.also_patterns;
-    sc.not_patterns = f.not_patterns;
-    sc.format = f.format;
-    sc.also_formats = f.also_formats;
-    sc.not_formats = f.not_formats;
-    return StringMatches(sc, v.get<std::string>());
+    return StringMatches(StringConstraintOf(f), v.get<std::string>());
   }
   if (v.is_object()) {
     std::optional<Result<ObjectPlan>> own;

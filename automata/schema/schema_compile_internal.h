@@ -106,6 +106,21 @@ struct Facts {
   std::vector<Contains> contains;
 };
 
+// The string keywords of `f` as one constraint (without f.not_in: callers that exclude values
+// add them).
+inline StringConstraint StringConstraintOf(const Facts& f) {
+  StringConstraint sc;
+  sc.min_length = f.min_len;
+  sc.max_length = f.max_len;
+  sc.pattern = f.pattern;
+  sc.also_patterns = f.also_patterns;
+  sc.not_patterns = f.not_patterns;
+  sc.format = f.format;
+  sc.also_formats = f.also_formats;
+  sc.not_formats = f.not_formats;
+  return sc;
+}
+
 struct Member {
   std::string key;
   bool required = false;

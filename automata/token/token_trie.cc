@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "automata/token/mask_words.h"
+#include "automata/vocab/token_flags.h"
 #include "lockstep/bitmask.h"
 
 namespace lockstep {
@@ -303,6 +304,28 @@ const TokenTrie::RegionView* TokenTrie::Region(const std::vector<std::int16_t>& 
   std::lock_guard<std::mutex> lock(region_mu_);
   auto [it, fresh] = regions_.emplace(table, std::move(view));
   return it->second.get();
+}
+
+}  // namespace lockstep
+
+namespace lockstep {
+
+const TokenTrie::CommaQuoteTokens& TokenTrie::CommaQuotes(const Vocabulary& vocab) const {
+  std::call_once(comma_quotes_once_, [&] {
+    for (TokenId id = 0; id < vocab.size(); ++id) {
+      if (!IsTextToken(vocab, id)) continue;
+      const std::string_view bytes = vocab.TokenBytes(id);
+      const std::size_t comma = bytes.find(',');
+      // (Quotes after a later comma are among those after the first.)
+      if (comma == std::string_view::npos ||
+          std::count(bytes.begin() + static_cast<std::ptrdiff_t>(comma), bytes.end(), '"') < 2) {
+        continue;
+      }
+      (bytes.find('[') != std::string_view::npos ? comma_quotes_.opening : comma_quotes_.other)
+          .push_back(id);
+    }
+  });
+  return comma_quotes_;
 }
 
 }  // namespace lockstep

@@ -40,6 +40,13 @@ class TokenTrie {
             tokens_.data() + nodes_[nodes_[i].subtree_end].token_begin};
   }
   std::int32_t max_depth() const { return max_depth_; }
+  // The text tokens with a comma followed by two quotes, which may complete a second string
+  // item of a list (CfgGrammar::FilterUniqueItems); `opening` those that also have a `[` (a
+  // list may open inside them). Found once per vocabulary, on first use.
+  struct CommaQuoteTokens {
+    std::vector<TokenId> opening, other;
+  };
+  const CommaQuoteTokens& CommaQuotes(const Vocabulary& vocab) const;
   std::size_t num_nodes() const { return nodes_.size() - 1; }  // minus the sentinel
   std::span<const TokenId> tokens() const { return tokens_; }
   // The first child of node `parent` (kRoot: of the root) whose byte is above `after` and set in
@@ -152,6 +159,8 @@ class TokenTrie {
       regions_;
   mutable std::unordered_map<std::vector<std::int16_t>, std::unique_ptr<CountedView>, TableHash>
       counted_;
+  mutable std::once_flag comma_quotes_once_;
+  mutable CommaQuoteTokens comma_quotes_;
 };
 
 }  // namespace lockstep

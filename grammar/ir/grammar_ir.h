@@ -76,6 +76,12 @@ struct Rule {
   // hint only: the cache is keyed by the rule's whole NFA, so a wrong hint costs memory, never
   // exactness.
   bool shared = false;
+  // The rule is the item list of a JSON array whose items must be unique (uniqueItems over
+  // string items, enforced at run time): this is the rule of its items, which its body calls
+  // directly (never inlined, and this rule is never inlined or merged with another). When a
+  // call of it completes into this rule, the parser drops the parse if the item's value equals
+  // an earlier item's of the same list (automata/cfg/earley.h, "Unique items"). -1: none.
+  RuleId unique_item = -1;
 };
 
 struct Grammar {

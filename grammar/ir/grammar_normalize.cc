@@ -83,6 +83,9 @@ Status CheckIr(const Grammar& g) {
     if (r.body < 0 || static_cast<std::size_t>(r.body) >= g.exprs.size()) {
       return bad("rule '" + r.name + "' has no body");
     }
+    if (r.unique_item < -1 || r.unique_item >= static_cast<RuleId>(g.rules.size())) {
+      return bad("rule '" + r.name + "' has a unique_item out of range");
+    }
   }
   for (const Expr& e : g.exprs) {
     for (ExprId c : e.children) {
@@ -243,6 +246,13 @@ class Pass {
       inline_[r] = options_.inline_single_use && reachable[r] &&
                    static_cast<RuleId>(r) != g_.root && uses[r] == 1 && !cyclic[r];
     }
+    // A unique-items list and its item rule stay rules: the parser checks the item's completion
+    // into the list (Rule::unique_item).
+    for (std::size_t r = 0; r < n; ++r) {
+      if (g_.rules[r].unique_item < 0) continue;
+      inline_[r] = false;
+      inline_[g_.rules[r].unique_item] = false;
+    }
     height_.assign(g_.exprs.size(), -1);
 
     // Bodies of the rules that stay, in order; inlined rules are pulled in where referenced.
@@ -285,6 +295,9 @@ class Pass {
     }
     for (Expr& e : out_.exprs) {
       if (e.kind == ExprKind::kRuleRef) e.rule = new_id[rep[e.rule]];
+    }
+    for (Rule& rule : result.rules) {
+      if (rule.unique_item >= 0) rule.unique_item = new_id[rep[rule.unique_item]];
     }
     result.root = new_id[g_.root];
     // Copy the reachable trees, depth first, into the result arena.
@@ -347,6 +360,8 @@ class Pass {
         return false;
       }
       key.clear();
+      // (A unique-items list keys apart from every other rule: its item check is its own.)
+      if (g_.rules[r].unique_item >= 0) key = "unique#" + std::to_string(r) + "#";
       Key(out_, new_body_[r], &key, find);
       if (key == keys[r]) continue;
       if (auto old = table.find(keys[r]);
@@ -496,8 +511,12 @@ bool MayChangeAgain(const Grammar& g, const NormalizeOptions& options) {
   const std::vector<std::vector<RuleId>>& edges = graph.edges;
   if (options.inline_single_use) {
     const std::vector<bool> cyclic = CyclicRules(edges);
+    std::vector<bool> kept(n, false);  // (Rule::unique_item: never inlined)
     for (std::size_t r = 0; r < n; ++r) {
-      if (static_cast<RuleId>(r) != g.root && uses[r] == 1 && !cyclic[r]) return true;
+      if (g.rules[r].unique_item >= 0) kept[r] = kept[g.rules[r].unique_item] = true;
+    }
+    for (std::size_t r = 0; r < n; ++r) {
+      if (static_cast<RuleId>(r) != g.root && uses[r] == 1 && !cyclic[r] && !kept[r]) return true;
     }
   }
   if (options.dedupe_rules) {

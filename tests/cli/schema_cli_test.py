@@ -31,7 +31,8 @@ SCHEMA = {
 
 UNSUPPORTED = {
     "type": "object",
-    "properties": {"tags": {"type": "array", "items": {"type": "string"}, "uniqueItems": True}},
+    "properties": {"tags": {"type": "array", "items": {"type": "string", "maxLength": 8},
+                            "uniqueItems": True}},
 }
 
 

@@ -270,6 +270,13 @@ TEST(SchemaCompile, Arrays) {
   ExpectExact(R"({"items": {"enum": ["a", "b", "c"]}, "uniqueItems": true})",
               {json::parse(R"(["a", "b"])"), json::parse(R"(["a", "a"])")});
   ExpectExact(R"({"items": {"type": "boolean"}, "uniqueItems": true, "minItems": 1})");
+  // String items: the parser's check at run time (automata/cfg/unique_items.h).
+  ExpectExact(R"({"items": {"type": "string"}, "uniqueItems": true})",
+              {json::parse(R"(["a", "b"])"), json::parse(R"(["a", "a"])"),
+               json::parse(R"(["a", "b", "a"])"), json::parse(R"(["", ""])")});
+  ExpectExact(R"({"type": "array", "items": {"type": "string", "minLength": 2}, "uniqueItems": true,
+                 "minItems": 1, "maxItems": 3})",
+              {json::parse(R"(["ab", "ab"])"), json::parse(R"(["ab", "cd", "ef", "gh"])")});
   ExpectExact(
       R"({"prefixItems": [{"type": "boolean"}, {"const": 1}], "items": {"enum": [1, true, "x"]},
                  "uniqueItems": true})",
@@ -352,7 +359,8 @@ Status CompileError(const std::string& text, SchemaCompileOptions so = {}) {
 
 TEST(SchemaCompileErrors, UnsupportedKeywordsNameTheirPointer) {
   const std::pair<const char*, const char*> kCases[] = {
-      {R"({"properties": {"tags": {"type": "array", "items": {"type": "string"}, "uniqueItems": true}}})",
+      {R"({"properties": {"tags": {"type": "array", "items": {"type": "string", "maxLength": 8},
+                                   "uniqueItems": true}}})",
        "/properties/tags/uniqueItems"},
       {R"({"not": {"type": "array", "uniqueItems": true}})", "/not/uniqueItems"},
       {R"({"$defs": {"s": {"type": "string", "format": "regex"}}, "$ref": "#/$defs/s"})",
@@ -747,7 +755,8 @@ TEST(SchemaCompileFormats, OpenApiFormatsAgreeWithTheValidator) {
 
 TEST(SchemaCompileErrors, LenientRelaxesAndReportsEachKeyword) {
   auto s = Schema::Load(
-      R"({"properties": {"tags": {"type": "array", "items": {"type": "string"}, "uniqueItems": true},
+      R"({"properties": {"tags": {"type": "array", "items": {"type": "string", "maxLength": 8},
+                                  "uniqueItems": true},
           "id": {"type": "string", "format": "regex"}}})");
   ASSERT_TRUE(s.ok());
   SchemaCompileOptions so;

@@ -56,6 +56,14 @@ std::vector<Case> Cases() {
           "n": {"type": "integer", "minimum": 0, "maximum": 5000, "not": {"multipleOf": 3}},
           "x": {"type": "number", "oneOf": [{"multipleOf": 0.5}, {"multipleOf": 0.2}]}},
         "required": ["name", "file", "n", "x"], "additionalProperties": false})"},
+      // uniqueItems over strings, checked at run time (issue 22): short items, so that the
+      // walks come back to earlier values.
+      {"unique_strings", R"({"type": "object", "properties": {
+          "tags": {"type": "array", "items": {"type": "string"}, "uniqueItems": true,
+                   "maxItems": 8},
+          "ids": {"type": "array", "items": {"type": "string", "minLength": 1},
+                  "uniqueItems": true, "minItems": 2}},
+        "required": ["tags", "ids"], "additionalProperties": false})"},
   };
 }
 

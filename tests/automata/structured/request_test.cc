@@ -112,9 +112,11 @@ TEST(Request, JsonSchemaIsTheSchema) {
 }
 
 TEST(Request, JsonSchemaStrictnessIsTheCompilersMode) {
-  // uniqueItems over strings cannot be enforced exactly: strict refuses it at the keyword's
-  // pointer inside the request, non-strict (and absent) relaxes it with a warning there.
-  const ojson schema = {{"type", "array"}, {"items", {{"type", "string"}}}, {"uniqueItems", true}};
+  // uniqueItems over bounded strings cannot be enforced exactly: strict refuses it at the
+  // keyword's pointer inside the request, non-strict (and absent) relaxes it with a warning there.
+  const ojson schema = {{"type", "array"},
+                        {"items", {{"type", "string"}, {"maxLength", 8}}},
+                        {"uniqueItems", true}};
   auto strict = CompileRequest(CompilerFor("qwen2.5"),
                                Body({{"response_format", JsonSchemaFormat(schema, true)}}).dump());
   ASSERT_FALSE(strict.ok());
@@ -131,7 +133,7 @@ TEST(Request, JsonSchemaStrictnessIsTheCompilersMode) {
 TEST(Request, ToolSchemasAreLenientUnlessEveryToolIsStrict) {
   ojson tools = Tools();
   tools[1]["function"]["parameters"]["properties"]["tags"] = {
-      {"type", "array"}, {"items", {{"type", "string"}}}, {"uniqueItems", true}};
+      {"type", "array"}, {"items", {{"type", "string"}, {"maxLength", 8}}}, {"uniqueItems", true}};
   const std::string at = "/tools/1/function/parameters/properties/tags/uniqueItems";
   CompiledRequest r = Compile(Body({{"tools", tools}}));
   ASSERT_EQ(r.warnings.size(), 1u);

@@ -1,0 +1,75 @@
+// Unique items at run time: `uniqueItems` over string items, which no context-free grammar
+// holds (the set of items seen so far is unbounded), is a check the parser makes as each item
+// completes (EarleyParser, "Unique items") and that masks take into account
+// (CfgGrammar::FilterUniqueItems). Items are compared by JSON value: a string's escapes are
+// decoded, so "a" and "\u0061" are equal (schema grammars spell strings canonically, one
+// spelling per value, but the check does not rely on it).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace lockstep {
+
+// The value of a hex digit, -1 for another byte.
+int JsonHexDigit(std::uint8_t b);
+
+// The value of the JSON string `text` (its quotes included) as UTF-8 bytes: escapes decoded,
+// \u surrogate pairs combined, a lone surrogate kept as its 3-byte form (so that equal texts
+// stay equal). False when text is not one complete JSON string.
+bool DecodeJsonString(std::string_view text, std::string* out);
+
+// Where a scan of a unique list's text stands: between items, or inside a string item (whose
+// raw text so far, from its quote, is `raw`).
+struct UniqueListScan {
+  bool in_string = false;
+  bool escape = false;  // inside a string, right after a backslash
+  std::string raw;
+};
+
+// The string items of one unique-items list, read incrementally from the list's text (the
+// bytes of the sets after its origin set), as the parser needs them.
+class UniqueListItems {
+ public:
+  // Starts over for the list whose rule was predicted in set `origin`.
+  void Reset(std::int32_t origin) {
+    origin_ = origin;
+    read_to_ = origin;
+    items_.clear();
+    count_.clear();
+    scan_ = {};
+  }
+  std::int32_t origin() const { return origin_; }
+  // The last set whose byte was read.
+  std::int32_t read_to() const { return read_to_; }
+  // Reads the byte that made set read_to() + 1; a string item that it ends is added.
+  void Feed(std::uint8_t byte);
+  bool Contains(const std::string& value) const { return count_.count(value) != 0; }
+  // Forgets what was read from set n on (the parser popped back to n sets): back to the end of
+  // the last item read before n, between items (the caller reads on from there).
+  void PopTo(std::int32_t n);
+  const UniqueListScan& scan() const { return scan_; }
+  std::size_t size() const { return items_.size(); }
+  // The distinct values read, sorted.
+  std::vector<std::string> SortedValues() const {
+    std::vector<std::string> v;
+    v.reserve(count_.size());
+    for (const auto& [value, n] : count_) v.push_back(value);
+    std::sort(v.begin(), v.end());
+    return v;
+  }
+
+ private:
+  std::int32_t origin_ = -1;
+  std::int32_t read_to_ = -1;
+  std::vector<std::pair<std::int32_t, std::string>> items_;  // (set after it, value), in order
+  std::unordered_map<std::string, std::int32_t> count_;
+  UniqueListScan scan_;
+};
+
+}  // namespace lockstep

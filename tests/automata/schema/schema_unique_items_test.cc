@@ -1,0 +1,211 @@
+// uniqueItems over string items, checked at run time (automata/cfg/unique_items.h): the parser
+// drops an item equal to an earlier one of its list, and the mask clears every token that would
+// complete one. Checked against the validator on raw texts (escapes, whitespace, bounds, a branch
+// that allows repeats next to one that does not; strings are spelt canonically, as the compiler
+// expects them, docs/json-schema-compiler.md), against a
+// brute-force mask (every id tried with AcceptToken) at every token of texts that approach a
+// repeat, through an artifact, and at the GBNF export, which cannot express the check.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "grammar/schema/json_schema.h"
+#include "lockstep/artifact.h"
+#include "lockstep/compiler.h"
+#include "lockstep/matcher.h"
+#include "lockstep/vocabulary.h"
+#include "util/grammar_walk.h"
+
+namespace lockstep::schema {
+namespace {
+
+using json = nlohmann::json;
+
+const GrammarCompiler& Compiler() {
+  static const GrammarCompiler* compiler = [] {
+    auto vocab = Vocabulary::Load("llama3");
+    EXPECT_TRUE(vocab.ok()) << vocab.status().ToString();
+    return new GrammarCompiler(*vocab);
+  }();
+  return *compiler;
+}
+
+std::vector<TokenId> Tokens(const std::string& text) {
+  EncodeOptions eo;
+  eo.add_dummy_prefix = false;
+  auto ids = Compiler().vocabulary().Encode(text, eo);
+  EXPECT_TRUE(ids.ok());
+  return ids.ok() ? *ids : std::vector<TokenId>{};
+}
+
+bool Allowed(const std::vector<std::uint32_t>& mask, TokenId id) {
+  return ((mask[id >> 5] >> (id & 31)) & 1) != 0;
+}
+
+// Whether `text` is taken token by token, each token in the mask first, and then may end.
+bool Feed(const std::shared_ptr<const CompiledGrammar>& g, const std::string& text) {
+  Matcher m(g);
+  std::vector<std::uint32_t> mask(BitmaskWords(Compiler().vocabulary().logits_width()));
+  for (TokenId id : Tokens(text)) {
+    m.FillNextTokenBitmask(mask);
+    const bool in_mask = Allowed(mask, id);
+    const bool taken = m.AcceptToken(id);
+    EXPECT_EQ(in_mask, taken) << "mask and AcceptToken disagree at a token of " << text;
+    if (!taken) return false;
+  }
+  return m.CanEnd();
+}
+
+bool Valid(const std::string& schema_text, const std::string& instance) {
+  auto schema = Schema::Load(schema_text);
+  EXPECT_TRUE(schema.ok());
+  auto v = Validator::Create(*schema, {});
+  EXPECT_TRUE(v.ok());
+  auto r = v->Validate(json::parse(instance));
+  EXPECT_TRUE(r.ok());
+  return *r;
+}
+
+const char* kStrings = R"({"type": "array", "items": {"type": "string"}, "uniqueItems": true})";
+
+TEST(UniqueItems, StringItemsAgreeWithTheValidator) {
+  const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
+      {kStrings,
+       {"[]", R"(["a"])", R"(["a","b"])", R"(["a","a"])", R"(["a", "b", "a"])", R"(["ab","a"])",
+        R"(["a","ab"])", R"(["",""])", R"(["", " "])", R"(["\"","\""])", R"(["\"","\"\""])",
+        R"(["a\\","a\\\\"])", R"(["a\\\\","a\\\\"])", R"(["café","cafe"])", R"(["café","café"])",
+        R"(["😀","😀"])", R"(["\n","\t"])", R"(["\u001f","\u001f"])", R"(["\u001f","\u001e"])",
+        R"(["x","y","z","y"])", "[\n  \"a\",\n  \"b\"\n]", "[ \"a\" , \"a\" ]"}},
+      {R"({"type": "array", "items": {"type": "string", "minLength": 1}, "uniqueItems": true,
+           "minItems": 2, "maxItems": 3})",
+       {R"(["a"])", R"(["a","b"])", R"(["a","a"])", R"(["a","b","c"])", R"(["a","b","c","d"])",
+        R"(["","b"])", R"(["a","b","a"])"}},
+      // A pattern that leaves infinitely many values past every prefix (an identifier).
+      {R"({"type": "array", "items": {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]*$"},
+           "uniqueItems": true})",
+       {R"(["a","b"])", R"(["a","a"])", R"(["a1","a","a1"])", R"(["1a"])", R"(["A_","A__"])"}},
+      // Repeats are allowed where one branch does not ask for unique items.
+      {R"({"anyOf": [{"type": "array", "items": {"type": "string"}, "uniqueItems": true},
+                     {"type": "array", "items": {"type": "string"}, "maxItems": 2}]})",
+       {R"(["a","a"])", R"(["a","a","b"])", R"(["a","b","c"])", R"(["a","b","a"])"}},
+      // Lists side by side and inside objects: each list's items are its own.
+      {R"({"type": "object", "properties": {
+             "tags": {"type": "array", "items": {"type": "string"}, "uniqueItems": true},
+             "more": {"type": "array", "items": {"type": "array", "items": {"type": "string"},
+                                                   "uniqueItems": true}}},
+           "additionalProperties": false})",
+       {R"({"tags":["a","b"],"more":[["a","b"],["a","b"]]})",
+        R"({"tags":["a","b"],"more":[["a","b"],["b","b"]]})", R"({"tags":["a","a"]})",
+        R"({"more":[["x"],["y","x","y"]]})"}},
+  };
+  for (const auto& [schema, texts] : cases) {
+    auto g = Compiler().CompileSchema(schema);
+    ASSERT_TRUE(g.ok()) << schema << ": " << g.status().ToString();
+    for (const std::string& text : texts) {
+      EXPECT_EQ(Feed(*g, text), Valid(schema, text)) << text << "\n  schema: " << schema;
+    }
+  }
+}
+
+// At every token of texts that come near a repeat, the mask equals the brute-force one: the
+// token that would close a repeated item (`lo"]`, `"`, `",`) is out of both; a longer item and a
+// new one stay in.
+TEST(UniqueItems, MaskEqualsBruteForceNearRepeats) {
+  auto g = Compiler().CompileSchema(
+      R"({"type": "object", "properties": {
+            "tags": {"type": "array", "items": {"type": "string"}, "uniqueItems": true},
+            "n": {"type": "array", "items": {"type": "string"}, "uniqueItems": true,
+                  "maxItems": 3},
+            "ids": {"type": "array", "items": {"type": "string", "pattern": "^[a-z][a-z0-9_]*$"},
+                    "uniqueItems": true}},
+          "required": ["tags"], "additionalProperties": false})");
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  const std::vector<std::string> texts = {
+      R"({"tags": ["hello", "world", "hello world", "hel"], "n": ["a", "b", "c"]})",
+      R"({"tags": ["a\"b", "a", "", "a\"c", "a\"bc", "\u001f", "\u001fx"]})",
+      R"({"tags": ["café", "caf", "x", "café!"], "n": ["", "q"]})",
+      R"({"tags": [], "ids": ["user_id", "user", "user_id_2", "use", "x1", "x"]})",
+  };
+  long checked = 0;
+  for (const std::string& text : texts) {
+    Matcher m(*g);
+    std::vector<std::uint32_t> fast(BitmaskWords(Compiler().vocabulary().logits_width()));
+    for (TokenId id : Tokens(text)) {
+      m.FillNextTokenBitmask(fast);
+      testing::Mask slow = testing::BruteForceMask(m);
+      ASSERT_EQ(fast, slow) << "at a token of " << text;
+      ++checked;
+      ASSERT_TRUE(m.AcceptToken(id)) << text;
+    }
+    EXPECT_TRUE(m.CanEnd());
+  }
+  EXPECT_GT(checked, 40);
+  // A state right before a repeat: the mask leaves the closing quote out, and what makes the
+  // item longer in.
+  Matcher m(*g);
+  const std::string prefix = R"({"tags": ["hello", "world", "hello)";
+  for (TokenId id : Tokens(prefix)) ASSERT_TRUE(m.AcceptToken(id)) << prefix;
+  std::vector<std::uint32_t> mask(BitmaskWords(Compiler().vocabulary().logits_width()));
+  m.FillNextTokenBitmask(mask);
+  EXPECT_EQ(mask, testing::BruteForceMask(m));
+  for (const char* closing : {"\"", "\",", "\"]", "\"],"}) {
+    auto ids = Tokens(closing);
+    if (ids.size() == 1) {
+      EXPECT_FALSE(Allowed(mask, ids[0])) << closing;
+    }
+  }
+  for (const char* going_on : {" world", "!", "o"}) {
+    auto ids = Tokens(going_on);
+    ASSERT_FALSE(ids.empty());
+    EXPECT_TRUE(Allowed(mask, ids[0])) << going_on;
+  }
+}
+
+TEST(UniqueItems, ArtifactKeepsTheCheck) {
+  auto g = Compiler().CompileSchema(kStrings);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  const std::string bytes = SerializeArtifact(**g);
+  auto loaded = LoadArtifact(Compiler(), bytes);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  EXPECT_TRUE(Feed(*loaded, R"(["a","b"])"));
+  EXPECT_FALSE(Feed(*loaded, R"(["a","b","a"])"));
+}
+
+TEST(UniqueItems, GbnfCannotSayItStrictRefusesLenientWarns) {
+  const std::string schema =
+      R"({"properties": {"tags": {"type": "array", "items": {"type": "string"}, "uniqueItems": true}}})";
+  auto strict = SchemaToGbnf(schema);
+  ASSERT_FALSE(strict.ok());
+  EXPECT_EQ(strict.status().code(), StatusCode::kUnsupported);
+  EXPECT_EQ(strict.status().location(), "/properties/tags/uniqueItems");
+  CompileOptions lenient;
+  lenient.schema_lenient = true;
+  std::vector<std::string> warnings;
+  auto text = SchemaToGbnf(schema, lenient, &warnings);
+  ASSERT_TRUE(text.ok()) << text.status().ToString();
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_EQ(warnings[0].rfind("/properties/tags/uniqueItems: ", 0), 0u) << warnings[0];
+}
+
+// What stays refused: items whose values can run out (a bounded string could be left with only
+// repeats to choose from), objects, arrays.
+TEST(UniqueItems, ItemsThatCanRunOutStayRefused) {
+  for (const char* items : {R"({"type": "string", "maxLength": 3})",
+                            R"({"type": "string", "pattern": "^[ab]$"})",
+                            R"({"type": "string", "pattern": "^[a-z]+-[0-9]$"})",
+                            R"({"type": "string", "format": "date"})",
+                            R"({"enum": ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k"]})",
+                            R"({"type": "object"})",
+                            R"({"type": "array"})", R"({"type": ["string", "integer"]})"}) {
+    const std::string schema =
+        std::string(R"({"type": "array", "uniqueItems": true, "items": )") + items + "}";
+    auto g = Compiler().CompileSchema(schema);
+    ASSERT_FALSE(g.ok()) << schema;
+    EXPECT_EQ(g.status().code(), StatusCode::kUnsupported) << g.status().ToString();
+    EXPECT_EQ(g.status().location(), "/uniqueItems") << g.status().ToString();
+  }
+}
+
+}  // namespace
+}  // namespace lockstep::schema
