@@ -575,6 +575,10 @@ CfgProgram GetProgram(Reader& r, const Vocabulary& vocab) {
   if (GetProgramShape(r, p) && GetProgramArrays(r, p, lists) && CheckProgramIndices(r, vocab, p) &&
       FillTransitions(r, lists, p) && CheckRules(r, p)) {
     CheckNullable(r, p);
+    if (r.ok()) {
+      // (Derived from the automata, like the runtime's other per-state summaries.)
+      if (Status st = ComputeItemAutomata(&p); !st.ok()) r.Fail(st.message());
+    }
   }
   return p;
 }

@@ -492,6 +492,8 @@ class CfgGrammar : public TokenAutomaton {
   std::vector<std::uint32_t> negatable_bits_;
   // Per rule: a unique-items list or a rule one reaches (empty when the program has none).
   std::vector<std::uint8_t> in_unique_list_;
+  // Per rule: a unique-items list whose items can run out (CfgProgram::item_automaton_of).
+  std::vector<std::uint8_t> list_runs_out_;
 };
 
 // The grammar's CfgGrammar, or null when it is a regex.

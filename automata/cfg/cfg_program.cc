@@ -1249,6 +1249,7 @@ Result<CfgProgram> Lowering::Run() {
   LOCKSTEP_RETURN_IF_ERROR(ComputeProductive(&p, &prod_state, &prod_rule));
   AssignByteClasses(prod_state, &p);
   FillTables(prod_state, prod_rule, &p);
+  LOCKSTEP_RETURN_IF_ERROR(ComputeItemAutomata(&p));
   return p;
 }
 
@@ -1522,6 +1523,118 @@ void Lowering::FillTables(const std::vector<std::uint8_t>& prod_state,
 }
 
 }  // namespace
+
+Status ComputeItemAutomata(CfgProgram* out) {
+  CfgProgram& p = *out;
+  p.item_automaton_of.clear();
+  p.item_completions.clear();
+  p.before_item.clear();
+  if (!p.HasUniqueItems()) return Status::Ok();
+  const std::int32_t nr = p.NumRules(), ns = p.num_states, nc = p.num_classes;
+  std::vector<std::vector<StateId>> states(static_cast<std::size_t>(nr));
+  for (StateId s = 0; s < ns; ++s) states[p.state_rule[s]].push_back(s);
+  std::vector<std::int64_t> class_size(static_cast<std::size_t>(nc), 0);
+  for (int b = 0; b < 256; ++b) ++class_size[p.byte_class[b]];
+  auto byte_only = [&](std::int32_t r) {
+    if (p.rules[r].kind != CfgProgram::RuleKind::kDfa) return false;
+    for (StateId s : states[r])
+      if (p.nt_begin[s] != p.nt_begin[s + 1] || p.sp_begin[s] != p.sp_begin[s + 1]) return false;
+    return true;
+  };
+  p.item_automaton_of.assign(static_cast<std::size_t>(nr), -1);
+  p.item_completions.assign(static_cast<std::size_t>(ns), CfgProgram::kNoCompletions);
+  p.before_item.assign(static_cast<std::size_t>(ns), 0);
+  for (std::int32_t list = 0; list < nr; ++list) {
+    const std::int32_t item = p.rules[list].unique_item;
+    if (item < 0) continue;
+    // The item's automaton: the item rule, or the one rule its start calls (a big automaton is a
+    // rule of its own), when that is all the item rule does.
+    std::int32_t a = -1;
+    if (byte_only(item)) {
+      a = item;
+    } else if (p.rules[item].kind == CfgProgram::RuleKind::kDfa) {
+      const StateId st = p.rules[item].start;
+      if (p.nt_begin[st + 1] - p.nt_begin[st] == 1 && !p.has_bytes[st] &&
+          p.sp_begin[st] == p.sp_begin[st + 1] && states[item].size() == 2) {
+        const auto [callee, after] = p.nt_edges[p.nt_begin[st]];
+        if (p.accepting[after] && !p.has_bytes[after] && p.nt_begin[after] == p.nt_begin[after + 1] &&
+            byte_only(callee)) {
+          a = callee;
+        }
+      }
+    }
+    // Completions per state of the automaton: peel the states whose successors are all peeled
+    // (Kahn); what stays reaches a cycle.
+    std::vector<StateId> own = a >= 0 ? states[a] : std::vector<StateId>{};
+    bool finite = false;
+    if (a >= 0) {
+      std::unordered_map<StateId, std::int32_t> out_deg;
+      std::unordered_map<StateId, std::vector<StateId>> preds;
+      for (StateId s : own) {
+        std::int32_t d = 0;
+        for (std::int32_t c = 0; c < nc; ++c) {
+          const StateId t = p.next[static_cast<std::size_t>(s) * nc + c];
+          if (t == CfgProgram::kDead) continue;
+          ++d;
+          preds[t].push_back(s);
+        }
+        out_deg[s] = d;
+        p.item_completions[s] = CfgProgram::kInfiniteCompletions;
+      }
+      std::vector<StateId> peel;
+      for (StateId s : own)
+        if (out_deg[s] == 0) peel.push_back(s);
+      for (std::size_t i = 0; i < peel.size(); ++i) {
+        const StateId s = peel[i];
+        std::int64_t n = p.accepting[s] ? 1 : 0;
+        for (std::int32_t c = 0; c < nc; ++c) {
+          const StateId t = p.next[static_cast<std::size_t>(s) * nc + c];
+          if (t == CfgProgram::kDead) continue;
+          const long double m = static_cast<long double>(class_size[c]) *
+                                static_cast<long double>(p.item_completions[t]);
+          n = static_cast<std::int64_t>(std::min<long double>(
+              static_cast<long double>(CfgProgram::kManyCompletions), n + m));
+        }
+        p.item_completions[s] = std::min(n, CfgProgram::kManyCompletions);
+        for (StateId q : preds[s])
+          if (--out_deg[q] == 0) peel.push_back(q);
+      }
+      // (A state after the item's last byte, accepting with nothing after it, is no choice.)
+      finite = false;
+      for (StateId s : own) {
+        const bool last = p.accepting[s] && !p.has_bytes[s];
+        if (p.item_completions[s] >= 0 && !last) finite = true;
+      }
+    }
+    // Items that cannot run out (every state reaches a cycle) need no automaton: the check at
+    // completion is enough (the schema compiler makes lists of other items only when their item
+    // rule is one byte automaton).
+    if (!finite) {
+      for (StateId s : own) p.item_completions[s] = CfgProgram::kNoCompletions;
+    } else {
+      p.item_automaton_of[a] = item;
+    }
+    // The list's states before an item: no way to accept without one more item.
+    std::vector<std::uint8_t> free_end(static_cast<std::size_t>(ns), 0);  // accept w/o an item
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (StateId s : states[list]) {
+        if (free_end[s]) continue;
+        bool v = p.accepting[s] != 0;
+        for (std::int32_t c = 0; c < nc && !v; ++c) {
+          const StateId t = p.next[static_cast<std::size_t>(s) * nc + c];
+          v = t != CfgProgram::kDead && free_end[t];
+        }
+        for (std::int32_t e = p.nt_begin[s]; e < p.nt_begin[s + 1] && !v; ++e) {
+          v = p.nt_edges[e].first != item && free_end[p.nt_edges[e].second];
+        }
+        if (v) free_end[s] = 1, changed = true;
+      }
+    }
+    for (StateId s : states[list]) p.before_item[s] = free_end[s] ? 0 : 1;
+  }
+  return Status::Ok();
+}
 
 Result<CfgProgram> CompileCfg(const grammar::Grammar& g, const Vocabulary& vocab,
                               const CfgCompileOptions& options) {

@@ -152,6 +152,20 @@ struct CfgProgram {
   std::vector<RuleInfo> rules;
   std::int32_t root = -1;
 
+  // Unique-items lists whose item values can run out (ComputeItemAutomata; empty when there is
+  // no list). item_automaton_of[r]: the list item rule whose automaton rule r is (the item rule
+  // itself when it has byte edges only, or the rule it calls as its whole body), -1 otherwise.
+  // item_completions[s], for the states of those automata: how many ways the item can finish
+  // from s (saturating at kManyCompletions), kInfiniteCompletions when a cycle is reachable;
+  // kNoCompletions elsewhere. before_item[s], for the states of the lists: every way to finish
+  // the list from s takes one more item (right after `[` or a comma).
+  static constexpr std::int64_t kInfiniteCompletions = -1;
+  static constexpr std::int64_t kNoCompletions = -2;
+  static constexpr std::int64_t kManyCompletions = std::int64_t{1} << 40;
+  std::vector<std::int32_t> item_automaton_of;  // (sized iff HasUniqueItems())
+  std::vector<std::int64_t> item_completions;
+  std::vector<std::uint8_t> before_item;
+
   // Global DFA states of all kDfa rules.
   std::int32_t num_states = 0;
   std::int32_t num_classes = 1;
@@ -184,6 +198,10 @@ struct CfgProgram {
   bool IsCounter(std::int32_t rule) const { return rules[rule].kind == RuleKind::kCounter; }
   std::int32_t NumRules() const { return static_cast<std::int32_t>(rules.size()); }
 };
+
+// Fills item_automaton_of, item_completions and before_item from the automata (after lowering,
+// and after an artifact is read).
+Status ComputeItemAutomata(CfgProgram* p);
 
 // Lowers `g` (any front end's IR). kUnsatisfiable if the root derives no string; kInvalidGrammar
 // for a token item the vocabulary does not have (an id out of range, a text that is not one

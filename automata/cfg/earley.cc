@@ -49,12 +49,31 @@ EarleyParser::EarleyParser(const CfgProgram* program, std::int32_t max_depth,
   items_.reserve(256);
   set_begin_.reserve(64);
   meta_.reserve(64);
+  // (ComputeItemAutomata sizes item_automaton_of exactly when the program has unique lists: no
+  // scan of the rules for the others.)
+  if (p_->item_automaton_of.empty()) return;
   for (std::int32_t r = 0; r < p_->NumRules(); ++r) {
     const std::int32_t item = p_->rules[r].unique_item;
     if (item < 0) continue;
     if (unique_rule_.empty()) unique_rule_.assign(static_cast<std::size_t>(p_->NumRules()), 0);
     unique_rule_[r] = unique_rule_[item] = 1;
     has_unique_ = true;
+  }
+  if (has_unique_) {
+    const auto nr = static_cast<std::size_t>(p_->NumRules());
+    std::vector<std::int32_t> automaton_of_item(nr, -1);
+    for (std::int32_t a = 0; a < p_->NumRules(); ++a) {
+      if (p_->item_automaton_of[a] < 0) continue;
+      automaton_of_item[p_->item_automaton_of[a]] = a;
+      unique_rule_[a] = 1;  // (its items keep their origins too)
+    }
+    automaton_of_list_.assign(nr, -1);
+    for (std::int32_t r = 0; r < p_->NumRules(); ++r) {
+      const std::int32_t item = p_->rules[r].unique_item;
+      if (item < 0 || automaton_of_item[item] < 0) continue;
+      automaton_of_list_[r] = automaton_of_item[item];
+      has_finite_ = true;
+    }
   }
 }
 
@@ -85,6 +104,7 @@ void EarleyParser::BeginSet() {
   saturated_.clear();
   step_items_ = 0;
   unique_dropped_ = false;
+  dead_lists_.clear();
   if (++set_stamp_ == 0) {  // (wrapped: forget every stamp)
     std::fill(predicted_.begin(), predicted_.end(), 0);
     set_stamp_ = 1;
@@ -436,6 +456,13 @@ void EarleyParser::Closure(std::int32_t k, bool budgeted) {
     const CfgProgram::RuleInfo& r = p_->rules[it.rule];
     if (r.kind == CfgProgram::RuleKind::kDfa) {
       const StateId s = it.state;
+      if (has_finite_ && unique_checks_ && p_->before_item[s] && automaton_of_list_[it.rule] >= 0 &&
+          !ListHasRoom(it)) {
+        // A list before an item, with no value left for it: no parse goes on from here.
+        unique_dropped_ = true;
+        dead_lists_.push_back(static_cast<std::int32_t>(i));
+        continue;
+      }
       if (p_->accepting[s] && it.origin != k) Complete(it.rule, it.origin, k);
       for (std::int32_t e = p_->nt_begin[s]; e < p_->nt_begin[s + 1]; ++e) {
         const auto [sub, target] = p_->nt_edges[e];
@@ -748,7 +775,14 @@ bool EarleyParser::FinishStep(std::int32_t k) {
 }
 
 bool EarleyParser::SetLive(std::int32_t k) const {
-  for (const EarleyItem& it : set(k)) {
+  const std::size_t b = set_begin_[k];
+  const std::size_t e = k + 1 < num_sets() ? set_begin_[k + 1] : items_.size();
+  for (std::size_t i = b; i < e; ++i) {
+    const EarleyItem& it = items_[i];
+    if (std::find(dead_lists_.begin(), dead_lists_.end(), static_cast<std::int32_t>(i)) !=
+        dead_lists_.end()) {
+      continue;
+    }
     if (ItemHasFuture(it)) return true;
     if (it.rule == p_->root && it.origin == 0 && ItemAccepting(it)) return true;
   }
@@ -788,6 +822,11 @@ inline void EarleyParser::ScanByte(std::int32_t prev, std::uint8_t b) {
     const std::int32_t origin = it.origin == prev && prev > 0 && MayRepeat(prev, it.rule)
                                     ? OriginOf(prev, it.rule, it.depth)
                                     : it.origin;
+    if (has_finite_ && unique_checks_ && p_->item_automaton_of[it.rule] >= 0 &&
+        p_->item_completions[t] >= 0 && !ItemStaysNew(it.rule, it.origin, t)) {
+      unique_dropped_ = true;  // (every way to finish this item repeats an earlier one)
+      continue;
+    }
     Add({it.rule, t, origin, it.depth});
   }
 }
@@ -882,7 +921,7 @@ bool EarleyParser::UniqueItemOk(std::int32_t list_origin, std::int32_t item_orig
     raw.push_back(static_cast<char>(meta_[j].byte));
   }
   step_items_ += 1 + static_cast<std::int64_t>(raw.size() / 16);
-  if (!DecodeJsonString(raw, &unique_value_)) return true;
+  if (!UniqueKey(raw, &unique_value_)) return true;
   const std::int32_t before = unique_list_.read_to();
   if (!ReadListTo(list_origin, item_origin)) return true;
   step_items_ += std::max<std::int64_t>(0, unique_list_.read_to() - before) / 16;
@@ -923,6 +962,71 @@ void EarleyParser::OpenUniqueLists(std::span<const std::uint8_t> inside,
     }
     level_begin = level_end;
   }
+}
+
+bool EarleyParser::SomeNewCompletion(StateId state, const std::string& prefix) {
+  // Depth-first over the automaton's bytes from `state`: its completions are few (at most the
+  // list's size, or the caller answered without this), each checked as it is found.
+  struct Frame {
+    StateId s;
+    int next_byte;
+  };
+  thread_local std::vector<Frame> stack;
+  thread_local std::string text;
+  stack.assign(1, {state, 0});
+  text = prefix;
+  if (p_->accepting[state] && (!UniqueKey(text, &unique_key_) || !unique_list_.Contains(unique_key_)))
+    return true;
+  while (!stack.empty()) {
+    Frame& f = stack.back();
+    if (f.next_byte > 255) {
+      stack.pop_back();
+      if (!stack.empty()) text.pop_back();
+      continue;
+    }
+    const int b = f.next_byte++;
+    const StateId t = p_->Step(f.s, static_cast<std::uint8_t>(b));
+    if (t == CfgProgram::kDead) continue;
+    ++step_items_;
+    text.push_back(static_cast<char>(b));
+    if (p_->accepting[t] && (!UniqueKey(text, &unique_key_) || !unique_list_.Contains(unique_key_)))
+      return true;
+    stack.push_back({t, 0});
+  }
+  return false;
+}
+
+bool EarleyParser::ItemStaysNew(std::int32_t rule, std::int32_t item_origin, StateId state) {
+  const std::int32_t k = num_sets() - 1;  // (the set under construction: its byte is known)
+  if (item_origin < 0) return true;
+  std::string prefix;
+  for (std::int32_t j = item_origin + 1; j <= k; ++j) {
+    if (meta_[j].byte < 0) return true;
+    prefix.push_back(static_cast<char>(meta_[j].byte));
+  }
+  const std::int32_t item = p_->item_automaton_of[rule];
+  // The lists waiting on the item there (the item rule's own item, when it calls the automaton,
+  // is predicted in the same set).
+  bool some_list = false;
+  for (const EarleyItem& q : set(item_origin)) {
+    if (p_->rules[q.rule].unique_item != item || q.origin < 0 || !WaitsOn(q, item)) continue;
+    some_list = true;
+    if (!ReadListTo(q.origin, item_origin)) return true;
+    const std::int64_t n = p_->item_completions[state];
+    if (n > static_cast<std::int64_t>(unique_list_.size())) return true;
+    if (SomeNewCompletion(state, prefix)) return true;
+  }
+  return !some_list;
+}
+
+bool EarleyParser::ListHasRoom(const EarleyItem& q) {
+  const std::int32_t a = automaton_of_list_[q.rule];
+  const StateId start = p_->rules[a].start;
+  const std::int64_t n = p_->item_completions[start];
+  if (n < 0) return true;  // (infinitely many values)
+  if (!ReadListTo(q.origin, num_sets() - 1)) return true;
+  if (n > static_cast<std::int64_t>(unique_list_.size())) return true;
+  return SomeNewCompletion(start, std::string());
 }
 
 bool EarleyParser::CanEnd() const {

@@ -25,14 +25,16 @@
 //   - subsumed origins: of the items a byte carries on with equal (rule, state) and origins o1,
 //     o2, the one whose origin's waiting items are a subset of the other's is dropped.
 // Unique items. A rule that is a unique-items list (CfgProgram::RuleInfo::unique_item) has its
-// items' completions checked: when an item of the list's item rule completes into the list, the
-// parse goes on only if the item's value (a JSON string, escapes decoded) differs from every
-// earlier item of that list, read from the bytes since the list's origin (automata/cfg/
-// unique_items.h keeps them, incrementally). The list and its item rule keep their own origins
-// (never merged), so those bytes are the list's and the item's. The check needs the text: it is
-// made in parses from the root over bytes, not in local mode (positions are computed without
-// it, and a pushed completion has no bytes); masks take it into account afterwards
-// (CfgGrammar::FilterUniqueItems).
+// items checked: when an item of the list's item rule completes into the list, the parse goes
+// on only if the item's key (UniqueKey: a string's decoded value, an integer's text) differs
+// from every earlier item's of that list, read from the bytes since the list's origin
+// (automata/cfg/unique_items.h keeps them, incrementally). Items that can run out
+// (CfgProgram::item_completions) are also dropped when a byte leaves them no new way to finish,
+// and a list before its next item when no value is left for it. The lists and their items keep
+// their own origins (never merged), so those bytes are the list's and the item's. The checks
+// need the text: they are made in parses from the root over bytes, not in local mode
+// (positions are computed without them, and a pushed completion has no bytes); masks take them
+// into account afterwards (CfgGrammar::FilterUniqueItems).
 // A per-step budget (max_step_items) bounds what is left: a byte (or special token, or pushed
 // completion) whose step creates or visits more items than that fails (items_exceeded), never a
 // hang.
@@ -223,8 +225,24 @@ class EarleyParser {
   // on the way has no byte.
   bool ReadListTo(std::int32_t origin, std::int32_t upto);
   // Whether set k still has a parse that can go on or end: after the check dropped an item's
-  // list, the set may hold only finished items (the item's own), which are no parse at all.
+  // list, the set may hold only finished items (the item's own), which are no parse at all;
+  // list items judged full (dead_lists_) do not count.
   bool SetLive(std::int32_t k) const;
+  // Items that can run out (CfgProgram::item_automaton_of): whether the item under way in
+  // automaton rule `rule` since set `item_origin`, at automaton state `state` after the bytes
+  // up to the set under construction, can still finish with a value none of its list's earlier
+  // items has (true when no list waits on it there).
+  bool ItemStaysNew(std::int32_t rule, std::int32_t item_origin, StateId state);
+  // Whether the list item `q` (a list predicted in q.origin, before an item) can still take a
+  // new item: false when every value of its items is among the list's items so far.
+  bool ListHasRoom(const EarleyItem& q);
+  // Whether some way to finish from `state` of automaton rule `a`, after `prefix`, gives a key
+  // the list does not have.
+  bool SomeNewCompletion(StateId state, const std::string& prefix);
+  bool has_finite_ = false;  // some list's items can run out
+  std::vector<std::int32_t> automaton_of_list_;  // per rule: its items' automaton rule, or -1
+  std::vector<std::int32_t> dead_lists_;  // indices (into items_) of the step's full list items
+  std::string unique_key_;
   bool has_unique_ = false;
   bool unique_checks_ = false;  // InitRoot: on; InitLocal: off
   bool unique_dropped_ = false;  // the step under way dropped a completion (UniqueItemOk)

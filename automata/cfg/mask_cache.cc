@@ -490,44 +490,59 @@ void CfgGrammar::ClearTooDeep(EarleyParser& parser, std::int64_t min_len,
 
 namespace {
 
-// The value's next bytes the walk may follow, as the walk state after each byte.
+// The walk's state after each byte.
 struct UniqueWalkState {
-  std::uint8_t mode = 0;  // 0: between items, 1: in a string, 2: after a backslash, 3: in \uXXXX
+  // 0: between items, 1: in a string, 2: after a backslash, 3: in \uXXXX, 4: in a bare item (a
+  // number or literal)
+  std::uint8_t mode = 0;
   std::uint8_t hex = 0;   // mode 3: digits read
   std::uint32_t cp = 0;   // mode 3: value so far
-  std::string value;      // mode 1-3: the item's decoded value so far
+  std::string key;        // modes 1-4: the item's key so far (UniqueKey: "s" + value, "x" + text)
 };
 
-// Some value of `sorted` starts with `prefix`.
-bool SomeValueStartsWith(const std::vector<std::string>& sorted, const std::string& prefix) {
+// Some key of `sorted` starts with `prefix`.
+bool SomeKeyStartsWith(const std::vector<std::string>& sorted, const std::string& prefix) {
   auto it = std::lower_bound(sorted.begin(), sorted.end(), prefix);
   return it != sorted.end() && it->compare(0, prefix.size(), prefix) == 0;
+}
+
+bool Blank(std::uint8_t b) { return b == ' ' || b == '\t' || b == '\n' || b == '\r'; }
+
+// A bare item's key so far is an earlier item's (UniqueKey: "-0" is keyed as "0").
+bool BareKeyIn(const std::vector<std::string>& sorted, const std::string& key) {
+  return std::binary_search(sorted.begin(), sorted.end(), key == "x-0" ? std::string("x0") : key);
 }
 
 enum class WalkStep : std::uint8_t { kOn, kDead, kDuplicate, kUnsure };
 
 // One byte of the walk from `st`. kDuplicate: the byte completes an item equal to an earlier
 // one; kUnsure: the walk cannot follow on cheaply (a surrogate escape), so every token on from
-// here is checked.
-WalkStep StepWalk(UniqueWalkState& st, std::uint8_t b, const std::vector<std::string>& values) {
+// here is checked; kDead: the item under way can no longer equal an earlier one.
+WalkStep StepWalk(UniqueWalkState& st, std::uint8_t b, const std::vector<std::string>& keys) {
   switch (st.mode) {
     case 0:
-      if (b == ' ' || b == '\t' || b == '\n' || b == '\r' || b == ',') return WalkStep::kOn;
-      if (b != '"') return WalkStep::kDead;
-      st.mode = 1;
-      st.value.clear();
-      return SomeValueStartsWith(values, st.value) ? WalkStep::kOn : WalkStep::kDead;
+      if (Blank(b) || b == ',') return WalkStep::kOn;
+      if (b == ']' || b == '[' || b == '{' || b == '}' || b == ':') return WalkStep::kDead;
+      if (b == '"') {
+        st.mode = 1;
+        st.key.assign(1, 's');
+      } else {
+        st.mode = 4;
+        st.key.assign(1, 'x');
+        st.key.push_back(static_cast<char>(b));
+      }
+      break;
     case 1:
       if (b == '"') {
-        return std::binary_search(values.begin(), values.end(), st.value) ? WalkStep::kDuplicate
-                                                                          : WalkStep::kDead;
+        return std::binary_search(keys.begin(), keys.end(), st.key) ? WalkStep::kDuplicate
+                                                                    : WalkStep::kDead;
       }
       if (b == '\\') {
         st.mode = 2;
         return WalkStep::kOn;
       }
       if (b < 0x20) return WalkStep::kDead;
-      st.value.push_back(static_cast<char>(b));
+      st.key.push_back(static_cast<char>(b));
       break;
     case 2: {
       char c = 0;
@@ -549,21 +564,28 @@ WalkStep StepWalk(UniqueWalkState& st, std::uint8_t b, const std::vector<std::st
           return WalkStep::kDead;
       }
       st.mode = 1;
-      st.value.push_back(c);
+      st.key.push_back(c);
       break;
     }
-    default: {
+    case 3: {
       const int h = JsonHexDigit(b);
       if (h < 0) return WalkStep::kDead;
       st.cp = st.cp * 16 + static_cast<std::uint32_t>(h);
       if (++st.hex < 4) return WalkStep::kOn;
       if (st.cp >= 0xD800 && st.cp <= 0xDFFF) return WalkStep::kUnsure;
       st.mode = 1;
-      AppendUtf8(static_cast<char32_t>(st.cp), &st.value);
+      AppendUtf8(static_cast<char32_t>(st.cp), &st.key);
       break;
     }
+    default:
+      if (Blank(b) || b == ',' || b == ']') {
+        return BareKeyIn(keys, st.key) ? WalkStep::kDuplicate : WalkStep::kDead;
+      }
+      st.key.push_back(static_cast<char>(b));
+      break;
   }
-  return SomeValueStartsWith(values, st.value) ? WalkStep::kOn : WalkStep::kDead;
+  if (st.mode == 4 && (st.key == "x-" || st.key == "x-0")) return WalkStep::kOn;  // (-0 is 0)
+  return SomeKeyStartsWith(keys, st.key) ? WalkStep::kOn : WalkStep::kDead;
 }
 
 }  // namespace
@@ -579,36 +601,35 @@ void CfgGrammar::FilterUniqueItems(EarleyParser& parser, std::span<std::uint32_t
   };
   const std::span<const TokenTrie::Node> nodes = trie_->nodes();
   const std::uint32_t n = static_cast<std::uint32_t>(trie_->num_nodes());
+  const TokenTrie::CommaQuoteTokens& commas = trie_->CommaQuotes(*vocab_);
+  bool runs_out = false;  // a list open whose items can run out
   for (const auto& [rule, origin] : lists) {
+    // Lists whose items can run out: a token may also leave the item under way (or the next
+    // one, after a comma) with only repeats to finish with. Such a token follows an earlier
+    // item's key all along (those of the item under way), or has a comma.
+    const bool finite = list_runs_out_[rule] != 0;
+    runs_out = runs_out || finite;
     const UniqueListItems* items = parser.ReadUniqueList(origin);
     if (items == nullptr || items->size() == 0) continue;
-    const std::vector<std::string> values = items->SortedValues();
+    const std::vector<std::string> keys = items->SortedKeys();
     // The walk's state at the parse's end: between items, or inside the item under way.
     UniqueWalkState start;
     const UniqueListScan& scan = items->scan();
-    if (scan.in_string) {
+    if (scan.in_bare) {
+      start.mode = 4;
+      start.key = "x" + scan.raw;
+      if (!SomeKeyStartsWith(keys, start.key) && start.key != "x-" && start.key != "x-0") {
+        continue;  // (comma tokens cover the rest)
+      }
+    } else if (scan.in_string) {
       std::string raw = scan.raw;
-      bool unsure = false;
       if (scan.escape) raw.pop_back();  // (the backslash: the walk takes it from mode 2)
       // The decoded value so far: the raw text closed, unless it ends inside a \u escape.
       const std::size_t u = raw.rfind("\\u");
       std::size_t keep = raw.size();
       if (u != std::string::npos && raw.size() - u < 6) keep = u;
-      std::string closed = raw.substr(0, keep) + '"';
-      if (!DecodeJsonString(closed, &start.value)) unsure = true;
-      start.mode = 1;
-      if (scan.escape) start.mode = 2;
-      if (keep < raw.size()) {  // inside \uXXXX: its digits so far
-        start.mode = 3;
-        start.hex = 0;
-        start.cp = 0;
-        for (std::size_t i = keep + 2; i < raw.size(); ++i) {
-          start.cp = start.cp * 16 +
-                     static_cast<std::uint32_t>(JsonHexDigit(static_cast<std::uint8_t>(raw[i])));
-          ++start.hex;
-        }
-      }
-      if (unsure) {
+      std::string value;
+      if (!DecodeJsonString(raw.substr(0, keep) + '"', &value)) {
         // (Not expected: the text of a string under way decodes. Check every token with a quote.)
         for (std::uint32_t i = 0; i < n; i = nodes[i].subtree_end) {
           for (TokenId id : trie_->TokensUnder(i)) {
@@ -618,7 +639,17 @@ void CfgGrammar::FilterUniqueItems(EarleyParser& parser, std::span<std::uint32_t
         }
         continue;
       }
-      if (!SomeValueStartsWith(values, start.value)) continue;  // (CommaQuotes cover the rest)
+      start.key = "s" + value;
+      start.mode = scan.escape ? 2 : 1;
+      if (keep < raw.size()) {  // inside \uXXXX: its digits so far
+        start.mode = 3;
+        for (std::size_t i = keep + 2; i < raw.size(); ++i) {
+          start.cp = start.cp * 16 +
+                     static_cast<std::uint32_t>(JsonHexDigit(static_cast<std::uint8_t>(raw[i])));
+          ++start.hex;
+        }
+      }
+      if (!SomeKeyStartsWith(keys, start.key)) continue;  // (comma tokens cover the rest)
     }
     // Depth-first over the trie, the walk state of each depth on `stack`.
     stack.resize(static_cast<std::size_t>(trie_->max_depth()) + 1);
@@ -627,8 +658,13 @@ void CfgGrammar::FilterUniqueItems(EarleyParser& parser, std::span<std::uint32_t
       const TokenTrie::Node& node = nodes[i];
       UniqueWalkState& st = stack[node.depth];
       st = stack[node.depth - 1];
-      switch (StepWalk(st, node.byte, values)) {
+      switch (StepWalk(st, node.byte, keys)) {
         case WalkStep::kOn:
+          // (A bare item completes at its last byte, and may have no way on: `0`.)
+          if (finite || (st.mode == 4 && BareKeyIn(keys, st.key))) {
+            for (TokenId id : trie_->TokensAt(i))
+              if (in_mask(id)) check.push_back(id);
+          }
           ++i;
           break;
         case WalkStep::kDead:
@@ -645,12 +681,11 @@ void CfgGrammar::FilterUniqueItems(EarleyParser& parser, std::span<std::uint32_t
   }
   // Tokens that complete a second item: in a list open at the end of the text (any of them), or
   // in one the token opens itself (those with a bracket first; the only ones when no list is
-  // open).
-  const TokenTrie::CommaQuoteTokens& multi = trie_->CommaQuotes(*vocab_);
-  for (TokenId id : multi.opening)
+  // open). With items that can run out, every token with a comma.
+  for (TokenId id : commas.opening)
     if (in_mask(id)) check.push_back(id);
   if (!lists.empty()) {
-    for (TokenId id : multi.other)
+    for (TokenId id : runs_out ? commas.comma : commas.other)
       if (in_mask(id)) check.push_back(id);
   }
   if (check.empty()) return;

@@ -74,13 +74,50 @@ bool DecodeJsonString(std::string_view text, std::string* out) {
   return true;
 }
 
+bool UniqueKey(std::string_view text, std::string* key) {
+  if (!text.empty() && text.front() == '"') {
+    std::string value;
+    if (!DecodeJsonString(text, &value)) return false;
+    key->assign(1, 's');
+    key->append(value);
+    return true;
+  }
+  key->assign(1, 'x');
+  key->append(text == "-0" ? std::string_view("0") : text);  // (JSON equality: -0 = 0)
+  return true;
+}
+
+void UniqueListItems::AddItem(std::int32_t end) {
+  std::string key;
+  if (UniqueKey(scan_.raw, &key)) {
+    ++count_[key];
+    items_.emplace_back(end, std::move(key));
+  }
+  scan_.raw.clear();
+}
+
 void UniqueListItems::Feed(std::uint8_t byte) {
   ++read_to_;
+  if (scan_.in_bare) {
+    const bool ends = byte == ',' || byte == ']' || byte == ' ' || byte == '\t' ||
+                      byte == '\n' || byte == '\r';
+    if (!ends) {
+      scan_.raw.push_back(static_cast<char>(byte));
+      return;
+    }
+    scan_.in_bare = false;
+    AddItem(read_to_ - 1);  // (it ended with the byte before)
+    return;
+  }
   if (!scan_.in_string) {
     if (byte == '"') {
       scan_.in_string = true;
       scan_.escape = false;
       scan_.raw.assign(1, '"');
+    } else if (byte != ',' && byte != ']' && byte != ' ' && byte != '\t' && byte != '\n' &&
+               byte != '\r') {
+      scan_.in_bare = true;
+      scan_.raw.assign(1, static_cast<char>(byte));
     }
     return;  // (whitespace and commas between items)
   }
@@ -95,12 +132,7 @@ void UniqueListItems::Feed(std::uint8_t byte) {
   }
   if (byte != '"') return;
   scan_.in_string = false;
-  std::string value;
-  if (DecodeJsonString(scan_.raw, &value)) {
-    ++count_[value];
-    items_.emplace_back(read_to_, std::move(value));
-  }
-  scan_.raw.clear();
+  AddItem(read_to_);
 }
 
 void UniqueListItems::PopTo(std::int32_t n) {

@@ -1,7 +1,8 @@
-// Unique items at run time: `uniqueItems` over string items, which no context-free grammar
-// holds (the set of items seen so far is unbounded), is a check the parser makes as each item
-// completes (EarleyParser, "Unique items") and that masks take into account
-// (CfgGrammar::FilterUniqueItems). Items are compared by JSON value: a string's escapes are
+// Unique items at run time: `uniqueItems`, which no context-free grammar holds over unbounded
+// values (the set of items seen so far is unbounded), is a check the parser makes as each item
+// completes, and as an item that can run out of values goes on (EarleyParser, "Unique items");
+// masks take it into account (CfgGrammar::FilterUniqueItems). docs/json-schema-compiler.md,
+// "uniqueItems at run time", has the whole design. Items are compared by JSON value: a string's escapes are
 // decoded, so "a" and "\u0061" are equal (schema grammars spell strings canonically, one
 // spelling per value, but the check does not rely on it).
 #pragma once
@@ -24,10 +25,17 @@ int JsonHexDigit(std::uint8_t b);
 // stay equal). False when text is not one complete JSON string.
 bool DecodeJsonString(std::string_view text, std::string* out);
 
-// Where a scan of a unique list's text stands: between items, or inside a string item (whose
-// raw text so far, from its quote, is `raw`).
+// The key an item's text is compared by: "s" and the decoded value for a string, "x" and the
+// text itself for anything else (integers and literals, which schema grammars spell one way;
+// "-0" is keyed as "0").
+// False when `text` starts with a quote but is not one JSON string.
+bool UniqueKey(std::string_view text, std::string* key);
+
+// Where a scan of a unique list's text stands: between items, inside a string item (whose raw
+// text so far, from its quote, is `raw`), or inside a bare item (a number or literal: `raw`).
 struct UniqueListScan {
   bool in_string = false;
+  bool in_bare = false;
   bool escape = false;  // inside a string, right after a backslash
   std::string raw;
 };
@@ -47,16 +55,16 @@ class UniqueListItems {
   std::int32_t origin() const { return origin_; }
   // The last set whose byte was read.
   std::int32_t read_to() const { return read_to_; }
-  // Reads the byte that made set read_to() + 1; a string item that it ends is added.
+  // Reads the byte that made set read_to() + 1; an item that it ends is added (by UniqueKey).
   void Feed(std::uint8_t byte);
-  bool Contains(const std::string& value) const { return count_.count(value) != 0; }
+  bool Contains(const std::string& key) const { return count_.count(key) != 0; }
   // Forgets what was read from set n on (the parser popped back to n sets): back to the end of
   // the last item read before n, between items (the caller reads on from there).
   void PopTo(std::int32_t n);
   const UniqueListScan& scan() const { return scan_; }
   std::size_t size() const { return items_.size(); }
-  // The distinct values read, sorted.
-  std::vector<std::string> SortedValues() const {
+  // The distinct keys read, sorted.
+  std::vector<std::string> SortedKeys() const {
     std::vector<std::string> v;
     v.reserve(count_.size());
     for (const auto& [value, n] : count_) v.push_back(value);
@@ -67,7 +75,8 @@ class UniqueListItems {
  private:
   std::int32_t origin_ = -1;
   std::int32_t read_to_ = -1;
-  std::vector<std::pair<std::int32_t, std::string>> items_;  // (set after it, value), in order
+  void AddItem(std::int32_t end);  // scan_.raw, ended at set `end`
+  std::vector<std::pair<std::int32_t, std::string>> items_;  // (set it ends, key), in order
   std::unordered_map<std::string, std::int32_t> count_;
   UniqueListScan scan_;
 };

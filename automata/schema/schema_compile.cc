@@ -848,7 +848,7 @@ class Emitter {
     if (f.unique && !(max_i && *max_i <= 1)) {
       auto e = UniqueExpr(f, plan);
       if (!e.ok() && e.status().code() == StatusCode::kUnsupported) {
-        auto strings = UniqueStringsExpr(f, plan, depth);
+        auto strings = UniqueRuntimeExpr(f, plan, depth);
         if (!strings.ok()) return strings.status();
         if (*strings) return **strings;
       }
@@ -1027,10 +1027,11 @@ class Emitter {
   // far (its size is the position, which picks the prefixItems subschema).
   Result<ExprId> UniqueExpr(const Facts& f, const ArrayPlan& plan) {
     const char* kWhy =
-        "uniqueItems is enforced only on string items with infinitely many values past every "
-        "prefix (checked as they complete: no maxLength or enum, no pattern or format that bounds "
-        "the length; minItems and maxItems at most 64 apart) or on items drawn from a small "
-        "finite set (enum, const, boolean, null; at most 10 values)";
+        "uniqueItems is enforced on items of one kind spelt one way: strings (no maxLength "
+        "without a pattern or format), integers, or an enum of scalars, checked as they "
+        "complete, with minItems at most 1 where the values can run out and minItems and "
+        "maxItems at most 64 apart; or on items drawn from a small finite set (enum, const, "
+        "boolean, null; at most 10 values), by the grammar";
     std::vector<json> all;
     std::vector<std::vector<int>> allowed;  // per position (prefix..., rest): indices in `all`
     for (std::size_t i = 0; i <= plan.prefix.size(); ++i) {
@@ -1073,17 +1074,25 @@ class Emitter {
     return Seq({Lit("["), Ref(rules[0]), Ws(), Lit("]")});
   }
 
-  // uniqueItems over string items, checked at run time (grammar::Rule::unique_item): the items
-  // are a list rule that calls one item rule per item, and the parser drops an item equal to an
-  // earlier one. Only where no prefix of an item runs out of other values: strings without
-  // maxLength, pattern, format or enum (any string so far can still become a new one, so the
-  // check never leaves a parse with no way on). minItems and maxItems are spelt out in the list
-  // rule (up to kMaxUniqueBound). nullopt: not such an array.
+  // uniqueItems checked at run time (grammar::Rule::unique_item): the items are a list rule that
+  // calls one item rule per item, and the parser drops an item equal to an earlier one. Items:
+  // strings, integers, or an enum of scalars, each spelt one way by the grammar (integers as
+  // integers, strings canonically), so that equal values are equal texts. Where every prefix
+  // of an item can still become infinitely many values (a string without maxLength, an integer
+  // without maximum: "open") the check at completion is all it takes. Otherwise (an enum, a
+  // pattern or format of bounded length, bounded integers) the item rule is one byte automaton,
+  // and the parser also drops an item whose every way to finish repeats an earlier one, and a
+  // list left with no new value for its next item (CfgProgram::item_completions); minItems is
+  // then at most 1 (more would need counting the values left). minItems and maxItems are spelt
+  // out in the list rule (at most kMaxUniqueBound apart). nullopt: not such an array.
   static constexpr std::int64_t kMaxUniqueBound = 64;
-  // Whether every state of `dfa` (a JSON string token's automaton) but the accepting ones (after
-  // the closing quote) reaches a cycle: infinitely many completions from every prefix. Peels the
-  // states with no successor left, Kahn-style; what is peeled has finitely many completions.
-  Result<bool> EveryPrefixOpen(const ByteDfa& dfa, const std::string& loc) {
+  struct Openness {
+    bool all_open = true;  // every state but a last one reaches a cycle
+    bool start_finite = false;
+  };
+  // Peels the states of `dfa` with no successor left (Kahn); what is peeled has finitely many
+  // ways to finish. A last state (accepting, nothing after it) is no choice.
+  Result<Openness> OpennessOf(const ByteDfa& dfa, const std::string& loc) {
     const std::int32_t n = dfa.num_states, nc = dfa.num_classes;
     std::vector<std::int32_t> out(n, 0), rev_begin(n + 1, 0), rev;
     for (StateId q = 1; q < n; ++q) {
@@ -1104,58 +1113,89 @@ class Emitter {
         if (t != ByteDfa::kDead) rev[fill[t]++] = q;
       }
     }
+    const std::vector<std::int32_t> degree = out;
+    Openness o;
     std::vector<StateId> peel;
     for (StateId q = 1; q < n; ++q)
       if (out[q] == 0) peel.push_back(q);
     for (std::size_t i = 0; i < peel.size(); ++i) {
       const StateId q = peel[i];
-      if (!dfa.IsAccepting(q)) return false;
+      if (!dfa.IsAccepting(q) || degree[q] > 0) o.all_open = false;
+      if (q == dfa.start) o.start_finite = true;
       for (std::int32_t j = rev_begin[q]; j < rev_begin[q + 1]; ++j)
         if (--out[rev[j]] == 0) peel.push_back(rev[j]);
     }
-    return true;
+    return o;
   }
-  Result<std::optional<ExprId>> UniqueStringsExpr(const Facts& f, const ArrayPlan& plan,
+  Result<std::optional<ExprId>> UniqueRuntimeExpr(const Facts& f, const ArrayPlan& plan,
                                                   int depth) {
-    if (!plan.prefix.empty()) return std::optional<ExprId>();
+    const std::optional<ExprId> no;
+    if (!plan.prefix.empty()) return no;
     auto fl = m_.Expand(plan.rest);
     if (!fl.ok()) return fl.status();
-    if (fl->never || fl->split >= 0) return std::optional<ExprId>();
+    if (fl->never || fl->split >= 0) return no;
     auto items = m_.BuildFacts(*fl);
     if (!items.ok()) return items.status();
     const Facts& it = *items;
-    if (it.types != kTString || it.enum_vals) return std::optional<ExprId>();
-    StringConstraint sc = StringConstraintOf(it);
-    for (const json& v : it.not_in)
-      if (v.is_string()) sc.excluded.push_back(v.get<std::string>());
-    if (sc.max_length) return std::optional<ExprId>();  // (finitely many values)
-    if (sc.pattern || !sc.also_patterns.empty() || !sc.not_patterns.empty() || sc.format ||
-        !sc.also_formats.empty() || !sc.not_formats.empty() || !sc.excluded.empty()) {
-      // The item's automaton: every state before the closing quote must have infinitely many
-      // ways on (`^[a-z]+$` has; `^[A-Z]{2}$` or a `date` has not: its last letter may leave
-      // only repeats).
-      grammar::Grammar scratch;
-      auto e = AddStringExpr(&scratch, sc, o_.lexical);
-      if (!e.ok()) {
-        if (e.status().code() == StatusCode::kUnsatisfiable) return std::optional<ExprId>();
-        return WithLoc(e.status(), it.str_loc.empty() ? f.unique_loc : it.str_loc);
+    const std::string loc = f.unique_loc;
+    bool open = false, finite = false;
+    ExprId body = -1;  // the item's expression when it is not open
+    auto classify = [&](ExprId e) -> Status {
+      const Expr& x = g_.expr(e);
+      if (x.kind != ExprKind::kByteDfa || x.dfa == nullptr) return Status::Ok();
+      auto o = OpennessOf(*x.dfa, loc);
+      if (!o.ok()) return o.status();
+      open = o->all_open;
+      finite = o->start_finite;
+      if (!open) body = e;
+      return Status::Ok();
+    };
+    if (it.enum_vals) {
+      if (std::any_of(it.enum_vals->begin(), it.enum_vals->end(),
+                      [](const json& v) { return v.is_object() || v.is_array(); })) {
+        return no;
       }
-      const Expr& x = scratch.expr(*e);
-      if (x.kind != ExprKind::kByteDfa || x.dfa == nullptr) return std::optional<ExprId>();
-      auto open = EveryPrefixOpen(*x.dfa, f.unique_loc);
-      if (!open.ok()) return open.status();
-      if (!*open) return std::optional<ExprId>();
+      auto e = FactsExpr(it, depth + 1);
+      if (!e.ok()) return e.status();
+      if (IsNever(*e)) return no;
+      body = *e;
+      finite = true;
+    } else if (it.types == kTString) {
+      StringConstraint sc = StringConstraintOf(it);
+      for (const json& v : it.not_in)
+        if (v.is_string()) sc.excluded.push_back(v.get<std::string>());
+      if (!sc.pattern && sc.also_patterns.empty() && sc.not_patterns.empty() && !sc.format &&
+          sc.also_formats.empty() && sc.not_formats.empty() && sc.excluded.empty()) {
+        if (sc.max_length) return no;  // (a counter, not one automaton)
+        open = true;
+      } else {
+        auto e = AddStringExpr(&g_, sc, o_.lexical);
+        if (!e.ok()) {
+          if (e.status().code() == StatusCode::kUnsatisfiable) return no;
+          return WithLoc(e.status(), it.str_loc.empty() ? loc : it.str_loc);
+        }
+        LOCKSTEP_RETURN_IF_ERROR(classify(*e));
+      }
+    } else if (it.types == kTInt && it.not_in.empty()) {
+      auto e = NumberExpr(it);
+      if (!e.ok()) return e.status();
+      LOCKSTEP_RETURN_IF_ERROR(classify(*e));
     }
+    if (!open && body < 0) return no;
+    if (finite && f.min_items >= 2) return no;  // (counting the values left: not done)
     const std::int64_t min_i = std::max<std::int64_t>(f.min_items, 1);
     const std::optional<std::int64_t> max_i = f.max_items;
-    if (min_i - 1 > kMaxUniqueBound || (max_i && *max_i - min_i > kMaxUniqueBound)) {
-      return std::optional<ExprId>();
+    if (min_i - 1 > kMaxUniqueBound || (max_i && *max_i - min_i > kMaxUniqueBound)) return no;
+    RuleId item;
+    if (open) {
+      auto e = CompileConj(plan.rest, depth + 1);
+      if (!e.ok()) return e.status();
+      if (IsNever(*e)) return no;
+      item = RuleOf(*e, "ui");
+    } else {
+      item = RuleOf(body, "ui");  // (one byte automaton: CfgProgram::item_automaton_of)
     }
-    auto e = CompileConj(plan.rest, depth + 1);
-    if (!e.ok()) return e.status();
-    if (IsNever(*e)) return std::optional<ExprId>();
-    const RuleId item = RuleOf(*e, "ui");
-    run_time_checks_.push_back(f.unique_loc);
+    run_time_checks_.push_back(loc);
     const RuleId list = NewRule("ul" + std::to_string(g_.rules.size()));
     g_.rules[list].unique_item = item;
     auto next = [&] { return Seq({Comma(), Ref(item)}); };
@@ -1169,7 +1209,7 @@ class Emitter {
       parts.push_back(tail);
     }
     g_.rules[list].body = Seq(std::move(parts));
-    LOCKSTEP_RETURN_IF_ERROR(Budget(f.unique_loc));
+    LOCKSTEP_RETURN_IF_ERROR(Budget(loc));
     const ExprId content = f.min_items == 0 ? Alt({Empty(), Ref(list)}) : Ref(list);
     return std::optional<ExprId>(Seq({Lit("["), content, Ws(), Lit("]")}));
   }

@@ -316,6 +316,7 @@ const TokenTrie::CommaQuoteTokens& TokenTrie::CommaQuotes(const Vocabulary& voca
       if (!IsTextToken(vocab, id)) continue;
       const std::string_view bytes = vocab.TokenBytes(id);
       const std::size_t comma = bytes.find(',');
+      if (comma != std::string_view::npos) comma_quotes_.comma.push_back(id);
       // (Quotes after a later comma are among those after the first.)
       if (comma == std::string_view::npos ||
           std::count(bytes.begin() + static_cast<std::ptrdiff_t>(comma), bytes.end(), '"') < 2) {

@@ -42,9 +42,10 @@ class TokenTrie {
   std::int32_t max_depth() const { return max_depth_; }
   // The text tokens with a comma followed by two quotes, which may complete a second string
   // item of a list (CfgGrammar::FilterUniqueItems); `opening` those that also have a `[` (a
-  // list may open inside them). Found once per vocabulary, on first use.
+  // list may open inside them); `comma`: every text token with a comma. Found once per
+  // vocabulary, on first use.
   struct CommaQuoteTokens {
-    std::vector<TokenId> opening, other;
+    std::vector<TokenId> opening, other, comma;
   };
   const CommaQuoteTokens& CommaQuotes(const Vocabulary& vocab) const;
   std::size_t num_nodes() const { return nodes_.size() - 1; }  // minus the sentinel

@@ -67,6 +67,10 @@ WalkStats ExactnessWalks(const std::shared_ptr<const CompiledGrammar>& grammar, 
       }
     }
     std::vector<TokenId> allowed = AllowedIds(slow);
+    if (allowed.empty()) {
+      ++st.dead_ends;
+      if (st.first_dead_end.empty()) st.first_dead_end = text;
+    }
     bool restart = allowed.empty() || len >= 3 * target_len;
     TokenId pick = kNoToken;
     if (!restart) {

@@ -25,7 +25,9 @@ struct WalkStats {
   long under = 0;   // ids brute force allows and the fast mask rejects
   long walks = 0;
   long completed = 0;  // walks that ended with EOS
+  long dead_ends = 0;  // states before termination where brute force allows no id at all
   std::string first_mismatch;  // description of the first mismatch, for the failure message
+  std::string first_dead_end;  // the text of the first dead end
 };
 
 // Random walks from the start state: at each step compares the masks, then picks an allowed

@@ -56,14 +56,19 @@ std::vector<Case> Cases() {
           "n": {"type": "integer", "minimum": 0, "maximum": 5000, "not": {"multipleOf": 3}},
           "x": {"type": "number", "oneOf": [{"multipleOf": 0.5}, {"multipleOf": 0.2}]}},
         "required": ["name", "file", "n", "x"], "additionalProperties": false})"},
-      // uniqueItems over strings, checked at run time (issue 22): short items, so that the
-      // walks come back to earlier values.
-      {"unique_strings", R"({"type": "object", "properties": {
+      // uniqueItems checked at run time (issue 22): strings, integers, and items whose values
+      // run out (an enum of 12, two letters of three), which the walks exhaust.
+      {"unique_items", R"({"type": "object", "properties": {
+          "e": {"type": "array", "uniqueItems": true,
+                "items": {"enum": ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l"]}},
+          "p": {"type": "array", "items": {"type": "string", "pattern": "^[a-c]{2}$"},
+                "uniqueItems": true, "minItems": 1},
           "tags": {"type": "array", "items": {"type": "string"}, "uniqueItems": true,
                    "maxItems": 8},
+          "k": {"type": "array", "items": {"type": "integer", "minimum": 0}, "uniqueItems": true},
           "ids": {"type": "array", "items": {"type": "string", "minLength": 1},
                   "uniqueItems": true, "minItems": 2}},
-        "required": ["tags", "ids"], "additionalProperties": false})"},
+        "required": ["e", "p", "tags", "k", "ids"], "additionalProperties": false})"},
   };
 }
 
@@ -88,6 +93,8 @@ TEST_P(SchemaExactnessTest, FastMaskEqualsBruteForce) {
                 GetParam(), c.name.c_str(), st.steps, st.walks, st.completed, st.over, st.under);
     EXPECT_EQ(st.over, 0) << c.name << ": " << st.first_mismatch;
     EXPECT_EQ(st.under, 0) << c.name << ": " << st.first_mismatch;
+    // Every allowed token leaves the text completable: no state with nothing allowed.
+    EXPECT_EQ(st.dead_ends, 0) << c.name << ": after '" << st.first_dead_end << "'";
     completed += st.completed;
   }
   // At full scale the walks must also reach EOS (and compare the masks there) repeatedly; the

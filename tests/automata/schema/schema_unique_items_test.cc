@@ -4,9 +4,12 @@
 // that allows repeats next to one that does not; strings are spelt canonically, as the compiler
 // expects them, docs/json-schema-compiler.md), against a
 // brute-force mask (every id tried with AcceptToken) at every token of texts that approach a
-// repeat, through an artifact, and at the GBNF export, which cannot express the check.
+// repeat or the end of a list's values, through an artifact, and at the GBNF export, which
+// cannot express the check.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -15,6 +18,7 @@
 #include "lockstep/compiler.h"
 #include "lockstep/matcher.h"
 #include "lockstep/vocabulary.h"
+#include "test_data.h"
 #include "util/grammar_walk.h"
 
 namespace lockstep::schema {
@@ -69,7 +73,7 @@ bool Valid(const std::string& schema_text, const std::string& instance) {
 
 const char* kStrings = R"({"type": "array", "items": {"type": "string"}, "uniqueItems": true})";
 
-TEST(UniqueItems, StringItemsAgreeWithTheValidator) {
+TEST(UniqueItems, ItemsAgreeWithTheValidator) {
   const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
       {kStrings,
        {"[]", R"(["a"])", R"(["a","b"])", R"(["a","a"])", R"(["a", "b", "a"])", R"(["ab","a"])",
@@ -85,6 +89,29 @@ TEST(UniqueItems, StringItemsAgreeWithTheValidator) {
       {R"({"type": "array", "items": {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]*$"},
            "uniqueItems": true})",
        {R"(["a","b"])", R"(["a","a"])", R"(["a1","a","a1"])", R"(["1a"])", R"(["A_","A__"])"}},
+      // Items whose values run out: an enum of 12 strings, two letters of three, a date; the
+      // last item of a full list, and a comma after it, are refused.
+      {R"({"type": "array", "uniqueItems": true,
+           "items": {"enum": ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l"]}})",
+       {R"(["a","b"])", R"(["a","a"])", R"(["l","k","l"])",
+        R"(["a","b","c","d","e","f","g","h","i","j","k","l"])",
+        R"(["a","b","c","d","e","f","g","h","i","j","k","l","a"])"}},
+      {R"({"type": "array", "items": {"type": "string", "pattern": "^[a-c]{2}$"},
+           "uniqueItems": true})",
+       {R"(["ab","ac"])", R"(["ab","ab"])", R"(["aa","ab","ac","ba","bb","bc","ca","cb","cc"])",
+        R"(["aa","ab","ac","ba","bb","bc","ca","cb","cc","aa"])"}},
+      {R"({"type": "array", "items": {"type": "string", "format": "date"}, "uniqueItems": true})",
+       {R"(["2024-01-30","2024-01-31"])", R"(["2024-01-31","2024-01-31"])"}},
+      // Integers: spelt one way, compared by their text (0 can only be 0; 1 may go on to 10).
+      {R"({"type": "array", "items": {"type": "integer"}, "uniqueItems": true})",
+       {"[0,1]", "[0,0]", "[1,10,1]", "[1,10,100]", "[-1,1,-1]", "[ 7 , 7 ]", "[0,-0]", "[-0,0]",
+        "[-0,1]"}},
+      // -0 is 0: after it, `-` could only start -0 again.
+      {R"({"type": "array", "items": {"type": "integer", "minimum": 0}, "uniqueItems": true})",
+       {"[-0,1]", "[-0,0]", "[0,-0]", "[1,-0,2]"}},
+      {R"({"type": "array", "items": {"type": "integer", "minimum": 1, "maximum": 12},
+           "uniqueItems": true})",
+       {"[1,2]", "[1,12,1]", "[1,2,3,4,5,6,7,8,9,10,11,12]", "[1,2,3,4,5,6,7,8,9,10,11,12,1]"}},
       // Repeats are allowed where one branch does not ask for unique items.
       {R"({"anyOf": [{"type": "array", "items": {"type": "string"}, "uniqueItems": true},
                      {"type": "array", "items": {"type": "string"}, "maxItems": 2}]})",
@@ -118,7 +145,13 @@ TEST(UniqueItems, MaskEqualsBruteForceNearRepeats) {
             "n": {"type": "array", "items": {"type": "string"}, "uniqueItems": true,
                   "maxItems": 3},
             "ids": {"type": "array", "items": {"type": "string", "pattern": "^[a-z][a-z0-9_]*$"},
-                    "uniqueItems": true}},
+                    "uniqueItems": true},
+            "e": {"type": "array", "uniqueItems": true, "items": {"enum": [
+                     "red", "green", "blue", "cyan", "magenta", "yellow", "black", "white",
+                     "gray", "orange", "purple", "brown"]}},
+            "k": {"type": "array", "items": {"type": "integer", "minimum": 0}, "uniqueItems": true},
+            "p": {"type": "array", "items": {"type": "string", "pattern": "^[a-c]{2}$"},
+                  "uniqueItems": true}},
           "required": ["tags"], "additionalProperties": false})");
   ASSERT_TRUE(g.ok()) << g.status().ToString();
   const std::vector<std::string> texts = {
@@ -126,6 +159,9 @@ TEST(UniqueItems, MaskEqualsBruteForceNearRepeats) {
       R"({"tags": ["a\"b", "a", "", "a\"c", "a\"bc", "\u001f", "\u001fx"]})",
       R"({"tags": ["café", "caf", "x", "café!"], "n": ["", "q"]})",
       R"({"tags": [], "ids": ["user_id", "user", "user_id_2", "use", "x1", "x"]})",
+      R"({"tags": [], "e": ["red", "green", "blue", "cyan", "magenta", "yellow", "black", "white",
+          "gray", "orange", "purple", "brown"], "k": [0, 1, 10, 100, 12, 120, 2]})",
+      R"({"tags": [], "p": ["aa", "ab", "ac", "ba", "bb", "bc", "ca", "cb", "cc"]})",
   };
   long checked = 0;
   for (const std::string& text : texts) {
@@ -162,6 +198,32 @@ TEST(UniqueItems, MaskEqualsBruteForceNearRepeats) {
   }
 }
 
+// Random walks through lists whose values run out (12 enum values, 9 two-letter strings, 13
+// integers): the walks fill them up, and at every step the mask equals the brute-force one and
+// allows something (no token leads into a list with no value left for its next item).
+TEST(UniqueItems, RandomWalksThatFillListsUp) {
+  const char* schemas[] = {
+      R"({"type": "array", "uniqueItems": true,
+          "items": {"enum": ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l"]}})",
+      R"({"type": "array", "items": {"type": "string", "pattern": "^[a-c]{2}$"},
+          "uniqueItems": true, "minItems": 1})",
+      R"({"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 12},
+          "uniqueItems": true})",
+  };
+  const long steps = std::max(20L, static_cast<long>(100 * testing::TestScale()));
+  std::uint64_t seed = 11;
+  for (const char* schema : schemas) {
+    auto g = Compiler().CompileSchema(schema);
+    ASSERT_TRUE(g.ok()) << schema << ": " << g.status().ToString();
+    testing::WalkStats st = testing::ExactnessWalks(*g, steps, seed++, 80);
+    std::printf("%ld steps, %ld walks (%ld ended with EOS), %ld over, %ld under, %ld dead ends\n",
+                st.steps, st.walks, st.completed, st.over, st.under, st.dead_ends);
+    EXPECT_EQ(st.over, 0) << schema << ": " << st.first_mismatch;
+    EXPECT_EQ(st.under, 0) << schema << ": " << st.first_mismatch;
+    EXPECT_EQ(st.dead_ends, 0) << schema << ": after '" << st.first_dead_end << "'";
+  }
+}
+
 TEST(UniqueItems, ArtifactKeepsTheCheck) {
   auto g = Compiler().CompileSchema(kStrings);
   ASSERT_TRUE(g.ok()) << g.status().ToString();
@@ -188,18 +250,18 @@ TEST(UniqueItems, GbnfCannotSayItStrictRefusesLenientWarns) {
   EXPECT_EQ(warnings[0].rfind("/properties/tags/uniqueItems: ", 0), 0u) << warnings[0];
 }
 
-// What stays refused: items whose values can run out (a bounded string could be left with only
-// repeats to choose from), objects, arrays.
-TEST(UniqueItems, ItemsThatCanRunOutStayRefused) {
-  for (const char* items : {R"({"type": "string", "maxLength": 3})",
-                            R"({"type": "string", "pattern": "^[ab]$"})",
-                            R"({"type": "string", "pattern": "^[a-z]+-[0-9]$"})",
-                            R"({"type": "string", "format": "date"})",
-                            R"({"enum": ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k"]})",
-                            R"({"type": "object"})",
-                            R"({"type": "array"})", R"({"type": ["string", "integer"]})"}) {
-    const std::string schema =
-        std::string(R"({"type": "array", "uniqueItems": true, "items": )") + items + "}";
+// What stays refused: objects, arrays, several kinds of items at once, numbers that may be
+// spelt several ways, strings bounded by a length counter only, and items that can run out
+// under a minItems of 2 or more (which would need the values left counted).
+TEST(UniqueItems, WhatStaysRefused) {
+  for (const char* tail : {R"("items": {"type": "string", "maxLength": 3}})",
+                           R"("items": {"type": "object"}})", R"("items": {"type": "array"}})",
+                           R"("items": {"type": ["string", "integer"]}})",
+                           R"("items": {"type": "number"}})",
+                           R"("items": {"type": "string", "pattern": "^[ab]$"}, "minItems": 2})",
+                           R"("minItems": 2, "items": {"enum": ["a", "b", "c", "d", "e", "f", "g",
+                                                                 "h", "i", "j", "k"]}})"}) {
+    const std::string schema = std::string(R"({"type": "array", "uniqueItems": true, )") + tail;
     auto g = Compiler().CompileSchema(schema);
     ASSERT_FALSE(g.ok()) << schema;
     EXPECT_EQ(g.status().code(), StatusCode::kUnsupported) << g.status().ToString();
