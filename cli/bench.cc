@@ -638,6 +638,7 @@ ojson TraceJson(const FillTrace& t) {
                {"full_walks", t.full_walks},
                {"tail_nodes", t.tail_nodes},
                {"unique_checks", t.unique_checks},
+               {"length_checks", t.length_checks},
                {"restored", t.restored}};
 }
 

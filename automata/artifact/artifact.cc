@@ -319,6 +319,7 @@ void PutProgram(Writer& w, const CfgProgram& p) {
     w.Put<std::int32_t>(r.max);
     w.Put<std::uint8_t>(r.nullable);
     w.Put<std::int32_t>(r.unique_item);
+    w.Put<std::int32_t>(r.max_chars);
   }
   w.Put<std::int32_t>(p.num_states);
   w.Put<std::int32_t>(p.num_classes);
@@ -388,6 +389,10 @@ bool GetProgramShape(Reader& r, CfgProgram& p) {
     if (r.ok() && (ri.unique_item < -1 || static_cast<std::uint64_t>(ri.unique_item + 1) > nr ||
                    (ri.unique_item >= 0 && ri.kind != CfgProgram::RuleKind::kDfa))) {
       r.Fail("rule unique_item out of range");
+    }
+    ri.max_chars = r.Get<std::int32_t>("rule max_chars");
+    if (r.ok() && (ri.max_chars < -1 || (ri.max_chars >= 0 && ri.kind != CfgProgram::RuleKind::kDfa))) {
+      r.Fail("rule max_chars out of range");
     }
     p.rules.push_back(std::move(ri));
   }
@@ -578,6 +583,7 @@ CfgProgram GetProgram(Reader& r, const Vocabulary& vocab) {
     if (r.ok()) {
       // (Derived from the automata, like the runtime's other per-state summaries.)
       if (Status st = ComputeItemAutomata(&p); !st.ok()) r.Fail(st.message());
+      if (Status st = ComputeLengthTables(&p); r.ok() && !st.ok()) r.Fail(st.message());
     }
   }
   return p;

@@ -134,9 +134,12 @@ Result<std::string> SchemaToGbnf(std::string_view schema_json, const CompileOpti
                                  std::vector<std::string>* warnings) {
   auto g = SchemaGrammarUnder(schema_json, options, DeadlineOf(options), warnings);
   if (!g.ok()) return g.status();
-  // uniqueItems over strings is the matcher's check at run time: GBNF has no way to say it.
+  // uniqueItems, and a maxLength counted beside a big pattern or format, are the matcher's
+  // checks at run time: GBNF has no way to say them.
   for (const std::string& at : g->checked_at_run_time) {
-    const char* what = "uniqueItems over strings is checked by lockstep's parser at run time";
+    const char* what =
+        "checked by lockstep's parser at run time (uniqueItems, or a maxLength counted beside "
+        "a pattern or format)";
     if (!options.schema_lenient) {
       return Status(StatusCode::kUnsupported,
                     std::string(what) + "; a GBNF grammar cannot express it (lenient mode "
@@ -145,7 +148,7 @@ Result<std::string> SchemaToGbnf(std::string_view schema_json, const CompileOpti
     }
     if (warnings) {
       warnings->push_back((at.empty() ? std::string("(root)") : at) + ": " + what +
-                          "; not in this GBNF, which allows repeated items");
+                          "; not in this GBNF, which allows what it would refuse");
     }
   }
   return grammar::PrintGbnf(g->grammar);

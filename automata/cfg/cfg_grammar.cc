@@ -159,6 +159,12 @@ CfgGrammar::CfgGrammar(std::shared_ptr<const Vocabulary> vocab,
   }
   for (std::int32_t s = 0; s < program_.num_states; ++s) dfa_positions_[s].store(nullptr);
   for (std::int32_t c = 0; c < kNumChunks; ++c) final_chunks_[c].store(nullptr);
+  for (std::int32_t r = 0; r < program_.NumRules() && !program_.max_min_chars.empty(); ++r) {
+    if (program_.rules[r].max_chars < 0) continue;
+    counted_open_safe_ =
+        std::min<std::int64_t>(counted_open_safe_, std::int64_t{program_.rules[r].max_chars} -
+                                                       program_.max_min_chars[r] + 1);
+  }
   if (program_.HasUniqueItems()) {
     // The rules a unique-items list may have under way below it (FilterUniqueItems' search for
     // the open lists goes up through these only): the lists and what they reach.

@@ -40,6 +40,7 @@
 #include <atomic>
 #include <bit>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -209,6 +210,8 @@ class CfgGrammar : public TokenAutomaton {
                          std::span<std::uint32_t> out) const;
   // Clears from `out` the tokens the parser's unique-items check refuses (mask_cache.cc).
   void FilterUniqueItems(EarleyParser& parser, std::span<std::uint32_t> out) const;
+  // Clears from `out` the tokens that break a counted string's maxLength (mask_cache.cc).
+  void FilterCountedStrings(EarleyParser& parser, std::span<std::uint32_t> out) const;
   // The same mask by one walk of the whole token trie over the full parser: no position cache,
   // no signature cache. The fallback near the depth limit, and a cross-check for tests.
   void FullWalkMask(EarleyParser& parser, std::span<std::uint32_t> out) const;
@@ -492,6 +495,9 @@ class CfgGrammar : public TokenAutomaton {
   std::vector<std::uint32_t> negatable_bits_;
   // Per rule: a unique-items list or a rule one reaches (empty when the program has none).
   std::vector<std::uint8_t> in_unique_list_;
+  // Counted strings: tokens of at most this many bytes cannot open one past its bound (the
+  // least max_chars - max_min_chars + 1 over the counted rules; FilterCountedStrings).
+  std::int64_t counted_open_safe_ = std::numeric_limits<std::int64_t>::max();
   // Per rule: a unique-items list whose items can run out (CfgProgram::item_automaton_of).
   std::vector<std::uint8_t> list_runs_out_;
 };

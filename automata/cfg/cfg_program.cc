@@ -4,6 +4,7 @@
 #include "automata/cfg/cfg_program.h"
 
 #include <algorithm>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -311,8 +312,10 @@ void Lowering::ComputePure(std::int64_t root) {
       if (x.kind == ExprKind::kRuleRef && (x.rule < 0 || x.rule >= num_rules)) pure = false;
       if (x.kind == ExprKind::kRepeat && x.count) pure = false;  // a counter rule
     } else if (g_.rules[self - num_exprs].body < 0 ||
-               g_.rules[self - num_exprs].unique_item >= 0) {
-      pure = false;  // (a unique-items list stays a rule: its item calls are checked)
+               g_.rules[self - num_exprs].unique_item >= 0 ||
+               g_.rules[self - num_exprs].max_chars >= 0) {
+      pure = false;  // (a unique-items list stays a rule: its item calls are checked; a string
+                     // of max_chars too: its items are counted)
     }
     for_each_dep(self, [&](std::int64_t d) { pure = pure && pure_memo_[d] == 1; });
     pure_memo_[self] = pure ? 1 : 0;
@@ -1250,6 +1253,7 @@ Result<CfgProgram> Lowering::Run() {
   AssignByteClasses(prod_state, &p);
   FillTables(prod_state, prod_rule, &p);
   LOCKSTEP_RETURN_IF_ERROR(ComputeItemAutomata(&p));
+  LOCKSTEP_RETURN_IF_ERROR(ComputeLengthTables(&p));
   return p;
 }
 
@@ -1259,7 +1263,19 @@ Status Lowering::LowerRules() {
     pr.info.kind = CfgProgram::RuleKind::kDfa;
     pr.info.name = r.name;
     pr.info.unique_item = r.unique_item;
+    pr.info.max_chars = r.max_chars;
     pr.body = r.body;
+    if (r.max_chars >= 0) {
+      // A counted string is its automaton itself (the parser counts this rule's items), not a
+      // call of the rule a big automaton would get (shared with the uncounted uses of it).
+      const grammar::Expr& x = g_.expr(r.body);
+      if (x.kind != ExprKind::kByteDfa || x.dfa == nullptr) {
+        return Status(StatusCode::kInternal,
+                      "rule '" + r.name + "' has max_chars but its body is not one automaton");
+      }
+      pr.direct = x.dfa.get();
+      pr.direct_owner = x.dfa;
+    }
     rules_.push_back(std::move(pr));
   }
   // Rules may be appended (counters, their children) while lowering: index loop.
@@ -1632,6 +1648,156 @@ Status ComputeItemAutomata(CfgProgram* out) {
       }
     }
     for (StateId s : states[list]) p.before_item[s] = free_end[s] ? 0 : 1;
+  }
+  return Status::Ok();
+}
+
+bool JsonCharStep(std::uint8_t* mode, std::uint8_t b) {
+  switch (*mode) {
+    case kCharBeforeQuote:
+      if (b == '"') *mode = kCharText;
+      return false;
+    case kCharText:
+      if (b == '"') {
+        *mode = kCharClosed;
+        return false;
+      }
+      if (b == '\\') {
+        *mode = kCharEscape;
+        return true;
+      }
+      if (b < 0x80) return true;
+      if (b >= 0xF0) {
+        *mode = kCharCont3;
+      } else if (b >= 0xE0) {
+        *mode = kCharCont2;
+      } else if (b >= 0xC0) {
+        *mode = kCharCont1;
+      } else {
+        return false;  // (a stray continuation byte: no string automaton takes it here)
+      }
+      return true;
+    case kCharEscape:
+      *mode = b == 'u' ? kCharHex1 : kCharText;
+      return false;
+    case kCharHex1:
+    case kCharHex2:
+    case kCharHex3:
+      *mode = static_cast<std::uint8_t>(*mode + 1);
+      return false;
+    case kCharHex4:
+      *mode = kCharText;
+      return false;
+    case kCharCont3:
+      *mode = kCharCont2;
+      return false;
+    case kCharCont2:
+      *mode = kCharCont1;
+      return false;
+    case kCharCont1:
+      *mode = kCharText;
+      return false;
+    default:
+      return false;
+  }
+}
+
+Status ComputeLengthTables(CfgProgram* out) {
+  CfgProgram& p = *out;
+  p.min_chars.clear();
+  p.char_mode.clear();
+  p.max_min_chars.clear();
+  if (!p.HasCountedStrings()) return Status::Ok();
+  const std::int32_t nr = p.NumRules(), ns = p.num_states, nc = p.num_classes;
+  constexpr std::uint8_t kNone = 255;
+  constexpr std::int32_t kModes = kCharClosed + 1;
+  // Per mode and byte class: the mode after and whether a character begins, the same for every
+  // byte of the class (else the class mixes bytes a string tells apart: not a string automaton).
+  std::vector<std::uint8_t> class_next(static_cast<std::size_t>(kModes * nc), kNone);
+  std::vector<std::uint8_t> class_begins(static_cast<std::size_t>(kModes * nc), 0);
+  std::vector<std::uint8_t> mixed(static_cast<std::size_t>(kModes * nc), 0);
+  for (std::int32_t m = 0; m < kModes; ++m) {
+    for (int b = 0; b < 256; ++b) {
+      std::uint8_t after = static_cast<std::uint8_t>(m);
+      const bool begins = JsonCharStep(&after, static_cast<std::uint8_t>(b));
+      const std::size_t i = static_cast<std::size_t>(m * nc + p.byte_class[b]);
+      if (class_next[i] == kNone) {
+        class_next[i] = after;
+        class_begins[i] = begins ? 1 : 0;
+      } else if (class_next[i] != after || class_begins[i] != (begins ? 1 : 0)) {
+        mixed[i] = 1;
+      }
+    }
+  }
+  p.min_chars.assign(static_cast<std::size_t>(ns), -1);
+  p.char_mode.assign(static_cast<std::size_t>(ns), kNone);
+  p.max_min_chars.assign(static_cast<std::size_t>(nr), 0);
+  for (std::int32_t r = 0; r < nr; ++r) {
+    const CfgProgram::RuleInfo& info = p.rules[r];
+    if (info.max_chars < 0) continue;
+    auto not_a_string = [&](const std::string& why) {
+      return Status(StatusCode::kInternal,
+                    "rule '" + info.name + "' has max_chars but is not a JSON string: " + why);
+    };
+    if (info.kind != CfgProgram::RuleKind::kDfa || info.start == CfgProgram::kDead) {
+      return not_a_string("no automaton");
+    }
+    // Each state's mode, from the start (every path to a state must agree).
+    std::vector<StateId> own = {info.start};
+    p.char_mode[info.start] = kCharBeforeQuote;
+    std::vector<std::vector<std::pair<StateId, std::uint8_t>>> preds;  // (state, begins), by index
+    std::unordered_map<StateId, std::int32_t> index = {{info.start, 0}};
+    for (std::size_t i = 0; i < own.size(); ++i) {
+      const StateId s = own[i];
+      if (p.nt_begin[s] != p.nt_begin[s + 1] || p.sp_begin[s] != p.sp_begin[s + 1]) {
+        return not_a_string("it calls a rule or takes a special token");
+      }
+      for (std::int32_t c = 0; c < nc; ++c) {
+        const StateId t = p.next[static_cast<std::size_t>(s) * nc + c];
+        if (t == CfgProgram::kDead) continue;
+        const std::size_t k = static_cast<std::size_t>(p.char_mode[s] * nc + c);
+        if (mixed[k]) return not_a_string("a byte class mixes bytes of different kinds");
+        if (p.state_rule[t] != r) return not_a_string("a transition leaves the rule");
+        if (p.char_mode[t] == kNone) {
+          p.char_mode[t] = class_next[k];
+          index.emplace(t, static_cast<std::int32_t>(own.size()));
+          own.push_back(t);
+        } else if (p.char_mode[t] != class_next[k]) {
+          return not_a_string("a state is reached inside and outside a character");
+        }
+      }
+    }
+    preds.assign(own.size(), {});
+    for (StateId s : own) {
+      for (std::int32_t c = 0; c < nc; ++c) {
+        const StateId t = p.next[static_cast<std::size_t>(s) * nc + c];
+        if (t == CfgProgram::kDead) continue;
+        preds[index[t]].emplace_back(s, class_begins[static_cast<std::size_t>(p.char_mode[s] * nc + c)]);
+      }
+    }
+    // The fewest characters to an accepting state: 0-1 breadth-first, backwards.
+    std::deque<StateId> work;
+    for (StateId s : own) {
+      if (p.accepting[s]) {
+        p.min_chars[s] = 0;
+        work.push_back(s);
+      }
+    }
+    while (!work.empty()) {
+      const StateId t = work.front();
+      work.pop_front();
+      for (const auto& [s, w] : preds[index[t]]) {
+        const std::int32_t d = p.min_chars[t] + w;
+        if (p.min_chars[s] >= 0 && p.min_chars[s] <= d) continue;
+        p.min_chars[s] = d;
+        if (w == 0) {
+          work.push_front(s);
+        } else {
+          work.push_back(s);
+        }
+      }
+    }
+    for (StateId s : own) p.max_min_chars[r] = std::max(p.max_min_chars[r], p.min_chars[s]);
   }
   return Status::Ok();
 }

@@ -140,6 +140,9 @@ struct CfgProgram {
     // kDfa: the rule of the items of this unique-items list (grammar::Rule::unique_item), whose
     // completions into it the parser checks against the list's earlier items; -1: none.
     std::int32_t unique_item = -1;
+    // kDfa: the most characters this rule's JSON string may hold (grammar::Rule::max_chars),
+    // counted by the parser; -1: none.
+    std::int32_t max_chars = -1;
   };
   // Whether some rule is a unique-items list (then masks take the run-time check into account:
   // CfgGrammar::FilterUniqueItems).
@@ -165,6 +168,19 @@ struct CfgProgram {
   std::vector<std::int32_t> item_automaton_of;  // (sized iff HasUniqueItems())
   std::vector<std::int64_t> item_completions;
   std::vector<std::uint8_t> before_item;
+
+  // Counted strings (ComputeLengthTables; empty when no rule has max_chars). For the states of
+  // those rules: min_chars[s], the fewest characters that still finish the string from s
+  // (kNoCompletions elsewhere), and char_mode[s], where s stands in the string's text
+  // (JsonCharMode). max_min_chars[r]: the largest min_chars over rule r's states.
+  std::vector<std::int32_t> min_chars;
+  std::vector<std::uint8_t> char_mode;
+  std::vector<std::int32_t> max_min_chars;
+  bool HasCountedStrings() const {
+    for (const RuleInfo& r : rules)
+      if (r.max_chars >= 0) return true;
+    return false;
+  }
 
   // Global DFA states of all kDfa rules.
   std::int32_t num_states = 0;
@@ -202,6 +218,23 @@ struct CfgProgram {
 // Fills item_automaton_of, item_completions and before_item from the automata (after lowering,
 // and after an artifact is read).
 Status ComputeItemAutomata(CfgProgram* p);
+
+// Where a byte of a JSON string's text stands, for counting its characters (code points): the
+// string automata spell every character one way, an escape being `\X` or `\u00XX`.
+enum JsonCharMode : std::uint8_t {
+  kCharBeforeQuote = 0,  // before the opening quote
+  kCharText,             // at a character boundary inside the string
+  kCharEscape,           // after a backslash
+  kCharHex1, kCharHex2, kCharHex3, kCharHex4,  // \u and 4, 3, 2, 1 hex digits to go
+  kCharCont1, kCharCont2, kCharCont3,          // 1, 2, 3 UTF-8 continuation bytes to go
+  kCharClosed,           // after the closing quote
+};
+// Advances `mode` over byte b; returns whether b begins a character.
+bool JsonCharStep(std::uint8_t* mode, std::uint8_t b);
+
+// Fills min_chars, char_mode and max_min_chars (after lowering, and after an artifact is read);
+// kInternal if a counted rule's automaton is not a JSON string.
+Status ComputeLengthTables(CfgProgram* p);
 
 // Lowers `g` (any front end's IR). kUnsatisfiable if the root derives no string; kInvalidGrammar
 // for a token item the vocabulary does not have (an id out of range, a text that is not one

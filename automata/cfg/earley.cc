@@ -49,6 +49,14 @@ EarleyParser::EarleyParser(const CfgProgram* program, std::int32_t max_depth,
   items_.reserve(256);
   set_begin_.reserve(64);
   meta_.reserve(64);
+  // (ComputeLengthTables sizes max_min_chars exactly when the program has counted strings.)
+  if (!p_->max_min_chars.empty()) {
+    has_counted_ = true;  // (unique_rule_: counted rules keep their origins too)
+    unique_rule_.assign(static_cast<std::size_t>(p_->NumRules()), 0);
+    for (std::int32_t r = 0; r < p_->NumRules(); ++r) {
+      if (p_->rules[r].max_chars >= 0) unique_rule_[r] = 1;
+    }
+  }
   // (ComputeItemAutomata sizes item_automaton_of exactly when the program has unique lists: no
   // scan of the rules for the others.)
   if (p_->item_automaton_of.empty()) return;
@@ -135,6 +143,13 @@ void EarleyParser::PopTo(std::int32_t num_sets) {
     unique_list_.Reset(-1);
   } else if (unique_list_.origin() >= 0) {
     unique_list_.PopTo(num_sets);
+  }
+  if (count_origin_ >= num_sets) {
+    count_origin_ = -1;
+    count_.clear();
+  } else if (count_origin_ >= 0 &&
+             count_.size() > static_cast<std::size_t>(num_sets - count_origin_)) {
+    count_.resize(static_cast<std::size_t>(num_sets - count_origin_));
   }
 }
 
@@ -736,7 +751,7 @@ void EarleyParser::SubsumeScanned() {
 
 bool EarleyParser::MayRepeat(std::int32_t o, std::int32_t rule) {
   // (A unique-items list and its items keep their origins: the check reads their bytes.)
-  if (has_unique_ && unique_rule_[rule]) return false;
+  if (!unique_rule_.empty() && unique_rule_[rule]) return false;
   SetMeta& meta = meta_[o];
   if ((meta.older >> 63) == 0) {
     meta.older = std::uint64_t{1} << 63;
@@ -794,6 +809,8 @@ void EarleyParser::InitRoot() {
   BeginSet();
   unique_checks_ = true;
   unique_list_.Reset(-1);
+  count_origin_ = -1;
+  count_.clear();
   const CfgProgram::RuleInfo& r = p_->rules[p_->root];
   Add({p_->root, r.start, 0, 0});
   Closure(0, /*budgeted=*/false);  // bounded by the grammar, not by the input
@@ -804,6 +821,8 @@ void EarleyParser::InitLocal(std::int32_t rule, std::int32_t state, std::int32_t
   BeginSet();
   unique_checks_ = false;
   unique_list_.Reset(-1);
+  count_origin_ = -1;
+  count_.clear();
   Add({rule, state, -1, depth});
   Closure(0, /*budgeted=*/false);
 }
@@ -826,6 +845,10 @@ inline void EarleyParser::ScanByte(std::int32_t prev, std::uint8_t b) {
         p_->item_completions[t] >= 0 && !ItemStaysNew(it.rule, it.origin, t)) {
       unique_dropped_ = true;  // (every way to finish this item repeats an earlier one)
       continue;
+    }
+    if (has_counted_ && unique_checks_ && p_->rules[it.rule].max_chars >= 0 &&
+        !LengthOk(it.rule, it.origin, prev, b, t)) {
+      continue;  // (past the string's maxLength, or with no way to end within it)
     }
     Add({it.rule, t, origin, it.depth});
   }
@@ -1035,6 +1058,58 @@ bool EarleyParser::CanEnd() const {
     if (it.rule == p_->root && it.origin == 0 && ItemAccepting(it)) return true;
   }
   return false;
+}
+
+// --- string lengths ------------------------------------------------------------------------------
+
+bool EarleyParser::CountTo(std::int32_t origin, std::int32_t upto, CharCount* out) {
+  if (origin < 0 || upto < origin) return false;
+  if (count_origin_ != origin) {
+    count_origin_ = origin;
+    count_.assign(1, CharCount{0, kCharBeforeQuote});
+  }
+  while (count_origin_ + static_cast<std::int32_t>(count_.size()) - 1 < upto) {
+    const std::int32_t b = meta_[count_origin_ + static_cast<std::int32_t>(count_.size())].byte;
+    if (b < 0) return false;  // (a pushed completion or a special token: no text to count)
+    CharCount c = count_.back();
+    if (JsonCharStep(&c.mode, static_cast<std::uint8_t>(b))) ++c.chars;
+    count_.push_back(c);
+  }
+  *out = count_[static_cast<std::size_t>(upto - origin)];
+  return true;
+}
+
+bool EarleyParser::LengthOk(std::int32_t rule, std::int32_t origin, std::int32_t prev,
+                            std::uint8_t b, StateId t) {
+  CharCount c;
+  if (!CountTo(origin, prev, &c)) return true;  // (FilterCountedStrings has no text either)
+  if (JsonCharStep(&c.mode, b)) ++c.chars;
+  const std::int32_t max = p_->rules[rule].max_chars;
+  const std::int32_t rest = p_->min_chars[t];
+  return c.chars <= max && (rest < 0 || c.chars + rest <= max);
+}
+
+void EarleyParser::OpenCountedStrings(std::vector<CountedString>* out) {
+  out->clear();
+  if (!has_counted_ || !unique_checks_) return;
+  const std::int32_t k = num_sets() - 1;
+  for (const EarleyItem& it : set(k)) {
+    if (p_->rules[it.rule].max_chars < 0 || it.origin < 0) continue;
+    if (p_->rules[it.rule].kind != CfgProgram::RuleKind::kDfa) continue;
+    CharCount c;
+    if (!CountTo(it.origin, k, &c)) continue;
+    out->push_back({it.rule, it.state, it.origin, c.chars, c.mode});
+  }
+}
+
+std::int32_t EarleyParser::ScanningItems() const {
+  const std::int32_t k = num_sets() - 1;
+  std::int32_t n = 0;
+  for (std::size_t i = set_begin_[k]; i < items_.size(); ++i) {
+    const EarleyItem& it = items_[i];
+    if (p_->rules[it.rule].kind == CfgProgram::RuleKind::kDfa && p_->has_bytes[it.state]) ++n;
+  }
+  return n;
 }
 
 }  // namespace lockstep

@@ -35,6 +35,13 @@
 // need the text: they are made in parses from the root over bytes, not in local mode
 // (positions are computed without them, and a pushed completion has no bytes); masks take them
 // into account afterwards (CfgGrammar::FilterUniqueItems).
+// String lengths. A rule with max_chars (CfgProgram::RuleInfo::max_chars: one JSON string whose
+// maxLength would multiply its automaton past a budget) has its items counted: a byte that
+// takes such an item past max_chars characters, or to a state from which the string cannot end
+// within them (CfgProgram::min_chars), drops it. The count is read from the bytes since the
+// item's origin (its rule keeps its origins, like a unique-items list), incrementally; like the
+// unique-items checks it is made in parses from the root only, and masks take it into account
+// afterwards (CfgGrammar::FilterCountedStrings).
 // A per-step budget (max_step_items) bounds what is left: a byte (or special token, or pushed
 // completion) whose step creates or visits more items than that fails (items_exceeded), never a
 // hang.
@@ -117,6 +124,17 @@ class EarleyParser {
   const CfgProgram& program() const { return *p_; }
   // Unique items (see above). Whether the program has unique-items lists.
   bool has_unique_items() const { return has_unique_; }
+  // String lengths (see above). Whether the program has counted strings.
+  bool has_counted_strings() const { return has_counted_; }
+  // The counted strings under way in the last set (parses from the root only): each item of a
+  // counted rule there, with the characters its string has so far.
+  struct CountedString {
+    std::int32_t rule, state, origin, chars;
+    std::uint8_t mode;  // JsonCharMode after the last set's byte
+  };
+  void OpenCountedStrings(std::vector<CountedString>* out);
+  // The number of items of the last set that take bytes (a kDfa state with byte edges).
+  std::int32_t ScanningItems() const;
   // The byte that made set k (-1: a special token, a pushed completion, set 0).
   std::int32_t set_byte(std::int32_t k) const { return meta_[k].byte; }
   // The unique-items lists open in the last set: (list rule, origin) of the items of list rules
@@ -239,6 +257,21 @@ class EarleyParser {
   // Whether some way to finish from `state` of automaton rule `a`, after `prefix`, gives a key
   // the list does not have.
   bool SomeNewCompletion(StateId state, const std::string& prefix);
+  // String lengths: the characters and mode after set `upto` of the string whose rule was
+  // predicted in set `origin` (count_ keeps them, from set count_origin_ on); false when a set
+  // on the way has no byte.
+  struct CharCount {
+    std::int32_t chars;
+    std::uint8_t mode;
+  };
+  bool CountTo(std::int32_t origin, std::int32_t upto, CharCount* out);
+  // Whether an item of counted rule `rule` predicted in set `origin`, in set `prev`, may take
+  // byte b to state t.
+  bool LengthOk(std::int32_t rule, std::int32_t origin, std::int32_t prev, std::uint8_t b,
+                StateId t);
+  bool has_counted_ = false;
+  std::int32_t count_origin_ = -1;
+  std::vector<CharCount> count_;
   bool has_finite_ = false;  // some list's items can run out
   std::vector<std::int32_t> automaton_of_list_;  // per rule: its items' automaton rule, or -1
   std::vector<std::int32_t> dead_lists_;  // indices (into items_) of the step's full list items

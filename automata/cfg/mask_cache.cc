@@ -216,6 +216,7 @@ const char* FillTrace::Kind() const {
   if (positions_shared > 0) return "shared";
   if (tail_nodes > 0) return "tails";
   if (unique_checks > 0) return "unique";
+  if (length_checks > 0) return "length";
   if (restored) return "restore";
   return "union";
 }
@@ -342,6 +343,7 @@ void CfgGrammar::FillMask(EarleyParser& parser, std::vector<std::int32_t>& sigs,
                           std::span<std::uint32_t> out) const {
   FillMaskOfGrammar(parser, sigs, out);
   if (parser.has_unique_items()) FilterUniqueItems(parser, out);
+  if (parser.has_counted_strings()) FilterCountedStrings(parser, out);
 }
 
 void CfgGrammar::FillMaskOfGrammar(EarleyParser& parser, std::vector<std::int32_t>& sigs,
@@ -705,6 +707,87 @@ void CfgGrammar::FilterUniqueItems(EarleyParser& parser, std::span<std::uint32_t
   }
   parser.ClearLimitFlags();
   CurrentFillTrace().unique_checks += static_cast<std::int32_t>(check.size());
+}
+
+// A counted string's bound (CfgProgram::RuleInfo::max_chars) at the end of a mask: positions
+// and their caches are the grammar's without it (a superset); the tokens that could break it are
+// then checked. A token of L bytes adds at most L characters, so it cannot take a string under
+// way with c characters past max_chars, or to a state that needs more than what is left, when
+// L <= max_chars - c - max_min_chars; nor open a new one past its bound when
+// L <= counted_open_safe_. Only longer tokens are checked, the longest first: by the string's
+// automaton itself when its item is the only one of the set that takes bytes (then every parse
+// goes through it), by the parser otherwise.
+void CfgGrammar::FilterCountedStrings(EarleyParser& parser, std::span<std::uint32_t> out) const {
+  thread_local std::vector<EarleyParser::CountedString> open;
+  parser.OpenCountedStrings(&open);
+  const std::int64_t open_safe = counted_open_safe_;
+  std::int64_t under_way_safe = std::numeric_limits<std::int64_t>::max();
+  for (const EarleyParser::CountedString& c : open) {
+    under_way_safe = std::min<std::int64_t>(
+        under_way_safe, std::int64_t{program_.rules[c.rule].max_chars} - c.chars -
+                            program_.max_min_chars[c.rule]);
+  }
+  const std::int64_t lowest = std::min(open_safe, under_way_safe);
+  const TokenTrie::ByLength& by = trie_->LongestFirst();
+  if (by.ids.empty() || by.lengths[0] <= lowest) return;
+  const auto in_mask = [&](TokenId id) {
+    return id >= 0 && id < width_ && ((out[id >> 5] >> (id & 31)) & 1) != 0;
+  };
+  const bool sole = open.size() == 1 && parser.ScanningItems() == 1;
+  // By the automaton: 1 the token keeps the string within its bound, 0 it does not, -1 unsure.
+  const auto by_automaton = [&](std::string_view bytes) -> int {
+    const EarleyParser::CountedString& c = open[0];
+    const std::int32_t max = program_.rules[c.rule].max_chars;
+    StateId s = c.state;
+    std::uint8_t mode = c.mode;
+    std::int32_t chars = c.chars;
+    for (std::size_t j = 0; j < bytes.size(); ++j) {
+      const auto b = static_cast<std::uint8_t>(bytes[j]);
+      const StateId t = program_.Step(s, b);
+      if (t == CfgProgram::kDead) return -1;
+      if (JsonCharStep(&mode, b)) ++chars;
+      if (chars > max) return 0;
+      s = t;
+      if (mode == kCharClosed) {
+        // The string ends here; what follows is the grammar's (the mask), unless it opens
+        // another counted string long enough to break a bound.
+        const std::string_view rest = bytes.substr(j + 1);
+        return rest.find('"') != std::string_view::npos &&
+                       static_cast<std::int64_t>(rest.size()) > open_safe
+                   ? -1
+                   : 1;
+      }
+    }
+    const std::int32_t rest = program_.min_chars[s];
+    if (rest < 0) return -1;
+    return chars + rest <= max ? 1 : 0;
+  };
+  const std::int32_t base = parser.num_sets();
+  std::int32_t checked = 0;
+  for (std::size_t i = 0; i < by.ids.size() && by.lengths[i] > lowest; ++i) {
+    const TokenId id = by.ids[i];
+    if (!in_mask(id)) continue;
+    const std::string_view bytes = vocab_->TokenBytes(id);
+    if (by.lengths[i] <= under_way_safe &&
+        (by.lengths[i] <= open_safe || bytes.find('"') == std::string_view::npos)) {
+      continue;
+    }
+    ++checked;
+    int verdict = sole ? by_automaton(bytes) : -1;
+    if (verdict < 0) {
+      verdict = 1;
+      for (unsigned char b : bytes) {
+        if (!parser.StepByte(b)) {
+          verdict = 0;
+          break;
+        }
+      }
+      parser.PopTo(base);
+    }
+    if (verdict == 0) out[id >> 5] &= ~(1u << (id & 31));
+  }
+  parser.ClearLimitFlags();
+  CurrentFillTrace().length_checks += checked;
 }
 
 }  // namespace lockstep

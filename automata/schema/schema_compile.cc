@@ -316,6 +316,21 @@ class Emitter {
         if (v.is_string()) sc.excluded.push_back(v.get<std::string>());
       if (!sc.max_length || *sc.max_length >= sc.min_length) {
         auto e = AddStringExpr(&g_, sc, o_.lexical);
+        if (!e.ok() && e.status().code() == StatusCode::kResourceLimit && sc.max_length &&
+            *sc.max_length <= std::numeric_limits<std::int32_t>::max() &&
+            !o_.lexical.deadline.PassedNow()) {
+          // maxLength times a pattern's or a format's automaton past the state budget: the
+          // string without maxLength, its characters counted by the parser at run time.
+          StringConstraint uncounted = sc;
+          uncounted.max_length.reset();
+          auto body = AddStringExpr(&g_, uncounted, o_.lexical);
+          if (body.ok() && g_.expr(*body).kind == ExprKind::kByteDfa) {
+            const RuleId counted = RuleOf(*body, "sl");
+            g_.rules[counted].max_chars = static_cast<std::int32_t>(*sc.max_length);
+            run_time_checks_.push_back(f.str_loc.empty() ? cur_loc_ : f.str_loc);
+            e = Ref(counted);
+          }
+        }
         if (e.ok()) {
           alts.push_back(*e);
         } else if (e.status().code() != StatusCode::kUnsatisfiable) {

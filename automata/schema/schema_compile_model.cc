@@ -184,6 +184,10 @@ bool Model::UniqueDynamicAnchor(const json& target) {
 }
 
 namespace {
+// A oneOf branch is compiled with the negation of every branch it may overlap; past this many
+// the expressions multiply past max_exprs (12 mutually overlapping branches of object schemas
+// are about 2,000,000).
+constexpr std::size_t kMaxOneOfExclusions = 11;
 std::int64_t CountOf(const json& v) { return static_cast<std::int64_t>(v.get<double>()); }
 const json* Kw(const json& j, const char* k) {
   auto it = j.find(k);
@@ -433,10 +437,6 @@ Result<bool> Model::Disjoint(const std::optional<Facts>& fa, const std::optional
   const Facts& y = *fb;
   const std::uint8_t types = x.types & y.types & ctx_types;
   if (types == 0) return true;
-  auto required = [&](const Facts& f, const std::string& k) {
-    return std::find(f.required.begin(), f.required.end(), k) != f.required.end() ||
-           std::find(ctx_required.begin(), ctx_required.end(), k) != ctx_required.end();
-  };
   auto disjoint_values = [](const std::vector<json>& p, const std::vector<json>& q) {
     for (const json& u : p)
       for (const json& v : q)
@@ -444,15 +444,51 @@ Result<bool> Model::Disjoint(const std::optional<Facts>& fa, const std::optional
     return true;
   };
   if (x.enum_vals && y.enum_vals && disjoint_values(*x.enum_vals, *y.enum_vals)) return true;
-  // Objects only on both sides, a property required by both with disjoint const/enum values.
+  // Objects only on both sides, a property that either side (or the node around them) requires
+  // with disjoint const/enum values: an instance of both would have it, with a value in both.
+  // (One side may only constrain the value when the property is there: it is there.)
   if (types == kTObject) {
     std::vector<std::string> keys = x.required;
+    keys.insert(keys.end(), y.required.begin(), y.required.end());
     keys.insert(keys.end(), ctx_required.begin(), ctx_required.end());
+    std::sort(keys.begin(), keys.end());
+    keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+    auto required_by = [](const Facts& f, const std::string& k) {
+      return std::find(f.required.begin(), f.required.end(), k) != f.required.end();
+    };
+    // A `const` or `enum` the conjunction's nodes write themselves or through $refs: a superset
+    // of the property's values, read without expanding anything (an expansion from here can
+    // reach this same oneOf again through a recursive schema).
+    auto written_values = [&](const Conj& c) -> std::optional<std::vector<json>> {
+      for (const Node& n : c) {
+        const json* j = n.j;
+        for (int hops = 0; j != nullptr && j->is_object() && hops < 32; ++hops) {
+          const bool ref_only = s_.draft() == Draft::k7 && j->contains("$ref") &&
+                                s_.Info(j) != nullptr;  // (draft-07 ignores $ref's siblings)
+          if (!ref_only) {
+            if (const json* v = Kw(*j, "const")) return std::vector<json>{*v};
+            if (const json* v = Kw(*j, "enum"); v && v->is_array()) {
+              return std::vector<json>(v->begin(), v->end());
+            }
+          }
+          if (!j->contains("$ref")) break;
+          j = s_.RefTarget(j);
+        }
+      }
+      return std::nullopt;
+    };
     for (const std::string& k : keys) {
-      if (!required(y, k)) continue;
       auto px = PropConj(x, k);
       auto py = PropConj(y, k);
       if (!px.ok() || !py.ok()) continue;
+      auto wx = written_values(*px), wy = written_values(*py);
+      if (wx && wy && disjoint_values(*wx, *wy)) return true;
+      // Required on both sides (or by the node around them): the values the expansion finds,
+      // which also see through allOf and merged bounds.
+      const bool both = std::find(ctx_required.begin(), ctx_required.end(), k) !=
+                            ctx_required.end() ||
+                        (required_by(x, k) && required_by(y, k));
+      if (!both) continue;
       auto values = [&](const Conj& c) -> std::optional<std::vector<json>> {
         auto e = ExpandCached(c);
         if (!e->flat.ok() || e->flat->never || e->flat->split >= 0) return std::nullopt;
@@ -574,31 +610,43 @@ Result<const json*> Model::Rewrite(const json* j, const char* kw) {
       for (const json& name : *r)
         if (name.is_string()) ctx_required.push_back(name.get<std::string>());
     }
-    bool disjoint = true;
-    for (std::size_t a = 0; a < v.size() && disjoint; ++a) {
-      for (std::size_t b = a + 1; b < v.size() && disjoint; ++b) {
+    // Which pairs may overlap: branch i must exclude only those (a branch provably disjoint
+    // from i fails wherever i holds).
+    std::vector<std::vector<std::size_t>> overlap(v.size());
+    std::size_t most = 0;
+    for (std::size_t a = 0; a < v.size(); ++a) {
+      for (std::size_t b = a + 1; b < v.size(); ++b) {
         if (o_.deadline.Poll()) return o_.deadline.Error(loc);
         auto d = Disjoint(facts[a], facts[b], ctx_types, ctx_required);
         if (!d.ok()) return d.status();
-        disjoint = *d;
+        if (*d) continue;
+        overlap[a].push_back(b);
+        overlap[b].push_back(a);
+        most = std::max({most, overlap[a].size(), overlap[b].size()});
       }
     }
     json any = json::array();
-    if (disjoint || v.size() <= 1) {
+    if (most == 0) {
       for (const json& b : v) any.push_back(NodeRef(&b));
-    } else if (v.size() > 12) {
+    } else if (most > kMaxOneOfExclusions) {
       if (!o_.lenient) {
         return Status(StatusCode::kUnsupported,
-                      "oneOf with more than 12 branches that are not provably disjoint", loc);
+                      "oneOf branch that may overlap " + std::to_string(most) +
+                          " others (at most " + std::to_string(kMaxOneOfExclusions) +
+                          " are excluded per branch); not provably disjoint",
+                      loc);
       }
       relaxed_.push_back({loc, "oneOf treated as anyOf (branches not provably disjoint)"});
       for (const json& b : v) any.push_back(NodeRef(&b));
     } else {
-      // Exactly one: branch i and the negation of every other branch.
+      // Exactly one: branch i and the negation of every branch it may overlap.
       for (std::size_t a = 0; a < v.size(); ++a) {
+        if (overlap[a].empty()) {
+          any.push_back(NodeRef(&v[a]));
+          continue;
+        }
         json all = json::array({NodeRef(&v[a])});
-        for (std::size_t b = 0; b < v.size(); ++b)
-          if (b != a) all.push_back(json{{"not", NodeRef(&v[b])}});
+        for (std::size_t b : overlap[a]) all.push_back(json{{"not", NodeRef(&v[b])}});
         any.push_back(json{{"allOf", all}});
       }
     }

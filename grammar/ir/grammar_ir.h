@@ -82,6 +82,12 @@ struct Rule {
   // call of it completes into this rule, the parser drops the parse if the item's value equals
   // an earlier item's of the same list (automata/cfg/earley.h, "Unique items"). -1: none.
   RuleId unique_item = -1;
+  // The rule is one JSON string (its body a kByteDfa that spans the quotes) whose content may
+  // have at most this many characters (code points), counted by the parser at run time: a
+  // maxLength that would multiply a pattern's or a format's automaton past its state budget
+  // (automata/cfg/earley.h, "String lengths"). Never inlined, never merged with a rule of
+  // another bound. -1: none.
+  std::int32_t max_chars = -1;
 };
 
 struct Grammar {

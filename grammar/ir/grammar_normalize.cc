@@ -86,6 +86,7 @@ Status CheckIr(const Grammar& g) {
     if (r.unique_item < -1 || r.unique_item >= static_cast<RuleId>(g.rules.size())) {
       return bad("rule '" + r.name + "' has a unique_item out of range");
     }
+    if (r.max_chars < -1) return bad("rule '" + r.name + "' has a negative max_chars");
   }
   for (const Expr& e : g.exprs) {
     for (ExprId c : e.children) {
@@ -253,6 +254,9 @@ class Pass {
       inline_[r] = false;
       inline_[g_.rules[r].unique_item] = false;
     }
+    for (std::size_t r = 0; r < n; ++r) {
+      if (g_.rules[r].max_chars >= 0) inline_[r] = false;  // (its items are counted)
+    }
     height_.assign(g_.exprs.size(), -1);
 
     // Bodies of the rules that stay, in order; inlined rules are pulled in where referenced.
@@ -362,6 +366,7 @@ class Pass {
       key.clear();
       // (A unique-items list keys apart from every other rule: its item check is its own.)
       if (g_.rules[r].unique_item >= 0) key = "unique#" + std::to_string(r) + "#";
+      if (g_.rules[r].max_chars >= 0) key += "chars#" + std::to_string(g_.rules[r].max_chars) + "#";
       Key(out_, new_body_[r], &key, find);
       if (key == keys[r]) continue;
       if (auto old = table.find(keys[r]);
@@ -514,6 +519,7 @@ bool MayChangeAgain(const Grammar& g, const NormalizeOptions& options) {
     std::vector<bool> kept(n, false);  // (Rule::unique_item: never inlined)
     for (std::size_t r = 0; r < n; ++r) {
       if (g.rules[r].unique_item >= 0) kept[r] = kept[g.rules[r].unique_item] = true;
+      if (g.rules[r].max_chars >= 0) kept[r] = true;
     }
     for (std::size_t r = 0; r < n; ++r) {
       if (static_cast<RuleId>(r) != g.root && uses[r] == 1 && !cyclic[r] && !kept[r]) return true;

@@ -657,6 +657,65 @@ TEST(SchemaCompile, OneOfDisjointByTheParentsRequiredProperty) {
   ExpectExact(overlapping.dump(), objects);
 }
 
+// A oneOf whose branches overlap only in pairs (a real shape: one "invalid" branch that does not
+// require the discriminating key, and two branches per protocol that differ by other required
+// keys): each branch negates only the branches it may overlap, so 14 branches compile, exactly.
+// A property that one side requires and the other only bounds when present tells them apart, also
+// through a $ref. The overlapping pairs stay exact: an instance of both is refused.
+TEST(SchemaCompile, OneOfNegatesOnlyTheBranchesItMayOverlap) {
+  json branches = json::array();
+  branches.push_back(json::parse(R"({"properties": {"protocol": {"$ref": "#/$defs/invalid"}}})"));
+  for (int i = 1; i < 14; ++i) {
+    const int p = i <= 2 ? 1 : i;  // branches 1 and 2 share their protocol
+    branches.push_back(json{
+        {"properties", json{{"protocol", json{{"enum", json::array({"p" + std::to_string(p)})}}},
+                            {"n", json{{"type", "integer"}}}}},
+        {"required", json::array({"protocol", i == 2 ? "b" : "a"})}});
+  }
+  json schema = {{"type", "object"},
+                 {"$defs", json{{"invalid", json{{"const", "invalid"}}}}},
+                 {"oneOf", branches}};
+  std::vector<json> objects = {
+      json::object(),
+      json::parse(R"({"protocol": "invalid", "n": 1})"),
+      json::parse(R"({"protocol": "p1", "a": 1})"),
+      json::parse(R"({"protocol": "p1", "b": 1})"),
+      json::parse(R"({"protocol": "p1", "a": 1, "b": 2})"),  // branches 1 and 2: invalid
+      json::parse(R"({"protocol": "p7", "a": true, "n": 3})"),
+      json::parse(R"({"protocol": "p7", "a": true, "n": 3.5})"),
+      json::parse(R"({"protocol": "p7"})"),
+      json::parse(R"({"protocol": "p13", "a": null, "b": 1})"),
+      json::parse(R"({"protocol": "p14", "a": 1})")};
+  ExpectExact(schema.dump(), objects);
+  // Every branch overlapping every other (no protocol required): more than 11 to negate is refused.
+  for (json& b : branches) b["required"] = json::array({"a"});
+  schema["oneOf"] = branches;
+  auto loaded = Schema::Load(schema.dump());
+  ASSERT_TRUE(loaded.ok());
+  auto g = CompileSchemaToGrammar(**loaded, SchemaCompileOptions{});
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), StatusCode::kUnsupported);
+  EXPECT_EQ(g.status().location(), "/oneOf");
+  EXPECT_NE(g.status().message().find("may overlap 13 others"), std::string::npos)
+      << g.status().ToString();
+}
+
+// A oneOf whose branches hold the oneOf again through a property that only one branch requires:
+// telling the branches apart must not expand that property (it would rewrite the same oneOf
+// again, without end; a real SchemaStore schema crashed that way).
+TEST(SchemaCompile, OneOfOverARecursiveProperty) {
+  const std::string text = R"({"$defs": {"n": {"oneOf": [
+      {"type": "object", "properties": {"kind": {"const": "a"}, "child": {"$ref": "#/$defs/n"}},
+       "required": ["child"], "additionalProperties": false},
+      {"type": "object", "properties": {"kind": {"const": "b"}}, "required": ["kind"],
+       "additionalProperties": false}]}},
+      "$ref": "#/$defs/n"})";
+  ExpectExact(text, {json::parse(R"({"kind": "b"})"), json::parse(R"({"child": {"kind": "b"}})"),
+                     json::parse(R"({"kind": "a", "child": {"kind": "b"}})"),
+                     json::parse(R"({"kind": "b", "child": {"kind": "b"}})"),
+                     json::parse(R"({"child": {"child": {"kind": "b"}}})")});
+}
+
 // Draft 2020-12: a format the validator does not know is an annotation. The compiler accepts
 // what the validator accepts and says so in a warning at the keyword's pointer, in strict mode
 // too; under `not` it asserts nothing, so it negates to nothing.
@@ -1503,17 +1562,20 @@ TEST(LexicalCache, AStoppedCompileLeavesNoFailureBehind) {
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_TRUE(Feed(*again, R"(["ab-cd-stop"])"));
   EXPECT_FALSE(Feed(*again, R"(["ab-cd-sto"])"));
-  // A budget: the same error each time, naming it.
+  // A budget: the same error each time, naming it. (A minLength: past the budget, a maxLength
+  // would be counted at run time instead.)
+  const std::string at_least = R"({"type": "array", "items": {"type": "string", "pattern":
+      "^[a-z]+(-[a-z]+)*-stop$", "minLength": 5000}})";
   CompileOptions small;
   small.max_dfa_states = 1000;
   for (int i = 0; i < 2; ++i) {
-    auto over = Compiler().CompileSchema(schema, small);
+    auto over = Compiler().CompileSchema(at_least, small);
     ASSERT_FALSE(over.ok());
     EXPECT_EQ(over.status().code(), StatusCode::kResourceLimit);
     EXPECT_NE(over.status().message().find("max_dfa_states = 1000"), std::string::npos)
         << over.status().ToString();
   }
-  EXPECT_TRUE(Compiler().CompileSchema(schema).ok());
+  EXPECT_TRUE(Compiler().CompileSchema(at_least).ok());
 }
 
 TEST(SchemaLowering, SharedRuleCacheGivesTheSameAutomata) {

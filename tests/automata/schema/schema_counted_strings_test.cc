@@ -1,0 +1,256 @@
+// maxLength counted at run time (grammar::Rule::max_chars, automata/cfg/earley.h "String
+// lengths"): when a pattern's or a format's automaton times maxLength is past max_dfa_states, the
+// string is compiled without maxLength and the parser counts its characters (code points: an
+// escape or a multi-byte character is one), refusing a byte that takes it past the bound or to
+// a state from which it cannot end within it. Checked against the validator on raw texts at,
+// under and over the bound, against a brute-force mask (every id tried with AcceptToken) at
+// every token of texts that reach the bound, along random walks on three vocabularies, through
+// an artifact, and at the GBNF export, which cannot express the count. Real shapes from
+// GitHub schemas: a word-count pattern with maxLength 500, an email with maxLength 100.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "grammar/schema/json_schema.h"
+#include "lockstep/artifact.h"
+#include "lockstep/compiler.h"
+#include "lockstep/matcher.h"
+#include "lockstep/vocabulary.h"
+#include "test_data.h"
+#include "util/grammar_walk.h"
+
+namespace lockstep::schema {
+namespace {
+
+using json = nlohmann::json;
+
+const GrammarCompiler& CompilerFor(const std::string& name) {
+  static std::map<std::string, std::unique_ptr<GrammarCompiler>>* compilers =
+      new std::map<std::string, std::unique_ptr<GrammarCompiler>>;
+  auto& slot = (*compilers)[name];
+  if (!slot) {
+    auto vocab = Vocabulary::Load(name);
+    EXPECT_TRUE(vocab.ok()) << vocab.status().ToString();
+    slot = std::make_unique<GrammarCompiler>(*vocab);
+  }
+  return *slot;
+}
+const GrammarCompiler& Compiler() { return CompilerFor("llama3"); }
+
+std::vector<TokenId> Tokens(const std::string& text) {
+  EncodeOptions eo;
+  eo.add_dummy_prefix = false;
+  auto ids = Compiler().vocabulary().Encode(text, eo);
+  EXPECT_TRUE(ids.ok());
+  return ids.ok() ? *ids : std::vector<TokenId>{};
+}
+
+bool Allowed(const std::vector<std::uint32_t>& mask, TokenId id) {
+  return ((mask[id >> 5] >> (id & 31)) & 1) != 0;
+}
+
+// Whether `text` is taken token by token, each token in the mask first, and then may end.
+bool Feed(const std::shared_ptr<const CompiledGrammar>& g, const std::string& text) {
+  Matcher m(g);
+  std::vector<std::uint32_t> mask(BitmaskWords(Compiler().vocabulary().logits_width()));
+  for (TokenId id : Tokens(text)) {
+    m.FillNextTokenBitmask(mask);
+    const bool in_mask = Allowed(mask, id);
+    const bool taken = m.AcceptToken(id);
+    EXPECT_EQ(in_mask, taken) << "mask and AcceptToken disagree at a token of " << text;
+    if (!taken) return false;
+  }
+  return m.CanEnd();
+}
+
+bool Valid(const std::string& schema_text, const std::string& instance) {
+  auto schema = Schema::Load(schema_text);
+  EXPECT_TRUE(schema.ok());
+  ValidateOptions vo;
+  vo.format_assertion = true;
+  auto v = Validator::Create(*schema, vo);
+  EXPECT_TRUE(v.ok());
+  auto r = v->Validate(json::parse(instance));
+  EXPECT_TRUE(r.ok());
+  return *r;
+}
+
+// A budget under which words of 1 to 5 letters times 30 characters is past max_dfa_states while
+// the words alone fit: the count is made at run time.
+CompileOptions Small() {
+  CompileOptions o;
+  o.max_dfa_states = 150;
+  return o;
+}
+
+const char* kWords =
+    R"({"type": "object", "properties": {"s": {"type": "string",
+        "pattern": "^[a-z]{1,5}( [a-z]{1,5})*$", "maxLength": 30}}, "required": ["s"],
+        "additionalProperties": false})";
+
+std::string Quoted(const std::string& s) { return "\"" + s + "\""; }
+
+// The run-time count is what compiles these: GBNF, which has no count, refuses them in strict
+// mode at the string's pointer, and without the count the product is over the budget.
+TEST(CountedStrings, TheCountIsMadeAtRunTime) {
+  auto gbnf = SchemaToGbnf(kWords, Small());
+  ASSERT_FALSE(gbnf.ok());
+  EXPECT_EQ(gbnf.status().code(), StatusCode::kUnsupported);
+  // (At the string constraint's pointer: its first keyword.)
+  EXPECT_EQ(gbnf.status().location(), "/properties/s/pattern") << gbnf.status().ToString();
+  CompileOptions lenient = Small();
+  lenient.schema_lenient = true;
+  std::vector<std::string> warnings;
+  auto text = SchemaToGbnf(kWords, lenient, &warnings);
+  ASSERT_TRUE(text.ok()) << text.status().ToString();
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_EQ(warnings[0].rfind("/properties/s/pattern: checked by lockstep's parser", 0), 0u)
+      << warnings[0];
+  // With the default budget the product fits: one automaton, and GBNF can say it.
+  EXPECT_TRUE(SchemaToGbnf(kWords).ok());
+}
+
+TEST(CountedStrings, TextsAgreeWithTheValidator) {
+  auto g = Compiler().CompileSchema(kWords, Small());
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  const std::string w29 = "abcde abcde abcde abcde abcde";  // 29 characters
+  const std::vector<std::string> values = {
+      "a", "ab cd", w29, w29 + "x", w29 + "xy", w29 + " ", w29 + " a", "abcdef", "ab  cd",
+      "abcde abcde abcde abcde abcd a", "abcde abcde abcde abcde abcd ab", ""};
+  long valid = 0, invalid = 0;
+  for (const std::string& v : values) {
+    const std::string text = "{\"s\":" + Quoted(v) + "}";
+    const bool ok = Valid(kWords, text);
+    (ok ? valid : invalid) += 1;
+    EXPECT_EQ(Feed(*g, text), ok) << text;
+  }
+  EXPECT_GE(valid, 4);
+  EXPECT_GE(invalid, 4);
+}
+
+// Characters, not bytes: an escape, a two-byte and a four-byte UTF-8 character are one each.
+TEST(CountedStrings, EscapesAndMultiByteCharactersCountOne) {
+  const std::string schema = R"({"type": "string", "pattern": "^[^x]*(x[^x]*){0,3}$",
+                                 "maxLength": 6})";
+  CompileOptions o;
+  o.max_dfa_states = 100;
+  auto g = Compiler().CompileSchema(schema, o);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  ASSERT_FALSE(SchemaToGbnf(schema, o).ok());  // (counted at run time)
+  for (const char* text :
+       {R"("abcdef")", R"("abcdefg")", R"("\n\t\"\\ab")", R"("\n\t\"\\abc")", R"("ééééé😀")",
+        R"("ééééé😀!")", R"("\u001fxxx")", R"("\u001fxxxx")", R"("😀😀😀😀😀😀")",
+        R"("😀😀😀😀😀😀😀")", R"("xxxx")"}) {
+    EXPECT_EQ(Feed(*g, text), Valid(schema, text)) << text;
+  }
+}
+
+// At every token of texts that reach the bound, the mask equals the brute-force one; at 29
+// characters after a word, a space (which needs one more letter) and two letters are out, one
+// letter in.
+TEST(CountedStrings, MaskEqualsBruteForceUpToTheBound) {
+  auto g = Compiler().CompileSchema(kWords, Small());
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  const std::vector<std::string> texts = {
+      R"({"s": "abcde abcde abcde abcde abcd x"})", R"({"s": "hello world this is it ok go"})",
+      R"({"s": "a b c d e f g h i j k l m n o"})", R"({"s": "abc"})"};
+  long checked = 0;
+  for (const std::string& text : texts) {
+    Matcher m(*g);
+    std::vector<std::uint32_t> fast(BitmaskWords(Compiler().vocabulary().logits_width()));
+    for (TokenId id : Tokens(text)) {
+      m.FillNextTokenBitmask(fast);
+      ASSERT_EQ(fast, testing::BruteForceMask(m)) << "at a token of " << text;
+      ++checked;
+      ASSERT_TRUE(m.AcceptToken(id)) << text;
+    }
+    EXPECT_TRUE(m.CanEnd());
+  }
+  EXPECT_GT(checked, 30);
+  Matcher m(*g);
+  for (TokenId id : Tokens(R"({"s": "abcde abcde abcde abcde abcde)")) ASSERT_TRUE(m.AcceptToken(id));
+  std::vector<std::uint32_t> mask(BitmaskWords(Compiler().vocabulary().logits_width()));
+  m.FillNextTokenBitmask(mask);
+  EXPECT_EQ(mask, testing::BruteForceMask(m));
+  for (const auto& [piece, allowed] : std::vector<std::pair<std::string, bool>>{
+           {" ", false}, {"\"", true}, {"\"}", true}, {"x", false}}) {
+    auto ids = Tokens(piece);
+    ASSERT_EQ(ids.size(), 1u) << piece;
+    EXPECT_EQ(Allowed(mask, ids[0]), allowed) << piece;
+  }
+  for (TokenId id : Tokens(" ")) ASSERT_FALSE(m.AcceptToken(id));
+}
+
+// Random walks on Llama-3, Qwen2.5 and Mistral: strings that run into their bound, a counted
+// string next to another, a list of them (a token may close one and open the next), and an
+// anyOf of two bounds on one pattern (two counted items at once: masks by the parser).
+TEST(CountedStrings, RandomWalksAgainstBruteForce) {
+  const std::vector<std::string> schemas = {
+      R"({"type": "string", "pattern": "^[a-z]{1,5}( [a-z]{1,5})*$", "maxLength": 30,
+          "minLength": 20})",
+      kWords,
+      R"({"type": "array", "items": {"type": "string", "pattern": "^[a-z]{1,5}( [a-z]{1,5})*$",
+          "maxLength": 24, "minLength": 18}})",
+      R"({"anyOf": [{"type": "string", "pattern": "^[a-z]{1,5}( [a-z]{1,5})*$", "maxLength": 20},
+                    {"type": "string", "pattern": "^[a-z]{1,5}( [a-z]{1,5})*$", "maxLength": 30,
+                     "minLength": 25}]})",
+  };
+  const long steps = std::max(20L, static_cast<long>(120 * testing::TestScale()));
+  for (const char* vocab : {"llama3", "qwen2.5", "mistral"}) {
+    std::uint64_t seed = 5;
+    for (const std::string& schema : schemas) {
+      auto g = CompilerFor(vocab).CompileSchema(schema, Small());
+      ASSERT_TRUE(g.ok()) << vocab << ": " << schema << ": " << g.status().ToString();
+      testing::WalkStats st = testing::ExactnessWalks(*g, steps, seed++, 60);
+      std::printf("%s: %ld steps, %ld walks (%ld ended with EOS), %ld over, %ld under, %ld dead "
+                  "ends\n",
+                  vocab, st.steps, st.walks, st.completed, st.over, st.under, st.dead_ends);
+      EXPECT_EQ(st.over, 0) << vocab << ": " << schema << ": " << st.first_mismatch;
+      EXPECT_EQ(st.under, 0) << vocab << ": " << schema << ": " << st.first_mismatch;
+      EXPECT_EQ(st.dead_ends, 0) << vocab << ": " << schema << ": after '" << st.first_dead_end
+                                 << "'";
+    }
+  }
+}
+
+TEST(CountedStrings, ArtifactKeepsTheCount) {
+  auto g = Compiler().CompileSchema(kWords, Small());
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  auto loaded = LoadArtifact(Compiler(), SerializeArtifact(**g));
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  EXPECT_TRUE(Feed(*loaded, R"({"s":"abcde abcde abcde abcde abcde"})"));
+  EXPECT_FALSE(Feed(*loaded, R"({"s":"abcde abcde abcde abcde abcde a"})"));
+}
+
+// The shapes that were refused for max_dfa_states in GitHub schemas compile with the default
+// budget, and agree with the validator at the bound.
+TEST(CountedStrings, RealShapesCompileAndHoldTheBound) {
+  const std::string words = R"({"type": "object", "properties": {"summary": {"type": "string",
+      "pattern": "^(?:\\S+\\s+){0,49}\\S+$", "maxLength": 500}}, "required": ["summary"]})";
+  auto g = Compiler().CompileSchema(words);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  std::string fifty;  // 50 words of 9 letters: 499 characters
+  for (int i = 0; i < 50; ++i) fifty += (i ? " " : "") + std::string("abcdefghi");
+  for (const std::string& v : std::vector<std::string>{fifty, fifty + "x", fifty + "xy", fifty + " a", "one two"}) {
+    const std::string text = R"({"summary":")" + v + "\"}";
+    EXPECT_EQ(Feed(*g, text), Valid(words, text)) << v.size();
+  }
+  const std::string email = R"({"type": "object", "properties": {"contact": {"type": "string",
+      "format": "email", "maxLength": 100}}})";
+  auto e = Compiler().CompileSchema(email);
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  const std::string local(88, 'a');  // 88 + "@example.com" (12) = 100
+  for (const std::string& v : std::vector<std::string>{local + "@example.com", local + "a@example.com",
+                               local + "@example.co", "a@b.c", local + "@examplex.com"}) {
+    const std::string text = R"({"contact":")" + v + "\"}";
+    EXPECT_EQ(Feed(*e, text), Valid(email, text)) << v;
+  }
+}
+
+}  // namespace
+}  // namespace lockstep::schema
