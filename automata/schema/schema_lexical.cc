@@ -1054,7 +1054,10 @@ Result<ByteDfa> PatternContentDfa(const std::string& pattern, std::int32_t max_s
     return true;
   });
   alts.emplace_back(begin, pattern.size());
-  std::string search;
+  // The alternatives grouped by their anchors, each group under one pair of `[\s\S]*`:
+  // `.*A.*|.*B.*` is `.*(A|B).*`, whose subset construction does not track which of the
+  // alternatives has matched so far (30 unanchored names: 2^30 subsets the other way).
+  std::array<std::string, 4> groups;  // by (anchored start, anchored end)
   std::size_t anchors_used = 0;
   for (auto [b, e] : alts) {
     bool anchored_start = false, anchored_end = false;
@@ -1062,11 +1065,18 @@ Result<ByteDfa> PatternContentDfa(const std::string& pattern, std::int32_t max_s
     if (b < e && pattern[e - 1] == '$' && std::count(dollars.begin(), dollars.end(), e - 1) > 0) {
       anchored_end = true, --e, ++anchors_used;
     }
+    std::string& group = groups[(anchored_start ? 2 : 0) + (anchored_end ? 1 : 0)];
+    if (!group.empty()) group += '|';
+    group += "(?:" + pattern.substr(b, e - b) + ")";
+  }
+  std::string search;
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    if (groups[g].empty()) continue;
     if (!search.empty()) search += '|';
     search += "(?:";
-    if (!anchored_start) search += "[\\s\\S]*";
-    search += "(?:" + pattern.substr(b, e - b) + ")";
-    if (!anchored_end) search += "[\\s\\S]*";
+    if ((g & 2) == 0) search += "[\\s\\S]*";
+    search += "(?:" + groups[g] + ")";
+    if ((g & 1) == 0) search += "[\\s\\S]*";
     search += ")";
   }
   if (anchors_used != carets.size() + dollars.size()) {

@@ -595,6 +595,32 @@ TEST(SchemaCompile, LeadingLookaheadPatterns) {
   }
 }
 
+// A pattern of many alternatives searched for (unanchored, as `pattern` is a search): one
+// automaton `[\s\S]*(A|B|...)[\s\S]*`, not the union of one search per alternative, whose
+// subset construction tracked which alternatives had matched (30 game names of a real schema:
+// past max_subset_elements). Alternatives with anchors keep their own groups; all exact against
+// the validator, as a string and as patternProperties.
+TEST(SchemaCompile, PatternOfManyAlternatives) {
+  const std::string names =
+      "Red|Blue|Yellow|Gold|Silver|Crystal|Ruby|Sapphire|Emerald|FireRed|LeafGreen|Diamond|Pearl|"
+      "Platinum|HeartGold|SoulSilver|Black|White|Black 2|White 2|X|Y|Omega Ruby|Alpha Sapphire|"
+      "Sun|Moon|Ultra Sun|Ultra Moon|Let's Go Pikachu|Let's Go Eevee";
+  std::vector<json> strings;
+  for (const char* v : {"Red", "my Red one", "red", "", "Let's Go Eevee!", "Let's Go", "xX",
+                        "Sunny", "Mon", "Ultra", "é Moon é", "ab", "ba", "c", "dd", "zc"})
+    strings.push_back(json(v));
+  ExpectExact(json{{"type", "string"}, {"pattern", names}}.dump(), strings);
+  ExpectExact(json{{"type", "string"}, {"pattern", "^a|b$|c|^dd$|" + names}}.dump(), strings);
+  std::vector<json> objects = {json::object()};
+  for (const json& v : strings) objects.push_back(json{{v.get<std::string>(), "v"}});
+  objects.push_back(json{{"Gold", 1}});
+  ExpectExact(json{{"type", "object"},
+                   {"patternProperties", json{{names, json{{"type", "string"}}}}},
+                   {"additionalProperties", false}}
+                  .dump(),
+              objects);
+}
+
 // Many patternProperties: only the sets of patterns some key matches together are classes
 // (anchored patterns with distinct prefixes: n + 1 of them), so 10 patterns compile; exact
 // against the validator, with overlapping patterns among them and additionalProperties.
