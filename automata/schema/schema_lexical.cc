@@ -1798,6 +1798,22 @@ Result<ByteDfa> BuildStringConstraintDfa(const StringConstraint& c,
     LOCKSTEP_ASSIGN_OR_RETURN(negated, ParallelUnion(parts, options.max_dfa_states));
   }
   const bool has_negated = !c.not_patterns.empty() || !c.not_formats.empty();
+  if (has_max && contents.size() == 1 && !has_negated && c.excluded.empty()) {
+    // A count per state of the content: about its states times maxLength + 1. When that alone
+    // is past the budget the product is not tried (it would take up to a second to find out):
+    // the schema compiler then counts the characters at run time.
+    const std::int64_t estimate =
+        static_cast<std::int64_t>(contents[0]->num_states) * (max_len + 1);
+    if (estimate > options.max_dfa_states) {
+      return Status(StatusCode::kResourceLimit,
+                    "this string constraint needs about " + std::to_string(estimate) +
+                        " automaton states (its pattern or format's " +
+                        std::to_string(contents[0]->num_states) + " times maxLength " +
+                        std::to_string(max_len) + " + 1), more than max_dfa_states = " +
+                        std::to_string(options.max_dfa_states) +
+                        " (raise CompileOptions::max_dfa_states, lockstep --max-states)");
+    }
+  }
   Trie trie;
   for (const std::string& s : c.excluded) trie.Insert(s);
   if (options.direct_exclusion && contents.empty() && !has_negated && min_len == 0 &&
