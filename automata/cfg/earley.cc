@@ -1096,6 +1096,8 @@ void EarleyParser::OpenCountedStrings(std::vector<CountedString>* out) {
   for (const EarleyItem& it : set(k)) {
     if (p_->rules[it.rule].max_chars < 0 || it.origin < 0) continue;
     if (p_->rules[it.rule].kind != CfgProgram::RuleKind::kDfa) continue;
+    // (A string already closed takes no more characters: its item is no bound on the next token.)
+    if (!p_->has_bytes[it.state]) continue;
     CharCount c;
     if (!CountTo(it.origin, k, &c)) continue;
     out->push_back({it.rule, it.state, it.origin, c.chars, c.mode});

@@ -127,7 +127,7 @@ class EarleyParser {
   // String lengths (see above). Whether the program has counted strings.
   bool has_counted_strings() const { return has_counted_; }
   // The counted strings under way in the last set (parses from the root only): each item of a
-  // counted rule there, with the characters its string has so far.
+  // counted rule there that can still take bytes, with the characters its string has so far.
   struct CountedString {
     std::int32_t rule, state, origin, chars;
     std::uint8_t mode;  // JsonCharMode after the last set's byte
