@@ -482,7 +482,9 @@ void CfgGrammar::ClearTooDeep(EarleyParser& parser, std::int64_t min_len,
 //
 // The mask of the grammar holds every token the unique-items check could refuse: positions are
 // computed in local mode and tails over pushed completions, where the check does not apply. A
-// token the check refuses completes a string item equal to an earlier one of its list. Either
+// token the check refuses completes an item (a string, an integer, an enum value) equal to an
+// earlier one of its list, or, where the values can run out, leaves one with only repeats to
+// finish with. Either
 // that item is the first the token completes, in the list open at the parse's end (the walk
 // below finds those tokens: the item's text so far, then the token's bytes, must spell an
 // earlier item's value), or the token holds a comma followed by a whole string
@@ -547,26 +549,16 @@ WalkStep StepWalk(UniqueWalkState& st, std::uint8_t b, const std::vector<std::st
       st.key.push_back(static_cast<char>(b));
       break;
     case 2: {
-      char c = 0;
-      switch (b) {
-        case '"': c = '"'; break;
-        case '\\': c = '\\'; break;
-        case '/': c = '/'; break;
-        case 'b': c = '\b'; break;
-        case 'f': c = '\f'; break;
-        case 'n': c = '\n'; break;
-        case 'r': c = '\r'; break;
-        case 't': c = '\t'; break;
-        case 'u':
-          st.mode = 3;
-          st.hex = 0;
-          st.cp = 0;
-          return WalkStep::kOn;
-        default:
-          return WalkStep::kDead;
+      if (b == 'u') {
+        st.mode = 3;
+        st.hex = 0;
+        st.cp = 0;
+        return WalkStep::kOn;
       }
+      const int c = JsonEscapeChar(b);
+      if (c < 0) return WalkStep::kDead;
       st.mode = 1;
-      st.key.push_back(c);
+      st.key.push_back(static_cast<char>(c));
       break;
     }
     case 3: {

@@ -26,6 +26,20 @@ int JsonHexDigit(std::uint8_t b) {
   return -1;
 }
 
+int JsonEscapeChar(std::uint8_t e) {
+  switch (e) {
+    case '"': return '"';
+    case '\\': return '\\';
+    case '/': return '/';
+    case 'b': return '\b';
+    case 'f': return '\f';
+    case 'n': return '\n';
+    case 'r': return '\r';
+    case 't': return '\t';
+    default: return -1;
+  }
+}
+
 bool DecodeJsonString(std::string_view text, std::string* out) {
   out->clear();
   if (text.size() < 2 || text.front() != '"' || text.back() != '"') return false;
@@ -42,15 +56,11 @@ bool DecodeJsonString(std::string_view text, std::string* out) {
     if (i + 1 >= end) return false;
     const char e = text[i + 1];
     i += 2;
+    if (const int simple = JsonEscapeChar(static_cast<std::uint8_t>(e)); simple >= 0) {
+      out->push_back(static_cast<char>(simple));
+      continue;
+    }
     switch (e) {
-      case '"': out->push_back('"'); break;
-      case '\\': out->push_back('\\'); break;
-      case '/': out->push_back('/'); break;
-      case 'b': out->push_back('\b'); break;
-      case 'f': out->push_back('\f'); break;
-      case 'n': out->push_back('\n'); break;
-      case 'r': out->push_back('\r'); break;
-      case 't': out->push_back('\t'); break;
       case 'u': {
         std::int32_t cp = Hex4(text.substr(0, end), i);
         if (cp < 0) return false;

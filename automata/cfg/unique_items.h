@@ -19,6 +19,9 @@ namespace lockstep {
 
 // The value of a hex digit, -1 for another byte.
 int JsonHexDigit(std::uint8_t b);
+// The character a one-letter JSON escape `\e` stands for (`"`, `\`, `/`, b, f, n, r, t); -1 for
+// any other byte (`u` included: four hex digits follow it).
+int JsonEscapeChar(std::uint8_t e);
 
 // The value of the JSON string `text` (its quotes included) as UTF-8 bytes: escapes decoded,
 // \u surrogate pairs combined, a lone surrogate kept as its 3-byte form (so that equal texts
