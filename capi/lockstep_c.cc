@@ -98,11 +98,18 @@ static_assert(static_cast<int>(lockstep::SchemaDraft::k7) == LOCKSTEP_SCHEMA_DRA
 static_assert(static_cast<int>(lockstep::SchemaDraft::k4) == LOCKSTEP_SCHEMA_DRAFT_4);
 static_assert(static_cast<int>(lockstep::SchemaDraft::k6) == LOCKSTEP_SCHEMA_DRAFT_6);
 static_assert(static_cast<int>(lockstep::SchemaDraft::k2019_09) == LOCKSTEP_SCHEMA_DRAFT_2019_09);
-// Fields are only ever appended: max_program_states is the last.
+// Fields are only ever appended: schema_any_order_max_properties is the last.
 static_assert(offsetof(lockstep_compile_options, schema_default_draft) ==
               offsetof(lockstep_compile_options, schema_openapi_formats) + sizeof(int32_t));
 static_assert(offsetof(lockstep_compile_options, max_program_states) >
               offsetof(lockstep_compile_options, schema_default_draft));
+static_assert(offsetof(lockstep_compile_options, schema_member_order) >
+              offsetof(lockstep_compile_options, max_program_states));
+static_assert(offsetof(lockstep_compile_options, schema_any_order_max_properties) >
+              offsetof(lockstep_compile_options, schema_member_order));
+static_assert(static_cast<int>(lockstep::SchemaMemberOrder::kDeclared) ==
+              LOCKSTEP_MEMBER_ORDER_DECLARED);
+static_assert(static_cast<int>(lockstep::SchemaMemberOrder::kAny) == LOCKSTEP_MEMBER_ORDER_ANY);
 static_assert(static_cast<int>(lockstep::RequestKind::kText) == LOCKSTEP_REQUEST_TEXT);
 static_assert(static_cast<int>(lockstep::RequestKind::kJson) == LOCKSTEP_REQUEST_JSON);
 static_assert(static_cast<int>(lockstep::RequestKind::kTools) == LOCKSTEP_REQUEST_TOOLS);
@@ -192,6 +199,8 @@ lockstep::CompileOptions ToCompileOptions(const lockstep_compile_options& o) {
   lockstep::CompileOptions c;
   c.max_dfa_states = o.max_dfa_states;
   c.max_program_states = o.max_program_states;
+  c.schema_member_order = static_cast<lockstep::SchemaMemberOrder>(o.schema_member_order);
+  c.schema_any_order_max_properties = o.schema_any_order_max_properties;
   c.max_nfa_states = o.max_nfa_states;
   c.max_repeat = o.max_repeat;
   c.precompute_masks = o.precompute_masks != 0;
@@ -218,11 +227,17 @@ lockstep_status CheckCompileOptions(const char* function, const lockstep_compile
       o.max_mask_cache_bytes < 0 || o.max_nesting_depth <= 0 || o.max_unrolled_states < 0 ||
       o.precompute_threads < 0 || o.schema_max_whitespace_run < 0 || o.schema_max_exprs <= 0 ||
       o.max_earley_items_per_byte <= 0 || o.compile_timeout_ms < 0 ||
-      o.max_program_states <= 0) {
+      o.max_program_states <= 0 || o.schema_any_order_max_properties < 0 ||
+      o.schema_any_order_max_properties > 63) {
     return InvalidArgument(function, "a budget in lockstep_compile_options is out of range");
   }
   if (!IsSchemaDraft(o.schema_default_draft)) {
     return InvalidArgument(function, "schema_default_draft is not a lockstep_schema_draft");
+  }
+  if (o.schema_member_order != LOCKSTEP_MEMBER_ORDER_DECLARED &&
+      o.schema_member_order != LOCKSTEP_MEMBER_ORDER_ANY) {
+    return InvalidArgument(function,
+                           "schema_member_order is not LOCKSTEP_MEMBER_ORDER_DECLARED or _ANY");
   }
   return LOCKSTEP_OK;
 }
@@ -540,6 +555,8 @@ void lockstep_compile_options_init(lockstep_compile_options* options) {
   options->schema_openapi_formats = d.schema_openapi_formats ? 1 : 0;
   options->schema_default_draft = static_cast<int32_t>(d.schema_default_draft);
   options->max_program_states = d.max_program_states;
+  options->schema_member_order = static_cast<int32_t>(d.schema_member_order);
+  options->schema_any_order_max_properties = d.schema_any_order_max_properties;
 }
 
 lockstep_status lockstep_cancel_token_create(lockstep_cancel_token** out) {

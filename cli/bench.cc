@@ -64,7 +64,8 @@ BM_SchemaTraceMask).
                          line use the canonical tokenisation; lines for other files are ignored
   --tokenizer NAME|PATH  vocabulary (default llama3)
   --logits-width V       the model's logits width when it exceeds the vocabulary
-  --lenient, --compact, --openapi-formats, --schema-draft D
+  --lenient, --compact, --openapi-formats, --any-order, --any-order-max-properties N,
+  --schema-draft D
                          schema compile options, as for `lockstep compile`
   --compile-timeout MS   each compile's wall-clock budget (default 10000; 0 = none), also for
                          rendering a file's instances under its schema; past it the file is a
@@ -1194,9 +1195,10 @@ int Report(const BenchRun& run, const BenchFlags& flags, double prepare_s,
 
 int Bench(int argc, char** argv) {
   Args args({"maskbench", "traces", "tokenizer", "logits-width", "threads", "batch", "timeout-ms",
-             "per-schema", "per-mask", "step-us", "compile-timeout", "schema-draft"},
-            {"json", "check", "help", "lenient", "openapi-formats", "compact", "interleave",
-             "no-share", "precompute", "no-background", "cpu-time"},
+             "per-schema", "per-mask", "step-us", "compile-timeout", "schema-draft",
+             "any-order-max-properties"},
+            {"json", "check", "help", "lenient", "openapi-formats", "compact", "any-order",
+             "interleave", "no-share", "precompute", "no-background", "cpu-time"},
             {{"-h", "help"}});
   if (auto done = ParseCommand(args, argc, argv, kBenchHelp)) return *done;
   auto flags = ParseBenchFlags(args);

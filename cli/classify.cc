@@ -37,7 +37,7 @@ options:
   --choices a,b,c        the labels (comma separated; use --regex for labels with commas)
   --regex RE             a constraint with finitely many completions; each completion is a label
   --grammar FILE         the same with a GBNF / Lark-style grammar (--grammar-syntax auto|gbnf|lark)
-  --schema FILE          the same with a JSON Schema (--lenient, --compact, --schema-draft D as
+  --schema FILE          the same with a JSON Schema (--lenient, --compact, --any-order, --schema-draft D as
                          on generate)
   --prompt TEXT          context for the model (default empty)
   --batch FILE.jsonl     classify every {"prompt": ...} line (implies JSON output)

@@ -1,5 +1,6 @@
 #include "cli/constraint.h"
 
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -22,12 +23,14 @@ void AddConstraintFlags(std::set<std::string>* value_flags) {
   value_flags->insert("format");
   value_flags->insert("compile-timeout");
   value_flags->insert("schema-draft");
+  value_flags->insert("any-order-max-properties");
 }
 
 void AddConstraintSwitches(std::set<std::string>* switches) {
   switches->insert("lenient");
   switches->insert("openapi-formats");
   switches->insert("compact");
+  switches->insert("any-order");
 }
 
 Status AddConstrainedSamplingFlags(std::set<std::string>* value_flags,
@@ -54,6 +57,19 @@ Status ApplySchemaFlags(const Args& args, CompileOptions* options) {
   options->schema_lenient = args.Has("lenient");
   options->schema_openapi_formats = args.Has("openapi-formats");
   options->schema_whitespace_compact = args.Has("compact");
+  options->schema_member_order =
+      args.Has("any-order") ? SchemaMemberOrder::kAny : SchemaMemberOrder::kDeclared;
+  if (args.Has("any-order-max-properties")) {
+    const std::string v = args.Get("any-order-max-properties");
+    char* end = nullptr;
+    const long n = std::strtol(v.c_str(), &end, 10);
+    if (v.empty() || *end != '\0' || n < 0 || n > 63) {
+      return Status(StatusCode::kInvalidArgument,
+                    "--any-order-max-properties takes an integer in 0..63, not '" + v + "'",
+                    "--any-order-max-properties " + v);
+    }
+    options->schema_any_order_max_properties = static_cast<std::int32_t>(n);
+  }
   if (args.Has("schema-draft")) {
     LOCKSTEP_ASSIGN_OR_RETURN(options->schema_default_draft,
                               ParseDraftFlag(args.Get("schema-draft"), "--schema-draft"));

@@ -22,7 +22,7 @@ namespace lockstep::cli {
 // Adds "regex", "grammar", "grammar-syntax", "schema", "artifact", "tools", "format",
 // "compile-timeout" and "schema-draft" to a subcommand's value flags.
 void AddConstraintFlags(std::set<std::string>* value_flags);
-// Adds the schema switches "lenient" and "compact".
+// Adds the schema switches "lenient", "openapi-formats", "compact" and "any-order".
 void AddConstraintSwitches(std::set<std::string>* switches);
 // The flags of a command that samples under a constraint (generate, explain, classify): the
 // constraint's flags and switches above and the sampler's (AddSamplerFlags, kInternal on a
@@ -32,8 +32,8 @@ Status AddConstrainedSamplingFlags(std::set<std::string>* value_flags,
 bool HasConstraint(const Args& args);
 // A short description for output: the regex, "grammar FILE" or "schema FILE".
 std::string ConstraintLabel(const Args& args);
-// The schema flags (--lenient, --compact, --openapi-formats, --schema-draft D) applied to
-// `options`; kInvalidArgument for an unknown draft.
+// The schema flags (--lenient, --compact, --openapi-formats, --any-order, --schema-draft D)
+// applied to `options`; kInvalidArgument for an unknown draft.
 [[nodiscard]] Status ApplySchemaFlags(const Args& args, CompileOptions* options);
 // A draft name given to `flag` (--schema-draft, validate's --draft): ParseSchemaDraft's names;
 // kInvalidArgument naming the flag for anything else.

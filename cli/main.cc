@@ -88,6 +88,11 @@ its adaptive token-mask cache.
                          its JSON Pointer
   --lenient              schemas: relax such keywords instead, with a warning on stderr each
   --compact              schemas: no whitespace between JSON tokens
+  --any-order            schemas: object members in any order, each property at most once
+                         (exact; default: declared properties in declared order, then the others)
+  --any-order-max-properties N
+                         with --any-order: the most declared properties on one object (default
+                         10; 2^N member sets, each property more doubles the compile)
   --openapi-formats      schemas: also enforce the OpenAPI formats int32, int64 (integer ranges)
                          and byte (base64), as `lockstep validate --openapi-formats` checks them;
                          any other unknown format is an annotation, with a warning

@@ -3,7 +3,10 @@
 // with a clean status carrying a location; never crash, hang or blow the stack. When it compiles
 // and the instance is JSON, the compiled grammar must accept the instance's rendering under the
 // formatting policy (RenderInstance) exactly when the validator (formats asserted, as the
-// compiler enforces them) says the instance is valid. Any disagreement aborts.
+// compiler enforces them) says the instance is valid. The same schema compiled with member
+// order any (CompileOptions::schema_member_order) must agree with the validator on that rendering
+// and on the rendering with every object's members reversed. Any disagreement aborts.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -11,6 +14,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "automata/schema/schema_compile.h"
 #include "grammar/schema/json_schema.h"
@@ -45,6 +49,63 @@ bool CleanCompileError(const Status& st) {
     default:
       return false;
   }
+}
+
+// The compact JSON text `t` from `*i` on with every object's members in reverse order; false
+// when it is not the compact JSON RenderInstance writes (depth is bounded by the text's size).
+bool Reversed(std::string_view t, std::size_t* i, std::string* out, int depth) {
+  if (*i >= t.size() || depth > 256) return false;
+  const char c = t[*i];
+  auto string_end = [&](std::size_t j) -> std::size_t {  // past the closing quote
+    for (++j; j < t.size(); ++j) {
+      if (t[j] == '\\') {
+        ++j;
+      } else if (t[j] == '"') {
+        return j + 1;
+      }
+    }
+    return std::string_view::npos;
+  };
+  if (c == '"') {
+    const std::size_t e = string_end(*i);
+    if (e == std::string_view::npos) return false;
+    out->append(t.substr(*i, e - *i));
+    *i = e;
+    return true;
+  }
+  if (c == '[' || c == '{') {
+    const char close = c == '[' ? ']' : '}';
+    std::vector<std::string> parts;
+    ++*i;
+    while (*i < t.size() && t[*i] != close) {
+      std::string part;
+      if (c == '{') {
+        const std::size_t e = string_end(*i);
+        if (e == std::string_view::npos || e >= t.size() || t[e] != ':') return false;
+        part.append(t.substr(*i, e + 1 - *i));
+        *i = e + 1;
+      }
+      if (!Reversed(t, i, &part, depth + 1)) return false;
+      parts.push_back(std::move(part));
+      if (*i < t.size() && t[*i] == ',') ++*i;
+    }
+    if (*i >= t.size()) return false;
+    ++*i;
+    if (c == '{') std::reverse(parts.begin(), parts.end());
+    out->push_back(c);
+    for (std::size_t k = 0; k < parts.size(); ++k) {
+      if (k > 0) out->push_back(',');
+      out->append(parts[k]);
+    }
+    out->push_back(close);
+    return true;
+  }
+  const std::size_t e = t.find_first_of(",]}", *i);
+  const std::size_t end = e == std::string_view::npos ? t.size() : e;
+  if (end == *i) return false;
+  out->append(t.substr(*i, end - *i));
+  *i = end;
+  return true;
 }
 
 }  // namespace
@@ -93,6 +154,35 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                  static_cast<int>(schema_text.size()), schema_text.data(), rendered.c_str(),
                  *valid ? "valid" : "invalid", accepted ? "accepts" : "rejects");
     std::abort();
+  }
+  // Member order any: the rendering, and the rendering with every object's members reversed.
+  CompileOptions any = options;
+  any.schema_member_order = SchemaMemberOrder::kAny;
+  auto any_grammar = Compiler().CompileSchema(schema_text, any);
+  if (!any_grammar.ok()) {
+    if (!CleanCompileError(any_grammar.status())) {
+      std::fprintf(stderr, "unexpected status (any order): %s\n",
+                   any_grammar.status().ToString().c_str());
+      std::abort();
+    }
+    return 0;
+  }
+  std::string reversed;
+  std::size_t at = 0;
+  if (!Reversed(rendered, &at, &reversed, 0) || at != rendered.size()) {
+    std::fprintf(stderr, "rendering is not compact JSON: %s\n", rendered.c_str());
+    std::abort();
+  }
+  for (const std::string* text : {&rendered, static_cast<const std::string*>(&reversed)}) {
+    Matcher ma(*any_grammar);
+    const bool ok = ma.AcceptString(*text) && ma.CanEnd();
+    if (!ma.last_error().ok() && ma.last_error().code() == StatusCode::kResourceLimit) return 0;
+    if (ok != *valid) {
+      std::fprintf(stderr, "schema %.*s\ninstance %s\nvalidator: %s, any-order grammar: %s\n",
+                   static_cast<int>(schema_text.size()), schema_text.data(), text->c_str(),
+                   *valid ? "valid" : "invalid", ok ? "accepts" : "rejects");
+      std::abort();
+    }
   }
   return 0;
 }

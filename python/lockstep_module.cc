@@ -486,6 +486,12 @@ SchemaDraft DraftArg(const std::string& name) {
   return *d;
 }
 
+SchemaMemberOrder MemberOrderArg(const std::string& name) {
+  if (name == "declared") return SchemaMemberOrder::kDeclared;
+  if (name == "any") return SchemaMemberOrder::kAny;
+  throw py::value_error("member_order must be 'declared' or 'any', not '" + name + "'");
+}
+
 // A dict argument's items, with str keys: {key: value} of `what`.
 std::vector<std::pair<std::string, py::object>> StrKeyedItems(const py::object& obj,
                                                               const char* what) {
@@ -794,9 +800,15 @@ void BindCompile(py::module_& m) {
          bool precompute_masks, std::int64_t timeout_ms,
          const std::shared_ptr<PyCancelToken>& cancel, bool background_positions,
          bool openapi_formats, const std::string& default_draft, std::int32_t max_dfa_states,
-         std::int64_t max_program_states) {
+         std::int64_t max_program_states, const std::string& member_order,
+         std::int32_t any_order_max_properties) {
         const std::string text = JsonText(schema, "schema");
         CompileOptions o;
+        o.schema_member_order = MemberOrderArg(member_order);
+        if (any_order_max_properties < 0 || any_order_max_properties > 63) {
+          throw py::value_error("any_order_max_properties must be in 0..63");
+        }
+        o.schema_any_order_max_properties = any_order_max_properties;
         SetStateBudgets(&o, max_dfa_states, max_program_states);
         o.schema_default_draft = DraftArg(default_draft);
         o.schema_lenient = lenient;
@@ -818,6 +830,8 @@ void BindCompile(py::module_& m) {
       py::arg("default_draft") = "2020-12",
       py::arg("max_dfa_states") = CompileOptions{}.max_dfa_states,
       py::arg("max_program_states") = CompileOptions{}.max_program_states,
+      py::arg("member_order") = "declared",
+      py::arg("any_order_max_properties") = CompileOptions{}.schema_any_order_max_properties,
       (std::string(
            "Compiles a JSON Schema (str, or a dict/list/bool serialised with json.dumps). "
            "A keyword that cannot be enforced exactly raises lockstep.Error naming its "
@@ -826,7 +840,10 @@ void BindCompile(py::module_& m) {
            "compact: no whitespace at all. openapi_formats: also enforce the OpenAPI "
            "formats int32, int64 (integer ranges) and byte (base64). default_draft: 'draft-04', "
            "'draft-06', 'draft-07', '2019-09' or '2020-12', for a schema whose $schema "
-           "names none of them.") + kStatesDoc +
+           "names none of them. member_order: 'declared' (declared properties in declared order, "
+           "then the others) or 'any' (any order, each property at most once; more than "
+           "any_order_max_properties (default 10) declared properties on one object is a "
+           "resource limit then: 2^n member sets).") + kStatesDoc +
        kBudgetDoc)
           .c_str());
   m.def(
@@ -890,10 +907,12 @@ void BindCompileRequest(py::module_& m) {
       "compile_request",
       [](const std::shared_ptr<PyVocab>& vocab, const py::object& request,
          const std::string& format, bool compact, bool precompute_masks, std::int64_t timeout_ms,
-         const std::shared_ptr<PyCancelToken>& cancel, bool background_positions) {
+         const std::shared_ptr<PyCancelToken>& cancel, bool background_positions,
+         const std::string& member_order) {
         const std::string text = JsonText(request, "request");
         RequestOptions ro;
         ro.format = format;
+        ro.compile.schema_member_order = MemberOrderArg(member_order);
         ro.compile.schema_whitespace_compact = compact;
         ro.compile.precompute_masks = precompute_masks;
         SetBudget(&ro.compile, timeout_ms, cancel, background_positions);
@@ -912,14 +931,15 @@ void BindCompileRequest(py::module_& m) {
       py::arg("vocab"), py::arg("request"), py::arg("format") = "", py::arg("compact") = false,
       py::arg("precompute_masks") = false,
       py::arg("timeout_ms") = CompileOptions{}.compile_timeout_ms, py::arg("cancel") = nullptr,
-      py::arg("background_positions") = true,
+      py::arg("background_positions") = true, py::arg("member_order") = "declared",
       (std::string("Compiles an OpenAI-style chat-completions body (str, or a dict serialised "
                    "with json.dumps): its response_format, tools, tool_choice and "
                    "parallel_tool_calls (docs/requests.md); other keys are ignored. format: the "
                    "tools' chat format ('' = the body's lockstep_format, else the vocabulary's "
                    "family). A malformed body raises lockstep.Error whose .location is the JSON "
                    "Pointer of the bad part. The grammar's .request_kind and .parse_calls(ids) "
-                   "read the result back.") +
+                   "read the result back. member_order: 'declared' or 'any', as for "
+                   "compile_schema.") +
        kBudgetDoc)
           .c_str());
 }

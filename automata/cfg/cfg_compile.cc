@@ -84,6 +84,8 @@ schema::SchemaCompileOptions schema::SchemaOptionsFrom(const CompileOptions& opt
   so.max_whitespace_run = options.schema_max_whitespace_run;
   so.format_assertion = options.schema_format_assertion;
   so.openapi_formats = options.schema_openapi_formats;
+  so.any_member_order = options.schema_member_order == SchemaMemberOrder::kAny;
+  so.any_order_max_properties = options.schema_any_order_max_properties;
   so.max_exprs = options.schema_max_exprs;
   so.lexical.max_dfa_states = options.max_dfa_states;
   return so;

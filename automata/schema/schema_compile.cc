@@ -694,6 +694,92 @@ class Emitter {
 
   // ---- objects ----
 
+  // A declared member of an object: variants[s] is the member as the witness of the
+  // requirements in subset s (0: none).
+  struct M {
+    std::vector<std::pair<std::size_t, RuleId>> variants;
+    bool required;
+  };
+
+  // Objects in any member order (SchemaCompileOptions::any_member_order): one rule per state
+  // (U, c, w) reachable from the empty object, U the set of declared members written so far, c
+  // the members written (saturated at `cap`), w the subset of "some member" requirements met.
+  // Its alternatives: a separator, then a declared member not in U or an extra member, then
+  // the state after it; or the end, when every required member is in U, c reaches
+  // minProperties and every requirement is met. Each declared key at most once, in any order:
+  // exact, and up to 2^n states for n declared members, so n is bounded
+  // (SchemaCompileOptions::any_order_max_properties; the expression budget and the deadline
+  // bound the rest).
+  Result<ExprId> AnyOrderObject(const std::vector<M>& members, const std::vector<RuleId>& extra,
+                                const Facts& f, std::int64_t cap, const std::string& loc) {
+    const std::size_t n = members.size();
+    const auto limit = static_cast<std::size_t>(std::clamp(o_.any_order_max_properties, 0, 63));
+    if (n > limit) {
+      return Status(StatusCode::kResourceLimit,
+                    "member_order any: " + std::to_string(n) +
+                        " properties on one object make 2^" + std::to_string(n) +
+                        " sets of members written, past any_order_max_properties (" +
+                        std::to_string(limit) +
+                        "; raise it, or compile this schema in declared order)",
+                    loc);
+    }
+    const std::int64_t min_p = f.min_props;
+    const std::optional<std::int64_t> max_p = f.max_props;
+    const std::size_t subsets = extra.size(), full = subsets - 1;
+    std::uint64_t required = 0;
+    for (std::size_t j = 0; j < n; ++j)
+      if (members[j].required) required |= std::uint64_t{1} << j;
+    struct State {
+      std::uint64_t used;
+      std::int64_t c;
+      std::size_t w;
+      bool operator==(const State& o) const { return used == o.used && c == o.c && w == o.w; }
+    };
+    struct StateHash {
+      std::size_t operator()(const State& s) const {
+        return std::hash<std::uint64_t>()(s.used * 1000003u ^ static_cast<std::uint64_t>(s.c) << 40 ^
+                                          s.w << 52);
+      }
+    };
+    std::unordered_map<State, RuleId, StateHash> rule_of;
+    std::vector<State> todo;
+    auto ref = [&](const State& s) {
+      auto [it, fresh] = rule_of.try_emplace(s, -1);
+      if (fresh) {
+        it->second = NewRule("a" + std::to_string(g_.rules.size()));
+        todo.push_back(s);
+      }
+      return Ref(it->second);
+    };
+    const ExprId start = ref({0, 0, 0});
+    while (!todo.empty()) {
+      const State s = todo.back();
+      todo.pop_back();
+      std::vector<ExprId> alts;
+      if (!(max_p && s.c >= *max_p)) {
+        const std::int64_t c2 = std::min(s.c + 1, cap);
+        for (std::size_t j = 0; j < n; ++j) {
+          if (s.used >> j & 1) continue;
+          for (const auto& [v, rule] : members[j].variants) {
+            if ((v & s.w) != 0) continue;
+            alts.push_back(Seq({s.c > 0 ? Comma() : Ws(), Ref(rule),
+                                ref({s.used | std::uint64_t{1} << j, c2, s.w | v})}));
+          }
+        }
+        for (std::size_t v = 0; v < subsets; ++v) {
+          if (extra[v] < 0 || (v & s.w) != 0) continue;
+          alts.push_back(Seq({s.c > 0 ? Comma() : Ws(), Ref(extra[v]), ref({s.used, c2, s.w | v})}));
+        }
+      }
+      if ((s.used & required) == required && s.c >= min_p && s.w == full)
+        alts.push_back(Empty());
+      g_.rules[rule_of.at(s)].body = Alt(std::move(alts));
+      LOCKSTEP_RETURN_IF_ERROR(Budget(loc));
+      if (o_.deadline.Poll()) return o_.deadline.Error(loc);
+    }
+    return Seq({Lit("{"), start, Ws(), Lit("}")});
+  }
+
   Result<ExprId> ObjectExpr(const Facts& f, int depth) {
     auto plan = m_.PlanObject(f);
     if (!plan.ok()) return plan.status();
@@ -701,11 +787,6 @@ class Emitter {
     Witnesses wit;
     LOCKSTEP_RETURN_IF_ERROR(PlanWitnesses(f, &wit));
     const std::size_t subsets = std::size_t{1} << wit.n, full = subsets - 1;
-    struct M {
-      // variants[s]: the member as the witness of the requirements in subset s (0: none).
-      std::vector<std::pair<std::size_t, RuleId>> variants;
-      bool required;
-    };
     std::vector<M> members;
     for (const Member& m : plan->members) {
       if (m.forbidden) continue;
@@ -789,6 +870,20 @@ class Emitter {
                           rmax < 0 ? -1 : rmax - 1)});
       return rmin == 0 ? Alt({Empty(), e}) : e;
     };
+    if (o_.any_member_order) {
+      // (Located at the first `properties` of the object's subschemas.)
+      std::string loc = cur_loc_;
+      for (const json* j : f.obj) {
+        if (j->is_object() && j->contains("properties")) {
+          loc = m_.KwLoc(j, "properties");
+          break;
+        }
+      }
+      auto any = AnyOrderObject(members, extra, f, cap, loc);
+      // (Lenient: past the budget, this object takes its members in declared order, a subset
+      // of the valid texts, with a warning.)
+      if (any.ok() || !m_.Relax(any.status())) return any;
+    }
     // The extra members while requirements are still unmet: w is the subset met so far; one
     // rule per (count, w), declared first (they refer to each other).
     std::vector<std::vector<RuleId>> open_tail(cap + 1, std::vector<RuleId>(subsets, -1));

@@ -48,6 +48,12 @@ struct SchemaCompileOptions {
   bool format_assertion = true;
   // The OpenAPI formats asserted (CompileOptions::schema_openapi_formats).
   bool openapi_formats = false;
+  // Object members in any order (CompileOptions::schema_member_order kAny): each declared
+  // property at most once, in any order, among the other members; else declared order.
+  bool any_member_order = false;
+  // With any_member_order: the most declared properties on one object (one rule per subset of
+  // them); past it, kResourceLimit (CompileOptions::schema_any_order_max_properties).
+  std::int32_t any_order_max_properties = 10;
   // Nesting of subschemas compiled inside one another (not $ref recursion, which becomes grammar
   // rules); deeper is kResourceLimit, never a stack overflow.
   std::int32_t max_depth = 200;

@@ -167,7 +167,19 @@ typedef struct lockstep_compile_options {
   /* grammars and schemas: states of all rule automata together (default 500000); max_dfa_states
    * bounds each automaton on its own. Past it, LOCKSTEP_RESOURCE_LIMIT naming this field. */
   int64_t max_program_states;
+  /* schemas: LOCKSTEP_MEMBER_ORDER_DECLARED (0, default: declared properties in declared order,
+   * then the others) or LOCKSTEP_MEMBER_ORDER_ANY (1: any order, each property at most once;
+   * an object of more than schema_any_order_max_properties declared properties is
+   * LOCKSTEP_RESOURCE_LIMIT then, naming that field). */
+  int32_t schema_member_order;
+  int32_t schema_any_order_max_properties; /* default 10; 0..63 */
 } lockstep_compile_options;
+
+/* The object member orders (the values of the C++ lockstep::SchemaMemberOrder). */
+typedef enum lockstep_member_order {
+  LOCKSTEP_MEMBER_ORDER_DECLARED = 0,
+  LOCKSTEP_MEMBER_ORDER_ANY = 1
+} lockstep_member_order;
 
 /* Fills *options with the defaults and sets struct_size. NULL: no-op. */
 void lockstep_compile_options_init(lockstep_compile_options* options);

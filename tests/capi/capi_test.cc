@@ -327,6 +327,54 @@ TEST_F(CapiTest, OpenApiFormatsInTheCompilerAndTheValidator) {
   }
 }
 
+// schema_member_order and schema_any_order_max_properties (appended last): declared order by
+// default; LOCKSTEP_MEMBER_ORDER_ANY takes the members in any order, each at most once, up to
+// the property limit (past it, RESOURCE_LIMIT naming it); a caller built before the fields gets
+// declared order; values out of range are refused.
+TEST_F(CapiTest, SchemaMemberOrder) {
+  const std::string schema = R"({"type": "object", "properties": {"a": {"type": "integer"},
+      "b": {"type": "integer"}}, "required": ["a"], "additionalProperties": false})";
+  lockstep_compile_options co;
+  lockstep_compile_options_init(&co);
+  EXPECT_EQ(co.schema_member_order, LOCKSTEP_MEMBER_ORDER_DECLARED);
+  for (int32_t order : {LOCKSTEP_MEMBER_ORDER_DECLARED, LOCKSTEP_MEMBER_ORDER_ANY}) {
+    co.schema_member_order = order;
+    lockstep_grammar* g = nullptr;
+    ASSERT_EQ(lockstep_compile_schema(vocab_, schema.data(), schema.size(), &co, &g), LOCKSTEP_OK)
+        << lockstep_last_error();
+    EXPECT_TRUE(AcceptsWhole(g, R"({"a":1,"b":2})"));
+    EXPECT_EQ(AcceptsWhole(g, R"({"b":2,"a":1})"), order == LOCKSTEP_MEMBER_ORDER_ANY);
+    EXPECT_FALSE(AcceptsWhole(g, R"({"b":2,"a":1,"b":3})"));
+    EXPECT_FALSE(AcceptsWhole(g, R"({"b":2})"));
+    lockstep_grammar_free(g);
+  }
+  EXPECT_EQ(co.schema_any_order_max_properties, 10);
+  co.schema_any_order_max_properties = 1;  // (two declared properties: past it)
+  lockstep_grammar* g = nullptr;
+  EXPECT_EQ(lockstep_compile_schema(vocab_, schema.data(), schema.size(), &co, &g),
+            LOCKSTEP_RESOURCE_LIMIT);
+  EXPECT_NE(std::string(lockstep_last_error()).find("any_order_max_properties"),
+            std::string::npos)
+      << lockstep_last_error();
+  co.schema_any_order_max_properties = 64;
+  EXPECT_EQ(lockstep_compile_schema(vocab_, schema.data(), schema.size(), &co, &g),
+            LOCKSTEP_INVALID_ARGUMENT);
+  co.schema_any_order_max_properties = 10;
+  // A caller built before the fields: declared order, whatever the fields hold.
+  co.schema_member_order = LOCKSTEP_MEMBER_ORDER_ANY;
+  co.struct_size = offsetof(lockstep_compile_options, schema_member_order);
+  ASSERT_EQ(lockstep_compile_schema(vocab_, schema.data(), schema.size(), &co, &g), LOCKSTEP_OK)
+      << lockstep_last_error();
+  EXPECT_FALSE(AcceptsWhole(g, R"({"b":2,"a":1})"));
+  lockstep_grammar_free(g);
+  g = nullptr;
+  lockstep_compile_options_init(&co);
+  co.schema_member_order = 2;
+  EXPECT_EQ(lockstep_compile_schema(vocab_, schema.data(), schema.size(), &co, &g),
+            LOCKSTEP_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(lockstep_last_error()).find("schema_member_order"), std::string::npos);
+}
+
 // schema_default_draft (appended last): draft-04's boolean exclusiveMaximum compiles under it
 // and is a malformed keyword under the default 2020-12; an older struct_size that ends before the
 // field gets the default; a value that is no lockstep_schema_draft is refused.

@@ -148,6 +148,45 @@ class SchemaCli(unittest.TestCase):
                            capture_output=True, text=True, timeout=120)
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
 
+    def test_any_order(self):
+        # generate --any-order writes members in whatever order the model picks; every finished
+        # output validates, and some are not in declared order.
+        schema = {"type": "object", "required": ["a", "b"], "additionalProperties": False,
+                  "properties": {"a": {"type": "integer", "minimum": 0, "maximum": 9},
+                                 "b": {"type": "boolean"}, "c": {"enum": ["x", "y"]}}}
+        path = self.write("anyorder.json", json.dumps(schema))
+        code, out, err = run("generate", "--schema", path, "--any-order", "--model", "uniform",
+                             "--seed", "3", "-n", "12", "--max-tokens", "120", "--compact",
+                             "--json")
+        self.assertEqual(code, 0, err)
+        done = [json.loads(l)["text"] for l in out.splitlines()
+                if l.strip() and json.loads(l)["finish"] == "eos"]
+        self.assertGreater(len(done), 3, out)
+        firsts = set()
+        for i, text in enumerate(done):
+            doc = self.write("any%d.json" % i, text)
+            p = subprocess.run([LOCKSTEP, "validate", "--schema", path, doc],
+                               capture_output=True, text=True, timeout=120)
+            self.assertEqual(p.returncode, 0, text + p.stdout)
+            firsts.add(text[2])
+        self.assertGreater(len(firsts), 1, done)  # (some output starts with another key)
+        # Past the member-set budget: exit 2, naming it and the object.
+        big = self.write("big.json", json.dumps(
+            {"type": "object", "properties": {"p%d" % i: {} for i in range(11)}}))
+        code, _, err = run("compile", "--schema", big, "--any-order")
+        self.assertEqual(code, 2, err)
+        self.assertIn("resource limit at " + big + "#/properties: member_order any", err)
+        self.assertIn("any_order_max_properties (10", err)
+        code, _, err = run("compile", "--schema", big, "--any-order",
+                           "--any-order-max-properties", "11")
+        self.assertEqual(code, 0, err)
+        code, _, err = run("compile", "--schema", big, "--any-order",
+                           "--any-order-max-properties", "x")
+        self.assertEqual(code, 2, err)
+        self.assertIn("--any-order-max-properties", err)
+        code, _, err = run("compile", "--schema", big)
+        self.assertEqual(code, 0, err)
+
     def test_schema_draft(self):
         # Draft-04's boolean exclusiveMaximum is malformed in 2020-12 (the default): exit 2.
         d4 = self.write("d4.json", json.dumps({"type": "integer", "maximum": 5,

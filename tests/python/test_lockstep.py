@@ -423,6 +423,35 @@ class MaskTest(unittest.TestCase):
             self.assertEqual(accepted, valid, text)
             self.assertEqual(bool(validator.validate(text)), valid, text)
 
+    def test_member_order(self):
+        # Declared order by default; member_order="any" takes the members in any order, each
+        # declared property at most once, the required ones present.
+        v = vocab()
+        schema = {"type": "object", "required": ["name"], "additionalProperties": False,
+                  "properties": {"name": {"type": "string"}, "age": {"type": "integer"}}}
+        declared = lockstep.compile_schema(v, schema)
+        anyorder = lockstep.compile_schema(v, schema, member_order="any")
+        validator = lockstep.SchemaValidator(schema)
+        for text, in_declared in (('{"name": "a", "age": 1}', True),
+                                  ('{"age": 1, "name": "a"}', False),
+                                  ('{"age": 1}', False),
+                                  ('{"age": 1, "name": "a", "age": 2}', False)):
+            for g, want in ((declared, in_declared),
+                            (anyorder, "age\": 2" not in text and bool(validator.validate(text)))):
+                m = lockstep.Matcher(g)
+                self.assertEqual(m.accept_string(text) and m.can_end(), want, text)
+        with self.assertRaises(ValueError):
+            lockstep.compile_schema(v, schema, member_order="sorted")
+        big = {"type": "object", "properties": {"p%d" % i: {} for i in range(11)}}
+        with self.assertRaises(lockstep.Error) as cm:
+            lockstep.compile_schema(v, big, member_order="any")
+        self.assertEqual((cm.exception.code, cm.exception.location),
+                         ("resource limit", "/properties"))
+        relaxed = lockstep.compile_schema(v, big, member_order="any", lenient=True)
+        self.assertEqual(len(relaxed.warnings), 1, relaxed.warnings)
+        raised = lockstep.compile_schema(v, big, member_order="any", any_order_max_properties=11)
+        self.assertTrue(lockstep.Matcher(raised).accept_string('{"p10": 1, "p0": 2}'))
+
     def test_default_draft(self):
         # Draft-04's boolean exclusiveMaximum: malformed in 2020-12 (the default), exclusive in
         # draft-04; the grammar and the validator agree on it.

@@ -1,9 +1,39 @@
 #include "util/grammar_walk.h"
 
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <mutex>
 #include <random>
 #include <sstream>
 
 namespace lockstep::testing {
+
+const GrammarCompiler& CompilerFor(const std::string& vocab) {
+  static std::mutex mu;
+  static auto* compilers = new std::map<std::string, std::unique_ptr<GrammarCompiler>>;
+  std::lock_guard<std::mutex> lock(mu);
+  auto& slot = (*compilers)[vocab];
+  if (!slot) {
+    auto v = Vocabulary::Load(vocab);
+    if (!v.ok()) {
+      std::fprintf(stderr, "vocabulary %s: %s\n", vocab.c_str(), v.status().ToString().c_str());
+      std::abort();
+    }
+    slot = std::make_unique<GrammarCompiler>(*v);
+  }
+  return *slot;
+}
+
+std::string WalkStats::Summary() const {
+  return std::to_string(steps) + " steps, " + std::to_string(walks) + " walks (" +
+         std::to_string(completed) + " ended with EOS), " + std::to_string(over) + " over, " +
+         std::to_string(under) + " under, " + std::to_string(dead_ends) + " dead ends";
+}
+
+std::string WalkStats::Failure() const {
+  return "first mismatch: " + first_mismatch + "; first dead end after '" + first_dead_end + "'";
+}
 
 Mask BruteForceMask(Matcher& m) {
   const Vocabulary& vocab = m.grammar().vocabulary();

@@ -15,6 +15,9 @@ namespace lockstep::testing {
 
 using Mask = std::vector<std::uint32_t>;
 
+// One GrammarCompiler per vocabulary name (Vocabulary::Load), kept for the whole test binary.
+const GrammarCompiler& CompilerFor(const std::string& vocab);
+
 // Every id tried on `m` (which is left unchanged): allowed iff AcceptToken succeeds.
 Mask BruteForceMask(Matcher& m);
 std::vector<TokenId> AllowedIds(const Mask& mask);
@@ -28,6 +31,12 @@ struct WalkStats {
   long dead_ends = 0;  // states before termination where brute force allows no id at all
   std::string first_mismatch;  // description of the first mismatch, for the failure message
   std::string first_dead_end;  // the text of the first dead end
+
+  bool Exact() const { return over == 0 && under == 0 && dead_ends == 0; }
+  // "N steps, N walks (N ended with EOS), N over, N under, N dead ends".
+  std::string Summary() const;
+  // The first mismatch and the first dead end, for a failure message.
+  std::string Failure() const;
 };
 
 // Random walks from the start state: at each step compares the masks, then picks an allowed

@@ -167,5 +167,87 @@ TEST(SchemaDevSetTest, CompilesAndIsExactOnEveryInstance) {
   EXPECT_EQ(invalid_accepted, 0);
 }
 
+// Member order any (CompileOptions::schema_member_order = kAny): every schema compiles as in
+// declared order (the dev set's objects have at most 8 properties), every real trace is
+// accepted whatever order the model wrote its keys in (the 33 traces declared order refuses
+// included), and every invalid instance is still rejected.
+TEST(SchemaDevSetTest, AnyOrderAcceptsEveryTraceAndNoInvalidInstance) {
+  const std::string root = testing::SharedDataDir();
+  const std::string dir = root + "/jsonschemabench-dev/maskbench";
+  if (!testing::HaveSharedData() || !fs::is_directory(dir)) {
+    GTEST_SKIP() << "shared data absent: " << dir;
+  }
+  std::map<std::pair<std::string, int>, std::vector<TokenId>> traces;
+  for (const std::string& line : testing::ReadLines(root + "/traces/llama3-glaive-dev.jsonl")) {
+    json j = json::parse(line, nullptr, false);
+    if (j.is_discarded()) continue;
+    traces[{j["file"].get<std::string>(), j["test"].get<int>()}] =
+        j["ids"].get<std::vector<TokenId>>();
+  }
+  auto vocab = Vocabulary::Load("llama3");
+  ASSERT_TRUE(vocab.ok()) << vocab.status().ToString();
+  GrammarCompiler compiler(*vocab);
+  std::vector<std::uint32_t> mask(PaddedBitmaskWords((*vocab)->logits_width()));
+  const TokenId eos = (*vocab)->eos();
+  CompileOptions any;
+  any.schema_member_order = SchemaMemberOrder::kAny;
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(dir)) files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  const std::size_t stride =
+      std::max<std::size_t>(1, static_cast<std::size_t>(1.0 / testing::TestScale() + 0.5));
+  int compiled = 0, differ = 0, traces_ok = 0, traces_rejected = 0, invalid_ok = 0,
+      invalid_accepted = 0;
+  for (std::size_t fi = 0; fi < files.size(); fi += stride) {
+    const fs::path& f = files[fi];
+    json doc = json::parse(testing::ReadFile(f.string()), nullptr, false);
+    ASSERT_FALSE(doc.is_discarded()) << f;
+    const std::string name = f.filename().string();
+    const std::string schema_text = doc["schema"].dump();
+    auto g = compiler.CompileSchema(schema_text, any);
+    const bool declared_ok = compiler.CompileSchema(schema_text).ok();
+    if (g.ok() != declared_ok) {
+      ++differ;
+      ADD_FAILURE() << name << ": compiles in declared order " << declared_ok
+                    << ", in any order " << g.ok()
+                    << (g.ok() ? std::string() : ": " + g.status().ToString());
+    }
+    if (!g.ok()) continue;
+    ++compiled;
+    auto s = schema::Schema::Load(schema_text);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    const schema::SchemaCompileOptions so =
+        schema::SchemaOptionsFrom(CompileOptions{}, schema_text, CompileDeadline());
+    const json& tests = doc["tests"];
+    for (std::size_t i = 0; i < tests.size(); ++i) {
+      if (tests[i]["valid"].get<bool>()) {
+        auto tr = traces.find({name, static_cast<int>(i)});
+        if (tr == traces.end()) continue;
+        if (AcceptsWithMask(*g, tr->second, eos, &mask)) {
+          ++traces_ok;
+        } else if (++traces_rejected <= 10) {
+          ADD_FAILURE() << name << " test " << i << ": trace rejected in any order";
+        }
+        continue;
+      }
+      const std::string rendered = schema::RenderInstance(**s, tests[i]["data"], -1, so);
+      auto ids = (*vocab)->Encode(rendered);
+      ASSERT_TRUE(ids.ok()) << ids.status().ToString();
+      if (!AcceptsWithMask(*g, *ids, eos, &mask)) {
+        ++invalid_ok;
+      } else if (++invalid_accepted <= 10) {
+        ADD_FAILURE() << name << " test " << i << ": invalid instance accepted: " << rendered;
+      }
+    }
+  }
+  std::printf("[ devset   ] any order: %d compiled; traces: %d accepted, %d rejected; invalid: "
+              "%d rejected, %d accepted\n",
+              compiled, traces_ok, traces_rejected, invalid_ok, invalid_accepted);
+  EXPECT_EQ(differ, 0);
+  EXPECT_EQ(traces_rejected, 0);
+  EXPECT_EQ(invalid_accepted, 0);
+  EXPECT_GT(traces_ok, 0);
+}
+
 }  // namespace
 }  // namespace lockstep
