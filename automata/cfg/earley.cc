@@ -989,32 +989,44 @@ void EarleyParser::OpenUniqueLists(std::span<const std::uint8_t> inside,
 
 bool EarleyParser::SomeNewCompletion(StateId state, const std::string& prefix) {
   // Depth-first over the automaton's bytes from `state`: its completions are few (at most the
-  // list's size, or the caller answered without this), each checked as it is found.
+  // list's size, or the caller answered without this), each checked as it is found. A state's
+  // edges are read by byte class (a dead class skips all its bytes at once).
+  if (class_bytes_.empty()) {
+    class_bytes_.resize(static_cast<std::size_t>(p_->num_classes));
+    for (int b = 0; b < 256; ++b) class_bytes_[p_->byte_class[b]].push_back(static_cast<std::uint8_t>(b));
+  }
+  const std::int32_t nc = p_->num_classes;
   struct Frame {
     StateId s;
-    int next_byte;
+    std::int32_t cls;
+    std::int32_t k;  // the next byte of class cls
   };
   thread_local std::vector<Frame> stack;
   thread_local std::string text;
-  stack.assign(1, {state, 0});
+  stack.assign(1, {state, 0, 0});
   text = prefix;
   if (p_->accepting[state] && (!UniqueKey(text, &unique_key_) || !unique_list_.Contains(unique_key_)))
     return true;
   while (!stack.empty()) {
     Frame& f = stack.back();
-    if (f.next_byte > 255) {
+    if (f.cls >= nc) {
       stack.pop_back();
       if (!stack.empty()) text.pop_back();
       continue;
     }
-    const int b = f.next_byte++;
-    const StateId t = p_->Step(f.s, static_cast<std::uint8_t>(b));
-    if (t == CfgProgram::kDead) continue;
+    const StateId t = p_->next[static_cast<std::size_t>(f.s) * nc + f.cls];
+    const std::vector<std::uint8_t>& bytes = class_bytes_[f.cls];
+    if (t == CfgProgram::kDead || f.k >= static_cast<std::int32_t>(bytes.size())) {
+      ++f.cls;
+      f.k = 0;
+      continue;
+    }
+    const std::uint8_t b = bytes[f.k++];
     ++step_items_;
     text.push_back(static_cast<char>(b));
     if (p_->accepting[t] && (!UniqueKey(text, &unique_key_) || !unique_list_.Contains(unique_key_)))
       return true;
-    stack.push_back({t, 0});
+    stack.push_back({t, 0, 0});
   }
   return false;
 }
@@ -1037,6 +1049,20 @@ bool EarleyParser::ItemStaysNew(std::int32_t rule, std::int32_t item_origin, Sta
     if (!ReadListTo(q.origin, item_origin)) return true;
     const std::int64_t n = p_->item_completions[state];
     if (n > static_cast<std::int64_t>(unique_list_.size())) return true;
+    // A string under way: its completions are the item's values that start with the value so
+    // far, and the keys read with that start are some of them (every item read is one of the
+    // automaton's values), so with k such keys the completions hold a new one iff n > k (the
+    // grammar spells each value one way). No enumeration.
+    if (!prefix.empty() && prefix[0] == '"' && prefix.back() != '\\' &&
+        prefix.find("\\u", prefix.size() >= 6 ? prefix.size() - 6 : 0) == std::string::npos &&
+        DecodeJsonString(prefix + '"', &unique_prefix_)) {
+      unique_prefix_.insert(0, "s");
+      const auto k = static_cast<std::int64_t>(
+          unique_list_.CountWithPrefix(unique_prefix_, static_cast<std::size_t>(n) + 1));
+      step_items_ += 1 + k / 16;
+      if (n > k) return true;
+      if (n == k) continue;  // (every completion is a key read: no new one in this list)
+    }
     if (SomeNewCompletion(state, prefix)) return true;
   }
   return !some_list;

@@ -281,7 +281,8 @@ class EarleyParser {
   bool unique_dropped_ = false;  // the step under way dropped a completion (UniqueItemOk)
   std::vector<std::uint8_t> unique_rule_;  // per rule: a list or a list's item rule (never merged)
   UniqueListItems unique_list_;
-  std::string unique_scratch_, unique_value_;
+  std::string unique_scratch_, unique_value_, unique_prefix_;
+  std::vector<std::vector<std::uint8_t>> class_bytes_;  // per byte class, its bytes (lazily)
 
   const CfgProgram* p_;
   std::int32_t max_depth_;

@@ -9,9 +9,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -61,6 +61,14 @@ class UniqueListItems {
   // Reads the byte that made set read_to() + 1; an item that it ends is added (by UniqueKey).
   void Feed(std::uint8_t byte);
   bool Contains(const std::string& key) const { return count_.count(key) != 0; }
+  // How many distinct keys read start with `prefix`, counting no further than `stop_at`.
+  std::size_t CountWithPrefix(std::string_view prefix, std::size_t stop_at) const {
+    std::size_t k = 0;
+    for (auto it = count_.lower_bound(prefix); it != count_.end() && k < stop_at; ++it, ++k) {
+      if (std::string_view(it->first).substr(0, prefix.size()) != prefix) break;
+    }
+    return k;
+  }
   // Forgets what was read from set n on (the parser popped back to n sets): back to the end of
   // the last item read before n, between items (the caller reads on from there).
   void PopTo(std::int32_t n);
@@ -71,7 +79,6 @@ class UniqueListItems {
     std::vector<std::string> v;
     v.reserve(count_.size());
     for (const auto& [value, n] : count_) v.push_back(value);
-    std::sort(v.begin(), v.end());
     return v;
   }
 
@@ -80,7 +87,7 @@ class UniqueListItems {
   std::int32_t read_to_ = -1;
   void AddItem(std::int32_t end);  // scan_.raw, ended at set `end`
   std::vector<std::pair<std::int32_t, std::string>> items_;  // (set it ends, key), in order
-  std::unordered_map<std::string, std::int32_t> count_;
+  std::map<std::string, std::int32_t, std::less<>> count_;  // sorted: prefixes are ranges
   UniqueListScan scan_;
 };
 
