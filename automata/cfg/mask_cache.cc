@@ -505,16 +505,16 @@ struct UniqueWalkState {
 };
 
 // Some key of `sorted` starts with `prefix`.
-bool SomeKeyStartsWith(const std::vector<std::string>& sorted, const std::string& prefix) {
-  auto it = std::lower_bound(sorted.begin(), sorted.end(), prefix);
-  return it != sorted.end() && it->compare(0, prefix.size(), prefix) == 0;
+bool SomeKeyStartsWith(const UniqueListItems::Keys& sorted, const std::string& prefix) {
+  auto it = sorted.lower_bound(prefix);
+  return it != sorted.end() && it->first.compare(0, prefix.size(), prefix) == 0;
 }
 
 bool Blank(std::uint8_t b) { return b == ' ' || b == '\t' || b == '\n' || b == '\r'; }
 
 // A bare item's key so far is an earlier item's (UniqueKey: "-0" is keyed as "0").
-bool BareKeyIn(const std::vector<std::string>& sorted, const std::string& key) {
-  return std::binary_search(sorted.begin(), sorted.end(), key == "x-0" ? std::string("x0") : key);
+bool BareKeyIn(const UniqueListItems::Keys& sorted, const std::string& key) {
+  return sorted.count(key == "x-0" ? std::string("x0") : key) != 0;
 }
 
 enum class WalkStep : std::uint8_t { kOn, kDead, kDuplicate, kUnsure };
@@ -522,7 +522,7 @@ enum class WalkStep : std::uint8_t { kOn, kDead, kDuplicate, kUnsure };
 // One byte of the walk from `st`. kDuplicate: the byte completes an item equal to an earlier
 // one; kUnsure: the walk cannot follow on cheaply (a surrogate escape), so every token on from
 // here is checked; kDead: the item under way can no longer equal an earlier one.
-WalkStep StepWalk(UniqueWalkState& st, std::uint8_t b, const std::vector<std::string>& keys) {
+WalkStep StepWalk(UniqueWalkState& st, std::uint8_t b, const UniqueListItems::Keys& keys) {
   switch (st.mode) {
     case 0:
       if (Blank(b) || b == ',') return WalkStep::kOn;
@@ -538,8 +538,7 @@ WalkStep StepWalk(UniqueWalkState& st, std::uint8_t b, const std::vector<std::st
       break;
     case 1:
       if (b == '"') {
-        return std::binary_search(keys.begin(), keys.end(), st.key) ? WalkStep::kDuplicate
-                                                                    : WalkStep::kDead;
+        return keys.count(st.key) != 0 ? WalkStep::kDuplicate : WalkStep::kDead;
       }
       if (b == '\\') {
         st.mode = 2;
@@ -605,7 +604,9 @@ void CfgGrammar::FilterUniqueItems(EarleyParser& parser, std::span<std::uint32_t
     runs_out = runs_out || finite;
     const UniqueListItems* items = parser.ReadUniqueList(origin);
     if (items == nullptr || items->size() == 0) continue;
-    const std::vector<std::string> keys = items->SortedKeys();
+    // (A reference into the parser's list reader: nothing reads another list or steps the parser
+    // during this list's walk.)
+    const UniqueListItems::Keys& keys = items->keys();
     // The walk's state at the parse's end: between items, or inside the item under way.
     UniqueWalkState start;
     const UniqueListScan& scan = items->scan();

@@ -74,20 +74,17 @@ class UniqueListItems {
   void PopTo(std::int32_t n);
   const UniqueListScan& scan() const { return scan_; }
   std::size_t size() const { return items_.size(); }
-  // The distinct keys read, sorted.
-  std::vector<std::string> SortedKeys() const {
-    std::vector<std::string> v;
-    v.reserve(count_.size());
-    for (const auto& [value, n] : count_) v.push_back(value);
-    return v;
-  }
+  // The distinct keys read, sorted, with how many items have each (valid until the next Feed,
+  // PopTo or Reset).
+  using Keys = std::map<std::string, std::int32_t, std::less<>>;
+  const Keys& keys() const { return count_; }
 
  private:
   std::int32_t origin_ = -1;
   std::int32_t read_to_ = -1;
   void AddItem(std::int32_t end);  // scan_.raw, ended at set `end`
   std::vector<std::pair<std::int32_t, std::string>> items_;  // (set it ends, key), in order
-  std::map<std::string, std::int32_t, std::less<>> count_;  // sorted: prefixes are ranges
+  Keys count_;  // sorted: the keys with a prefix are a range
   UniqueListScan scan_;
 };
 
