@@ -129,15 +129,16 @@ bool IsAny(const std::vector<CodepointRange>& r) {
 }
 
 // Recursion as deep as the tree; the frame stays small (classes print out of line).
-// A token item: <[ID]>, <TEXT> when the text reads back as one (it starts with '<' and ends with
-// its only '>'), else the by-name form <[TEXT]>; with '!' before it when negated.
+// A token item: <[ID]>, <TEXT> when the text reads back as one (it starts with '<', ends with
+// its only '>', has something between them and no line break), else the by-name form <[TEXT]>;
+// with '!' before it when negated.
 void PrintToken(const Expr& e, std::string* out) {
   if (e.negated) out->push_back('!');
   const std::string& t = e.text;
   if (e.token_id >= 0) {
     out->append("<[").append(std::to_string(e.token_id)).append("]>");
-  } else if (t.size() >= 2 && t.front() == '<' && t[1] != '[' && t.find('>') == t.size() - 1 &&
-             t.find('\n') == std::string::npos) {
+  } else if (t.size() >= 3 && t.front() == '<' && t[1] != '[' && t.find('>') == t.size() - 1 &&
+             t.find_first_of("\r\n") == std::string::npos) {
     out->append(t);
   } else {
     out->append("<[").append(t).append("]>");

@@ -101,6 +101,11 @@ TEST(GbnfPrinter, GoldenOutput) {
   Result<Grammar> t = ParseGbnf("root ::= <[7]> !<[8]> <|eot|> !<think> <[a]b>]> !<[<x]>");
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   EXPECT_EQ(PrintGbnf(*t), "root ::= <[7]> !<[8]> <|eot|> !<think> <[a]b>]> !<[<x]>\n");
+  // A name "<>" stays in the by-name form: <> is no token item (a fuzz finding).
+  Result<Grammar> e = ParseGbnf("root ::= <[<>]> !<[<>]>");
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  EXPECT_EQ(PrintGbnf(*e), "root ::= <[<>]> !<[<>]>\n");
+  ASSERT_TRUE(ParseGbnf(PrintGbnf(*e)).ok());
 }
 
 TEST(GbnfPrinter, RoundTripCorpus) {
