@@ -65,7 +65,7 @@ BM_SchemaTraceMask).
   --tokenizer NAME|PATH  vocabulary (default llama3)
   --logits-width V       the model's logits width when it exceeds the vocabulary
   --lenient, --compact, --openapi-formats, --any-order, --any-order-max-properties N,
-  --schema-draft D
+  --schema-draft D, --max-oneof-overlaps N, --max-some-member-requirements N, --max-exprs N
                          schema compile options, as for `lockstep compile`
   --compile-timeout MS   each compile's wall-clock budget (default 10000; 0 = none), also for
                          rendering a file's instances under its schema; past it the file is a
@@ -1196,7 +1196,8 @@ int Report(const BenchRun& run, const BenchFlags& flags, double prepare_s,
 int Bench(int argc, char** argv) {
   Args args({"maskbench", "traces", "tokenizer", "logits-width", "threads", "batch", "timeout-ms",
              "per-schema", "per-mask", "step-us", "compile-timeout", "schema-draft",
-             "any-order-max-properties"},
+             "any-order-max-properties", "max-oneof-overlaps", "max-some-member-requirements",
+             "max-exprs"},
             {"json", "check", "help", "lenient", "openapi-formats", "compact", "any-order",
              "interleave", "no-share", "precompute", "no-background", "cpu-time"},
             {{"-h", "help"}});

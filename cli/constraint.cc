@@ -24,6 +24,9 @@ void AddConstraintFlags(std::set<std::string>* value_flags) {
   value_flags->insert("compile-timeout");
   value_flags->insert("schema-draft");
   value_flags->insert("any-order-max-properties");
+  value_flags->insert("max-oneof-overlaps");
+  value_flags->insert("max-some-member-requirements");
+  value_flags->insert("max-exprs");
 }
 
 void AddConstraintSwitches(std::set<std::string>* switches) {
@@ -59,16 +62,36 @@ Status ApplySchemaFlags(const Args& args, CompileOptions* options) {
   options->schema_whitespace_compact = args.Has("compact");
   options->schema_member_order =
       args.Has("any-order") ? SchemaMemberOrder::kAny : SchemaMemberOrder::kDeclared;
-  if (args.Has("any-order-max-properties")) {
-    const std::string v = args.Get("any-order-max-properties");
+  // A budget flag: an integer in lo..hi.
+  auto budget = [&](const char* flag, long lo, long hi, std::int32_t* out) -> Status {
+    if (!args.Has(flag)) return Status::Ok();
+    const std::string v = args.Get(flag);
     char* end = nullptr;
     const long n = std::strtol(v.c_str(), &end, 10);
-    if (v.empty() || *end != '\0' || n < 0 || n > 63) {
+    if (v.empty() || *end != '\0' || n < lo || n > hi) {
       return Status(StatusCode::kInvalidArgument,
-                    "--any-order-max-properties takes an integer in 0..63, not '" + v + "'",
-                    "--any-order-max-properties " + v);
+                    std::string("--") + flag + " takes an integer in " + std::to_string(lo) +
+                        ".." + std::to_string(hi) + ", not '" + v + "'",
+                    std::string("--") + flag + " " + v);
     }
-    options->schema_any_order_max_properties = static_cast<std::int32_t>(n);
+    *out = static_cast<std::int32_t>(n);
+    return Status::Ok();
+  };
+  LOCKSTEP_RETURN_IF_ERROR(
+      budget("any-order-max-properties", 0, 63, &options->schema_any_order_max_properties));
+  LOCKSTEP_RETURN_IF_ERROR(
+      budget("max-oneof-overlaps", 0, 1000, &options->schema_max_oneof_overlaps));
+  LOCKSTEP_RETURN_IF_ERROR(budget("max-some-member-requirements", 0, 16,
+                                  &options->schema_max_some_member_requirements));
+  if (args.Has("max-exprs")) {
+    const std::string v = args.Get("max-exprs");
+    char* end = nullptr;
+    const long long n = std::strtoll(v.c_str(), &end, 10);
+    if (v.empty() || *end != '\0' || n <= 0) {
+      return Status(StatusCode::kInvalidArgument,
+                    "--max-exprs takes a positive integer, not '" + v + "'", "--max-exprs " + v);
+    }
+    options->schema_max_exprs = n;
   }
   if (args.Has("schema-draft")) {
     LOCKSTEP_ASSIGN_OR_RETURN(options->schema_default_draft,

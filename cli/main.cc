@@ -98,6 +98,13 @@ its adaptive token-mask cache.
                          any other unknown format is an annotation, with a warning
   --schema-draft D       schemas: the JSON Schema draft of a schema whose $schema names none
                          (4, 6, 7, 2019-09 or 2020-12; default 2020-12); a known $schema wins
+  --max-oneof-overlaps N schemas: the most oneOf branches one branch may overlap (not provably
+                         disjoint from it: each is negated into it; default 11)
+  --max-some-member-requirements N
+                         schemas: the most negated additionalProperties / patternProperties /
+                         propertyNames on one object (default 3, at most 16; 2^N member chains)
+  --max-exprs N          schemas: the budget of grammar expressions built from one schema
+                         (default 2000000)
   --emit-grammar         schemas: print the compiled grammar (GBNF with /regex/ and /<dfa>/
                          terminals) and stop
   --tokenizer NAME|PATH  vocabulary (default llama3)

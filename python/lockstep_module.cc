@@ -801,7 +801,8 @@ void BindCompile(py::module_& m) {
          const std::shared_ptr<PyCancelToken>& cancel, bool background_positions,
          bool openapi_formats, const std::string& default_draft, std::int32_t max_dfa_states,
          std::int64_t max_program_states, const std::string& member_order,
-         std::int32_t any_order_max_properties) {
+         std::int32_t any_order_max_properties, std::int32_t max_oneof_overlaps,
+         std::int32_t max_some_member_requirements, std::int64_t max_exprs) {
         const std::string text = JsonText(schema, "schema");
         CompileOptions o;
         o.schema_member_order = MemberOrderArg(member_order);
@@ -809,6 +810,14 @@ void BindCompile(py::module_& m) {
           throw py::value_error("any_order_max_properties must be in 0..63");
         }
         o.schema_any_order_max_properties = any_order_max_properties;
+        if (max_oneof_overlaps < 0) throw py::value_error("max_oneof_overlaps must be >= 0");
+        o.schema_max_oneof_overlaps = max_oneof_overlaps;
+        if (max_some_member_requirements < 0 || max_some_member_requirements > 16) {
+          throw py::value_error("max_some_member_requirements must be in 0..16");
+        }
+        o.schema_max_some_member_requirements = max_some_member_requirements;
+        if (max_exprs <= 0) throw py::value_error("max_exprs must be positive");
+        o.schema_max_exprs = max_exprs;
         SetStateBudgets(&o, max_dfa_states, max_program_states);
         o.schema_default_draft = DraftArg(default_draft);
         o.schema_lenient = lenient;
@@ -832,6 +841,10 @@ void BindCompile(py::module_& m) {
       py::arg("max_program_states") = CompileOptions{}.max_program_states,
       py::arg("member_order") = "declared",
       py::arg("any_order_max_properties") = CompileOptions{}.schema_any_order_max_properties,
+      py::arg("max_oneof_overlaps") = CompileOptions{}.schema_max_oneof_overlaps,
+      py::arg("max_some_member_requirements") =
+          CompileOptions{}.schema_max_some_member_requirements,
+      py::arg("max_exprs") = CompileOptions{}.schema_max_exprs,
       (std::string(
            "Compiles a JSON Schema (str, or a dict/list/bool serialised with json.dumps). "
            "A keyword that cannot be enforced exactly raises lockstep.Error naming its "
@@ -843,7 +856,12 @@ void BindCompile(py::module_& m) {
            "names none of them. member_order: 'declared' (declared properties in declared order, "
            "then the others) or 'any' (any order, each property at most once; more than "
            "any_order_max_properties (default 10) declared properties on one object is a "
-           "resource limit then: 2^n member sets).") + kStatesDoc +
+           "resource limit then: 2^n member sets). max_oneof_overlaps (default 11): the most "
+           "oneOf branches one branch may overlap (not provably disjoint: each is negated into "
+           "it); max_some_member_requirements (default 3, at most 16): the most negated "
+           "additionalProperties / patternProperties / propertyNames on one object; max_exprs "
+           "(default 2000000): grammar expressions built from the schema. Past any of them, a "
+           "resource limit naming it.") + kStatesDoc +
        kBudgetDoc)
           .c_str());
   m.def(

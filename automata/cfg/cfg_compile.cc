@@ -86,6 +86,8 @@ schema::SchemaCompileOptions schema::SchemaOptionsFrom(const CompileOptions& opt
   so.openapi_formats = options.schema_openapi_formats;
   so.any_member_order = options.schema_member_order == SchemaMemberOrder::kAny;
   so.any_order_max_properties = options.schema_any_order_max_properties;
+  so.max_oneof_overlaps = options.schema_max_oneof_overlaps;
+  so.max_some_member_requirements = options.schema_max_some_member_requirements;
   so.max_exprs = options.schema_max_exprs;
   so.lexical.max_dfa_states = options.max_dfa_states;
   return so;

@@ -1034,7 +1034,8 @@ bool EarleyParser::SomeNewCompletion(StateId state, const std::string& prefix) {
 bool EarleyParser::ItemStaysNew(std::int32_t rule, std::int32_t item_origin, StateId state) {
   const std::int32_t k = num_sets() - 1;  // (the set under construction: its byte is known)
   if (item_origin < 0) return true;
-  std::string prefix;
+  std::string& prefix = unique_raw_;
+  prefix.clear();
   for (std::int32_t j = item_origin + 1; j <= k; ++j) {
     if (meta_[j].byte < 0) return true;
     prefix.push_back(static_cast<char>(meta_[j].byte));
@@ -1053,9 +1054,15 @@ bool EarleyParser::ItemStaysNew(std::int32_t rule, std::int32_t item_origin, Sta
     // far, and the keys read with that start are some of them (every item read is one of the
     // automaton's values), so with k such keys the completions hold a new one iff n > k (the
     // grammar spells each value one way). No enumeration.
+    // (The value so far: the prefix closed by a quote, decoded.)
+    bool decoded = false;
     if (!prefix.empty() && prefix[0] == '"' && prefix.back() != '\\' &&
-        prefix.find("\\u", prefix.size() >= 6 ? prefix.size() - 6 : 0) == std::string::npos &&
-        DecodeJsonString(prefix + '"', &unique_prefix_)) {
+        prefix.find("\\u", prefix.size() >= 6 ? prefix.size() - 6 : 0) == std::string::npos) {
+      prefix.push_back('"');
+      decoded = DecodeJsonString(prefix, &unique_prefix_);
+      prefix.pop_back();
+    }
+    if (decoded) {
       unique_prefix_.insert(0, "s");
       const auto k = static_cast<std::int64_t>(
           unique_list_.CountWithPrefix(unique_prefix_, static_cast<std::size_t>(n) + 1));

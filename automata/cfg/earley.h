@@ -282,6 +282,7 @@ class EarleyParser {
   std::vector<std::uint8_t> unique_rule_;  // per rule: a list or a list's item rule (never merged)
   UniqueListItems unique_list_;
   std::string unique_scratch_, unique_value_, unique_prefix_;
+  std::string unique_raw_;  // ItemStaysNew: the item's bytes so far (kept for its capacity)
   std::vector<std::vector<std::uint8_t>> class_bytes_;  // per byte class, its bytes (lazily)
 
   const CfgProgram* p_;

@@ -202,7 +202,7 @@ class Emitter {
     if (static_cast<std::int64_t>(g_.exprs.size()) > o_.max_exprs) {
       return Status(StatusCode::kResourceLimit,
                     "the schema's grammar exceeds the budget of " + std::to_string(o_.max_exprs) +
-                        " expressions (max_exprs)",
+                        " expressions (CompileOptions::schema_max_exprs, lockstep --max-exprs)",
                     loc);
     }
     return Status::Ok();
@@ -633,18 +633,22 @@ class Emitter {
 
   // Objects under $ls:someMember (negated additionalProperties, patternProperties,
   // propertyNames): which witnesses a member can be, by subsets of the object's requirements.
-  static constexpr std::size_t kMaxWitnesses = 3;
   struct Witnesses {
     std::size_t n = 0;  // requirements; states are the subsets met so far
     std::vector<std::vector<ByteDfa>> keys;  // per requirement: its key class, as a union
   };
   Status PlanWitnesses(const Facts& f, Witnesses* w) {
     w->n = f.some_members.size();
-    if (w->n > kMaxWitnesses) {
-      return Status(StatusCode::kUnsupported,
-                    "more than " + std::to_string(kMaxWitnesses) +
+    // The member chain carries the subset of requirements met: 2^n states.
+    const auto limit = static_cast<std::size_t>(std::clamp(o_.max_some_member_requirements, 0, 16));
+    if (w->n > limit) {
+      return Status(StatusCode::kResourceLimit,
+                    std::to_string(w->n) +
                         " 'some member breaks it' requirements on one object (negated "
-                        "additionalProperties / patternProperties / propertyNames)",
+                        "additionalProperties / patternProperties / propertyNames) make 2^" +
+                        std::to_string(w->n) + " member chains, past max_some_member_requirements (" +
+                        std::to_string(o_.max_some_member_requirements) +
+                        "; raise it, with schema_max_exprs)",
                     cur_loc_);
     }
     for (const json* some : f.some_members) {
@@ -710,8 +714,16 @@ class Emitter {
   // exact, and up to 2^n states for n declared members, so n is bounded
   // (SchemaCompileOptions::any_order_max_properties; the expression budget and the deadline
   // bound the rest).
+  // Errors are located at the first `properties` of the object's subschemas.
   Result<ExprId> AnyOrderObject(const std::vector<M>& members, const std::vector<RuleId>& extra,
-                                const Facts& f, std::int64_t cap, const std::string& loc) {
+                                const Facts& f, std::int64_t cap) {
+    std::string loc = cur_loc_;
+    for (const json* j : f.obj) {
+      if (j->is_object() && j->contains("properties")) {
+        loc = m_.KwLoc(j, "properties");
+        break;
+      }
+    }
     const std::size_t n = members.size();
     const auto limit = static_cast<std::size_t>(std::clamp(o_.any_order_max_properties, 0, 63));
     if (n > limit) {
@@ -742,18 +754,18 @@ class Emitter {
       }
     };
     std::unordered_map<State, RuleId, StateHash> rule_of;
-    std::vector<State> todo;
+    std::vector<std::pair<State, RuleId>> todo;
     auto ref = [&](const State& s) {
       auto [it, fresh] = rule_of.try_emplace(s, -1);
       if (fresh) {
         it->second = NewRule("a" + std::to_string(g_.rules.size()));
-        todo.push_back(s);
+        todo.emplace_back(s, it->second);
       }
       return Ref(it->second);
     };
     const ExprId start = ref({0, 0, 0});
     while (!todo.empty()) {
-      const State s = todo.back();
+      const auto [s, rule_of_s] = todo.back();
       todo.pop_back();
       std::vector<ExprId> alts;
       if (!(max_p && s.c >= *max_p)) {
@@ -773,7 +785,7 @@ class Emitter {
       }
       if ((s.used & required) == required && s.c >= min_p && s.w == full)
         alts.push_back(Empty());
-      g_.rules[rule_of.at(s)].body = Alt(std::move(alts));
+      g_.rules[rule_of_s].body = Alt(std::move(alts));
       LOCKSTEP_RETURN_IF_ERROR(Budget(loc));
       if (o_.deadline.Poll()) return o_.deadline.Error(loc);
     }
@@ -871,15 +883,7 @@ class Emitter {
       return rmin == 0 ? Alt({Empty(), e}) : e;
     };
     if (o_.any_member_order) {
-      // (Located at the first `properties` of the object's subschemas.)
-      std::string loc = cur_loc_;
-      for (const json* j : f.obj) {
-        if (j->is_object() && j->contains("properties")) {
-          loc = m_.KwLoc(j, "properties");
-          break;
-        }
-      }
-      auto any = AnyOrderObject(members, extra, f, cap, loc);
+      auto any = AnyOrderObject(members, extra, f, cap);
       // (Lenient: past the budget, this object takes its members in declared order, a subset
       // of the valid texts, with a warning.)
       if (any.ok() || !m_.Relax(any.status())) return any;

@@ -54,6 +54,14 @@ struct SchemaCompileOptions {
   // With any_member_order: the most declared properties on one object (one rule per subset of
   // them); past it, kResourceLimit (CompileOptions::schema_any_order_max_properties).
   std::int32_t any_order_max_properties = 10;
+  // oneOf branches not provably disjoint: each branch is compiled with the negation of every
+  // branch it may overlap, at most this many (CompileOptions::schema_max_oneof_overlaps); past
+  // it, kResourceLimit.
+  std::int32_t max_oneof_overlaps = 11;
+  // "Some member breaks it" requirements on one object (negated additionalProperties /
+  // patternProperties / propertyNames): the member chain carries the subset met so far, 2^n
+  // states for n (CompileOptions::schema_max_some_member_requirements); past it, kResourceLimit.
+  std::int32_t max_some_member_requirements = 3;
   // Nesting of subschemas compiled inside one another (not $ref recursion, which becomes grammar
   // rules); deeper is kResourceLimit, never a stack overflow.
   std::int32_t max_depth = 200;

@@ -184,10 +184,6 @@ bool Model::UniqueDynamicAnchor(const json& target) {
 }
 
 namespace {
-// A oneOf branch is compiled with the negation of every branch it may overlap; past this many
-// the expressions multiply past max_exprs (12 mutually overlapping branches of object schemas
-// are about 2,000,000).
-constexpr std::size_t kMaxOneOfExclusions = 11;
 std::int64_t CountOf(const json& v) { return static_cast<std::int64_t>(v.get<double>()); }
 const json* Kw(const json& j, const char* k) {
   auto it = j.find(k);
@@ -628,12 +624,16 @@ Result<const json*> Model::Rewrite(const json* j, const char* kw) {
     json any = json::array();
     if (most == 0) {
       for (const json& b : v) any.push_back(NodeRef(&b));
-    } else if (most > kMaxOneOfExclusions) {
+    } else if (most > static_cast<std::size_t>(std::max(o_.max_oneof_overlaps, 0))) {
+      // Each branch is compiled with the negation of every branch it may overlap: the
+      // expressions multiply (12 mutually overlapping branches of object schemas are about
+      // 2,000,000, the default max_exprs).
       if (!o_.lenient) {
-        return Status(StatusCode::kUnsupported,
+        return Status(StatusCode::kResourceLimit,
                       "oneOf branch that may overlap " + std::to_string(most) +
-                          " others (at most " + std::to_string(kMaxOneOfExclusions) +
-                          " are excluded per branch); not provably disjoint",
+                          " others (not provably disjoint), past max_oneof_overlaps (" +
+                          std::to_string(o_.max_oneof_overlaps) +
+                          "; raise it, with schema_max_exprs, or compile leniently: oneOf as anyOf)",
                       loc);
       }
       relaxed_.push_back({loc, "oneOf treated as anyOf (branches not provably disjoint)"});

@@ -89,6 +89,16 @@ struct CompileOptions {
   // about 33 ms, 12 in 0.2 s: each property more doubles it, or worse.
   SchemaMemberOrder schema_member_order = SchemaMemberOrder::kDeclared;
   std::int32_t schema_any_order_max_properties = 10;
+  // A `oneOf` whose branches are not provably disjoint compiles each branch with the negation
+  // of every branch it may overlap: at most this many per branch, else kResourceLimit naming
+  // this budget (the expressions multiply: 12 mutually overlapping object branches are about
+  // schema_max_exprs). With schema_lenient, such a oneOf is relaxed to anyOf, with a warning.
+  std::int32_t schema_max_oneof_overlaps = 11;
+  // Negated additionalProperties / patternProperties / propertyNames ("some member breaks it",
+  // docs/json-schema-compiler.md): the object's member chain carries the subset of such
+  // requirements met so far, so n requirements on one object cost 2^n chain states; past this
+  // many, kResourceLimit naming this budget.
+  std::int32_t schema_max_some_member_requirements = 3;
   // Budget of grammar expressions built from one schema.
   std::int64_t schema_max_exprs = 2000000;
   // Wall-clock budget of one compile (CompileRegex, CompileGrammar, CompileSchema,

@@ -173,6 +173,13 @@ typedef struct lockstep_compile_options {
    * LOCKSTEP_RESOURCE_LIMIT then, naming that field). */
   int32_t schema_member_order;
   int32_t schema_any_order_max_properties; /* default 10; 0..63 */
+  /* schemas: the most oneOf branches one branch may overlap (not provably disjoint from it;
+   * each is negated into it), default 11; past it, LOCKSTEP_RESOURCE_LIMIT naming this field. */
+  int32_t schema_max_oneof_overlaps;
+  /* schemas: the most negated additionalProperties / patternProperties / propertyNames ("some
+   * member breaks it") on one object, default 3, at most 16 (2^n member chains); past it,
+   * LOCKSTEP_RESOURCE_LIMIT naming this field. */
+  int32_t schema_max_some_member_requirements;
 } lockstep_compile_options;
 
 /* The object member orders (the values of the C++ lockstep::SchemaMemberOrder). */

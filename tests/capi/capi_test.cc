@@ -327,6 +327,64 @@ TEST_F(CapiTest, OpenApiFormatsInTheCompilerAndTheValidator) {
   }
 }
 
+// schema_max_oneof_overlaps and schema_max_some_member_requirements (appended last): the
+// defaults, RESOURCE_LIMIT naming the field past them, a raised budget compiles, a caller built
+// before the fields gets the defaults, and values out of range are refused.
+TEST_F(CapiTest, SchemaCombinatorBudgets) {
+  // Three branches "contains a / b / c", not provably disjoint: each overlaps two others.
+  const std::string one_of = R"({"oneOf": [{"type": "string", "pattern": "a"},
+      {"type": "string", "pattern": "b"}, {"type": "string", "pattern": "c"}]})";
+  // Two negated patternProperties on one object.
+  const std::string some = R"({"type": "object", "allOf": [
+      {"not": {"patternProperties": {"^a": {"type": "integer"}}}},
+      {"not": {"patternProperties": {"^b": {"type": "integer"}}}}]})";
+  lockstep_compile_options co;
+  lockstep_compile_options_init(&co);
+  EXPECT_EQ(co.schema_max_oneof_overlaps, 11);
+  EXPECT_EQ(co.schema_max_some_member_requirements, 3);
+  lockstep_grammar* g = nullptr;
+  co.schema_max_oneof_overlaps = 1;
+  co.schema_max_some_member_requirements = 1;
+  EXPECT_EQ(lockstep_compile_schema(vocab_, one_of.data(), one_of.size(), &co, &g),
+            LOCKSTEP_RESOURCE_LIMIT);
+  EXPECT_NE(std::string(lockstep_last_error()).find("max_oneof_overlaps"), std::string::npos)
+      << lockstep_last_error();
+  EXPECT_EQ(lockstep_compile_schema(vocab_, some.data(), some.size(), &co, &g),
+            LOCKSTEP_RESOURCE_LIMIT);
+  EXPECT_NE(std::string(lockstep_last_error()).find("max_some_member_requirements"),
+            std::string::npos)
+      << lockstep_last_error();
+  co.schema_max_oneof_overlaps = 2;
+  co.schema_max_some_member_requirements = 2;
+  ASSERT_EQ(lockstep_compile_schema(vocab_, one_of.data(), one_of.size(), &co, &g), LOCKSTEP_OK)
+      << lockstep_last_error();
+  EXPECT_TRUE(AcceptsWhole(g, R"("aa")"));
+  EXPECT_FALSE(AcceptsWhole(g, R"("ab")"));
+  lockstep_grammar_free(g);
+  g = nullptr;
+  ASSERT_EQ(lockstep_compile_schema(vocab_, some.data(), some.size(), &co, &g), LOCKSTEP_OK)
+      << lockstep_last_error();
+  EXPECT_TRUE(AcceptsWhole(g, R"({"a":"x","b":"y"})"));
+  EXPECT_FALSE(AcceptsWhole(g, R"({"a":"x","b":1})"));
+  lockstep_grammar_free(g);
+  g = nullptr;
+  // A caller built before the fields: the defaults, whatever the fields hold.
+  co.schema_max_oneof_overlaps = 0;
+  co.schema_max_some_member_requirements = 0;
+  co.struct_size = offsetof(lockstep_compile_options, schema_max_oneof_overlaps);
+  ASSERT_EQ(lockstep_compile_schema(vocab_, one_of.data(), one_of.size(), &co, &g), LOCKSTEP_OK)
+      << lockstep_last_error();
+  lockstep_grammar_free(g);
+  g = nullptr;
+  lockstep_compile_options_init(&co);
+  for (auto [overlaps, some_members] : {std::pair{-1, 3}, std::pair{11, -1}, std::pair{11, 17}}) {
+    co.schema_max_oneof_overlaps = overlaps;
+    co.schema_max_some_member_requirements = some_members;
+    EXPECT_EQ(lockstep_compile_schema(vocab_, one_of.data(), one_of.size(), &co, &g),
+              LOCKSTEP_INVALID_ARGUMENT);
+  }
+}
+
 // schema_member_order and schema_any_order_max_properties (appended last): declared order by
 // default; LOCKSTEP_MEMBER_ORDER_ANY takes the members in any order, each at most once, up to
 // the property limit (past it, RESOURCE_LIMIT naming it); a caller built before the fields gets

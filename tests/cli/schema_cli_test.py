@@ -187,6 +187,34 @@ class SchemaCli(unittest.TestCase):
         code, _, err = run("compile", "--schema", big)
         self.assertEqual(code, 0, err)
 
+    def test_combinator_budgets(self):
+        # --max-oneof-overlaps, --max-some-member-requirements and --max-exprs: past them,
+        # exit 2 naming the budget and where; raised, the schema compiles.
+        one_of = self.write("oneof.json", json.dumps(
+            {"properties": {"x": {"oneOf": [{"type": "string", "pattern": c} for c in "abc"]}}}))
+        code, _, err = run("compile", "--schema", one_of, "--max-oneof-overlaps", "1")
+        self.assertEqual(code, 2, err)
+        self.assertIn("resource limit at " + one_of + "#/properties/x/oneOf", err)
+        self.assertIn("max_oneof_overlaps (1", err)
+        code, _, err = run("compile", "--schema", one_of)
+        self.assertEqual(code, 0, err)
+        some = self.write("some.json", json.dumps({"type": "object", "allOf": [
+            {"not": {"patternProperties": {"^" + c: {"type": "integer"}}}} for c in "abcd"]}))
+        code, _, err = run("compile", "--schema", some)
+        self.assertEqual(code, 2, err)
+        self.assertIn("max_some_member_requirements (3", err)
+        code, _, err = run("compile", "--schema", some, "--max-some-member-requirements", "4")
+        self.assertEqual(code, 0, err)
+        code, _, err = run("compile", "--schema", some, "--max-some-member-requirements", "4",
+                           "--max-exprs", "50")
+        self.assertEqual(code, 2, err)
+        self.assertIn("schema_max_exprs, lockstep --max-exprs", err)
+        for flag, value in (("--max-some-member-requirements", "17"),
+                            ("--max-oneof-overlaps", "-1"), ("--max-exprs", "0")):
+            code, _, err = run("compile", "--schema", one_of, flag, value)
+            self.assertEqual(code, 2, err)
+            self.assertIn(flag, err)
+
     def test_schema_draft(self):
         # Draft-04's boolean exclusiveMaximum is malformed in 2020-12 (the default): exit 2.
         d4 = self.write("d4.json", json.dumps({"type": "integer", "maximum": 5,

@@ -452,6 +452,36 @@ class MaskTest(unittest.TestCase):
         raised = lockstep.compile_schema(v, big, member_order="any", any_order_max_properties=11)
         self.assertTrue(lockstep.Matcher(raised).accept_string('{"p10": 1, "p0": 2}'))
 
+    def test_combinator_budgets(self):
+        # Two budgets of the schema compiler, raisable: a oneOf branch's overlaps (not provably
+        # disjoint branches) and the negated additionalProperties / patternProperties /
+        # propertyNames on one object. Past them, a resource limit naming the option.
+        v = vocab()
+        one_of = {"oneOf": [{"type": "string", "pattern": c} for c in "abc"]}
+        some = {"type": "object", "allOf": [
+            {"not": {"patternProperties": {"^" + c: {"type": "integer"}}}} for c in "ab"]}
+        for schema, kwargs, name in ((one_of, {"max_oneof_overlaps": 1}, "max_oneof_overlaps"),
+                                     (some, {"max_some_member_requirements": 1},
+                                      "max_some_member_requirements")):
+            with self.assertRaises(lockstep.Error) as cm:
+                lockstep.compile_schema(v, schema, **kwargs)
+            self.assertEqual(cm.exception.code, "resource limit")
+            self.assertIn(name, cm.exception.message)
+        g = lockstep.compile_schema(v, one_of)
+        validator = lockstep.SchemaValidator(one_of)
+        for text in ('"aa"', '"ab"', '"zz"', '"cab"', '"c"'):
+            m = lockstep.Matcher(g)
+            self.assertEqual(m.accept_string(text) and m.can_end(), bool(validator.validate(text)),
+                             text)
+        with self.assertRaises(ValueError):
+            lockstep.compile_schema(v, some, max_some_member_requirements=17)
+        with self.assertRaises(ValueError):
+            lockstep.compile_schema(v, one_of, max_oneof_overlaps=-1)
+        with self.assertRaises(lockstep.Error) as cm:
+            lockstep.compile_schema(v, one_of, max_exprs=10)
+        self.assertEqual(cm.exception.code, "resource limit")
+        self.assertIn("schema_max_exprs", cm.exception.message)
+
     def test_default_draft(self):
         # Draft-04's boolean exclusiveMaximum: malformed in 2020-12 (the default), exclusive in
         # draft-04; the grammar and the validator agree on it.

@@ -434,6 +434,71 @@ TEST(CompileBudget, OneOfObjectBranchesNotProvablyDisjoint) {
                                        {{"type", "other"}, {"id", "a"}, {"when", "b"}}}));
 }
 
+// Two budgets of the schema compiler that real schemas reach (JSON Schema Store helm-testsuite:
+// a oneOf branch overlapping 25 others; vega, Github o9917: more than 3 negated
+// additionalProperties on one object) are resource limits naming their option, at the keyword,
+// and raising the option compiles the schema exactly.
+TEST(CompileBudget, OneOfOverlapsIsANamedBudget) {
+  // Thirteen branches, each "contains this letter": no two provably disjoint ("ab" holds two),
+  // so each branch is compiled with the negation of the twelve others.
+  json branches = json::array();
+  for (char c = 'a'; c <= 'm'; ++c)
+    branches.push_back({{"type", "string"}, {"pattern", std::string(1, c)}});
+  const json schema = {{"properties", {{"x", {{"oneOf", branches}}}}}};
+  auto g = Compiler().CompileSchema(schema.dump());
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), StatusCode::kResourceLimit);
+  EXPECT_EQ(g.status().location(), "/properties/x/oneOf");
+  EXPECT_NE(g.status().message().find("may overlap 12 others"), std::string::npos)
+      << g.status().message();
+  EXPECT_NE(g.status().message().find("max_oneof_overlaps (11"), std::string::npos)
+      << g.status().message();
+  CompileOptions o;
+  o.schema_max_oneof_overlaps = 12;
+  // Exactly one of the letters (repeated or not) is valid; two, none or not a string is not.
+  EXPECT_TRUE(CompilesExactly(schema,
+                              {{{"x", "a"}}, {{"x", "mmm"}}, {{"x", "xax"}}, {{"x", "ab"}},
+                               {{"x", "zz"}}, {{"x", ""}}, {{"x", 5}}, {{"x", "lm"}}, json::object()},
+                              true, o));
+  // Lenient mode still reads such a oneOf as anyOf, with a warning (on three of the branches:
+  // the union of thirteen "contains" automata goes through 2^13 subsets of them).
+  CompileOptions lenient;
+  lenient.schema_lenient = true;
+  lenient.schema_max_oneof_overlaps = 1;
+  std::vector<std::string> warnings;
+  const json three = {{"oneOf", {branches[0], branches[1], branches[2]}}};
+  EXPECT_TRUE(Compiler().CompileSchema(three.dump(), lenient, &warnings).ok());
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("oneOf treated as anyOf"), std::string::npos) << warnings[0];
+}
+
+TEST(CompileBudget, SomeMemberRequirementsIsANamedBudget) {
+  // Four negated patternProperties on one object: some key starting with a (b, c, d) whose value
+  // is not an integer.
+  json all = json::array();
+  for (const char* p : {"^a", "^b", "^c", "^d"})
+    all.push_back({{"not", {{"patternProperties", {{p, {{"type", "integer"}}}}}}}});
+  const json schema = {{"properties", {{"o", {{"type", "object"}, {"allOf", all}}}}}};
+  auto g = Compiler().CompileSchema(schema.dump());
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), StatusCode::kResourceLimit);
+  EXPECT_EQ(g.status().location().rfind("/properties/o", 0), 0u) << g.status().location();
+  EXPECT_NE(g.status().message().find("max_some_member_requirements (3"), std::string::npos)
+      << g.status().message();
+  CompileOptions o;
+  o.schema_max_some_member_requirements = 4;
+  std::vector<json> instances;
+  for (const json& obj : {json{{"a", "x"}, {"b", "x"}, {"c", "x"}, {"d", "x"}},
+                         json{{"d1", true}, {"c1", json::array()}, {"b1", "x"}, {"a1", 1.5}},
+                         json{{"a", 1}, {"b", "x"}, {"c", "x"}, {"d", "x"}},
+                         json{{"a", "x"}, {"b", "x"}, {"c", "x"}},
+                         json{{"a", "x"}, {"ab", 1}, {"b", "x"}, {"c", "x"}, {"d", "x"}},
+                         json::object(), json::array()}) {
+    instances.push_back({{"o", obj}});
+  }
+  EXPECT_TRUE(CompilesExactly(schema, instances, true, o));
+}
+
 // allOf of if/then pairs on a discriminator (JSON Schema Store's minecraft-predicate shape, 17
 // kinds, which never finished): 2^17 alternatives unless two `if`s taken with a negated one
 // (which requires the discriminator) are seen to contradict.

@@ -219,7 +219,9 @@ TEST(AnyOrder, RandomWalksAgainstBruteForce) {
     }
   }
   // (Walks that closed their object and ended; the sanitizer run's 20 steps end none.)
-  if (testing::TestScale() >= 1) EXPECT_GT(completed, 5);
+  if (testing::TestScale() >= 1) {
+    EXPECT_GT(completed, 5);
+  }
 }
 
 // 10 declared properties compile by default (1,024 member sets); 11 are a resource limit that

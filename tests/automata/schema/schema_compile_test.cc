@@ -713,16 +713,19 @@ TEST(SchemaCompile, OneOfNegatesOnlyTheBranchesItMayOverlap) {
       json::parse(R"({"protocol": "p13", "a": null, "b": 1})"),
       json::parse(R"({"protocol": "p14", "a": 1})")};
   ExpectExact(schema.dump(), objects);
-  // Every branch overlapping every other (no protocol required): more than 11 to negate is refused.
+  // Every branch overlapping every other (no protocol required): more than 11 to negate is a
+  // resource limit naming the budget.
   for (json& b : branches) b["required"] = json::array({"a"});
   schema["oneOf"] = branches;
   auto loaded = Schema::Load(schema.dump());
   ASSERT_TRUE(loaded.ok());
   auto g = CompileSchemaToGrammar(**loaded, SchemaCompileOptions{});
   ASSERT_FALSE(g.ok());
-  EXPECT_EQ(g.status().code(), StatusCode::kUnsupported);
+  EXPECT_EQ(g.status().code(), StatusCode::kResourceLimit);
   EXPECT_EQ(g.status().location(), "/oneOf");
   EXPECT_NE(g.status().message().find("may overlap 13 others"), std::string::npos)
+      << g.status().ToString();
+  EXPECT_NE(g.status().message().find("max_oneof_overlaps (11"), std::string::npos)
       << g.status().ToString();
 }
 
