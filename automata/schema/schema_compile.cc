@@ -561,7 +561,7 @@ class Emitter {
     if (n > kMaxPatterns) {
       return Status(StatusCode::kUnsupported,
                     "more than " + std::to_string(kMaxPatterns) +
-                        " patternProperties in one subschema",
+                        " patternProperties on one object",
                     plan.loc);
     }
     auto base = KeyDfa(plan.extra_key);
@@ -587,7 +587,14 @@ class Emitter {
       stack.pop_back();
       if (node.keys.start == ByteDfa::kDead) continue;
       if (node.t == n) {
-        if (node.mask == 0 && !plan.rest_allowed) continue;
+        // Per group: the patterns it matches, or the group's rest.
+        std::uint64_t group_matched = 0;
+        for (std::size_t t = 0; t < n; ++t)
+          if (node.mask >> t & 1) group_matched |= std::uint64_t{1} << plan.pattern_group[t];
+        bool allowed = true;
+        for (std::size_t g = 0; g < plan.groups.size(); ++g)
+          allowed &= (group_matched >> g & 1) != 0 || plan.groups[g].rest_allowed;
+        if (!allowed) continue;
         if (kinds->size() == kMaxPatternClasses) {
           return Status(StatusCode::kResourceLimit,
                         "patternProperties whose patterns overlap make more than " +
@@ -598,7 +605,8 @@ class Emitter {
         Conj c = plan.extra_conj;
         for (std::size_t t = 0; t < n; ++t)
           if (node.mask >> t & 1) c.push_back({plan.patterns[t].second, 0});
-        if (node.mask == 0 && plan.pattern_rest) c.push_back({plan.pattern_rest, 0});
+        for (std::size_t g = 0; g < plan.groups.size(); ++g)
+          if ((group_matched >> g & 1) == 0 && plan.groups[g].rest) c.push_back({plan.groups[g].rest, 0});
         kinds->push_back({std::move(node.keys), std::move(c)});
         continue;
       }

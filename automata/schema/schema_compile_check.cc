@@ -186,21 +186,21 @@ Result<ObjectPlan> Model::PlanObject(const Facts& f) {
     }
   }
   p.extra_key = names;
-  if (pattern_nodes.size() > 1) {
-    Status st(StatusCode::kUnsupported,
-              "patternProperties from several merged subschemas (key classes multiply)",
-              KwLoc(pattern_nodes[1], "patternProperties"));
-    if (!Relax(st)) return st;
-    p.extra_conj.clear();  // relaxed: any extra key, any value
-    pattern_nodes.clear();
-  }
-  if (pattern_nodes.size() == 1) {
-    const json* j = pattern_nodes[0];
-    p.loc = KwLoc(j, "patternProperties");
-    for (auto& [pat, sub] : (*j)["patternProperties"].items()) p.patterns.emplace_back(pat, &sub);
-    p.pattern_rest = Kw(*j, "additionalProperties");
-    if (!p.pattern_rest) p.pattern_rest = UnevaluatedFallback(j, "unevaluatedProperties");
-    p.rest_allowed = !(p.pattern_rest && IsFalse(*p.pattern_rest));
+  // Each subschema with patternProperties is a group: its patterns, and its rest for the keys
+  // matching none of them (merged subschemas' classes are the sets of patterns of all groups
+  // one key matches together: PatternKinds).
+  for (const json* j : pattern_nodes) {
+    if (p.loc.empty()) p.loc = KwLoc(j, "patternProperties");
+    const std::size_t g = p.groups.size();
+    for (auto& [pat, sub] : (*j)["patternProperties"].items()) {
+      p.patterns.emplace_back(pat, &sub);
+      p.pattern_group.push_back(g);
+    }
+    ObjectPlan::PatternGroup group;
+    group.rest = Kw(*j, "additionalProperties");
+    if (!group.rest) group.rest = UnevaluatedFallback(j, "unevaluatedProperties");
+    group.rest_allowed = !(group.rest && IsFalse(*group.rest));
+    p.groups.push_back(group);
   }
   for (const std::string& k : p.declared) p.extra_key.excluded.push_back(k);
   for (const std::string& k : f.absent)
@@ -216,17 +216,18 @@ Result<std::optional<Conj>> Model::ExtraConj(const ObjectPlan& p, const std::str
   if (!ok.ok()) return ok.status();
   if (!*ok) return Out();
   Conj c = p.extra_conj;
-  bool matched = false;
-  for (const auto& [pat, sub] : p.patterns) {
+  std::vector<bool> matched(p.groups.size(), false);
+  for (std::size_t t = 0; t < p.patterns.size(); ++t) {
     StringConstraint sc;
-    sc.pattern = pat;
+    sc.pattern = p.patterns[t].first;
     auto m = StringMatches(sc, key);
     if (!m.ok()) return m.status();
-    if (*m) matched = true, c.push_back({sub, 0});
+    if (*m) matched[p.pattern_group[t]] = true, c.push_back({p.patterns[t].second, 0});
   }
-  if (!matched && !p.patterns.empty()) {
-    if (!p.rest_allowed) return Out();
-    if (p.pattern_rest) c.push_back({p.pattern_rest, 0});
+  for (std::size_t g = 0; g < p.groups.size(); ++g) {
+    if (matched[g]) continue;
+    if (!p.groups[g].rest_allowed) return Out();
+    if (p.groups[g].rest) c.push_back({p.groups[g].rest, 0});
   }
   return Out(std::move(c));
 }

@@ -137,12 +137,17 @@ struct ObjectPlan {
   StringConstraint extra_key;
   bool extra_key_none = false;  // propertyNames admits no name outside the declared ones
   Conj extra_conj;
-  // patternProperties (of one subschema): an extra key takes extra_conj plus the subschema of
-  // every pattern it matches; matching none, pattern_rest (its additionalProperties), or is not
-  // allowed when that is false.
+  // patternProperties, of one or more merged subschemas (groups): an extra key takes
+  // extra_conj and, per group, the subschema of every pattern of that group it matches;
+  // matching none of a group's, that group's rest (its additionalProperties, or none), and is
+  // not allowed when that is false.
   std::vector<std::pair<std::string, const json*>> patterns;
-  const json* pattern_rest = nullptr;
-  bool rest_allowed = true;
+  std::vector<std::size_t> pattern_group;  // per pattern: its group
+  struct PatternGroup {
+    const json* rest = nullptr;
+    bool rest_allowed = true;
+  };
+  std::vector<PatternGroup> groups;
   std::string loc;
 };
 

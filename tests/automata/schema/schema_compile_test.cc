@@ -244,6 +244,30 @@ TEST(SchemaCompile, PatternPropertiesAndPropertyNames) {
   ExpectExact(R"({"patternProperties": {"^x": {"type": "integer"}, "y$": {"minimum": 3}},
                  "additionalProperties": {"type": "string"}})",
               {json::parse(R"({"xy": 4, "y": 1, "z": "s"})"), json::parse(R"({"xy": 2})")});
+  // patternProperties of two merged subschemas: per subschema, the patterns a key matches or
+  // that subschema's additionalProperties ("ax": integer and number; "bx", "b1", "cx": string
+  // and boolean or number, never; "zz": string of at most 3; "id": declared at the root, still
+  // additional to both).
+  ExpectExact(R"({"type": "object", "properties": {"id": {}}, "allOf": [
+                   {"patternProperties": {"^a": {"type": "integer"}},
+                    "additionalProperties": {"type": "string"}},
+                   {"patternProperties": {"^b": {"type": "boolean"}, "x$": {"type": "number"}},
+                    "additionalProperties": {"maxLength": 3}}]})",
+              {json::object(), json::parse(R"({"id": "abc"})"), json::parse(R"({"id": "abcd"})"),
+               json::parse(R"({"id": 1})"), json::parse(R"({"ab": 1})"),
+               json::parse(R"({"ab": "s"})"), json::parse(R"({"ax": 2})"),
+               json::parse(R"({"ax": 2.5})"), json::parse(R"({"bx": true})"),
+               json::parse(R"({"b1": true})"), json::parse(R"({"b1": "s"})"),
+               json::parse(R"({"zz": "abc"})"), json::parse(R"({"zz": "abcd"})"),
+               json::parse(R"({"cx": 1})"), json::parse(R"({"ab": 1, "zz": "q", "id": "x"})")});
+  // The same with a closed second subschema: only keys both accept ("a...x", integers).
+  ExpectExact(R"({"allOf": [
+                   {"patternProperties": {"^a": {"type": "integer"}},
+                    "additionalProperties": {"type": "string"}},
+                   {"patternProperties": {"x$": {"minimum": 0}}, "additionalProperties": false}]})",
+              {json::parse(R"({"ax": 1})"), json::parse(R"({"ax": -1})"),
+               json::parse(R"({"bx": "s"})"), json::parse(R"({"ab": 1})"),
+               json::parse(R"({"ax": 1, "aax": 2})")});
   ExpectExact(R"({"propertyNames": {"maxLength": 1}})");
   ExpectExact(
       R"({"propertyNames": {"enum": ["a", "b"]}, "properties": {"a": {"type": "string"}}})");

@@ -56,6 +56,15 @@ std::vector<Case> Cases() {
           "n": {"type": "integer", "minimum": 0, "maximum": 5000, "not": {"multipleOf": 3}},
           "x": {"type": "number", "oneOf": [{"multipleOf": 0.5}, {"multipleOf": 0.2}]}},
         "required": ["name", "file", "n", "x"], "additionalProperties": false})"},
+      // patternProperties of two merged subschemas (issue 22): a key class is a set of
+      // patterns of both, each subschema's additionalProperties for the keys none of its
+      // patterns match.
+      {"merged_patterns", R"({"type": "object", "properties": {"id": {"type": "string"}},
+        "required": ["id"], "maxProperties": 4, "allOf": [
+          {"patternProperties": {"^a": {"type": "integer"}},
+           "additionalProperties": {"type": "string"}},
+          {"patternProperties": {"^b": {"type": "boolean"}, "x$": {"type": "number"}},
+           "additionalProperties": {"maxLength": 3}}]})"},
       // uniqueItems checked at run time (issue 22): strings, integers, and items whose values
       // run out (an enum of 12, two letters of three), which the walks exhaust.
       {"unique_items", R"({"type": "object", "properties": {
