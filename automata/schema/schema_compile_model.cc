@@ -473,9 +473,21 @@ Result<bool> Model::Disjoint(const std::optional<Facts>& fa, const std::optional
       }
       return std::nullopt;
     };
+    // A property one side requires that the other forbids (`additionalProperties: false`
+    // without it, `"k": false`, `not: {required: [k]}`): an instance of both would have it and
+    // not have it.
+    auto forbids = [](const Facts& f, const Result<Conj>& c, const std::string& k) {
+      if (f.absent.count(k) != 0) return true;
+      if (!c.ok()) return false;
+      for (const Node& n : *c)
+        if (n.j->is_boolean() && !n.j->get<bool>()) return true;
+      return false;
+    };
     for (const std::string& k : keys) {
       auto px = PropConj(x, k);
       auto py = PropConj(y, k);
+      if ((required_by(x, k) && forbids(y, py, k)) || (required_by(y, k) && forbids(x, px, k)))
+        return true;
       if (!px.ok() || !py.ok()) continue;
       auto wx = written_values(*px), wy = written_values(*py);
       if (wx && wy && disjoint_values(*wx, *wy)) return true;

@@ -712,6 +712,28 @@ TEST(SchemaCompile, OneOfDisjointByTheParentsRequiredProperty) {
 // keys): each branch negates only the branches it may overlap, so 14 branches compile, exactly.
 // A property that one side requires and the other only bounds when present tells them apart, also
 // through a $ref. The overlapping pairs stay exact: an instance of both is refused.
+// Branches told apart by a property one requires and the other forbids (closed objects, the
+// JSON Schema Store conjure shape): disjoint, so no branch is negated, and a keyword that has no
+// negation (uniqueItems) may stand in one of them.
+TEST(SchemaCompile, OneOfDisjointByARequiredPropertyTheOtherForbids) {
+  const std::string schema = R"({"oneOf": [
+      {"type": "object", "additionalProperties": false, "required": ["alias"],
+       "properties": {"alias": {"type": "string"}, "docs": {"type": "string"}}},
+      {"type": "object", "additionalProperties": false, "required": ["values"],
+       "properties": {"values": {"type": "array", "items": {"type": "string"},
+                                 "uniqueItems": true},
+                      "docs": {"type": "string"}}},
+      {"type": "object", "required": ["kind"], "properties": {"alias": false}}]})";
+  std::vector<json> instances;
+  for (const char* text : {R"({"alias": "a"})", R"({"alias": "a", "docs": "d"})",
+                           R"({"values": ["a", "b"]})", R"({"values": ["a", "a"]})",
+                           R"({"values": [], "alias": "a"})", R"({"kind": 1, "values": ["x"]})",
+                           R"({"kind": 1, "alias": "x"})", R"({"kind": 1})", R"({"docs": "d"})"}) {
+    instances.push_back(json::parse(text));
+  }
+  ExpectExact(schema, instances);
+}
+
 TEST(SchemaCompile, OneOfNegatesOnlyTheBranchesItMayOverlap) {
   json branches = json::array();
   branches.push_back(json::parse(R"({"properties": {"protocol": {"$ref": "#/$defs/invalid"}}})"));
