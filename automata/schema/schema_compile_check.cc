@@ -90,6 +90,18 @@ Result<ObjectPlan> Model::PlanObject(const Facts& f) {
   bool names_none = false;
   std::optional<std::vector<std::string>> names_enum;
   StringConstraint names;
+  // Names a propertyNames union allows besides the class `names` (only when that propertyNames
+  // is the object's only one).
+  std::set<std::string> union_names;
+  std::size_t with_names = 0;
+  for (const json* j : f.obj) with_names += Kw(*j, "propertyNames") != nullptr;
+  auto intersect_enum = [&](const std::vector<std::string>& values) {
+    std::vector<std::string> keep;
+    for (const std::string& v : values) {
+      if (!names_enum || std::count(names_enum->begin(), names_enum->end(), v)) keep.push_back(v);
+    }
+    names_enum = std::move(keep);
+  };
   for (const json* j : f.obj) {
     const json* pn = Kw(*j, "propertyNames");
     if (!pn) continue;
@@ -101,8 +113,58 @@ Result<ObjectPlan> Model::PlanObject(const Facts& f) {
       continue;
     }
     if (fl->split >= 0) {
-      Status st(StatusCode::kUnsupported, "propertyNames with anyOf/oneOf/not/if", loc);
-      if (!Relax(st)) return st;
+      // A union (anyOf, oneOf, if/then/else, a negated allOf): each alternative with finitely
+      // many names (enum, const) adds those it allows; at most one other alternative adds a
+      // class of strings (the union of two classes is no StringConstraint).
+      std::vector<std::string> finite;
+      std::optional<Facts> cls;
+      Status st = Status::Ok();
+      std::vector<Conj> work = Alternatives(*fl);
+      std::size_t steps = 0;
+      while (!work.empty() && st.ok()) {
+        Conj c = std::move(work.back());
+        work.pop_back();
+        if (++steps > 64) {
+          return Status(StatusCode::kResourceLimit,
+                        "propertyNames splits into more than 64 alternatives", loc);
+        }
+        LOCKSTEP_ASSIGN_OR_RETURN(Flat alt, Expand(c));
+        if (alt.never) continue;
+        if (alt.split >= 0) {
+          for (Conj& a : Alternatives(alt)) work.push_back(std::move(a));
+          continue;
+        }
+        LOCKSTEP_ASSIGN_OR_RETURN(Facts nf, BuildFacts(alt));
+        if (!(nf.types & kTString)) continue;
+        if (nf.enum_vals) {
+          for (const json& v : *nf.enum_vals) {
+            if (!v.is_string()) continue;
+            LOCKSTEP_ASSIGN_OR_RETURN(bool ok, CheckFacts(nf, v, 0));
+            if (ok) finite.push_back(v.get<std::string>());
+          }
+        } else if (cls) {
+          st = Status(StatusCode::kUnsupported,
+                      "propertyNames whose alternatives make two classes of names (only one "
+                      "besides lists of names is enforced)",
+                      loc);
+        } else {
+          cls = std::move(nf);
+        }
+      }
+      if (st.ok() && cls && !finite.empty() && with_names > 1) {
+        st = Status(StatusCode::kUnsupported,
+                    "propertyNames of several subschemas, one a union of names and a class", loc);
+      }
+      if (!st.ok()) {
+        if (!Relax(st)) return st;
+        continue;
+      }
+      if (!cls) {
+        intersect_enum(finite);
+      } else {
+        MergeNameStrings(*cls, names);
+        union_names.insert(finite.begin(), finite.end());
+      }
       continue;
     }
     auto nf = BuildFacts(*fl);
@@ -121,6 +183,7 @@ Result<ObjectPlan> Model::PlanObject(const Facts& f) {
   }
   auto name_ok = [&](const std::string& k) -> Result<bool> {
     if (names_none) return false;
+    if (union_names.count(k) != 0) return true;  // (the object's only propertyNames)
     if (names_enum && !std::count(names_enum->begin(), names_enum->end(), k)) return false;
     return StringMatches(names, k);
   };
@@ -152,6 +215,7 @@ Result<ObjectPlan> Model::PlanObject(const Facts& f) {
   for (const std::string& k : f.required) offer(k, 1, "", 0);
   if (names_enum)
     for (const std::string& k : *names_enum) offer(k, 2, "", 0);
+  for (const std::string& k : union_names) offer(k, 2, "", 0);
   std::vector<std::string> order;
   for (auto& [k, r] : rank) order.push_back(k);
   std::stable_sort(order.begin(), order.end(),

@@ -268,6 +268,24 @@ TEST(SchemaCompile, PatternPropertiesAndPropertyNames) {
               {json::parse(R"({"ax": 1})"), json::parse(R"({"ax": -1})"),
                json::parse(R"({"bx": "s"})"), json::parse(R"({"ab": 1})"),
                json::parse(R"({"ax": 1, "aax": 2})")});
+  // propertyNames unions: lists of names and at most one class of strings (JSON Schema Store
+  // ansible-lint: a oneOf of a name list and a pattern every listed name matches, so the keys
+  // are the pattern's minus the list).
+  ExpectExact(R"({"additionalProperties": {"type": "integer"},
+                 "propertyNames": {"oneOf": [{"enum": ["ab", "c-d", "Up"]},
+                                             {"type": "string", "pattern": "^[a-z-]+$"}]}})",
+              {json::parse(R"({"ab": 1})"), json::parse(R"({"abc": 1})"),
+               json::parse(R"({"Up": 2, "x": 3})"), json::parse(R"({"c-d": 1})"),
+               json::parse(R"({"Q": 1})"), json::parse(R"({"zz": "s"})")});
+  ExpectExact(R"({"properties": {"id": {"type": "string"}},
+                 "propertyNames": {"anyOf": [{"const": "id"}, {"const": "n"},
+                                             {"maxLength": 2, "pattern": "^x"}]}})",
+              {json::parse(R"({"id": "a", "n": 1})"), json::parse(R"({"x1": 1, "xyz": 2})"),
+               json::parse(R"({"x": 1})"), json::parse(R"({"y": 1})")});
+  ExpectExact(R"({"propertyNames": {"anyOf": [{"enum": ["a", "bb"]}, {"const": "ccc"}]},
+                 "allOf": [{"propertyNames": {"maxLength": 2}}]})",
+              {json::parse(R"({"a": 1, "bb": 2})"), json::parse(R"({"ccc": 1})"),
+               json::parse(R"({"d": 1})")});
   ExpectExact(R"({"propertyNames": {"maxLength": 1}})");
   ExpectExact(
       R"({"propertyNames": {"enum": ["a", "b"]}, "properties": {"a": {"type": "string"}}})");
@@ -394,6 +412,9 @@ TEST(SchemaCompileErrors, UnsupportedKeywordsNameTheirPointer) {
        "/unevaluatedProperties"},
       // The compiler's own keywords, written in a schema (a node reference out of range).
       {R"({"properties": {"a": {"$ls:node": [99]}, "$ls:node": {}}})", "/properties/a/$ls:node"},
+      // A union of two classes of names.
+      {R"({"propertyNames": {"anyOf": [{"pattern": "^a"}, {"maxLength": 1}]}})",
+       "/propertyNames"},
   };
   for (const auto& [text, where] : kCases) {
     Status st = CompileError(text);
