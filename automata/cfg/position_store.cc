@@ -107,12 +107,22 @@ std::optional<PositionKey> CfgGrammar::KeyLocked(StateId s, std::int64_t max_wor
   }
   keyer_ = std::make_unique<PositionKeyer>(&program_);
   std::optional<PositionKey> key = keyer_->Key(s, follow, max_work);
-  // Copied for the store only when the store takes it (the copy's size is the keyer's).
+  // Copied for the store only when the store takes it (the copy's size is the keyer's), and
+  // outside the store's lock: a big program's keyer is megabytes, and every fill's store
+  // lookup waits on that lock (keyer_ itself is under key_mu_, which the caller holds).
   const std::int64_t bytes = keyer_->Bytes();
+  auto fits = [&] {
+    return !shared.keyers.contains(fingerprint_) &&
+           shared.bytes + bytes <= options_.max_shared_position_bytes;
+  };
+  {
+    std::lock_guard<std::mutex> lock2(shared.mu);
+    if (!fits()) return key;
+  }
+  auto copy = std::make_shared<const PositionKeyer>(*keyer_, nullptr);
   std::lock_guard<std::mutex> lock2(shared.mu);
-  if (!shared.keyers.contains(fingerprint_) &&
-      shared.bytes + bytes <= options_.max_shared_position_bytes) {
-    shared.keyers.emplace(fingerprint_, std::make_shared<const PositionKeyer>(*keyer_, nullptr));
+  if (fits()) {
+    shared.keyers.emplace(fingerprint_, std::move(copy));
     shared.bytes += bytes;
   }
   return key;
@@ -338,18 +348,25 @@ void CfgGrammar::LeaveProgramPositions() const {
   auto table = std::make_shared<SharedPositions::ProgramPositions>();
   table->of_state.assign(program_.num_states, -1);
   {
-    std::lock_guard<std::mutex> lock(owned_mu_);
-    // By address: (index into owned_, index into the table or -1).
+    // The owned positions copied under the lock, indexed outside it: a fill publishing or
+    // adopting a position takes owned_mu_, and the index of a big grammar's thousands of
+    // positions takes milliseconds.
+    std::vector<std::shared_ptr<const CfgPosition>> owned;
+    {
+      std::lock_guard<std::mutex> lock(owned_mu_);
+      owned = owned_;
+    }
+    // By address: (index into owned, index into the table or -1).
     std::unordered_map<const CfgPosition*, std::pair<std::size_t, std::int32_t>> index;
-    for (std::size_t i = 0; i < owned_.size(); ++i) index.try_emplace(owned_[i].get(), i, -1);
+    for (std::size_t i = 0; i < owned.size(); ++i) index.try_emplace(owned[i].get(), i, -1);
     for (StateId s = 0; s < program_.num_states; ++s) {
       const CfgPosition* p = dfa_positions_[s].load(std::memory_order_acquire);
       if (p == nullptr) continue;
       auto f = index.find(p);
-      if (f == index.end()) continue;  // (not this grammar's: cannot happen)
+      if (f == index.end()) continue;  // (published after the copy: left out of the table)
       if (f->second.second < 0) {
         f->second.second = static_cast<std::int32_t>(table->positions.size());
-        table->positions.push_back(owned_[f->second.first]);
+        table->positions.push_back(owned[f->second.first]);
       }
       table->of_state[s] = f->second.second;
     }
