@@ -66,25 +66,7 @@ On a real generation (per step: top 16 tokens before and after the mask, the tok
                          instead of compiled; it must match --tokenizer
   --lenient              schemas: relax keywords that cannot be enforced exactly (warnings on
                          stderr) instead of failing
-  --compact              schemas: no whitespace between JSON tokens
-  --any-order            schemas: object members in any order, each property at most once
-                         (exact; default: declared properties in declared order, then the others)
-  --any-order-max-properties N
-                         with --any-order: the most declared properties on one object (default
-                         10; 2^N member sets, each property more doubles the compile)
-  --openapi-formats      schemas: also enforce the OpenAPI formats int32, int64 (integer ranges)
-                         and byte (base64), as `lockstep validate --openapi-formats` checks them;
-                         any other unknown format is an annotation, with a warning
-  --schema-draft D       schemas: the JSON Schema draft of a schema whose $schema names none
-                         (4, 6, 7, 2019-09 or 2020-12; default 2020-12); a known $schema wins
-  --max-oneof-overlaps N schemas: the most oneOf branches one branch may overlap (not provably
-                         disjoint from it: each is negated into it; default 11)
-  --max-some-member-requirements N
-                         schemas: the most negated additionalProperties / patternProperties /
-                         propertyNames on one object (default 3, at most 16; 2^N member chains)
-  --max-exprs N          schemas: the budget of grammar expressions built from one schema
-                         (default 2000000)
-  --tokenizer NAME|PATH  vocabulary (default llama3)
+)" LOCKSTEP_SCHEMA_FLAGS_HELP R"(  --tokenizer NAME|PATH  vocabulary (default llama3)
   --model MODEL          logits source (default ngram; as on generate: ngram, ngram2..4,
                          uniform, scripted:FILE, replay:FILE or an n-gram file)
   --ngram-model PATH     n-gram model file

@@ -87,25 +87,7 @@ its adaptive token-mask cache.
                          a keyword that cannot be enforced exactly is an error (exit 2) naming
                          its JSON Pointer
   --lenient              schemas: relax such keywords instead, with a warning on stderr each
-  --compact              schemas: no whitespace between JSON tokens
-  --any-order            schemas: object members in any order, each property at most once
-                         (exact; default: declared properties in declared order, then the others)
-  --any-order-max-properties N
-                         with --any-order: the most declared properties on one object (default
-                         10; 2^N member sets, each property more doubles the compile)
-  --openapi-formats      schemas: also enforce the OpenAPI formats int32, int64 (integer ranges)
-                         and byte (base64), as `lockstep validate --openapi-formats` checks them;
-                         any other unknown format is an annotation, with a warning
-  --schema-draft D       schemas: the JSON Schema draft of a schema whose $schema names none
-                         (4, 6, 7, 2019-09 or 2020-12; default 2020-12); a known $schema wins
-  --max-oneof-overlaps N schemas: the most oneOf branches one branch may overlap (not provably
-                         disjoint from it: each is negated into it; default 11)
-  --max-some-member-requirements N
-                         schemas: the most negated additionalProperties / patternProperties /
-                         propertyNames on one object (default 3, at most 16; 2^N member chains)
-  --max-exprs N          schemas: the budget of grammar expressions built from one schema
-                         (default 2000000)
-  --emit-grammar         schemas: print the compiled grammar (GBNF with /regex/ and /<dfa>/
+)" LOCKSTEP_SCHEMA_FLAGS_HELP R"(  --emit-grammar         schemas: print the compiled grammar (GBNF with /regex/ and /<dfa>/
                          terminals) and stop
   --tokenizer NAME|PATH  vocabulary (default llama3)
   --stats                also compute every state's token mask and report their sizes (grammars:

@@ -606,7 +606,8 @@ class Emitter {
         for (std::size_t t = 0; t < n; ++t)
           if (node.mask >> t & 1) c.push_back({plan.patterns[t].second, 0});
         for (std::size_t g = 0; g < plan.groups.size(); ++g)
-          if ((group_matched >> g & 1) == 0 && plan.groups[g].rest) c.push_back({plan.groups[g].rest, 0});
+          if ((group_matched >> g & 1) == 0 && plan.groups[g].rest)
+            c.push_back({plan.groups[g].rest, 0});
         kinds->push_back({std::move(node.keys), std::move(c)});
         continue;
       }
@@ -654,7 +655,8 @@ class Emitter {
                     std::to_string(w->n) +
                         " 'some member breaks it' requirements on one object (negated "
                         "additionalProperties / patternProperties / propertyNames) make 2^" +
-                        std::to_string(w->n) + " member chains, past max_some_member_requirements (" +
+                        std::to_string(w->n) +
+                        " member chains, past max_some_member_requirements (" +
                         std::to_string(o_.max_some_member_requirements) +
                         "; raise it, with schema_max_exprs)",
                     cur_loc_);
@@ -757,8 +759,8 @@ class Emitter {
     };
     struct StateHash {
       std::size_t operator()(const State& s) const {
-        return std::hash<std::uint64_t>()(s.used * 1000003u ^ static_cast<std::uint64_t>(s.c) << 40 ^
-                                          s.w << 52);
+        return std::hash<std::uint64_t>()(s.used * 1000003u ^
+                                          static_cast<std::uint64_t>(s.c) << 40 ^ s.w << 52);
       }
     };
     std::unordered_map<State, RuleId, StateHash> rule_of;
@@ -788,7 +790,8 @@ class Emitter {
         }
         for (std::size_t v = 0; v < subsets; ++v) {
           if (extra[v] < 0 || (v & s.w) != 0) continue;
-          alts.push_back(Seq({s.c > 0 ? Comma() : Ws(), Ref(extra[v]), ref({s.used, c2, s.w | v})}));
+          alts.push_back(
+              Seq({s.c > 0 ? Comma() : Ws(), Ref(extra[v]), ref({s.used, c2, s.w | v})}));
         }
       }
       if ((s.used & required) == required && s.c >= min_p && s.w == full)

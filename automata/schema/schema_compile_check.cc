@@ -84,6 +84,51 @@ Result<Conj> Model::PropConj(const Facts& f, const std::string& key) {
   return c;
 }
 
+Status Model::ForEachStringAlternative(Conj start, std::string_view what, const std::string& loc,
+                                       const std::function<Status(Facts&)>& leaf) {
+  std::vector<Conj> work = {std::move(start)};
+  std::size_t steps = 0;
+  while (!work.empty()) {
+    Conj c = std::move(work.back());
+    work.pop_back();
+    if (++steps > 64) {
+      return Status(StatusCode::kResourceLimit,
+                    std::string(what) + " splits into more than 64 alternatives", loc);
+    }
+    LOCKSTEP_ASSIGN_OR_RETURN(Flat fl, Expand(c));
+    if (fl.never) continue;
+    if (fl.split >= 0) {
+      for (Conj& alt : Alternatives(fl)) work.push_back(std::move(alt));
+      continue;
+    }
+    LOCKSTEP_ASSIGN_OR_RETURN(Facts nf, BuildFacts(fl));
+    if (!(nf.types & kTString)) continue;
+    LOCKSTEP_RETURN_IF_ERROR(leaf(nf));
+  }
+  return Status::Ok();
+}
+
+Result<Model::NameUnion> Model::PropertyNamesUnion(const json* pn, const std::string& loc) {
+  NameUnion u;
+  Status st = ForEachStringAlternative({{pn, 0}}, "propertyNames", loc, [&](Facts& nf) -> Status {
+    if (nf.enum_vals) {
+      for (const json& v : *nf.enum_vals) {
+        if (!v.is_string()) continue;
+        LOCKSTEP_ASSIGN_OR_RETURN(bool ok, CheckFacts(nf, v, 0));
+        if (ok) u.names.push_back(v.get<std::string>());
+      }
+    } else if (u.cls) {
+      u.two_classes = true;  // stops the walk: the caller refuses (or relaxes) this union
+      return Status(StatusCode::kUnsupported, "two classes", loc);
+    } else {
+      u.cls = std::move(nf);
+    }
+    return Status::Ok();
+  });
+  if (!st.ok() && !u.two_classes) return st;
+  return u;
+}
+
 Result<ObjectPlan> Model::PlanObject(const Facts& f) {
   ObjectPlan p;
   // propertyNames, merged.
@@ -113,45 +158,15 @@ Result<ObjectPlan> Model::PlanObject(const Facts& f) {
       continue;
     }
     if (fl->split >= 0) {
-      // A union (anyOf, oneOf, if/then/else, a negated allOf): each alternative with finitely
-      // many names (enum, const) adds those it allows; at most one other alternative adds a
-      // class of strings (the union of two classes is no StringConstraint).
-      std::vector<std::string> finite;
-      std::optional<Facts> cls;
+      // A union: names from its finite alternatives, at most one class from another.
+      LOCKSTEP_ASSIGN_OR_RETURN(NameUnion u, PropertyNamesUnion(pn, loc));
       Status st = Status::Ok();
-      std::vector<Conj> work = Alternatives(*fl);
-      std::size_t steps = 0;
-      while (!work.empty() && st.ok()) {
-        Conj c = std::move(work.back());
-        work.pop_back();
-        if (++steps > 64) {
-          return Status(StatusCode::kResourceLimit,
-                        "propertyNames splits into more than 64 alternatives", loc);
-        }
-        LOCKSTEP_ASSIGN_OR_RETURN(Flat alt, Expand(c));
-        if (alt.never) continue;
-        if (alt.split >= 0) {
-          for (Conj& a : Alternatives(alt)) work.push_back(std::move(a));
-          continue;
-        }
-        LOCKSTEP_ASSIGN_OR_RETURN(Facts nf, BuildFacts(alt));
-        if (!(nf.types & kTString)) continue;
-        if (nf.enum_vals) {
-          for (const json& v : *nf.enum_vals) {
-            if (!v.is_string()) continue;
-            LOCKSTEP_ASSIGN_OR_RETURN(bool ok, CheckFacts(nf, v, 0));
-            if (ok) finite.push_back(v.get<std::string>());
-          }
-        } else if (cls) {
-          st = Status(StatusCode::kUnsupported,
-                      "propertyNames whose alternatives make two classes of names (only one "
-                      "besides lists of names is enforced)",
-                      loc);
-        } else {
-          cls = std::move(nf);
-        }
-      }
-      if (st.ok() && cls && !finite.empty() && with_names > 1) {
+      if (u.two_classes) {
+        st = Status(StatusCode::kUnsupported,
+                    "propertyNames whose alternatives make two classes of names (only one "
+                    "besides lists of names is enforced)",
+                    loc);
+      } else if (u.cls && !u.names.empty() && with_names > 1) {
         st = Status(StatusCode::kUnsupported,
                     "propertyNames of several subschemas, one a union of names and a class", loc);
       }
@@ -159,11 +174,11 @@ Result<ObjectPlan> Model::PlanObject(const Facts& f) {
         if (!Relax(st)) return st;
         continue;
       }
-      if (!cls) {
-        intersect_enum(finite);
+      if (!u.cls) {
+        intersect_enum(u.names);
       } else {
-        MergeNameStrings(*cls, names);
-        union_names.insert(finite.begin(), finite.end());
+        MergeNameStrings(*u.cls, names);
+        union_names.insert(u.names.begin(), u.names.end());
       }
       continue;
     }
@@ -171,13 +186,10 @@ Result<ObjectPlan> Model::PlanObject(const Facts& f) {
     if (!nf.ok()) return nf.status();
     if (!(nf->types & kTString)) names_none = true;
     if (nf->enum_vals) {
-      std::vector<std::string> keep;
-      for (const json& v : *nf->enum_vals) {
-        if (!v.is_string()) continue;
-        std::string s = v.get<std::string>();
-        if (!names_enum || std::count(names_enum->begin(), names_enum->end(), s)) keep.push_back(s);
-      }
-      names_enum = std::move(keep);
+      std::vector<std::string> values;
+      for (const json& v : *nf->enum_vals)
+        if (v.is_string()) values.push_back(v.get<std::string>());
+      intersect_enum(values);
     }
     MergeNameStrings(*nf, names);
   }
@@ -526,33 +538,19 @@ Result<std::vector<StringConstraint>> Model::WitnessKeyClasses(const json& some)
   // The strings propertyNames rejects: its negation over strings, one class per alternative.
   LOCKSTEP_ASSIGN_OR_RETURN(const json* neg, Negate(key_not));
   const json* strings = MakeSynth(json{{"type", "string"}}, Loc(key_not));
-  std::vector<Conj> work = {{{neg, 0}, {strings, 0}}};
-  std::size_t steps = 0;
-  while (!work.empty()) {
-    Conj c = std::move(work.back());
-    work.pop_back();
-    if (++steps > 64) {
-      return Status(StatusCode::kResourceLimit,
-                    "the negation of propertyNames splits into more than 64 alternatives",
-                    Loc(key_not));
-    }
-    LOCKSTEP_ASSIGN_OR_RETURN(Flat fl, Expand(c));
-    if (fl.never) continue;
-    if (fl.split >= 0) {
-      for (Conj& alt : Alternatives(fl)) work.push_back(std::move(alt));
-      continue;
-    }
-    LOCKSTEP_ASSIGN_OR_RETURN(Facts nf, BuildFacts(fl));
-    if (!(nf.types & kTString)) continue;
-    if (nf.enum_vals) {
-      return Status(StatusCode::kUnsupported,
-                    "the negation of propertyNames is a list of names (enum or const)",
-                    Loc(key_not));
-    }
-    StringConstraint sc;
-    MergeNameStrings(nf, sc);
-    out.push_back(std::move(sc));
-  }
+  LOCKSTEP_RETURN_IF_ERROR(ForEachStringAlternative(
+      {{neg, 0}, {strings, 0}}, "the negation of propertyNames", Loc(key_not),
+      [&](Facts& nf) -> Status {
+        if (nf.enum_vals) {
+          return Status(StatusCode::kUnsupported,
+                        "the negation of propertyNames is a list of names (enum or const)",
+                        Loc(key_not));
+        }
+        StringConstraint sc;
+        MergeNameStrings(nf, sc);
+        out.push_back(std::move(sc));
+        return Status::Ok();
+      }));
   return out;
 }
 

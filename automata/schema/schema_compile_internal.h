@@ -4,6 +4,7 @@
 // Private to automata/schema_compile*.cc.
 #pragma once
 
+#include <functional>
 #include <algorithm>
 #include <cstdint>
 #include <deque>
@@ -183,6 +184,20 @@ class Model {
   std::vector<Conj> Alternatives(const Flat& f) const;
   Result<Facts> BuildFacts(const Flat& f);
   Result<ObjectPlan> PlanObject(const Facts& f);
+  // Walks the alternatives `start` splits into (anyOf, oneOf, if/then/else, a negated allOf),
+  // at most 64 expansions (past them kResourceLimit at `loc`: "`what` splits into more than 64
+  // alternatives"), and calls `leaf` with the facts of each alternative that allows strings; a
+  // non-ok status from `leaf` stops the walk and is returned.
+  Status ForEachStringAlternative(Conj start, std::string_view what, const std::string& loc,
+                                  const std::function<Status(Facts&)>& leaf);
+  // A propertyNames union (`fl` split): the names its alternatives with finitely many names
+  // allow, and at most one other alternative's class of strings.
+  struct NameUnion {
+    std::vector<std::string> names;
+    std::optional<Facts> cls;
+    bool two_classes = false;  // a second class: not one StringConstraint
+  };
+  Result<NameUnion> PropertyNamesUnion(const json* pn, const std::string& loc);
   ArrayPlan PlanArray(const Facts& f) const;
   // The conjunction a declared or extra key's value must satisfy.
   Result<Conj> PropConj(const Facts& f, const std::string& key);

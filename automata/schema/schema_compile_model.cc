@@ -641,12 +641,13 @@ Result<const json*> Model::Rewrite(const json* j, const char* kw) {
       // expressions multiply (12 mutually overlapping branches of object schemas are about
       // 2,000,000, the default max_exprs).
       if (!o_.lenient) {
-        return Status(StatusCode::kResourceLimit,
-                      "oneOf branch that may overlap " + std::to_string(most) +
-                          " others (not provably disjoint), past max_oneof_overlaps (" +
-                          std::to_string(o_.max_oneof_overlaps) +
-                          "; raise it, with schema_max_exprs, or compile leniently: oneOf as anyOf)",
-                      loc);
+        return Status(
+            StatusCode::kResourceLimit,
+            "oneOf branch that may overlap " + std::to_string(most) +
+                " others (not provably disjoint), past max_oneof_overlaps (" +
+                std::to_string(o_.max_oneof_overlaps) +
+                "; raise it, with schema_max_exprs, or compile leniently: oneOf as anyOf)",
+            loc);
       }
       relaxed_.push_back({loc, "oneOf treated as anyOf (branches not provably disjoint)"});
       for (const json& b : v) any.push_back(NodeRef(&b));
@@ -951,7 +952,8 @@ void Model::NegateMemberClass(Negation& neg, const std::string& k, const json& v
   } else if (const json* key_not = Kw(v, "keyNot")) {  // $ls:someMember
     alts.push_back(json{{"propertyNames", *key_not}});
   } else if (const json* pat = Kw(v, "pattern")) {
-    alts.push_back(json{{"patternProperties", json{{pat->get<std::string>(), LazyNot(&v.at("value"))}}}});
+    alts.push_back(
+        json{{"patternProperties", json{{pat->get<std::string>(), LazyNot(&v.at("value"))}}}});
   } else {
     json props = json::object(), pp = json::object();
     for (const json& name : v.at("names")) props[name.get<std::string>()] = true;
@@ -1208,9 +1210,9 @@ Result<bool> Model::MergeStringFacts(Facts& f, const json* leaf, const std::stri
     if (openapi || !o_.format_assertion) return true;
     if (!FormatKnown(fmt)) {
       // Draft 2020-12: an unknown format is an annotation (the validator ignores it too).
-      relaxed_.push_back({KwLoc(leaf, k), "format \"" + fmt +
-                                              "\" is unknown: an annotation, not enforced" +
-                                              (IsOpenApiFormat(fmt) ? " (see --openapi-formats)" : "")});
+      relaxed_.push_back(
+          {KwLoc(leaf, k), "format \"" + fmt + "\" is unknown: an annotation, not enforced" +
+                               (IsOpenApiFormat(fmt) ? " (see --openapi-formats)" : "")});
       return true;
     }
     if (!FormatSupported(fmt)) {
