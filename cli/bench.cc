@@ -115,7 +115,7 @@ BM_SchemaTraceMask).
                          of its valid replays, the slowest fill (test index, token step, µs and
                          its trace: what the fill did, Matcher::LastFillTrace: positions walked,
                          through a string-body view or the parser, views built, positions from
-                         the store, full trie walks, tail nodes checked, restored), the grammar's
+                         the store, full trie walks, tail nodes checked, tail checks reused, restored), the grammar's
                          states, rules, positions, shared positions, cached masks and cache
                          bytes after its replays, and its verdicts
   --per-mask FILE        writes one JSON line per fill of a valid replay, in replay order:
@@ -638,6 +638,7 @@ ojson TraceJson(const FillTrace& t) {
                {"positions_shared", t.positions_shared},
                {"full_walks", t.full_walks},
                {"tail_nodes", t.tail_nodes},
+               {"tails_reused", t.tails_reused},
                {"unique_checks", t.unique_checks},
                {"length_checks", t.length_checks},
                {"restored", t.restored}};

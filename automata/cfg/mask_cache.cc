@@ -425,27 +425,52 @@ void CfgGrammar::FillMaskOfGrammar(EarleyParser& parser, std::vector<std::int32_
   added.clear();
   const bool record = !simple && sig >= 0;
   const std::int32_t base = parser.num_sets();
+  thread_local std::vector<TokenId> passed;
   for (std::int32_t a = 0; a < nk; ++a) {
     const CfgPosition* pos = positions[a];
     if (pos->tails.size() <= 1) continue;
     const EarleyItem it = kernels[a];
-    if (!parser.PushCompletion(it.rule, it.origin)) continue;
-    const std::uint32_t n = static_cast<std::uint32_t>(pos->tails.size() - 1);
-    std::uint32_t i = 0;
-    CurrentFillTrace().tail_nodes += static_cast<std::int32_t>(n);
-    while (i < n) {
-      const CfgPosition::TailNode& node = pos->tails[i];
-      parser.PopTo(base + node.depth);
-      if (!parser.StepByte(node.byte)) {
-        i = node.subtree_end;
+    // The verdict on these tails, when the origin set is signed: checked before, or kept (see
+    // tail_checks_).
+    const std::int32_t osig = !simple && it.origin < k && it.origin < std::ssize(sigs)
+                                  ? sigs[it.origin]
+                                  : -1;
+    if (osig >= 0) {
+      std::lock_guard<std::mutex> lock(tail_mu_);
+      auto f = tail_checks_.find({pos, it.rule, osig});
+      if (f != tail_checks_.end()) {
+        for (const TokenId t : f->second) SetBitRecording(out, t, record ? &added : nullptr);
+        ++CurrentFillTrace().tails_reused;
         continue;
       }
-      for (std::uint32_t t = node.token_begin; t < pos->tails[i + 1].token_begin; ++t) {
-        SetBitRecording(out, pos->tail_tokens[t], record ? &added : nullptr);
-      }
-      ++i;
     }
-    parser.PopTo(base);
+    passed.clear();
+    // (A check a limit cut short is not kept: max_depth, max_step_items.)
+    const bool cut_before = parser.items_exceeded() || parser.depth_exceeded();
+    if (parser.PushCompletion(it.rule, it.origin)) {
+      const std::uint32_t n = static_cast<std::uint32_t>(pos->tails.size() - 1);
+      std::uint32_t i = 0;
+      CurrentFillTrace().tail_nodes += static_cast<std::int32_t>(n);
+      while (i < n) {
+        const CfgPosition::TailNode& node = pos->tails[i];
+        parser.PopTo(base + node.depth);
+        if (!parser.StepByte(node.byte)) {
+          i = node.subtree_end;
+          continue;
+        }
+        for (std::uint32_t t = node.token_begin; t < pos->tails[i + 1].token_begin; ++t) {
+          SetBitRecording(out, pos->tail_tokens[t], record ? &added : nullptr);
+          passed.push_back(pos->tail_tokens[t]);
+        }
+        ++i;
+      }
+      parser.PopTo(base);
+    }
+    if (osig >= 0 && !cut_before && !parser.items_exceeded() && !parser.depth_exceeded() &&
+        ReserveBytes(static_cast<std::int64_t>(passed.size() * sizeof(TokenId) + 64))) {
+      std::lock_guard<std::mutex> lock(tail_mu_);
+      tail_checks_.try_emplace({pos, it.rule, osig}, passed);
+    }
   }
   const bool dense = AddEndAndSpecials(parser, out, record ? &added : nullptr);
   const bool too_deep = check_from != std::numeric_limits<std::int64_t>::max();

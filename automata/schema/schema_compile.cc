@@ -7,8 +7,10 @@
 #include "automata/schema/schema_compile.h"
 
 #include <algorithm>
+#include <bit>
 #include <climits>
 #include <map>
+#include <tuple>
 
 #include "automata/regex/dfa_builder.h"
 #include "automata/schema/ir_nodes.h"
@@ -923,35 +925,96 @@ class Emitter {
       }
     }
     // state[c][w] of position i: c members emitted so far (saturated at cap), w the subset of
-    // requirements met.
-    std::vector<std::vector<RuleId>> next;
+    // requirements met. It is the separator and then the choice of the next member, one of
+    // members i.. up to the first required one (rule "d"), or, when members i.. are all
+    // optional, the tail. The separator comes first, once: were each skipped member a rule
+    // reading its own separator ("member i, or the rules from i + 1"), whitespace before a comma
+    // would be read once per member (an object of 130 optional members carried 130 copies of
+    // every whitespace byte's parse: 1.8 ms a position). The choice is member i or the choice
+    // from i + 1, a chain as long as the run of optional members; past kLinearRun members, a
+    // tree: blocks of 2^k members at aligned offsets in the run ("s"), the choice from member i
+    // being block [i, i + h) or the choice from i + h, h the largest power of two dividing i's
+    // offset in the run that fits in it, so O(log n) deep and O(n) rules. The chain's length is
+    // a prediction depth: one as long as a 130-member object made every fill of a recursive
+    // grammar count its long tokens' depth against max_nesting_depth (0.4 ms a fill).
+    constexpr std::int64_t kLinearRun = 32;
+    using Table = std::vector<std::vector<RuleId>>;  // [c][w]
+    std::vector<Table> state(n + 1), choice(n + 1);
+    std::vector<bool> all_optional(n + 1, true);  // members i.. are all optional
+    std::vector<std::int64_t> run_end(n + 1, n - 1), run_start(n + 1, 0);
+    for (std::int64_t i = n - 1; i >= 0; --i) {
+      all_optional[i] = all_optional[i + 1] && !members[i].required;
+      run_end[i] = members[i].required || i == n - 1 ? i : run_end[i + 1];
+    }
+    for (std::int64_t i = 1; i < n; ++i) {
+      run_start[i] = members[i - 1].required ? i : run_start[i - 1];
+    }
+    // Member x next, then the state after it (c2 members written then). A choice depends on
+    // the count only through c2, so counts with one c2 (0 and 1 when cap is 1: the first
+    // member or a later one) share their choices.
+    auto member = [&](std::int64_t x, std::int64_t c2, std::size_t w) -> ExprId {
+      std::vector<ExprId> alts;
+      for (const auto& [s, rule] : members[x].variants) {
+        if ((s & w) == 0) alts.push_back(Seq({Ref(rule), Ref(state[x + 1][c2][w | s])}));
+      }
+      return Alt(std::move(alts));
+    };
+    // Blocks [x, x + h) of members, h a power of 4 (h = 1: the member itself), per (c, w).
+    std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, std::size_t>, RuleId> blocks;
+    auto block = [&](auto&& self, std::int64_t x, std::int64_t h, std::int64_t c,
+                     std::size_t w) -> ExprId {  // (c: c2)
+      if (h == 1) return member(x, c, w);
+      auto f = blocks.find({x, h, c, w});
+      if (f != blocks.end()) return Ref(f->second);
+      const std::int64_t q = h / 4;
+      const ExprId e = Alt({self(self, x, q, c, w), self(self, x + q, q, c, w),
+                            self(self, x + 2 * q, q, c, w), self(self, x + 3 * q, q, c, w)});
+      const RuleId r = RuleOf(e, "s");
+      blocks.emplace(std::make_tuple(x, h, c, w), r);
+      return Ref(r);
+    };
+    // The choice from i: block [i, i + step[i]), then the choice from i + step[i] if in the run.
+    std::vector<std::int64_t> step(n + 1, 1);
+    for (std::int64_t i = 0; i < n; ++i) {
+      if (run_end[i] - run_start[i] + 1 <= kLinearRun) continue;
+      const std::int64_t t = i - run_start[i], left = run_end[i] - i + 1;
+      while (step[i] * 4 <= left && (t % (step[i] * 4)) == 0) step[i] *= 4;
+    }
+    // The choices with no member written yet: those the start reaches.
+    std::vector<bool> from_start(n + 1, false);
+    for (std::int64_t i = 0; n > 0 && i <= run_end[0]; i += step[i]) from_start[i] = true;
     for (std::int64_t i = n; i >= 0; --i) {
-      std::int64_t top = std::min(i, cap);
-      std::vector<std::vector<RuleId>> cur(top + 1, std::vector<RuleId>(subsets, -1));
-      for (std::int64_t c = 0; c <= top; ++c) {
+      const std::int64_t top = std::min(i, cap);
+      choice[i].assign(top + 1, std::vector<RuleId>(subsets, -1));
+      const std::int64_t left = run_end[i] - i + 1, h = step[i];
+      for (std::int64_t c = 0; c <= top && i < n && !(max_p && c == *max_p); ++c) {
+        // (No member written yet: only before the first required one.)
+        if (c == 0 && !from_start[i]) continue;
+        const std::int64_t c2 = std::min(c + 1, cap);
+        if (c > 0 && std::min(c, cap) == c2 && choice[i][c - 1][0] >= 0) {
+          choice[i][c] = choice[i][c - 1];  // (same c2)
+          continue;
+        }
         for (std::size_t w = 0; w < subsets; ++w) {
-          ExprId body;
-          if (i == n) {
-            body = tail_at(c, w);
-          } else {
-            const M& m = members[i];
-            std::vector<ExprId> alts;
-            if (!(max_p && c == *max_p)) {
-              for (const auto& [s, rule] : m.variants) {
-                if ((s & w) != 0) continue;
-                alts.push_back(Seq({c > 0 ? Comma() : Ws(), Ref(rule),
-                                    Ref(next[std::min(c + 1, cap)][w | s])}));
-              }
-            }
-            if (!m.required) alts.push_back(Ref(next[c][w]));
-            body = Alt(std::move(alts));
-          }
-          cur[c][w] = RuleOf(body, "o");
+          std::vector<ExprId> alts = {block(block, i, h, c2, w)};
+          if (h < left) alts.push_back(Ref(choice[i + h][c][w]));
+          choice[i][c][w] = RuleOf(Alt(std::move(alts)), "d");
         }
       }
-      next = std::move(cur);
+      state[i].assign(top + 1, std::vector<RuleId>(subsets, -1));
+      for (std::int64_t c = i > 0 ? 1 : 0; c <= top; ++c) {  // (c = 0: the start only)
+        for (std::size_t w = 0; w < subsets; ++w) {
+          std::vector<ExprId> alts;
+          if (choice[i][c][w] >= 0) {
+            alts.push_back(Seq({c > 0 ? Comma() : Ws(), Ref(choice[i][c][w])}));
+          }
+          if (all_optional[i]) alts.push_back(tail_at(c, w));
+          state[i][c][w] = RuleOf(Alt(std::move(alts)), "o");
+        }
+      }
       LOCKSTEP_RETURN_IF_ERROR(Budget(cur_loc_));
     }
+    const Table& next = state[0];
     return Seq({Lit("{"), Ref(next[0][0]), Ws(), Lit("}")});
   }
 

@@ -3,6 +3,9 @@
 #include "automata/token/token_trie.h"
 
 #include <algorithm>
+#include <array>
+#include <bit>
+#include <cstring>
 #include <numeric>
 #include <string_view>
 #include <tuple>
@@ -104,12 +107,27 @@ std::uint32_t TokenTrie::NextChild(std::uint32_t parent, const std::uint64_t* al
 }
 
 std::size_t TokenTrie::TableHash::operator()(const std::vector<std::int16_t>& v) const {
-  std::uint64_t h = 0xCBF29CE484222325ull ^ v.size();
-  for (std::int16_t x : v) {
-    h ^= static_cast<std::uint16_t>(x);
-    h *= 0x100000001B3ull;
+  // Four entries a word, four words at a time in independent lanes: a region table is 256
+  // entries per state (a JSON string body's, 27 states, is 6,912), and a multiply per entry in
+  // one chain cost every region position about 10 µs.
+  constexpr std::uint64_t kMul = 0x9E3779B97F4A7C15ull;
+  std::array<std::uint64_t, 4> lane = {v.size(), 0x243F6A8885A308D3ull, 0x13198A2E03707344ull,
+                                       0xA4093822299F31D0ull};
+  const std::size_t words = v.size() / 4;
+  const auto* bytes = reinterpret_cast<const unsigned char*>(v.data());
+  for (std::size_t w = 0; w < words; ++w) {
+    std::uint64_t x;
+    std::memcpy(&x, bytes + w * 8, 8);
+    std::uint64_t& h = lane[w & 3];
+    h = std::rotl((h ^ x) * kMul, 29);
   }
-  return static_cast<std::size_t>(h ^ (h >> 29));
+  std::uint64_t h = lane[0] ^ std::rotl(lane[1], 16) ^ std::rotl(lane[2], 32) ^
+                    std::rotl(lane[3], 48);
+  for (std::size_t i = words * 4; i < v.size(); ++i) {
+    h = (h ^ static_cast<std::uint16_t>(v[i])) * kMul;
+  }
+  h *= kMul;
+  return static_cast<std::size_t>(h ^ (h >> 31));
 }
 
 namespace {

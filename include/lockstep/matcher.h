@@ -26,6 +26,7 @@ struct FillTrace {
   std::int32_t positions_shared = 0;  // positions taken from the vocabulary's store
   std::int32_t full_walks = 0;        // masks by a walk of the whole trie over the full parser
   std::int32_t tail_nodes = 0;        // uncertain-tail trie nodes checked against the stack
+  std::int32_t tails_reused = 0;      // positions whose tails' verdict was checked before
   std::int32_t unique_checks = 0;     // tokens run through the parser for uniqueItems
   std::int32_t length_checks = 0;     // tokens checked against a maxLength counted at run time
   bool restored = false;              // a finished mask restored from the signature cache

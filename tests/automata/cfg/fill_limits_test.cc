@@ -64,7 +64,8 @@ int CompareAlong(const std::shared_ptr<const CompiledGrammar>& g, const std::str
 }
 
 // 300 optional properties, each an object of its own: a rule each, and a member list lowered
-// as a chain of rules (after member i, an optional rule for the members after it).
+// as rules that choose the next member (after member i, a rule for the members after it, and a
+// tree of blocks of members past 32 of them).
 std::string HundredsOfProperties(int n, bool recursive) {
   std::ostringstream schema;
   schema << R"({"type": "object", "additionalProperties": false, "properties": {)";
@@ -98,15 +99,48 @@ TEST(FillLimits, AGrammarWithHundredsOfRulesFillsFromItsPositions) {
 }
 
 TEST(FillLimits, ARecursiveGrammarWithHundredsOfRulesKeepsExactMasks) {
-  // The same with a property back to the root: recursion, so the headroom is counted: a chain
-  // of 300 rules predicted without a byte, 300 levels a byte, so that only tokens of more than
-  // about 10000 / 300 bytes could pass the nesting limit. Those are checked against the parse;
-  // the fills come from the positions (they walked the whole trie over the parser before, 10-15
-  // ms each on recursive real-world schemas), within the per-byte item budget.
+  // The same with a property back to the root: recursion, so the headroom is counted: the rules
+  // predicted without a byte (the choice of the next member: a chain of 300 rules before it
+  // became a tree of blocks, about 20 now) per byte, so that only tokens long enough to pass
+  // the nesting limit are checked against the parse; the fills come from the positions (they
+  // walked the whole trie over the parser before, 10-15 ms each on recursive real-world
+  // schemas), within the per-byte item budget.
   auto g = Compiler().CompileSchema(HundredsOfProperties(300, /*recursive=*/true));
   ASSERT_TRUE(g.ok()) << g.status().ToString();
   EXPECT_EQ(CompareAlong(*g, R"({"p7": {"x7": 12}, "self": {"p299": {"x299": -3}, "self": {}}})"),
             0);
+}
+
+TEST(FillLimits, TailsAreCheckedOncePerCompletionNotOncePerCount) {
+  // Inside a string of maxLength 1000 every token is a new count of its counter, so a new parse
+  // state, but the same counter position (until the count nears the maximum), whose tails (a quote, then a comma and the next keys)
+  // the parse after the string accepts alike at every count: they are checked at the first
+  // count and taken as checked at the others. The masks stay exact all along.
+  auto g = Compiler().CompileSchema(R"({"type": "object", "properties": {
+      "note": {"type": "string", "maxLength": 1000}, "n": {"type": "integer"},
+      "ok": {"type": "boolean"}, "tag": {"enum": ["a", "b"]}}, "additionalProperties": false})");
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  std::string note;
+  for (int i = 0; i < 40; ++i) note += " w" + std::to_string(i % 10);
+  const std::string text = "{\"note\": \"" + note + "\", \"ok\": true}";
+  EXPECT_EQ(CompareAlong(*g, text), 0);
+  // Again on a fresh grammar (its own caches), counting what each fill inside the string did.
+  auto fresh = Compiler().CompileSchema(R"({"type": "object", "properties": {
+      "note": {"type": "string", "maxLength": 1001}, "n": {"type": "integer"},
+      "ok": {"type": "boolean"}, "tag": {"enum": ["a", "b"]}}, "additionalProperties": false})");
+  ASSERT_TRUE(fresh.ok()) << fresh.status().ToString();
+  Matcher m(*fresh);
+  ASSERT_TRUE(m.AcceptString("{\"note\": \""));
+  std::vector<std::uint32_t> mask(CfgOf(**fresh)->mask_words());
+  int checked = 0, reused = 0;
+  for (const TokenId id : Encode(note)) {
+    ASSERT_TRUE(m.AcceptToken(id));
+    m.FillNextTokenBitmask(mask);
+    checked += Matcher::LastFillTrace().tail_nodes > 0;
+    reused += Matcher::LastFillTrace().tails_reused > 0;
+  }
+  EXPECT_LE(checked, 2);
+  EXPECT_GE(reused, 30);
 }
 
 TEST(FillLimits, MasksStayExactUpToAndPastTheNestingLimit) {

@@ -231,6 +231,40 @@ TEST(SchemaCompile, PropertyCounts) {
       R"({"minProperties": 1, "additionalProperties": false, "properties": {"a": {}, "b": {}}})");
 }
 
+// More optional members than one chain of choices takes (32): the choice of the next member
+// is a tree of blocks of members, a required member ends a run of them, and counts
+// (minProperties / maxProperties) and extra members go on as with a few members.
+TEST(SchemaCompile, LongRunsOfOptionalMembers) {
+  json props = json::object();
+  for (int i = 0; i < 70; ++i) {
+    props["p" + std::to_string(i)] =
+        i % 2 ? json{{"type", "integer"}} : json{{"type", "string"}, {"maxLength", 3}};
+  }
+  auto obj = [](std::initializer_list<int> keys) {
+    json o = json::object();
+    for (int k : keys) o["p" + std::to_string(k)] = k % 2 ? json(k) : json("ab");
+    return o;
+  };
+  json all = json::object();
+  for (int i = 0; i < 70; ++i) all["p" + std::to_string(i)] = i % 2 ? json(i) : json("x");
+  const std::vector<json> instances = {
+      json::object(), obj({0}), obj({69}), obj({36, 37}), obj({37}), obj({5, 64}),
+      obj({5, 37, 64}), obj({33, 34, 37, 68}), obj({0, 31, 32, 63, 64}), all,
+      json{{"p1", "x"}}, json{{"p37", 1}, {"q", 2}}, json{{"q", 2}, {"r", 3}}};
+  for (const json& rest :
+       {json{{"additionalProperties", false}}, json{{"maxProperties", 3}},
+        json{{"minProperties", 2}, {"additionalProperties", {{"type", "integer"}}}}}) {
+    for (const json& required : {json::array(), json{"p37"}, json{"p5", "p64"}}) {
+      json schema = rest;
+      schema["type"] = "object";
+      schema["properties"] = props;
+      schema["required"] = required;
+      SCOPED_TRACE(rest.dump() + " required " + required.dump());
+      ExpectExact(schema.dump(), instances);
+    }
+  }
+}
+
 TEST(SchemaCompile, PatternPropertiesAndPropertyNames) {
   ExpectExact(
       R"({"patternProperties": {"^x": {"type": "integer"}}, "additionalProperties": false})",

@@ -20,6 +20,19 @@ struct Case {
   std::string schema;
 };
 
+std::string ManyMembers() {
+  std::string props;
+  for (int i = 0; i < 40; ++i) {
+    props += "\"m" + std::to_string(i) + "\": ";
+    props += i % 3 == 0   ? R"({"type": "string", "maxLength": 6})"
+             : i % 3 == 1 ? R"({"type": "integer"})"
+                          : R"({"enum": [true, "no"]})";
+    props += ", ";
+  }
+  return R"({"type": "object", "properties": {)" + props +
+         R"("child": {"$ref": "#"}}, "required": ["m20"], "additionalProperties": false})";
+}
+
 std::vector<Case> Cases() {
   const std::string tools = testing::SourceDataDir() + "/tools/";
   return {
@@ -65,6 +78,10 @@ std::vector<Case> Cases() {
            "additionalProperties": {"type": "string"}},
           {"patternProperties": {"^b": {"type": "boolean"}, "x$": {"type": "number"}},
            "additionalProperties": {"maxLength": 3}}]})"},
+      // An object of 40 optional members (past 32: the next member is chosen through a tree of
+      // blocks), one required in the middle, strings of maxLength (counters whose tails are
+      // checked once per origin, not once per count), recursive through "child".
+      {"many_members", ManyMembers()},
       // uniqueItems checked at run time (issue 22): strings, integers, and items whose values
       // run out (an enum of 12, two letters of three), which the walks exhaust.
       {"unique_items", R"({"type": "object", "properties": {
