@@ -932,8 +932,8 @@ class Emitter {
     // would be read once per member (an object of 130 optional members carried 130 copies of
     // every whitespace byte's parse: 1.8 ms a position). The choice is member i or the choice
     // from i + 1, a chain as long as the run of optional members; past kLinearRun members, a
-    // tree: blocks of 2^k members at aligned offsets in the run ("s"), the choice from member i
-    // being block [i, i + h) or the choice from i + h, h the largest power of two dividing i's
+    // tree: blocks of 4^k members at aligned offsets in the run ("s"), the choice from member i
+    // being block [i, i + h) or the choice from i + h, h the largest power of four dividing i's
     // offset in the run that fits in it, so O(log n) deep and O(n) rules. The chain's length is
     // a prediction depth: one as long as a 130-member object made every fill of a recursive
     // grammar count its long tokens' depth against max_nesting_depth (0.4 ms a fill).
