@@ -22,20 +22,28 @@
 #define LOCKSTEP_SCHEMA_FLAGS_HELP \
   "  --compact              schemas: no whitespace between JSON tokens\n" \
   "  --any-order            schemas: object members in any order, each property at most once\n" \
-  "                         (exact; default: declared properties in declared order, then the others)\n" \
+  "                         (exact; default: declared properties in" \
+  " declared order, then the others)\n" \
   "  --any-order-max-properties N\n" \
-  "                         with --any-order: the most declared properties on one object (default\n" \
+  "                         with --any-order: the most declared" \
+  " properties on one object (default\n" \
   "                         10; 2^N member sets, each property more doubles the compile)\n" \
-  "  --openapi-formats      schemas: also enforce the OpenAPI formats int32, int64 (integer ranges)\n" \
-  "                         and byte (base64), as `lockstep validate --openapi-formats` checks them;\n" \
+  "  --openapi-formats      schemas: also enforce the OpenAPI formats" \
+  " int32, int64 (integer ranges)\n" \
+  "                         and byte (base64), as `lockstep validate" \
+  " --openapi-formats` checks them;\n" \
   "                         any other unknown format is an annotation, with a warning\n" \
   "  --schema-draft D       schemas: the JSON Schema draft of a schema whose $schema names none\n" \
-  "                         (4, 6, 7, 2019-09 or 2020-12; default 2020-12); a known $schema wins\n" \
-  "  --max-oneof-overlaps N schemas: the most oneOf branches one branch may overlap (not provably\n" \
+  "                         (4, 6, 7, 2019-09 or 2020-12; default" \
+  " 2020-12); a known $schema wins\n" \
+  "  --max-oneof-overlaps N schemas: the most oneOf branches one branch" \
+  " may overlap (not provably\n" \
   "                         disjoint from it: each is negated into it; default 11)\n" \
   "  --max-some-member-requirements N\n" \
-  "                         schemas: the most negated additionalProperties / patternProperties /\n" \
-  "                         propertyNames on one object (default 3, at most 16; 2^N member chains)\n" \
+  "                         schemas: the most negated" \
+  " additionalProperties / patternProperties /\n" \
+  "                         propertyNames on one object (default 3, at" \
+  " most 16; 2^N member chains)\n" \
   "  --max-exprs N          schemas: the budget of grammar expressions built from one schema\n" \
   "                         (default 2000000)\n"
 

@@ -462,9 +462,10 @@ class CfgGrammar : public TokenAutomaton {
   };
   struct TailCheckHash {
     std::size_t operator()(const TailCheck& t) const {
-      return std::hash<const void*>()(t.pos) ^
-             (static_cast<std::size_t>(static_cast<std::uint32_t>(t.rule)) * 0x9E3779B97F4A7C15ull) ^
-             (static_cast<std::size_t>(static_cast<std::uint32_t>(t.origin_sig)) << 21);
+      const std::uint64_t r = static_cast<std::uint32_t>(t.rule);
+      const std::uint64_t o = static_cast<std::uint32_t>(t.origin_sig);
+      return std::hash<const void*>()(t.pos) ^ static_cast<std::size_t>(r * 0x9E3779B97F4A7C15ull) ^
+             static_cast<std::size_t>(o << 21);
     }
   };
   mutable std::mutex tail_mu_;

@@ -460,7 +460,7 @@ void CfgGrammar::FillMaskOfGrammar(EarleyParser& parser, std::vector<std::int32_
         }
         for (std::uint32_t t = node.token_begin; t < pos->tails[i + 1].token_begin; ++t) {
           SetBitRecording(out, pos->tail_tokens[t], record ? &added : nullptr);
-          passed.push_back(pos->tail_tokens[t]);
+          if (osig >= 0) passed.push_back(pos->tail_tokens[t]);
         }
         ++i;
       }

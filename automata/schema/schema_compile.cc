@@ -924,6 +924,18 @@ class Emitter {
         g_.rules[open_tail[c][w]].body = body;
       }
     }
+    LOCKSTEP_ASSIGN_OR_RETURN(RuleId first, DeclaredOrderMembers(members, cap, max_p, subsets,
+                                                                tail_at));
+    return Seq({Lit("{"), Ref(first), Ws(), Lit("}")});
+  }
+
+  // The members of an object in declared order, from the start: the rule of position 0 with no
+  // member written and no requirement met. tail_at(c, w): the extra members after the last
+  // declared one, c members written, requirements w met.
+  Result<RuleId> DeclaredOrderMembers(
+      const std::vector<M>& members, std::int64_t cap, std::optional<std::int64_t> max_p,
+      std::size_t subsets, const std::function<ExprId(std::int64_t, std::size_t)>& tail_at) {
+    const auto n = static_cast<std::int64_t>(members.size());
     // state[c][w] of position i: c members emitted so far (saturated at cap), w the subset of
     // requirements met. It is the separator and then the choice of the next member, one of
     // members i.. up to the first required one (rule "d"), or, when members i.. are all
@@ -1014,8 +1026,7 @@ class Emitter {
       }
       LOCKSTEP_RETURN_IF_ERROR(Budget(cur_loc_));
     }
-    const Table& next = state[0];
-    return Seq({Lit("{"), Ref(next[0][0]), Ws(), Lit("}")});
+    return state[0][0][0];
   }
 
   // ---- arrays ----

@@ -129,23 +129,16 @@ Result<Model::NameUnion> Model::PropertyNamesUnion(const json* pn, const std::st
   return u;
 }
 
-Result<ObjectPlan> Model::PlanObject(const Facts& f) {
-  ObjectPlan p;
-  // propertyNames, merged.
-  bool names_none = false;
-  std::optional<std::vector<std::string>> names_enum;
-  StringConstraint names;
-  // Names a propertyNames union allows besides the class `names` (only when that propertyNames
-  // is the object's only one).
-  std::set<std::string> union_names;
+Result<Model::MergedNames> Model::MergePropertyNames(const Facts& f) {
+  MergedNames out;
   std::size_t with_names = 0;
   for (const json* j : f.obj) with_names += Kw(*j, "propertyNames") != nullptr;
   auto intersect_enum = [&](const std::vector<std::string>& values) {
     std::vector<std::string> keep;
     for (const std::string& v : values) {
-      if (!names_enum || std::count(names_enum->begin(), names_enum->end(), v)) keep.push_back(v);
+      if (!out.names || std::count(out.names->begin(), out.names->end(), v)) keep.push_back(v);
     }
-    names_enum = std::move(keep);
+    out.names = std::move(keep);
   };
   for (const json* j : f.obj) {
     const json* pn = Kw(*j, "propertyNames");
@@ -154,7 +147,7 @@ Result<ObjectPlan> Model::PlanObject(const Facts& f) {
     auto fl = Expand({{pn, 0}});
     if (!fl.ok()) return fl.status();
     if (fl->never) {
-      names_none = true;
+      out.none = true;
       continue;
     }
     if (fl->split >= 0) {
@@ -177,22 +170,32 @@ Result<ObjectPlan> Model::PlanObject(const Facts& f) {
       if (!u.cls) {
         intersect_enum(u.names);
       } else {
-        MergeNameStrings(*u.cls, names);
-        union_names.insert(u.names.begin(), u.names.end());
+        MergeNameStrings(*u.cls, out.cls);
+        out.union_names.insert(u.names.begin(), u.names.end());
       }
       continue;
     }
     auto nf = BuildFacts(*fl);
     if (!nf.ok()) return nf.status();
-    if (!(nf->types & kTString)) names_none = true;
+    if (!(nf->types & kTString)) out.none = true;
     if (nf->enum_vals) {
       std::vector<std::string> values;
       for (const json& v : *nf->enum_vals)
         if (v.is_string()) values.push_back(v.get<std::string>());
       intersect_enum(values);
     }
-    MergeNameStrings(*nf, names);
+    MergeNameStrings(*nf, out.cls);
   }
+  return out;
+}
+
+Result<ObjectPlan> Model::PlanObject(const Facts& f) {
+  ObjectPlan p;
+  LOCKSTEP_ASSIGN_OR_RETURN(MergedNames merged, MergePropertyNames(f));
+  const bool names_none = merged.none;
+  const std::optional<std::vector<std::string>>& names_enum = merged.names;
+  const StringConstraint& names = merged.cls;
+  const std::set<std::string>& union_names = merged.union_names;
   auto name_ok = [&](const std::string& k) -> Result<bool> {
     if (names_none) return false;
     if (union_names.count(k) != 0) return true;  // (the object's only propertyNames)

@@ -198,6 +198,17 @@ class Model {
     bool two_classes = false;  // a second class: not one StringConstraint
   };
   Result<NameUnion> PropertyNamesUnion(const json* pn, const std::string& loc);
+  // The propertyNames of an object's subschemas, merged: no name at all (`none`), a list of the
+  // names allowed (`names`, intersected), a class of strings (`cls`), and the names a union
+  // allows besides that class (`union_names`; only when that propertyNames is the object's only
+  // one). Unions that no StringConstraint holds are kUnsupported (relaxed: dropped).
+  struct MergedNames {
+    bool none = false;
+    std::optional<std::vector<std::string>> names;
+    StringConstraint cls;
+    std::set<std::string> union_names;
+  };
+  Result<MergedNames> MergePropertyNames(const Facts& f);
   ArrayPlan PlanArray(const Facts& f) const;
   // The conjunction a declared or extra key's value must satisfy.
   Result<Conj> PropConj(const Facts& f, const std::string& key);
