@@ -5,6 +5,7 @@
 
 #include "automata/cfg/cfg_grammar.h"
 #include "automata/cfg/earley.h"
+#include "automata/cfg/position_worker.h"
 
 namespace lockstep {
 namespace {
@@ -23,7 +24,10 @@ class CfgSequence final : public TokenSequence {
 
   void Fill(StateId, std::span<std::uint32_t> out,
             const std::shared_ptr<const CompiledGrammar>& self) const override {
-    g_.FillMask(parser_, sigs_, out);
+    {
+      PositionWorker::FillScope filling;  // (the background worker waits meanwhile)
+      g_.FillMask(parser_, sigs_, out);
+    }
     g_.NoteFill(self, CurrentFillTrace().positions_walked > 0);
   }
 

@@ -198,6 +198,7 @@ bool CfgGrammar::BackgroundSlice(double budget_us) const {
       // 25,000-state program the pass takes tens of ms, and a fill at that time walked five
       // positions it would have found in the store (21 ms instead of 3).
       for (StateId s : bg_order_) {
+        PositionWorker::YieldToFills();
         std::lock_guard<std::mutex> klock(key_mu_);
         if (std::optional<PositionKey> k = KeyLocked(s, INT64_MAX)) keys[s] = *k, has[s] = 1;
       }
@@ -229,6 +230,7 @@ bool CfgGrammar::BackgroundSlice(double budget_us) const {
       if (!bg_in_order_[s] || dfa_positions_[s].load(std::memory_order_acquire) != nullptr) {
         continue;
       }
+      PositionWorker::YieldToFills();
       if (PositionFor({program_.state_rule[s], s, 0, 0}) == nullptr) break;
       if (elapsed_us() >= budget_us) return true;
     }
@@ -240,6 +242,7 @@ bool CfgGrammar::BackgroundSlice(double budget_us) const {
       if (options_.share_positions) ShareComputed(s);
       continue;
     }
+    PositionWorker::YieldToFills();
     if (PositionFor({program_.state_rule[s], s, 0, 0}) == nullptr) {
       bg_next_ = bg_order_.size();  // over the cache budget: fills compute the rest exactly
       break;

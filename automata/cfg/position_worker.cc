@@ -1,6 +1,8 @@
 #include "automata/cfg/position_worker.h"
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -14,7 +16,22 @@ namespace lockstep {
 namespace {
 // A slice of one grammar's work before the queue is looked at again.
 constexpr double kSliceUs = 200;
+// Fills running now, in the whole process (FillScope).
+std::atomic<std::int32_t> g_fills{0};
+// Set on a worker's thread: only there does YieldToFills wait.
+thread_local bool t_is_worker = false;
 }  // namespace
+
+PositionWorker::FillScope::FillScope() { g_fills.fetch_add(1, std::memory_order_relaxed); }
+PositionWorker::FillScope::~FillScope() { g_fills.fetch_sub(1, std::memory_order_relaxed); }
+
+void PositionWorker::YieldToFills() {
+  if (!t_is_worker) return;
+  // Short sleeps: a fill takes a microsecond to a few hundred; the wait ends soon after the last.
+  while (g_fills.load(std::memory_order_relaxed) > 0) {
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+}
 
 // Shared by the PositionWorker and its thread, so that the thread can end safely after the
 // worker object was destroyed on it.
@@ -32,6 +49,7 @@ struct PositionWorker::State {
 };
 
 void PositionWorker::Run(std::shared_ptr<State> st) {
+  t_is_worker = true;
   for (;;) {
     std::shared_ptr<const CompiledGrammar> g;
     const void* id = nullptr;

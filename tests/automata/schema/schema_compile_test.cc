@@ -800,7 +800,7 @@ TEST(SchemaCompile, OneOfNegatesOnlyTheBranchesItMayOverlap) {
   for (int i = 1; i < 14; ++i) {
     const int p = i <= 2 ? 1 : i;  // branches 1 and 2 share their protocol
     branches.push_back(json{
-        {"properties", json{{"protocol", json{{"enum", json::array({"p" + std::to_string(p)})}}},
+        {"properties", json{{"protocol", json{{"enum", json::array({std::string("p").append(std::to_string(p))})}}},
                             {"n", json{{"type", "integer"}}}}},
         {"required", json::array({"protocol", i == 2 ? "b" : "a"})}});
   }
@@ -1055,8 +1055,8 @@ TEST(SchemaCompileFormat, WhitespaceIsBoundedAndCompactHasNone) {
   auto flexible = Compiler().CompileSchema(text);
   ASSERT_TRUE(flexible.ok());
   EXPECT_TRUE(Feed(*flexible, " {\n  \"a\" : 1\n}\n"));
-  EXPECT_TRUE(Feed(*flexible, "{" + std::string(32, ' ') + "}"));
-  EXPECT_FALSE(Feed(*flexible, "{" + std::string(33, ' ') + "}"));
+  EXPECT_TRUE(Feed(*flexible, std::string(1, '{').append(32, ' ').append(1, '}')));
+  EXPECT_FALSE(Feed(*flexible, std::string(1, '{').append(33, ' ').append(1, '}')));
   CompileOptions co;
   co.schema_whitespace_compact = true;
   auto compact = Compiler().CompileSchema(text, co);

@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <latch>
@@ -33,6 +34,7 @@
 
 #include "automata/cfg/cfg_grammar.h"
 #include "automata/cfg/cfg_grammar_peer.h"
+#include "automata/cfg/position_worker.h"
 #include "lockstep/batch.h"
 #include "lockstep/compiler.h"
 #include "lockstep/matcher.h"
@@ -732,6 +734,37 @@ INSTANTIATE_TEST_SUITE_P(DevSet, PrecomputeWhileFilling, ::testing::Values(Set::
 INSTANTIATE_TEST_SUITE_P(Bundled, ForksAndRollbacks, ::testing::Values(Set::kBundled),
                          SetParamName);
 INSTANTIATE_TEST_SUITE_P(DevSet, ForksAndRollbacks, ::testing::Values(Set::kDevSet), SetParamName);
+
+// The background worker (CompileOptions::background_positions) takes the time between fills, not
+// the fills' own: while a fill runs anywhere in the process it computes nothing, and it goes on
+// once none runs. The fill here is one the test holds open (PositionWorker::FillScope, what
+// CfgSequence::Fill holds), from before the grammar's first fill, which queues the grammar.
+TEST(BackgroundWorker, ComputesNothingWhileAFillRuns) {
+  ASSERT_NE(Llama3(), nullptr);
+  GrammarCompiler compiler(Llama3());
+  CompileOptions options;
+  options.share_positions = false;  // (its positions its own: none found in the store)
+  auto g = compiler.CompileSchema(
+      R"({"type": "object", "properties": {"city": {"type": "string"},
+          "days": {"type": "integer", "minimum": 1}, "units": {"enum": ["c", "f"]},
+          "hourly": {"type": "boolean"}}, "required": ["city", "days"]})",
+      options);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  Matcher m(*g);
+  Mask mask(Words());
+  std::int32_t during = 0;
+  {
+    PositionWorker::FillScope filling;
+    m.FillNextTokenBitmask(mask);
+    during = (*g)->Stats().positions;
+    for (int i = 0; i < 10; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      EXPECT_EQ((*g)->Stats().positions, during) << "a position computed during a fill";
+    }
+  }
+  CfgOf(**g)->WaitForBackground();
+  EXPECT_GT((*g)->Stats().positions, during) << "the worker did not go on after the fill";
+}
 
 }  // namespace
 }  // namespace lockstep
