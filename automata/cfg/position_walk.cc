@@ -1092,7 +1092,7 @@ int CfgGrammar::RegionUseOfState(StateId s) const {
   std::vector<StateId> states;
   std::array<std::uint64_t, 4> first_exits, removed;
   const std::vector<std::int16_t> table = RegionTable(s, states, first_exits, removed);
-  if (table.empty() || trie_->Region(table, *vocab_) == nullptr) return 0;
+  if (table.empty() || trie_->Region(table) == nullptr) return 0;
   return (removed[0] | removed[1] | removed[2] | removed[3]) != 0 ? 2 : 1;
 }
 
@@ -1220,7 +1220,7 @@ std::unique_ptr<CfgPosition> CfgGrammar::ComputePosition(const EarleyItem& item,
   FillTrace& trace = CurrentFillTrace();
   bool built = false;
   const TokenTrie::RegionView* view =
-      table.empty() ? nullptr : trie_->Region(table, *vocab_, &built);
+      table.empty() ? nullptr : trie_->Region(table, &built);
   const TokenTrie::CountedView* counted =
       counter && regions ? counted_views_[item.rule] : nullptr;
   ++trace.positions_walked;

@@ -1,10 +1,13 @@
 // The flat token trie holds exactly the vocabulary's text tokens, each under the path that
-// spells its bytes, with subtree jumps that skip exactly the node's descendants.
+// spells its bytes, with subtree jumps that skip exactly the node's descendants. A region view
+// (TokenTrie::Region) holds exactly what running the region's table over each token gives.
 #include "automata/token/token_trie.h"
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "lockstep/vocabulary.h"
@@ -48,6 +51,153 @@ void CheckTrie(const std::string& name) {
 TEST(TokenTrieTest, Llama3HoldsEveryTextTokenOnce) { CheckTrie("llama3"); }
 TEST(TokenTrieTest, MistralSharesNodesForDuplicateBytes) { CheckTrie("mistral"); }
 TEST(TokenTrieTest, Gpt2) { CheckTrie("gpt2"); }
+
+// Region tables (256 entries per state): byte b from state q goes to table[q * 256 + b], or dies
+// (kRegionDead), or leaves the region (kRegionExit).
+using Table = std::vector<std::int16_t>;
+constexpr std::int16_t kDead = TokenTrie::kRegionDead, kExit = TokenTrie::kRegionExit;
+
+Table NewTable(int states) { return Table(static_cast<std::size_t>(states) * 256, kDead); }
+void Set(Table& t, int q, int from, int to, std::int16_t next) {
+  for (int b = from; b <= to; ++b) t[static_cast<std::size_t>(q) * 256 + b] = next;
+}
+
+// A JSON string body: printable ASCII but `"` and `\` loop; `\` and an escape letter; UTF-8
+// sequences of two and three bytes; `"` leaves.
+Table StringBody() {
+  Table t = NewTable(4);
+  Set(t, 0, 0x20, 0x7F, 0);
+  Set(t, 0, '"', '"', kExit);
+  Set(t, 0, '\\', '\\', 1);
+  Set(t, 0, 0xC2, 0xDF, 2);
+  Set(t, 0, 0xE0, 0xEF, 3);
+  for (int e : {'"', '\\', '/', 'b', 'f', 'n', 'r', 't'}) Set(t, 1, e, e, 0);
+  Set(t, 1, 'u', 'u', kExit);  // (the hex digits are walked on by the caller)
+  Set(t, 2, 0x80, 0xBF, 0);
+  Set(t, 3, 0x80, 0xBF, 2);
+  return t;
+}
+
+// Words and single spaces: a letter or digit loops; a space must be followed by one; `"` leaves
+// after a letter only.
+Table Words() {
+  Table t = NewTable(2);
+  Set(t, 0, 'a', 'z', 0);
+  Set(t, 0, 'A', 'Z', 0);
+  Set(t, 0, '0', '9', 0);
+  Set(t, 0, ' ', ' ', 1);
+  Set(t, 0, '"', '"', kExit);
+  Set(t, 1, 'a', 'z', 0);
+  Set(t, 1, 'A', 'Z', 0);
+  Set(t, 1, '0', '9', 0);
+  return t;
+}
+
+// The shape the grammar's views have: an entry row (state 0: the first bytes, into the loop),
+// then the loop (state 1), which `"` leaves; a digit may only come first.
+Table EntryRow() {
+  Table t = NewTable(2);
+  Set(t, 0, 0x20, 0x7E, 1);
+  Set(t, 0, '"', '"', kDead);
+  Set(t, 1, 0x20, 0x7E, 1);
+  Set(t, 1, '0', '9', kDead);
+  Set(t, 1, '"', '"', kExit);
+  return t;
+}
+
+// Two states that alternate on every byte: state 0 keeps itself on no byte, so no token is taken
+// from its byte set and every one runs the table.
+Table Alternating() {
+  Table t = NewTable(2);
+  Set(t, 0, 0x01, 0xFF, 1);
+  Set(t, 1, 0x01, 0xFF, 0);
+  Set(t, 0, '"', '"', kExit);
+  Set(t, 1, '\n', '\n', kDead);
+  return t;
+}
+
+// Lowercase letters only: most tokens leave (a space, a capital...), so there is no view.
+Table Narrow() {
+  Table t = NewTable(1);
+  Set(t, 0, 'a', 'z', 0);
+  Set(t, 0, 0x00, 'a' - 1, kExit);
+  Set(t, 0, 'z' + 1, 0xFF, kExit);
+  return t;
+}
+
+void CheckRegions(const std::string& name) {
+  auto vocab = Vocabulary::Load(name);
+  ASSERT_TRUE(vocab.ok()) << vocab.status().ToString();
+  const Vocabulary& v = **vocab;
+  TokenTrie trie(v);
+  const std::vector<std::pair<const char*, Table>> tables = {
+      {"string body", StringBody()}, {"words", Words()}, {"entry row", EntryRow()},
+      {"alternating", Alternating()}, {"narrow", Narrow()}};
+  for (const auto& [what, table] : tables) {
+    // Every text token run over the table on its own: inside, or leaving from state q at byte d.
+    std::vector<std::int8_t> inside(v.size(), 0);
+    std::vector<std::pair<std::int32_t, std::int32_t>> exit(v.size(), {-1, -1});
+    std::int64_t insides = 0, exits = 0;
+    for (TokenId id = 0; id < v.size(); ++id) {
+      const std::string_view bytes = v.TokenBytes(id);
+      const bool text = (v.Kind(id) == TokenKind::kNormal || v.Kind(id) == TokenKind::kByte) &&
+                        !bytes.empty();
+      if (!text) continue;
+      std::int32_t q = 0;
+      std::size_t d = 0;
+      for (; d < bytes.size(); ++d) {
+        const std::int16_t t = table[static_cast<std::size_t>(q) * 256 +
+                                     static_cast<std::uint8_t>(bytes[d])];
+        if (t == kDead) break;
+        if (t == kExit) {
+          exit[id] = {q, static_cast<std::int32_t>(d)};
+          ++exits;
+          break;
+        }
+        q = t;
+      }
+      if (d == bytes.size()) inside[id] = 1, ++insides;
+    }
+    const TokenTrie::RegionView* view = trie.Region(table);
+    if (exits > static_cast<std::int64_t>(trie.num_tokens() / 4)) {
+      EXPECT_EQ(view, nullptr) << name << ", " << what << ": " << exits << " tokens leave";
+      continue;
+    }
+    ASSERT_NE(view, nullptr) << name << ", " << what;
+    EXPECT_EQ(view->inside_count, insides) << name << ", " << what;
+    EXPECT_EQ(view->exit_tokens, exits) << name << ", " << what;
+    for (TokenId id = 0; id < v.size(); ++id) {
+      const bool bit = id / 32 < static_cast<TokenId>(view->inside_bits.size()) &&
+                       ((view->inside_bits[id / 32] >> (id % 32)) & 1) != 0;
+      ASSERT_EQ(bit, inside[id] == 1) << name << ", " << what << ": token " << id;
+    }
+    // Each leaving token once, in the group of the state it leaves from, under the path that
+    // spells its bytes from the leaving byte on.
+    std::vector<int> listed(v.size(), 0);
+    for (const TokenTrie::RegionView::Group& g : view->groups) {
+      std::string path;
+      for (std::uint32_t i = g.begin; i < g.end; ++i) {
+        const TokenTrie::Node& n = view->nodes[i];
+        path.resize(n.depth - 1);
+        path.push_back(static_cast<char>(n.byte));
+        for (std::uint32_t k = n.token_begin; k < view->nodes[i + 1].token_begin; ++k) {
+          const TokenId id = view->tokens[k];
+          ASSERT_EQ(exit[id].first, g.q) << name << ", " << what << ": token " << id;
+          ASSERT_EQ(exit[id].second, view->offsets[k]) << name << ", " << what << ": token " << id;
+          ASSERT_EQ(v.TokenBytes(id).substr(view->offsets[k]), path) << name << ", " << what;
+          ++listed[id];
+        }
+      }
+    }
+    for (TokenId id = 0; id < v.size(); ++id) {
+      ASSERT_EQ(listed[id], exit[id].first >= 0 ? 1 : 0) << name << ", " << what << ": " << id;
+    }
+  }
+}
+
+TEST(TokenTrieTest, RegionViewsEqualRunningEveryTokenLlama3) { CheckRegions("llama3"); }
+TEST(TokenTrieTest, RegionViewsEqualRunningEveryTokenMistral) { CheckRegions("mistral"); }
+TEST(TokenTrieTest, RegionViewsEqualRunningEveryTokenQwen) { CheckRegions("qwen2.5"); }
 
 }  // namespace
 }  // namespace lockstep
