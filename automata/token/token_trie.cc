@@ -177,19 +177,6 @@ std::vector<std::uint32_t> IdBits(std::span<const TokenId> tokens) {
   return std::vector<std::uint32_t>(PaddedBitmaskWords(max_id + 1), 0);
 }
 
-// Walks the trie's nodes depth first: enter(i, node) says whether to go into node i's subtree;
-// false jumps past it in one step.
-template <typename Enter>
-void WalkNodes(const TokenTrie& trie, Enter&& enter) {
-  const std::span<const TokenTrie::Node> nodes = trie.nodes();
-  const std::uint32_t n = static_cast<std::uint32_t>(trie.num_nodes());
-  std::uint32_t i = 0;
-  while (i < n) {
-    const TokenTrie::Node& node = nodes[i];
-    i = enter(i, node) ? i + 1 : node.subtree_end;
-  }
-}
-
 }  // namespace
 
 const TokenTrie::ByLength& TokenTrie::LongestFirst() const {
@@ -218,35 +205,48 @@ const TokenTrie::CountedView* TokenTrie::Counted(const std::vector<std::int16_t>
   auto view = std::make_unique<CountedView>();
   view->inside_bits = IdBits(tokens_);
   std::vector<std::pair<std::uint16_t, TokenId>> inside;
-  // Per depth: the unit state and the units finished.
-  std::vector<std::int16_t> state(max_depth_ + 1, 0);
-  std::vector<std::uint16_t> units(max_depth_ + 1, 0);
-  WalkNodes(*this, [&](std::uint32_t i, const Node& node) {
-    const std::int16_t q = state[node.depth - 1];
-    const std::uint16_t k = units[node.depth - 1];
-    std::int16_t t = unit[static_cast<std::size_t>(q) * 256 + node.byte];
-    if (t == kRegionDead) {
-      if (q == 0 && k > 0) {  // between units, on a byte no unit starts with
-        for (TokenId id : TokensUnder(i)) {
-          view->exits.push_back({id, k, static_cast<std::uint16_t>(node.depth - 1)});
-        }
-      }
-      return false;
-    }
-    std::uint16_t kk = k;
-    if (finished[t] != 0) {
-      t = 0;
-      ++kk;
-    }
-    state[node.depth] = t;
-    units[node.depth] = kk;
-    const std::uint16_t need = static_cast<std::uint16_t>(kk + (t != 0 ? 1 : 0));
-    for (TokenId id : TokensAt(i)) {
+  // Token by token, in the trie's order (as Region): a token all of whose bytes are ASCII bytes
+  // that are each a whole unit from the start (a one-byte character) is inside and needs its
+  // length in units, which its byte set tells; the others run the unit over their bytes.
+  std::array<std::uint64_t, 2> whole = {0, 0};  // ASCII bytes that are a unit on their own
+  for (int b = 0; b < 128; ++b) {
+    const std::int16_t t = unit[static_cast<std::size_t>(b)];
+    if (t != kRegionDead && finished[t] != 0) whole[b >> 6] |= std::uint64_t{1} << (b & 63);
+  }
+  const ByteSets& sets = byte_sets_;
+  for (std::size_t k = 0; k < tokens_.size(); ++k) {
+    const TokenId id = tokens_[k];
+    const std::uint32_t len = sets.begin[k + 1] - sets.begin[k];
+    if (!sets.high[k] && (sets.ascii[k][0] & ~whole[0]) == 0 &&
+        (sets.ascii[k][1] & ~whole[1]) == 0) {
       mask_words::SetBit(view->inside_bits, id);
-      inside.push_back({need, id});
+      inside.push_back({static_cast<std::uint16_t>(len), id});
+      continue;
     }
-    return true;
-  });
+    const std::string_view bytes(sets.text.data() + sets.begin[k], len);
+    std::int16_t q = 0;
+    std::uint16_t units = 0;
+    std::size_t d = 0;
+    for (; d < bytes.size(); ++d) {
+      std::int16_t t =
+          unit[static_cast<std::size_t>(q) * 256 + static_cast<std::uint8_t>(bytes[d])];
+      if (t == kRegionDead) {
+        if (q == 0 && units > 0) {  // between units, on a byte no unit starts with
+          view->exits.push_back({id, units, static_cast<std::uint16_t>(d)});
+        }
+        break;
+      }
+      if (finished[t] != 0) {
+        t = 0;
+        ++units;
+      }
+      q = t;
+    }
+    if (d == bytes.size()) {
+      mask_words::SetBit(view->inside_bits, id);
+      inside.push_back({static_cast<std::uint16_t>(units + (q != 0 ? 1 : 0)), id});
+    }
+  }
   view->inside_count = static_cast<std::int32_t>(inside.size());
   SortByKeyDescending(inside, view->by_need, view->need);  // the most units needed first
   std::stable_sort(view->exits.begin(), view->exits.end(),
@@ -282,10 +282,10 @@ const TokenTrie::RegionView* TokenTrie::Region(const std::vector<std::int16_t>& 
   // two words (most tokens, in a string body); the others run the table over their bytes. A
   // walk of the trie's nodes took 1.8-2.1 ms on Llama-3, once per kind of region, inside the
   // fill that first met it.
-  std::array<std::int32_t, 64> into{};
+  std::vector<std::int32_t> into(table.size() / 256, 0);
   for (int b = 0; b < 128; ++b) {
     const std::int16_t t = table[static_cast<std::size_t>(b)];
-    if (t >= 0 && t < 64) ++into[static_cast<std::size_t>(t)];
+    if (t >= 0 && static_cast<std::size_t>(t) < into.size()) ++into[static_cast<std::size_t>(t)];
   }
   const std::size_t loop = static_cast<std::size_t>(
       std::max_element(into.begin(), into.end()) - into.begin());

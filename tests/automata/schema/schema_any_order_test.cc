@@ -230,7 +230,9 @@ TEST(AnyOrder, RandomWalksAgainstBruteForce) {
 TEST(AnyOrder, PropertiesPastTheLimitAreABudgetThatNamesItself) {
   auto object_of = [](int n) {
     json s = {{"type", "object"}, {"properties", json::object()}};
-    for (int i = 0; i < n; ++i) s["properties"]["p" + std::to_string(i)] = {{"type", "integer"}};
+    for (int i = 0; i < n; ++i) {
+      s["properties"][std::string("p").append(std::to_string(i))] = {{"type", "integer"}};
+    }
     return json{{"type", "object"}, {"properties", {{"inner", s}}}}.dump();
   };
   auto ten = Compiler().CompileSchema(object_of(10), AnyOrder());

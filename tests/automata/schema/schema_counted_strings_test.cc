@@ -221,7 +221,7 @@ TEST(CountedStrings, RealShapesCompileAndHoldTheBound) {
   auto g = Compiler().CompileSchema(words);
   ASSERT_TRUE(g.ok()) << g.status().ToString();
   std::string fifty;  // 50 words of 9 letters: 499 characters
-  for (int i = 0; i < 50; ++i) fifty += (i ? " " : "") + std::string("abcdefghi");
+  for (int i = 0; i < 50; ++i) fifty.append(i ? " " : "").append("abcdefghi");
   for (const std::string& v : std::vector<std::string>{fifty, fifty + "x", fifty + "xy", fifty + " a", "one two"}) {
     const std::string text = R"({"summary":")" + v + "\"}";
     EXPECT_EQ(Feed(*g, text), Valid(words, text)) << v.size();

@@ -1,11 +1,13 @@
 // The flat token trie holds exactly the vocabulary's text tokens, each under the path that
 // spells its bytes, with subtree jumps that skip exactly the node's descendants. A region view
-// (TokenTrie::Region) holds exactly what running the region's table over each token gives.
+// (TokenTrie::Region) and a counted view (TokenTrie::Counted) hold exactly what running the
+// region's table, or the unit, over each token on its own gives.
 #include "automata/token/token_trie.h"
 
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -198,6 +200,105 @@ void CheckRegions(const std::string& name) {
 TEST(TokenTrieTest, RegionViewsEqualRunningEveryTokenLlama3) { CheckRegions("llama3"); }
 TEST(TokenTrieTest, RegionViewsEqualRunningEveryTokenMistral) { CheckRegions("mistral"); }
 TEST(TokenTrieTest, RegionViewsEqualRunningEveryTokenQwen) { CheckRegions("qwen2.5"); }
+
+// Counted units (TokenTrie::Counted): n states of 256 entries, then n "finished" flags.
+Table NewUnit(int states) { return Table(static_cast<std::size_t>(states) * 257, kDead); }
+void Finish(Table& u, int states, int q) { u[static_cast<std::size_t>(states) * 256 + q] = 1; }
+
+// One character of a JSON string: printable ASCII but `"` and `\\`, an escape (`\\u` and four
+// hex digits too), or a UTF-8 sequence of two or three bytes. State 1 is the finished one.
+Table StringChar() {
+  const int n = 9;
+  Table u = NewUnit(n);
+  Set(u, 0, 0x20, 0x7E, 1);
+  Set(u, 0, '"', '"', kDead);
+  Set(u, 0, '\\', '\\', 2);
+  Set(u, 0, 0xC2, 0xDF, 3);
+  Set(u, 0, 0xE0, 0xEF, 4);
+  for (int e : {'"', '\\', '/', 'b', 'f', 'n', 'r', 't'}) Set(u, 2, e, e, 1);
+  Set(u, 2, 'u', 'u', 5);
+  for (int q = 5; q <= 8; ++q) {
+    const std::int16_t next = q == 8 ? 1 : static_cast<std::int16_t>(q + 1);
+    Set(u, q, '0', '9', next);
+    Set(u, q, 'a', 'f', next);
+    Set(u, q, 'A', 'F', next);
+  }
+  Set(u, 3, 0x80, 0xBF, 1);
+  Set(u, 4, 0x80, 0xBF, 3);
+  Finish(u, n, 1);
+  return u;
+}
+
+// A letter then a digit: two bytes a unit, so a token may stop half way through one.
+Table LetterDigit() {
+  Table u = NewUnit(3);
+  Set(u, 0, 'a', 'z', 1);
+  Set(u, 1, '0', '9', 2);
+  Finish(u, 3, 2);
+  return u;
+}
+
+void CheckCounted(const std::string& name) {
+  auto vocab = Vocabulary::Load(name);
+  ASSERT_TRUE(vocab.ok()) << vocab.status().ToString();
+  const Vocabulary& v = **vocab;
+  TokenTrie trie(v);
+  for (const auto& [what, unit] :
+       std::vector<std::pair<const char*, Table>>{{"string char", StringChar()},
+                                                  {"letter digit", LetterDigit()}}) {
+    const std::size_t n = unit.size() / 257;
+    // Every text token run unit after unit on its own: it ends inside needing `need` units of
+    // room, or leaves between two units (`units` in, at byte `offset`), or dies.
+    std::map<TokenId, int> need;
+    std::map<TokenId, std::pair<int, int>> exits;
+    for (TokenId id = 0; id < v.size(); ++id) {
+      const std::string_view bytes = v.TokenBytes(id);
+      const bool text = (v.Kind(id) == TokenKind::kNormal || v.Kind(id) == TokenKind::kByte) &&
+                        !bytes.empty();
+      if (!text) continue;
+      int q = 0, units = 0;
+      std::size_t d = 0;
+      for (; d < bytes.size(); ++d) {
+        int t = unit[static_cast<std::size_t>(q) * 256 + static_cast<std::uint8_t>(bytes[d])];
+        if (t == kDead) {
+          if (q == 0 && units > 0) exits[id] = {units, static_cast<int>(d)};
+          break;
+        }
+        if (unit[n * 256 + static_cast<std::size_t>(t)] != 0) t = 0, ++units;
+        q = t;
+      }
+      if (d == bytes.size()) need[id] = units + (q != 0 ? 1 : 0);
+    }
+    const TokenTrie::CountedView* view = trie.Counted(unit);
+    ASSERT_NE(view, nullptr) << name << ", " << what;
+    EXPECT_EQ(view->inside_count, static_cast<std::int32_t>(need.size())) << name << ", " << what;
+    ASSERT_EQ(view->by_need.size(), need.size()) << name << ", " << what;
+    for (std::size_t k = 0; k < view->by_need.size(); ++k) {
+      const TokenId id = view->by_need[k];
+      ASSERT_TRUE(need.count(id)) << name << ", " << what << ": token " << id;
+      ASSERT_EQ(view->need[k], need[id]) << name << ", " << what << ": token " << id;
+      ASSERT_TRUE(((view->inside_bits[id / 32] >> (id % 32)) & 1) != 0) << name << ": " << id;
+      if (k > 0) {
+        ASSERT_GE(view->need[k - 1], view->need[k]) << "the most units needed first";
+      }
+    }
+    ASSERT_EQ(view->exits.size(), exits.size()) << name << ", " << what;
+    for (std::size_t k = 0; k < view->exits.size(); ++k) {
+      const auto& e = view->exits[k];
+      ASSERT_TRUE(exits.count(e.id)) << name << ", " << what << ": token " << e.id;
+      ASSERT_EQ(std::make_pair(static_cast<int>(e.units), static_cast<int>(e.offset)),
+                exits[e.id])
+          << name << ", " << what << ": token " << e.id;
+      if (k > 0) {
+        ASSERT_LE(view->exits[k - 1].units, e.units) << "exits by units";
+      }
+    }
+  }
+}
+
+TEST(TokenTrieTest, CountedViewsEqualRunningEveryTokenLlama3) { CheckCounted("llama3"); }
+TEST(TokenTrieTest, CountedViewsEqualRunningEveryTokenMistral) { CheckCounted("mistral"); }
+TEST(TokenTrieTest, CountedViewsEqualRunningEveryTokenQwen) { CheckCounted("qwen2.5"); }
 
 }  // namespace
 }  // namespace lockstep

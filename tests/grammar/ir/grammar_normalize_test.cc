@@ -177,7 +177,9 @@ TEST(Normalize, MergesManyRulesReferredToByOneWideRule) {
   }
   text += "\n";
   for (int i = 0; i < kPairs; ++i) {
-    const std::string n = std::to_string(i), lit = "\"" + std::string(1, 'a' + i % 26) + "\"";
+    const std::string n = std::to_string(i);
+    const std::string lit =
+        std::string(1, '"').append(1, static_cast<char>('a' + i % 26)).append(1, '"');
     text += "a" + n + " ::= " + lit + " ca" + n + "\nb" + n + " ::= " + lit + " cb" + n + "\n";
     text += "ca" + n + " ::= [0-9] | \"-\"\ncb" + n + " ::= [0-9] | \"-\"\n";
   }
@@ -269,8 +271,10 @@ TEST(Normalize, LongChainsOfRulesDoNotExhaustTheStack) {
   std::string text = "root ::= r0\n";
   const int n = 20000;
   for (int i = 0; i < n; ++i) {
-    text += "r" + std::to_string(i) + " ::= \"x\" " +
-            (i + 1 < n ? "r" + std::to_string(i + 1) : std::string("\"end\"")) + "\n";
+    text.append("r").append(std::to_string(i)).append(" ::= \"x\" ");
+    text.append(i + 1 < n ? std::string("r").append(std::to_string(i + 1))
+                          : std::string("\"end\""));
+    text.append("\n");
   }
   Grammar g = Parse(text);
   ASSERT_TRUE(Normalize(g).ok());
