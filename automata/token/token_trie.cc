@@ -216,14 +216,12 @@ const TokenTrie::CountedView* TokenTrie::Counted(const std::vector<std::int16_t>
   const ByteSets& sets = byte_sets_;
   for (std::size_t k = 0; k < tokens_.size(); ++k) {
     const TokenId id = tokens_[k];
-    const std::uint32_t len = sets.begin[k + 1] - sets.begin[k];
-    if (!sets.high[k] && (sets.ascii[k][0] & ~whole[0]) == 0 &&
-        (sets.ascii[k][1] & ~whole[1]) == 0) {
+    const std::string_view bytes = sets.Bytes(k);
+    if (sets.Within(k, whole)) {
       mask_words::SetBit(view->inside_bits, id);
-      inside.push_back({static_cast<std::uint16_t>(len), id});
+      inside.push_back({static_cast<std::uint16_t>(bytes.size()), id});
       continue;
     }
-    const std::string_view bytes(sets.text.data() + sets.begin[k], len);
     std::int16_t q = 0;
     std::uint16_t units = 0;
     std::size_t d = 0;
@@ -292,7 +290,6 @@ const TokenTrie::RegionView* TokenTrie::Region(const std::vector<std::int16_t>& 
   std::array<std::uint64_t, 2> stay = {0, 0};  // ASCII bytes from 0 to L and from L to L
   for (int b = 0; b < 128; ++b) {
     if (static_cast<std::size_t>(table[static_cast<std::size_t>(b)]) == loop &&
-        loop * 256 + static_cast<std::size_t>(b) < table.size() &&
         static_cast<std::size_t>(table[loop * 256 + static_cast<std::size_t>(b)]) == loop) {
       stay[b >> 6] |= std::uint64_t{1} << (b & 63);
     }
@@ -301,14 +298,12 @@ const TokenTrie::RegionView* TokenTrie::Region(const std::vector<std::int16_t>& 
   const std::size_t too_many = tokens_.size() / 4;
   for (std::size_t k = 0; k < tokens_.size() && exits.size() <= too_many; ++k) {
     const TokenId id = tokens_[k];
-    if (!sets.high[k] && (sets.ascii[k][0] & ~stay[0]) == 0 &&
-        (sets.ascii[k][1] & ~stay[1]) == 0) {
+    if (sets.Within(k, stay)) {
       mask_words::SetBit(view->inside_bits, id);
       ++view->inside_count;
       continue;
     }
-    const std::string_view bytes(sets.text.data() + sets.begin[k],
-                                 sets.begin[k + 1] - sets.begin[k]);
+    const std::string_view bytes = sets.Bytes(k);
     std::int32_t q = 0;
     std::size_t d = 0;
     for (; d < bytes.size(); ++d) {

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -127,18 +128,6 @@ class TokenTrie {
     std::vector<std::uint16_t> lengths;
   };
   const ByLength& LongestFirst() const;
-  // Per token of the trie, in the trie's order (entry k for the k-th id of every node's
-  // TokensAt, node after node): the set of its bytes under 0x80, whether it has a byte from
-  // 0x80 on, and its bytes, all tokens' back to back (built with the trie: about 3 MB and 4 ms
-  // for Llama-3). A region view takes most tokens from their sets, two words each, and runs the
-  // others' bytes from `text` in order rather than from the vocabulary by id.
-  struct ByteSets {
-    std::vector<std::array<std::uint64_t, 2>> ascii;
-    std::vector<std::uint8_t> high;
-    std::string text;
-    std::vector<std::uint32_t> begin;  // token k's bytes: text[begin[k], begin[k + 1])
-  };
-  const ByteSets& byte_sets() const { return byte_sets_; }
   // One object of type T attached to this trie, made on first use and living as long as it
   // (the CFG runtime keeps the positions shared by the grammars of the vocabulary there).
   // Thread-safe; a trie holds one attached type.
@@ -169,6 +158,24 @@ class TokenTrie {
   };
   mutable std::once_flag by_length_once_;
   mutable ByLength by_length_;
+  // Per token of the trie, in the trie's order (entry k for tokens_[k]): the set of its bytes
+  // under 0x80, whether it has a byte from 0x80 on, and its bytes, all tokens' back to back
+  // (built with the trie: about 3 MB and 3 ms for Llama-3). Region and counted views take most
+  // tokens from their sets, two words each, and run the others' bytes from `text` in order
+  // rather than from the vocabulary by id.
+  struct ByteSets {
+    std::vector<std::array<std::uint64_t, 2>> ascii;
+    std::vector<std::uint8_t> high;
+    std::string text;
+    std::vector<std::uint32_t> begin;  // token k's bytes: text[begin[k], begin[k + 1])
+    // Token k's bytes are all ASCII bytes of `set`.
+    bool Within(std::size_t k, const std::array<std::uint64_t, 2>& set) const {
+      return !high[k] && (ascii[k][0] & ~set[0]) == 0 && (ascii[k][1] & ~set[1]) == 0;
+    }
+    std::string_view Bytes(std::size_t k) const {
+      return {text.data() + begin[k], begin[k + 1] - begin[k]};
+    }
+  };
   ByteSets byte_sets_;
   mutable std::mutex attached_mu_;
   mutable std::shared_ptr<void> attached_;
