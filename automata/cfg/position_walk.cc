@@ -5,12 +5,14 @@
 #include "automata/cfg/cfg_grammar.h"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <climits>
 #include <limits>
 #include <string>
 #include <string_view>
 
+#include "automata/cfg/tail_sort.h"
 #include "automata/cfg/word_kernels.h"
 
 namespace lockstep {
@@ -435,6 +437,7 @@ struct CfgGrammar::WalkScratch {
   std::size_t ids_limit = 0;
   std::vector<std::pair<std::string_view, TokenId>> unc;
   std::int32_t accepted = 0;
+  TailTrieBuilder tail_tries;
   // WalkTrie's path: one frame per trie depth.
   std::vector<WalkFrame> frames;
   std::vector<std::int32_t> splits;
@@ -1377,35 +1380,7 @@ std::unique_ptr<CfgPosition> CfgGrammar::PositionFromScratch(WalkScratch& scratc
   } else {
     pos->accepted_bits = bits;
   }
-  // Uncertain tails as a depth-first trie.
-  std::sort(unc.begin(), unc.end());
-  unc.erase(std::unique(unc.begin(), unc.end()), unc.end());
-  pos->num_uncertain = static_cast<std::int32_t>(unc.size());
-  std::vector<std::uint32_t> open;  // node indices on the current path, by depth - 1
-  std::string_view prev;
-  for (std::size_t u = 0; u < unc.size();) {
-    std::string_view tail = unc[u].first;
-    std::size_t c = 0;
-    while (c < prev.size() && c < tail.size() && prev[c] == tail[c]) ++c;
-    while (open.size() > c) {
-      pos->tails[open.back()].subtree_end = static_cast<std::uint32_t>(pos->tails.size());
-      open.pop_back();
-    }
-    for (std::size_t dd = c; dd < tail.size(); ++dd) {
-      open.push_back(static_cast<std::uint32_t>(pos->tails.size()));
-      pos->tails.push_back({0, static_cast<std::uint32_t>(pos->tail_tokens.size()),
-                            static_cast<std::uint16_t>(dd + 1),
-                            static_cast<std::uint8_t>(tail[dd])});
-    }
-    while (u < unc.size() && unc[u].first == tail) pos->tail_tokens.push_back(unc[u++].second);
-    prev = tail;
-  }
-  while (!open.empty()) {
-    pos->tails[open.back()].subtree_end = static_cast<std::uint32_t>(pos->tails.size());
-    open.pop_back();
-  }
-  pos->tails.push_back({static_cast<std::uint32_t>(pos->tails.size() + 1),
-                        static_cast<std::uint32_t>(pos->tail_tokens.size()), 0, 0});
+  scratch.tail_tries.Build(unc, *pos);
   pos->accepted_bits.shrink_to_fit();
   pos->accepted_list.shrink_to_fit();
   pos->tails.shrink_to_fit();
