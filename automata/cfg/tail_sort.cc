@@ -122,7 +122,7 @@ void TailTrieBuilder::Build(std::vector<Tail>& tails, CfgPosition& pos) {
   pos.tails.clear();
   pos.tail_tokens.clear();
   Kept* keep = nullptr;
-  if (tails.size() >= kMinKept) {
+  if (tails.size() >= kMinKept && tails.size() <= kMaxKept) {
     // Hashed by tokens and lengths (no read of the vocabulary's bytes), matched by bytes too.
     std::uint64_t h = 0x9E3779B97F4A7C15ull ^ tails.size();
     for (const auto& [tail, tok] : tails) {

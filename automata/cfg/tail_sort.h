@@ -43,8 +43,9 @@ class TailTrieBuilder {
   // pos.tails, pos.tail_tokens and pos.num_uncertain from `tails` (any order, repeats
   // allowed), which may be left sorted and deduplicated.
   void Build(std::vector<Tail>& tails, CfgPosition& pos);
-  // Lists shorter than this are built every time.
-  static constexpr std::size_t kMinKept = 128;
+  // Lists of kMinKept to kMaxKept tails are kept, the last kKept of them (at most a few MB
+  // per thread); the others are built every time.
+  static constexpr std::size_t kMinKept = 128, kMaxKept = 16384;
   static constexpr std::size_t kKept = 8;
   std::int64_t reused() const { return reused_; }
 

@@ -138,6 +138,19 @@ TEST_P(TailSortTest, TriesSpellTheirListsAndAreReusedOnlyForTheSameBytes) {
   builder.Build(copy, built);
   EXPECT_EQ(builder.reused(), 1);
   EXPECT_EQ(Spelled(built), Distinct(changed));
+  // A list longer than kMaxKept is built each time (what a thread keeps stays bounded).
+  std::vector<Tail> longer;
+  for (TokenId t = 0; longer.size() <= TailTrieBuilder::kMaxKept && t < vocab_->size(); ++t) {
+    if (!vocab_->TokenBytes(t).empty()) longer.emplace_back(vocab_->TokenBytes(t), t);
+  }
+  ASSERT_GT(longer.size(), TailTrieBuilder::kMaxKept);
+  for (int twice = 0; twice < 2; ++twice) {
+    CfgPosition p;
+    copy = longer;
+    builder.Build(copy, p);
+    EXPECT_EQ(Spelled(p), Distinct(longer));
+  }
+  EXPECT_EQ(builder.reused(), 1);
   // Short lists are built each time; a list of random tails spells itself.
   std::mt19937 rng(11);
   for (int round = 0; round < 20; ++round) {
