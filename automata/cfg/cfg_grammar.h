@@ -37,6 +37,7 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <atomic>
 #include <bit>
 #include <cstdint>
@@ -402,6 +403,16 @@ class CfgGrammar : public TokenAutomaton {
   // with the states a few bytes and calls from it (where that sequence goes next).
   mutable std::atomic<StateId> bg_hint_{-1};
   static constexpr std::size_t kHintStates = 128;
+  // The counter position a fill last had to walk itself, as rule << 32 | count (-1: none): the
+  // worker's next slice computes the positions of that rule's next kCounterAhead counts (a
+  // string of `maxLength` goes on a few characters a token; each count is a position of its
+  // own), also after it has done every state.
+  mutable std::atomic<std::int64_t> bg_counter_hint_{-1};
+  static constexpr std::int32_t kCounterAhead = 16;
+  // The counter positions after hint h, within the slice's budget; true if it ran out first
+  // (the rest is left as the hint, unless a newer one came).
+  bool CountersAhead(std::int64_t h, const std::chrono::steady_clock::time_point& start,
+                     double budget_us) const;
   // The successors of s (byte, rule and special edges; a call also to the called rule's start).
   template <typename F>
   void ForEachSuccessor(StateId s, F&& f) const;

@@ -391,9 +391,13 @@ void CfgGrammar::FillMaskOfGrammar(EarleyParser& parser, std::vector<std::int32_
   const std::int32_t walked_before = CurrentFillTrace().positions_walked;
   for (const EarleyItem& it : live) {
     const CfgPosition* pos = PositionFor(it);
-    if (background_ && CurrentFillTrace().positions_walked != walked_before &&
-        !program_.IsCounter(it.rule)) {
-      bg_hint_.store(it.state, std::memory_order_relaxed);
+    if (background_ && CurrentFillTrace().positions_walked != walked_before) {
+      if (!program_.IsCounter(it.rule)) {
+        bg_hint_.store(it.state, std::memory_order_relaxed);
+      } else {
+        bg_counter_hint_.store(std::int64_t{it.rule} << 32 | static_cast<std::uint32_t>(it.state),
+                               std::memory_order_relaxed);
+      }
     }
     if (pos == nullptr) {
       FullWalkMask(parser, out);  // over the cache budget: exact, slower

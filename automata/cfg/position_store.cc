@@ -168,7 +168,11 @@ PositionWorker& CfgGrammar::Worker() const {
 }
 
 void CfgGrammar::NoteFill(const std::shared_ptr<const CompiledGrammar>& self, bool walked) const {
-  if (!background_ || bg_done_.load(std::memory_order_relaxed)) return;
+  if (!background_) return;
+  if (bg_done_.load(std::memory_order_relaxed) &&
+      !(walked && bg_counter_hint_.load(std::memory_order_relaxed) >= 0)) {
+    return;
+  }
   if (bg_queued_.load(std::memory_order_relaxed) && !walked) return;
   bg_queued_.store(true, std::memory_order_relaxed);
   Worker().Submit(self, this);
@@ -178,8 +182,11 @@ void CfgGrammar::WaitForBackground() const { Worker().WaitIdle(); }
 
 bool CfgGrammar::BackgroundSlice(double budget_us) const {
   std::lock_guard<std::mutex> lock(bg_mu_);
-  if (bg_done_.load(std::memory_order_acquire)) return false;
   const auto start = std::chrono::steady_clock::now();
+  if (const std::int64_t h = bg_counter_hint_.exchange(-1, std::memory_order_relaxed); h >= 0) {
+    if (CountersAhead(h, start, budget_us)) return true;
+  }
+  if (bg_done_.load(std::memory_order_acquire)) return false;
   if (!bg_started_) {
     bg_started_ = true;
     if (options_.share_positions && TakeProgramPositions()) {
@@ -251,6 +258,31 @@ bool CfgGrammar::BackgroundSlice(double budget_us) const {
   }
   if (options_.share_positions) LeaveProgramPositions();
   bg_done_.store(true, std::memory_order_release);
+  return false;
+}
+
+bool CfgGrammar::CountersAhead(std::int64_t h, const std::chrono::steady_clock::time_point& start,
+                               double budget_us) const {
+  const auto rule = static_cast<std::int32_t>(h >> 32);
+  const auto count = static_cast<std::int32_t>(h & 0xffffffff);
+  const CfgProgram::RuleInfo& r = program_.rules[rule];
+  for (std::int32_t k = 1; k <= kCounterAhead; ++k) {
+    const std::int64_t c = std::int64_t{count} + k;
+    if (c > INT32_MAX || (r.max != CfgProgram::kUnbounded && c > r.max)) break;
+    PositionWorker::YieldToFills();
+    if (PositionFor({rule, static_cast<std::int32_t>(c), 0, 0}) == nullptr) break;
+    if (std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+            .count() >= budget_us) {
+      if (k < kCounterAhead) {
+        // The rest in the next slice, unless a fill left a newer hint meanwhile.
+        std::int64_t none = -1;
+        bg_counter_hint_.compare_exchange_strong(
+            none, std::int64_t{rule} << 32 | static_cast<std::uint32_t>(c),
+            std::memory_order_relaxed);
+      }
+      return true;
+    }
+  }
   return false;
 }
 

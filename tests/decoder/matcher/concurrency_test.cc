@@ -766,5 +766,39 @@ TEST(BackgroundWorker, ComputesNothingWhileAFillRuns) {
   EXPECT_GT((*g)->Stats().positions, during) << "the worker did not go on after the fill";
 }
 
+// A fill that walks a counter's position (a string of maxLength: a position per count) leaves a
+// hint, and the worker computes that counter's next counts, also once it has done every state.
+TEST(BackgroundWorker, ComputesTheNextCountsOfACounterAFillWalked) {
+  ASSERT_NE(Llama3(), nullptr);
+  GrammarCompiler compiler(Llama3());
+  CompileOptions options;
+  options.share_positions = false;
+  auto g = compiler.CompileSchema(
+      R"({"type": "object", "properties": {"note": {"type": "string", "maxLength": 60}},
+          "required": ["note"], "additionalProperties": false})",
+      options);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  Matcher m(*g);
+  Mask mask(Words());
+  m.FillNextTokenBitmask(mask);
+  ASSERT_TRUE(m.AcceptString(R"({"note": ")"));
+  m.FillNextTokenBitmask(mask);  // walks count 0; the worker goes on to 16
+  CfgOf(**g)->WaitForBackground();  // and every state's position
+  ASSERT_TRUE(m.AcceptString("abcdefghijklmnopqrstu"));
+  const std::int32_t before_fill = (*g)->Stats().positions;
+  m.FillNextTokenBitmask(mask);  // walks count 21
+  const std::int32_t after_fill = (*g)->Stats().positions;
+  EXPECT_EQ(after_fill, before_fill + 1) << "count 21 was not left for the fill to walk";
+  CfgOf(**g)->WaitForBackground();
+  // Counts 22 to 37: a position each (each has its own room left, so its own mask).
+  EXPECT_GE((*g)->Stats().positions - after_fill, 12)
+      << "the worker did not compute the counter's next counts";
+  // A fill at count 26 walks nothing.
+  ASSERT_TRUE(m.AcceptString("vwxyz"));
+  const std::int32_t done = (*g)->Stats().positions;
+  m.FillNextTokenBitmask(mask);
+  EXPECT_EQ((*g)->Stats().positions, done);
+}
+
 }  // namespace
 }  // namespace lockstep
