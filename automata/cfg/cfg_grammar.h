@@ -37,9 +37,9 @@
 
 #include <algorithm>
 #include <array>
-#include <chrono>
 #include <atomic>
 #include <bit>
+#include <chrono>
 #include <cstdint>
 #include <limits>
 #include <map>
@@ -409,10 +409,13 @@ class CfgGrammar : public TokenAutomaton {
   // own), also after it has done every state.
   mutable std::atomic<std::int64_t> bg_counter_hint_{-1};
   static constexpr std::int32_t kCounterAhead = 16;
-  // The counter positions after hint h, within the slice's budget; true if it ran out first
-  // (the rest is left as the hint, unless a newer one came).
-  bool CountersAhead(std::int64_t h, const std::chrono::steady_clock::time_point& start,
-                     double budget_us) const;
+  // The counts of the last hint still to compute (under bg_mu_): rule, next count, last count.
+  mutable std::int32_t bg_counter_rule_ = -1;
+  mutable std::int64_t bg_counter_next_ = 0, bg_counter_last_ = -1;
+  // Takes a new counter hint, if any, and computes the counts left within the slice's budget;
+  // true if the budget ran out first (the rest goes on in the next slice unless a newer hint
+  // replaces it). At most kCounterAhead positions per hint.
+  bool CountersAhead(const std::chrono::steady_clock::time_point& start, double budget_us) const;
   // The successors of s (byte, rule and special edges; a call also to the called rule's start).
   template <typename F>
   void ForEachSuccessor(StateId s, F&& f) const;

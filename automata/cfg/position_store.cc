@@ -183,9 +183,7 @@ void CfgGrammar::WaitForBackground() const { Worker().WaitIdle(); }
 bool CfgGrammar::BackgroundSlice(double budget_us) const {
   std::lock_guard<std::mutex> lock(bg_mu_);
   const auto start = std::chrono::steady_clock::now();
-  if (const std::int64_t h = bg_counter_hint_.exchange(-1, std::memory_order_relaxed); h >= 0) {
-    if (CountersAhead(h, start, budget_us)) return true;
-  }
+  if (CountersAhead(start, budget_us)) return true;
   if (bg_done_.load(std::memory_order_acquire)) return false;
   if (!bg_started_) {
     bg_started_ = true;
@@ -261,25 +259,27 @@ bool CfgGrammar::BackgroundSlice(double budget_us) const {
   return false;
 }
 
-bool CfgGrammar::CountersAhead(std::int64_t h, const std::chrono::steady_clock::time_point& start,
+bool CfgGrammar::CountersAhead(const std::chrono::steady_clock::time_point& start,
                                double budget_us) const {
-  const auto rule = static_cast<std::int32_t>(h >> 32);
-  const auto count = static_cast<std::int32_t>(h & 0xffffffff);
-  const CfgProgram::RuleInfo& r = program_.rules[rule];
-  for (std::int32_t k = 1; k <= kCounterAhead; ++k) {
-    const std::int64_t c = std::int64_t{count} + k;
-    if (c > INT32_MAX || (r.max != CfgProgram::kUnbounded && c > r.max)) break;
+  if (const std::int64_t h = bg_counter_hint_.exchange(-1, std::memory_order_relaxed); h >= 0) {
+    bg_counter_rule_ = static_cast<std::int32_t>(h >> 32);
+    const std::int64_t count = static_cast<std::uint32_t>(h & 0xffffffff);
+    const CfgProgram::RuleInfo& r = program_.rules[bg_counter_rule_];
+    bg_counter_next_ = count + 1;
+    bg_counter_last_ = std::min<std::int64_t>(
+        {count + kCounterAhead, INT32_MAX,
+         r.max == CfgProgram::kUnbounded ? INT32_MAX : std::int64_t{r.max}});
+  }
+  while (bg_counter_next_ <= bg_counter_last_) {
+    const std::int32_t c = static_cast<std::int32_t>(bg_counter_next_++);
     PositionWorker::YieldToFills();
-    if (PositionFor({rule, static_cast<std::int32_t>(c), 0, 0}) == nullptr) break;
-    if (std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
-            .count() >= budget_us) {
-      if (k < kCounterAhead) {
-        // The rest in the next slice, unless a fill left a newer hint meanwhile.
-        std::int64_t none = -1;
-        bg_counter_hint_.compare_exchange_strong(
-            none, std::int64_t{rule} << 32 | static_cast<std::uint32_t>(c),
-            std::memory_order_relaxed);
-      }
+    if (PositionFor({bg_counter_rule_, c, 0, 0}) == nullptr) {
+      bg_counter_last_ = -1;  // over the cache budget: fills compute the rest exactly
+      break;
+    }
+    if (bg_counter_next_ <= bg_counter_last_ &&
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+                .count() >= budget_us) {
       return true;
     }
   }

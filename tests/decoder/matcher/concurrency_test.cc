@@ -790,9 +790,11 @@ TEST(BackgroundWorker, ComputesTheNextCountsOfACounterAFillWalked) {
   const std::int32_t after_fill = (*g)->Stats().positions;
   EXPECT_EQ(after_fill, before_fill + 1) << "count 21 was not left for the fill to walk";
   CfgOf(**g)->WaitForBackground();
-  // Counts 22 to 37: a position each (each has its own room left, so its own mask).
+  // Counts 22 to 37: a position each (each has its own room left, so its own mask), and no
+  // more than those 16.
   EXPECT_GE((*g)->Stats().positions - after_fill, 12)
       << "the worker did not compute the counter's next counts";
+  EXPECT_LE((*g)->Stats().positions - after_fill, 16) << "the worker went past its window";
   // A fill at count 26 walks nothing.
   ASSERT_TRUE(m.AcceptString("vwxyz"));
   const std::int32_t done = (*g)->Stats().positions;
