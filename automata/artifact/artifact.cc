@@ -386,7 +386,8 @@ bool GetProgramShape(Reader& r, CfgProgram& p) {
     ri.max = r.Get<std::int32_t>("rule max");
     ri.nullable = r.Get<std::uint8_t>("rule nullable") != 0;
     ri.unique_item = r.Get<std::int32_t>("rule unique_item");
-    if (r.ok() && (ri.unique_item < -1 || static_cast<std::uint64_t>(ri.unique_item + 1) > nr ||
+    if (r.ok() && (ri.unique_item < -1 ||
+                   (ri.unique_item >= 0 && static_cast<std::uint64_t>(ri.unique_item) >= nr) ||
                    (ri.unique_item >= 0 && ri.kind != CfgProgram::RuleKind::kDfa))) {
       r.Fail("rule unique_item out of range");
     }

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -289,7 +290,8 @@ TEST(ArtifactTest, BadFilesAreClearErrors) {
 // Edits behind a valid checksum (a crafted file): every one is either refused with
 // kInvalidArtifact or loads into a grammar whose matcher runs without fault (the sanitizer build
 // checks memory safety of what follows). Every byte of the header and program area is edited
-// once; the rest at random offsets.
+// once; the rest at random offsets. Then every offset of the program area is overwritten with
+// 32-bit extremes (INT32_MAX, INT32_MIN, -2).
 TEST(ArtifactTest, CraftedEditsAreRefusedOrHarmless) {
   const Env& env = Llama3();
   std::vector<std::string> bases = {SchemaArtifact()};
@@ -313,15 +315,13 @@ TEST(ArtifactTest, CraftedEditsAreRefusedOrHarmless) {
     const std::size_t step = TestScale() < 1 ? 7 : 1;
     for (std::size_t o = 0; o < dense; o += step) offsets.push_back(o);
     for (int i = 0; i < random_edits; ++i) offsets.push_back(rng() % base.size());
-    for (std::size_t o : offsets) {
-      std::string bad = base;
-      bad[o] = static_cast<char>(bad[o] ^ (1u << (rng() % 8)));
-      if (o >= 8) FixChecksums(bad);
+    // Loads `bad` and, if it loads, runs a matcher over it for a few random tokens.
+    auto try_load = [&](const std::string& bad) {
       auto r = LoadArtifact(*env.compiler, bad);
       if (!r.ok()) {
         ++refused;
         EXPECT_EQ(r.status().code(), StatusCode::kInvalidArtifact) << r.status().ToString();
-        continue;
+        return;
       }
       ++loaded;
       Matcher m(*r);
@@ -337,6 +337,23 @@ TEST(ArtifactTest, CraftedEditsAreRefusedOrHarmless) {
         }
         if (pick == kNoToken) break;
         m.AcceptToken(pick);
+      }
+    };
+    for (std::size_t o : offsets) {
+      std::string bad = base;
+      bad[o] = static_cast<char>(bad[o] ^ (1u << (rng() % 8)));
+      if (o >= 8) FixChecksums(bad);
+      try_load(bad);
+    }
+    // Extreme 32-bit values over the program area: a count, index or bound at the edge of its
+    // type must be refused (or be harmless) without arithmetic overflow in the checks.
+    for (std::size_t o = 64; o + 4 <= dense; o += step) {
+      for (const std::int32_t v : {std::numeric_limits<std::int32_t>::max(),
+                                   std::numeric_limits<std::int32_t>::min(), std::int32_t{-2}}) {
+        std::string bad = base;
+        std::memcpy(&bad[o], &v, 4);
+        FixChecksums(bad);
+        try_load(bad);
       }
     }
   }
