@@ -641,6 +641,7 @@ ojson TraceJson(const FillTrace& t) {
                {"tails_reused", t.tails_reused},
                {"unique_checks", t.unique_checks},
                {"length_checks", t.length_checks},
+               {"key_states", t.key_states},
                {"restored", t.restored}};
 }
 

@@ -364,6 +364,12 @@ void CfgGrammar::ComputeFollow() {
   }
   class_size_.assign(p.num_classes, 0);
   for (int b = 0; b < 256; ++b) ++class_size_[p.byte_class[b]];
+  for (int b = 0; b < 256; ++b) {
+    const std::int32_t c = p.byte_class[b];
+    if (std::find(class_order_.begin(), class_order_.end(), c) == class_order_.end()) {
+      class_order_.push_back(c);
+    }
+  }
   ComputeRepeatEdges(class_bytes);
   follow_bits_.assign(follow.begin(), follow.end());
   follow_.assign(nr, std::array<bool, 256>{});

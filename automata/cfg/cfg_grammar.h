@@ -425,6 +425,7 @@ class CfgGrammar : public TokenAutomaton {
   std::vector<std::uint8_t> null_state_;
   std::vector<std::array<std::uint64_t, 4>> first_bytes_;
   std::vector<std::int32_t> class_size_;  // bytes per byte class
+  std::vector<std::int32_t> class_order_;  // the byte classes in the order of their first byte
   std::vector<std::uint16_t> first_count_;  // per state: bytes in first_bytes_
   bool FirstByte(StateId s, std::uint8_t b) const {
     return (first_bytes_[s][b >> 6] >> (b & 63)) & 1;

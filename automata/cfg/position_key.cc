@@ -133,10 +133,8 @@ void PositionKeyer::RunsOf(StateId s, std::vector<Run>& runs) const {
     // next letter, a digit, a quote) reads their runs off the bits in byte order, without a
     // scan of the classes (a tool schema's program has 50-150 of them).
     const std::array<std::uint64_t, 4>& bits = p_->byte_first[s];
-    int live = 0;
-    for (int w = 0; w < 4 && live <= kSparseBytes; ++w) {
-      for (std::uint64_t m = bits[w]; m != 0 && live <= kSparseBytes; m &= m - 1) ++live;
-    }
+    const int live = std::popcount(bits[0]) + std::popcount(bits[1]) + std::popcount(bits[2]) +
+                     std::popcount(bits[3]);
     if (live <= kSparseBytes) {
       for (int w = 0; w < 4; ++w) {
         for (std::uint64_t m = bits[w]; m != 0; m &= m - 1) {
@@ -422,9 +420,7 @@ void PositionKeyer::Pass(std::int32_t rule) {
   }
 }
 
-std::span<const PositionKeyer::Run> PositionKeyer::PassData::RunsOf(StateId s) const {
-  const std::int32_t i =
-      static_cast<std::int32_t>(std::lower_bound(states, states + n, s) - states);
+std::span<const PositionKeyer::Run> PositionKeyer::PassData::RunsOf(std::int32_t i) const {
   return {runs.data() + runs_begin[i], runs.data() + runs_begin[i + 1]};
 }
 
@@ -432,7 +428,7 @@ PositionKeyer::H PositionKeyer::Acyclic(StateId s, const PassData& d) {
   if (p_->sp_begin[s] != p_->sp_begin[s + 1]) return {0, 0, true};
   H out;
   Acc acc;
-  const std::span<const Run> runs = d.RunsOf(s);
+  const std::span<const Run> runs = d.RunsOf(local_[s]);
   acc.Add(kTagAcyclic);
   acc.Add(std::uint64_t{p_->accepting[s]} << 32 | runs.size());
   for (const Run& r : runs) {
@@ -502,7 +498,7 @@ void PositionKeyer::Cyclic(const std::vector<StateId>& members, const PassData& 
       none = true;
       break;
     }
-    const std::span<const Run> runs = d.RunsOf(u);
+    const std::span<const Run> runs = d.RunsOf(local_[u]);
     acc.Add(std::uint64_t{p_->accepting[u]} << 32 | runs.size());
     for (const Run& r : runs) {
       acc.Add(std::uint64_t{r.lo} << 8 | r.hi);

@@ -112,7 +112,7 @@ class PositionKeyer {
     std::int32_t n = 0;
     std::vector<Run> runs;
     std::vector<std::int32_t> runs_begin, succ, succ_begin;
-    std::span<const Run> RunsOf(StateId s) const;
+    std::span<const Run> RunsOf(std::int32_t local) const;  // by the state's index in its rule
   };
   // Buffers of one Pass, one per nesting level (a pass hashes the rules it calls first).
   struct PassScratch {

@@ -82,7 +82,10 @@ std::optional<PositionKey> CfgGrammar::KeyOf(StateId s, bool may_wait) const {
   } else if (!lock.try_lock()) {
     return std::nullopt;
   }
-  return KeyLocked(s, kForegroundKeyWork);
+  const std::int64_t before = keyer_ ? keyer_->work() : 0;
+  std::optional<PositionKey> key = KeyLocked(s, kForegroundKeyWork);
+  if (keyer_) CurrentFillTrace().key_states += static_cast<std::int32_t>(keyer_->work() - before);
+  return key;
 }
 
 std::optional<PositionKey> CfgGrammar::KeyLocked(StateId s, std::int64_t max_work) const {

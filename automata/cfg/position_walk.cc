@@ -953,8 +953,11 @@ void CfgGrammar::RegionBuilder::ExploreLoop() {
   insert(anchor_);
   for (std::size_t k = 0; k < explored_.size(); ++k) {
     const TransitionRow row = Row(explored_[k]);
+    StateId last = CfgProgram::kDead;  // the previous class's target, already recorded
     for (std::int32_t c = 0; c < nc; ++c) {
       const StateId t = row[c];
+      if (t == last) continue;
+      last = t;
       if (t == CfgProgram::kDead || !Plain(t)) continue;
       std::int32_t f = explored_index_.Find(t);
       if (f < 0) {
@@ -1017,14 +1020,9 @@ void CfgGrammar::RegionBuilder::ChooseEntryRow() {
 // byte): canonical. (s is among them too when it is on the loop.)
 bool CfgGrammar::RegionBuilder::NumberStates(std::vector<StateId>& states) {
   states.push_back(s_);
-  std::array<std::uint8_t, 256> seen;  // per byte class (at most 256)
   for (std::size_t k = 0; k < states.size(); ++k) {
     const TransitionRow row = k == 0 ? entry_row_ : Row(states[k]);
-    seen.fill(0);
-    for (int b = 0; b < 256; ++b) {
-      const std::int32_t c = p_.byte_class[b];
-      if (seen[c]) continue;
-      seen[c] = 1;
+    for (const std::int32_t c : g_.class_order_) {
       const StateId t = row[c];
       if (t == CfgProgram::kDead || !Plain(t) || !InLoop(t) || region_index_.Find(t) >= 0) {
         continue;

@@ -29,6 +29,7 @@ struct FillTrace {
   std::int32_t tails_reused = 0;      // positions whose tails' verdict was checked before
   std::int32_t unique_checks = 0;     // tokens run through the parser for uniqueItems
   std::int32_t length_checks = 0;     // tokens checked against a maxLength counted at run time
+  std::int32_t key_states = 0;        // automaton states hashed here to key positions
   bool restored = false;              // a finished mask restored from the signature cache
   // The costliest thing the fill did: "full walk", "parser walk", "region build",
   // "region walk", "walk", "shared", "tails", "unique", "length", "restore" or "union".
