@@ -100,11 +100,14 @@ namespace {
 Result<schema::SchemaGrammar> SchemaGrammarUnder(std::string_view schema_json,
                                                  const CompileOptions& options,
                                                  const CompileDeadline& deadline,
-                                                 std::vector<std::string>* warnings) {
+                                                 std::vector<std::string>* warnings,
+                                                 bool for_gbnf = false) {
   auto schema =
       schema::Schema::Load(schema_json, schema::WithDefaultDraft(options.schema_default_draft));
   if (!schema.ok()) return schema.status();
-  const schema::SchemaCompileOptions so = schema::SchemaOptionsFrom(options, schema_json, deadline);
+  schema::SchemaCompileOptions so = schema::SchemaOptionsFrom(options, schema_json, deadline);
+  // GBNF has no count: a maxLength beside a pattern is the product whenever it fits.
+  if (for_gbnf) so.lexical.count_at_run_time_from = 0;
   auto g = schema::CompileSchemaToGrammar(**schema, so);
   if (!g.ok()) return g.status();
   if (warnings) {
@@ -136,7 +139,8 @@ Result<std::shared_ptr<const CompiledGrammar>> GrammarCompiler::CompileSchema(
 
 Result<std::string> SchemaToGbnf(std::string_view schema_json, const CompileOptions& options,
                                  std::vector<std::string>* warnings) {
-  auto g = SchemaGrammarUnder(schema_json, options, DeadlineOf(options), warnings);
+  auto g = SchemaGrammarUnder(schema_json, options, DeadlineOf(options), warnings,
+                              /*for_gbnf=*/true);
   if (!g.ok()) return g.status();
   // uniqueItems, and a maxLength counted beside a big pattern or format, are the matcher's
   // checks at run time: GBNF has no way to say them.

@@ -195,7 +195,9 @@ class Emitter {
     return static_cast<RuleId>(g_.rules.size() - 1);
   }
   RuleId RuleOf(ExprId body, const char* prefix) {
-    RuleId r = NewRule(prefix + std::to_string(g_.rules.size()));
+    std::string name(prefix);  // (appended, not `prefix + ...`: GCC 12's -Wrestrict misfires)
+    name += std::to_string(g_.rules.size());
+    RuleId r = NewRule(std::move(name));
     g_.rules[r].body = body;
     return r;
   }
@@ -331,6 +333,11 @@ class Emitter {
             g_.rules[counted].max_chars = static_cast<std::int32_t>(*sc.max_length);
             run_time_checks_.push_back(f.str_loc.empty() ? cur_loc_ : f.str_loc);
             e = Ref(counted);
+          } else if (o_.lexical.count_at_run_time_from > 0) {
+            // (Refused for count_at_run_time_from, perhaps: the product, if it fits.)
+            LexicalOptions product = o_.lexical;
+            product.count_at_run_time_from = 0;
+            e = AddStringExpr(&g_, sc, product);
           }
         }
         if (e.ok()) {

@@ -1487,6 +1487,7 @@ class LexicalCache {
     add_all(c.not_patterns);
     add(std::to_string(o.max_dfa_states));
     add(o.direct_exclusion ? "d" : "g");
+    add(std::to_string(o.count_at_run_time_from));
     return k;
   }
   static std::string Key(const NumberConstraint& c, const LexicalOptions& o) {
@@ -1812,6 +1813,13 @@ Result<ByteDfa> BuildStringConstraintDfa(const StringConstraint& c,
                         std::to_string(max_len) + " + 1), more than max_dfa_states = " +
                         std::to_string(options.max_dfa_states) +
                         " (raise CompileOptions::max_dfa_states, lockstep --max-states)");
+    }
+    if (options.count_at_run_time_from > 0 && max_len >= options.count_at_run_time_from &&
+        contents[0]->num_states > 1) {
+      return Status(StatusCode::kResourceLimit,
+                    "maxLength " + std::to_string(max_len) +
+                        " is counted at run time beside a pattern or format (from " +
+                        std::to_string(options.count_at_run_time_from) + " characters)");
     }
   }
   Trie trie;

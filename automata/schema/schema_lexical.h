@@ -31,6 +31,14 @@ struct LexicalOptions {
   // {enum}`) are built directly from a trie of the excluded values (linear in their bytes) rather
   // than by the general product construction; false forces the general one (tests compare them).
   bool direct_exclusion = true;
+  // A maxLength of at least this next to one pattern or format is not multiplied into its
+  // automaton: the schema compiler counts the characters at run time instead (kResourceLimit
+  // here). The product holds a state per count, so every count a string reaches is a position
+  // of its own, walked over the vocabulary when first met (300-800 us each for a pattern of
+  // letters and digits on Llama-3); the count at run time leaves one position per state of the
+  // pattern. 0: always the product when it fits max_dfa_states (the GBNF export, which cannot
+  // say a count).
+  std::int32_t count_at_run_time_from = 64;
   // Past it, kResourceLimit (polled per automaton state while building; a format automaton
   // that was not finished is not cached).
   CompileDeadline deadline;

@@ -1612,7 +1612,7 @@ TEST(RegionViews, AStringOfMinLengthOneUsesTheBodyView) {
 // validator takes.
 TEST(LexicalCache, EqualStringConstraintsShareOneAutomatonAcrossCompiles) {
   const std::string c =
-      R"({"type": "string", "pattern": "^[a-z]+( [a-z]+)*$", "maxLength": 3000})";
+      R"({"type": "string", "pattern": "^[a-z]+( [a-z]+)*$", "minLength": 3000})";
   const std::string two_members = R"({"type": "object", "properties": {"a": )" + c +
                                   R"(, "b": )" + c + R"(}, "required": ["a", "b"]})";
   const std::string one_member =
@@ -1622,7 +1622,8 @@ TEST(LexicalCache, EqualStringConstraintsShareOneAutomatonAcrossCompiles) {
   auto g1 = Compiler().CompileSchema(one_member);
   auto ga = Compiler().CompileSchema(array);
   ASSERT_TRUE(g2.ok() && g1.ok() && ga.ok());
-  // The big rule (a few thousand states: a word pattern times 3,001 lengths) once per grammar,
+  // The big rule (a few thousand states: a word pattern times 3,001 lengths; a minLength, since
+  // a long maxLength beside a pattern is counted at run time instead) once per grammar,
   // with one source in all three.
   auto big_rules = [](const CfgProgram& p) {
     std::map<std::uint64_t, int> by_source;
@@ -1641,12 +1642,12 @@ TEST(LexicalCache, EqualStringConstraintsShareOneAutomatonAcrossCompiles) {
   EXPECT_LT(CfgOf(**g2)->program().num_states, CfgOf(**g1)->program().num_states + 100);
   const std::string words_2999 = std::string(1500, 'a') + " " + std::string(1498, 'b');
   ASSERT_EQ(words_2999.size(), 2999u);
-  EXPECT_TRUE(Feed(*g2, R"({"a":")" + words_2999 + R"(","b":"x y"})"));
-  EXPECT_TRUE(Feed(*g2, R"({"a":"x y","b":")" + words_2999 + "z\"}"));  // 3,000: the limit
-  EXPECT_FALSE(Feed(*g2, R"({"a":"x y","b":")" + words_2999 + "zz\"}"));
-  EXPECT_FALSE(Feed(*g2, R"({"a":"x  y","b":"x"})"));
-  EXPECT_TRUE(Feed(*ga, R"(["x",")" + words_2999 + R"(","y z"])"));
-  EXPECT_FALSE(Feed(*ga, R"(["x","Y"])"));
+  const std::string words_3000 = words_2999 + "z";  // the limit
+  EXPECT_TRUE(Feed(*g2, R"({"a":")" + words_3000 + R"(","b":")" + words_3000 + R"("})"));
+  EXPECT_FALSE(Feed(*g2, R"({"a":")" + words_3000 + R"(","b":")" + words_2999 + R"("})"));
+  EXPECT_FALSE(Feed(*g2, R"({"a":")" + words_3000 + R"(","b":"x  y"})"));
+  EXPECT_TRUE(Feed(*ga, R"([")" + words_3000 + R"(",")" + words_3000 + R"(z"])"));
+  EXPECT_FALSE(Feed(*ga, R"([")" + words_3000 + R"(","Y"])"));
 }
 
 // Bounded numbers too: a schema whose objects repeat one bounded integer and one number range
@@ -1685,7 +1686,7 @@ TEST(LexicalCache, EqualNumberConstraintsAreOneAutomaton) {
 TEST(LexicalCache, AStoppedCompileLeavesNoFailureBehind) {
   // (A pattern no other test uses, so the first compile below builds it.)
   const std::string schema = R"({"type": "array", "items": {"type": "string", "pattern":
-      "^[a-z]+(-[a-z]+)*-stop$", "maxLength": 5000}})";
+      "^[a-z]+(-[a-z]+)*-stop$", "minLength": 5000}})";
   CompileOptions quick;
   quick.compile_timeout_ms = 1;
   auto stopped = Compiler().CompileSchema(schema, quick);
@@ -1695,12 +1696,14 @@ TEST(LexicalCache, AStoppedCompileLeavesNoFailureBehind) {
       << stopped.status().ToString();
   auto again = Compiler().CompileSchema(schema);
   ASSERT_TRUE(again.ok()) << again.status().ToString();
-  EXPECT_TRUE(Feed(*again, R"(["ab-cd-stop"])"));
-  EXPECT_FALSE(Feed(*again, R"(["ab-cd-sto"])"));
+  const std::string long_enough = std::string(4992, 'a') + "-cd-stop";  // 5,000 characters
+  EXPECT_TRUE(Feed(*again, R"([")" + long_enough + R"("])"));
+  EXPECT_FALSE(Feed(*again, R"([")" + long_enough.substr(1) + R"("])"));
+  EXPECT_FALSE(Feed(*again, R"([")" + long_enough.substr(0, 4999) + R"("])"));
   // A budget: the same error each time, naming it. (A minLength: past the budget, a maxLength
   // would be counted at run time instead.)
   const std::string at_least = R"({"type": "array", "items": {"type": "string", "pattern":
-      "^[a-z]+(-[a-z]+)*-stop$", "minLength": 5000}})";
+      "^[a-z]+(-[a-z]+)*-stop$", "minLength": 5001}})";
   CompileOptions small;
   small.max_dfa_states = 1000;
   for (int i = 0; i < 2; ++i) {

@@ -238,5 +238,54 @@ TEST(CountedStrings, RealShapesCompileAndHoldTheBound) {
   }
 }
 
+// A long maxLength beside a pattern (a GitHub shape: ids of up to 255 characters) is counted at
+// run time even where the product would fit max_dfa_states: in the product every count is a
+// state, so every token of a long value met a position of its own, walked over the vocabulary
+// (300-800 us each on Llama-3). Along a 255-character value the fills walk a few positions in
+// all; the masks equal brute force at the bound, and the validator agrees at, under and over it.
+// The GBNF export, which has no count, still gets the product.
+TEST(CountedStrings, LongBoundsBesideAPatternAreCountedAtRunTime) {
+  const std::string schema = R"({"type": "object", "properties": {"id": {"type": "string",
+      "pattern": "^[A-Za-z0-9:_\\-]+$", "maxLength": 255}}, "required": ["id"],
+      "additionalProperties": false})";
+  CompileOptions o;
+  o.background_positions = false;  // (every position a fill needs is walked by that fill)
+  o.share_positions = false;
+  auto g = Compiler().CompileSchema(schema, o);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  std::string value;
+  for (int i = 0; value.size() < 255; ++i) {
+    value += "Ab3:x_9-Qz"[i % 10];
+    if (i % 7 == 3) value += "k";
+  }
+  value.resize(255);
+  const std::string text = R"({"id":")" + value + R"("})";
+  Matcher m(*g);
+  std::vector<std::uint32_t> mask(BitmaskWords(Compiler().vocabulary().logits_width()));
+  const std::vector<TokenId> ids = Tokens(text);
+  std::int32_t walked_in_value = 0, fills_in_value = 0;
+  std::size_t at = 0;  // bytes taken
+  for (std::size_t k = 0; k < ids.size(); ++k) {
+    m.FillNextTokenBitmask(mask);
+    if (at > 7 && at < 7 + 255) {
+      walked_in_value += Matcher::LastFillTrace().positions_walked;
+      ++fills_in_value;
+    }
+    if (k + 4 >= ids.size()) ASSERT_EQ(mask, testing::BruteForceMask(m)) << "token " << k;
+    ASSERT_TRUE(Allowed(mask, ids[k])) << "token " << k;
+    ASSERT_TRUE(m.AcceptToken(ids[k]));
+    at += Compiler().vocabulary().TokenBytes(ids[k]).size();
+  }
+  EXPECT_TRUE(m.CanEnd());
+  EXPECT_GT(fills_in_value, 40);
+  EXPECT_LE(walked_in_value, 8) << "over " << fills_in_value << " fills inside the value";
+  for (const std::string& v : {value, value + "a", value.substr(0, 254), std::string("a b")}) {
+    const std::string t = R"({"id":")" + v + R"("})";
+    EXPECT_EQ(Feed(*g, t), Valid(schema, t)) << v.size();
+  }
+  auto gbnf = SchemaToGbnf(schema);
+  EXPECT_TRUE(gbnf.ok()) << gbnf.status().ToString();
+}
+
 }  // namespace
 }  // namespace lockstep::schema
