@@ -301,7 +301,7 @@ class CfgGrammar : public TokenAutomaton {
                            WalkScratch& out) const;
   // The canonical table of the region of s (TokenTrie::Region), its states in `states`
   // (states[0] = s at the first byte); empty if neither s nor a state one byte after it is on
-  // a wide loop (48+ bytes back to one state) of at most 64 plain states. first_exits: the
+  // a wide loop (16+ bytes back to one state) of at most 64 plain states. first_exits: the
   // first bytes from s that leave the region, which the table treats as dead and the caller
   // walks in the trie; removed: first bytes whose results the view has wrong for s (it starts
   // from the loop's anchor), which the caller takes out and walks.
