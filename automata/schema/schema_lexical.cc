@@ -1816,6 +1816,8 @@ Result<ByteDfa> BuildStringConstraintDfa(const StringConstraint& c,
     }
     if (options.count_at_run_time_from > 0 && max_len >= options.count_at_run_time_from &&
         contents[0]->num_states > 1) {
+      // (A compile past its deadline says so, not this: no run-time count will follow.)
+      if (options.deadline.PassedNow()) return options.deadline.Error("");
       return Status(StatusCode::kResourceLimit,
                     "maxLength " + std::to_string(max_len) +
                         " is counted at run time beside a pattern or format (from " +
