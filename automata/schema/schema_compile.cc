@@ -333,7 +333,8 @@ class Emitter {
             g_.rules[counted].max_chars = static_cast<std::int32_t>(*sc.max_length);
             run_time_checks_.push_back(f.str_loc.empty() ? cur_loc_ : f.str_loc);
             e = Ref(counted);
-          } else if (o_.lexical.count_at_run_time_from > 0) {
+          } else if (o_.lexical.count_at_run_time_from > 0 &&
+                     *sc.max_length >= o_.lexical.count_at_run_time_from) {
             // (Refused for count_at_run_time_from, perhaps: the product, if it fits.)
             LexicalOptions product = o_.lexical;
             product.count_at_run_time_from = 0;

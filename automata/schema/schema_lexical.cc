@@ -1814,6 +1814,8 @@ Result<ByteDfa> BuildStringConstraintDfa(const StringConstraint& c,
                         std::to_string(options.max_dfa_states) +
                         " (raise CompileOptions::max_dfa_states, lockstep --max-states)");
     }
+    // (State 0 is the dead state: a content of one state matches nothing, and its product
+    // says so, unsatisfiable.)
     if (options.count_at_run_time_from > 0 && max_len >= options.count_at_run_time_from &&
         contents[0]->num_states > 1) {
       // (A compile past its deadline says so, not this: no run-time count will follow.)
