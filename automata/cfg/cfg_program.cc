@@ -242,18 +242,43 @@ class Lowering {
   std::size_t nfa_live_ = 0;
   bool overflow_ = false;
 
-  // Per-rule DFAs, in global numbering once appended.
+  // Per-rule DFAs, in global numbering once appended. A state's edges are ranges of three
+  // pools, written once when the state is finished (a vector per state and kind cost a
+  // compile an allocation and a free per state, a tenth of a tool schema's compile).
+  struct ByteRange {
+    std::int32_t lo, hi, to;
+  };
+  using SymEdge = std::pair<std::int32_t, std::int32_t>;
   struct DState {
-    std::int32_t rule;
-    bool accepting;
-    struct ByteRange {
-      std::int32_t lo, hi, to;
-    };
-    std::vector<ByteRange> bytes;  // [lo, hi] -> target, sorted, disjoint
-    std::vector<std::pair<std::int32_t, std::int32_t>> nts;    // (rule, target)
-    std::vector<std::pair<std::int32_t, std::int32_t>> sps;    // (special, target)
+    std::int32_t rule = 0;
+    bool accepting = false;
+    std::uint32_t bytes_at = 0, nts_at = 0, sps_at = 0;
+    std::uint32_t num_bytes = 0, num_nts = 0, num_sps = 0;
   };
   std::vector<DState> dstates_;
+  std::vector<ByteRange> byte_pool_;  // [lo, hi] -> target, sorted, disjoint, per state
+  std::vector<SymEdge> nt_pool_;         // (rule, target), sorted by rule, per state
+  std::vector<SymEdge> sp_pool_;         // (special, target), per state
+  std::span<const ByteRange> Bytes(const DState& d) const {
+    return {byte_pool_.data() + d.bytes_at, d.num_bytes};
+  }
+  std::span<const SymEdge> Nts(const DState& d) const {
+    return {nt_pool_.data() + d.nts_at, d.num_nts};
+  }
+  std::span<const SymEdge> Sps(const DState& d) const {
+    return {sp_pool_.data() + d.sps_at, d.num_sps};
+  }
+  // Starts d's ranges at the pools' ends: what is appended to them until the next Begin is d's.
+  void BeginEdges(DState& d) const {
+    d.bytes_at = static_cast<std::uint32_t>(byte_pool_.size());
+    d.nts_at = static_cast<std::uint32_t>(nt_pool_.size());
+    d.sps_at = static_cast<std::uint32_t>(sp_pool_.size());
+  }
+  void EndEdges(DState& d) const {
+    d.num_bytes = static_cast<std::uint32_t>(byte_pool_.size()) - d.bytes_at;
+    d.num_nts = static_cast<std::uint32_t>(nt_pool_.size()) - d.nts_at;
+    d.num_sps = static_cast<std::uint32_t>(sp_pool_.size()) - d.sps_at;
+  }
 };
 
 bool Lowering::IsPureTerminal(ExprId e) {
@@ -978,6 +1003,8 @@ Status Lowering::Determinise(std::int32_t rule, std::int32_t nfa_start, std::int
   std::vector<std::pair<std::int32_t, std::int32_t>> by_sym;  // (symbol, NFA target)
   std::vector<std::int32_t> targets;
   std::vector<std::int32_t> prev_key, k;
+  std::vector<ByteRange> bytes;  // of the state being finished
+  std::vector<SymEdge> nts, sps;
   for (std::int32_t i = 0; i < sets.size(); ++i) {
     if (options_.deadline.Poll()) return DeadlineError();
     if (static_cast<std::int32_t>(dstates_.size()) - base > options_.max_states) {
@@ -1004,7 +1031,7 @@ Status Lowering::Determinise(std::int32_t rule, std::int32_t nfa_start, std::int
     std::sort(cuts.begin(), cuts.end());
     cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
     const std::int32_t sid = base + i;
-    std::vector<DState::ByteRange> bytes;
+    bytes.clear();
     prev_key.clear();
     std::int32_t prev_target = -1;
     for (std::size_t c = 0; c + 1 < cuts.size(); ++c) {
@@ -1030,7 +1057,8 @@ Status Lowering::Determinise(std::int32_t rule, std::int32_t nfa_start, std::int
         bytes.push_back({lo, hi, t});
       }
     }
-    std::vector<std::pair<std::int32_t, std::int32_t>> nts, sps;
+    nts.clear();
+    sps.clear();
     std::sort(by_sym.begin(), by_sym.end());
     by_sym.erase(std::unique(by_sym.begin(), by_sym.end()), by_sym.end());
     for (std::size_t a = 0; a < by_sym.size();) {
@@ -1047,9 +1075,11 @@ Status Lowering::Determinise(std::int32_t rule, std::int32_t nfa_start, std::int
     }
     DState& d = dstates_[sid];  // after the interns (they may reallocate)
     d.accepting = acc;
-    d.bytes = std::move(bytes);
-    d.nts = std::move(nts);
-    d.sps = std::move(sps);
+    BeginEdges(d);
+    byte_pool_.insert(byte_pool_.end(), bytes.begin(), bytes.end());
+    nt_pool_.insert(nt_pool_.end(), nts.begin(), nts.end());
+    sp_pool_.insert(sp_pool_.end(), sps.begin(), sps.end());
+    EndEdges(d);
   }
   return Status::Ok();
 }
@@ -1132,16 +1162,17 @@ void Lowering::AppendShared(std::int32_t rule, const SharedDfa& dfa,
     DState d;
     d.rule = rule;
     d.accepting = dfa.accepting[i] != 0;
-    d.bytes.reserve(dfa.byte_begin[i + 1] - dfa.byte_begin[i]);
+    BeginEdges(d);
     for (std::uint32_t e = dfa.byte_begin[i]; e < dfa.byte_begin[i + 1]; ++e) {
       const auto& [lo, hi, to] = dfa.bytes[e];
-      d.bytes.push_back({lo, hi, base + to});
+      byte_pool_.push_back({lo, hi, base + to});
     }
     for (std::uint32_t e = dfa.nt_begin[i]; e < dfa.nt_begin[i + 1]; ++e) {
-      d.nts.emplace_back(refs[dfa.nts[e].first], base + dfa.nts[e].second);
+      nt_pool_.emplace_back(refs[dfa.nts[e].first], base + dfa.nts[e].second);
     }
-    std::sort(d.nts.begin(), d.nts.end());  // by rule, as Determinise leaves them
-    dstates_.push_back(std::move(d));
+    std::sort(nt_pool_.begin() + d.nts_at, nt_pool_.end());  // by rule, as Determinise leaves them
+    EndEdges(d);
+    dstates_.push_back(d);
   }
   rules_[rule].info.start = base + dfa.start;
 }
@@ -1198,9 +1229,9 @@ void Lowering::StoreShared(std::size_t first_state) {
   for (std::size_t i = 0; i < n; ++i) {
     const DState& d = dstates_[first_state + i];
     dfa->accepting.push_back(d.accepting ? 1 : 0);
-    for (const DState::ByteRange& b : d.bytes) dfa->bytes.push_back({b.lo, b.hi, b.to - base});
+    for (const ByteRange& b : Bytes(d)) dfa->bytes.push_back({b.lo, b.hi, b.to - base});
     dfa->byte_begin.push_back(static_cast<std::uint32_t>(dfa->bytes.size()));
-    for (const auto& [r, to] : d.nts) {  // every rule edge of the DFA comes from the NFA's
+    for (const auto& [r, to] : Nts(d)) {  // every rule edge of the DFA comes from the NFA's
       const auto ord = static_cast<std::int32_t>(
           std::find(shared_refs_.begin(), shared_refs_.end(), r) - shared_refs_.begin());
       dfa->nts.emplace_back(ord, to - base);
@@ -1228,10 +1259,12 @@ void Lowering::CopyDfa(std::int32_t rule, const ByteDfa& dfa,
     DState d;
     d.rule = rule;
     d.accepting = dfa.IsAccepting(s);
+    BeginEdges(d);
     ranges.ForEach(s, [&](std::int32_t lo, std::int32_t hi, StateId t) {
-      d.bytes.push_back({lo, hi, base + t});
+      byte_pool_.push_back({lo, hi, base + t});
     });
-    dstates_.push_back(std::move(d));
+    EndEdges(d);
+    dstates_.push_back(d);
   }
   rules_[rule].info.start = base + dfa.start;
 }
@@ -1329,13 +1362,13 @@ struct RuleEdgeIndex {
   std::vector<std::uint32_t> by_target_begin, by_rule_begin;
   std::vector<std::pair<std::int32_t, std::int32_t>> by_target;  // (source, rule)
   std::vector<std::pair<std::int32_t, std::int32_t>> by_rule;    // (source, target)
-  template <typename States>
-  RuleEdgeIndex(const States& states, std::int32_t num_rules) {
-    const std::size_t ns = states.size();
+  // nts(s): state s's rule edges (rule, target).
+  template <typename Nts>
+  RuleEdgeIndex(std::size_t ns, std::int32_t num_rules, Nts nts) {
     by_target_begin.assign(ns + 1, 0);
     by_rule_begin.assign(static_cast<std::size_t>(num_rules) + 1, 0);
-    for (const auto& d : states) {
-      for (const auto& [r, t] : d.nts) {
+    for (std::size_t s = 0; s < ns; ++s) {
+      for (const auto& [r, t] : nts(s)) {
         ++by_target_begin[t + 1];
         ++by_rule_begin[r + 1];
       }
@@ -1347,7 +1380,7 @@ struct RuleEdgeIndex {
     std::vector<std::uint32_t> at_t(by_target_begin.begin(), by_target_begin.end() - 1);
     std::vector<std::uint32_t> at_r(by_rule_begin.begin(), by_rule_begin.end() - 1);
     for (std::size_t s = 0; s < ns; ++s) {
-      for (const auto& [r, t] : states[s].nts) {
+      for (const auto& [r, t] : nts(s)) {
         by_target[at_t[t]++] = {static_cast<std::int32_t>(s), r};
         by_rule[at_r[r]++] = {static_cast<std::int32_t>(s), t};
       }
@@ -1377,7 +1410,7 @@ Status Lowering::ComputeNullable(CfgProgram* out) const {
   CfgProgram& p = *out;
   const std::int32_t nr = p.NumRules();
   const std::size_t ns = dstates_.size();
-  const RuleEdgeIndex edges(dstates_, nr);
+  const RuleEdgeIndex edges(ns, nr, [&](std::size_t s) { return Nts(dstates_[s]); });
   const RuleStarts starts(p, ns);
   // null_state[s]: from s the rule can finish without a byte (accepting, or a rule edge to a
   // nullable rule whose target is such a state).
@@ -1440,9 +1473,9 @@ Status Lowering::ComputeProductive(CfgProgram* out, std::vector<std::uint8_t>* p
       if (prod_state[s]) continue;
       const DState& d = dstates_[s];
       bool v = d.accepting;
-      for (const auto& br : d.bytes) v = v || prod_state[br.to];
-      for (auto& [i, t] : d.sps) v = v || prod_state[t];
-      for (auto& [r, t] : d.nts) v = v || (prod_rule[r] && prod_state[t]);
+      for (const auto& br : Bytes(d)) v = v || prod_state[br.to];
+      for (auto& [i, t] : Sps(d)) v = v || prod_state[t];
+      for (auto& [r, t] : Nts(d)) v = v || (prod_rule[r] && prod_state[t]);
       if (v) {
         prod_state[s] = 1;
         changed = true;
@@ -1478,7 +1511,7 @@ void Lowering::AssignByteClasses(const std::vector<std::uint8_t>& prod_state,
   for (const DState& d : dstates_) {
     // Class boundaries: where the (productive) target changes between adjacent bytes.
     std::int32_t prev_hi = -1, prev_to = -1;
-    for (const auto& br : d.bytes) {
+    for (const auto& br : Bytes(d)) {
       const std::int32_t to = prod_state[br.to] ? br.to : -1;
       if (br.lo != prev_hi + 1) {  // a gap (no transition) before this range
         if (prev_to != -1) boundary[prev_hi + 1] = true;
@@ -1515,7 +1548,7 @@ void Lowering::FillTables(const std::vector<std::uint8_t>& prod_state,
     const DState& d = dstates_[s];
     p.accepting[s] = d.accepting ? 1 : 0;
     p.state_rule[s] = d.rule;
-    for (const auto& br : d.bytes) {
+    for (const auto& br : Bytes(d)) {
       if (!prod_state[br.to]) continue;
       for (std::int32_t c = p.byte_class[br.lo]; c <= p.byte_class[br.hi]; ++c) {
         p.next.Set(static_cast<std::size_t>(s) * p.num_classes + c, br.to);
@@ -1527,11 +1560,11 @@ void Lowering::FillTables(const std::vector<std::uint8_t>& prod_state,
         p.byte_first[s][w] |= (~std::uint64_t{0} >> (63 - b)) & (~std::uint64_t{0} << a);
       }
     }
-    for (auto& [r, t] : d.nts) {
+    for (auto& [r, t] : Nts(d)) {
       if (prod_rule[r] && prod_state[t]) p.nt_edges.emplace_back(r, t);
     }
     p.nt_begin[s + 1] = static_cast<std::int32_t>(p.nt_edges.size());
-    for (auto& [i, t] : d.sps) {
+    for (auto& [i, t] : Sps(d)) {
       if (prod_state[t]) p.sp_edges.emplace_back(i, t);
     }
     p.sp_begin[s + 1] = static_cast<std::int32_t>(p.sp_edges.size());

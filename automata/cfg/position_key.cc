@@ -19,6 +19,15 @@ struct Acc {
   }
 };
 
+// The set bits of x, inline: std::popcount is a libgcc call in a baseline x86-64 build (no
+// POPCNT), four of them per state keyed.
+inline int PopCount(std::uint64_t x) {
+  x -= (x >> 1) & 0x5555555555555555ull;
+  x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
+  x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0Full;
+  return static_cast<int>((x * 0x0101010101010101ull) >> 56);
+}
+
 enum : std::uint64_t {
   kTagAcyclic = 0xA1,
   kTagCyclic = 0xC1,
@@ -133,8 +142,7 @@ void PositionKeyer::RunsOf(StateId s, std::vector<Run>& runs) const {
     // next letter, a digit, a quote) reads their runs off the bits in byte order, without a
     // scan of the classes (a tool schema's program has 50-150 of them).
     const std::array<std::uint64_t, 4>& bits = p_->byte_first[s];
-    const int live = std::popcount(bits[0]) + std::popcount(bits[1]) + std::popcount(bits[2]) +
-                     std::popcount(bits[3]);
+    const int live = PopCount(bits[0]) + PopCount(bits[1]) + PopCount(bits[2]) + PopCount(bits[3]);
     if (live <= kSparseBytes) {
       for (int w = 0; w < 4; ++w) {
         for (std::uint64_t m = bits[w]; m != 0; m &= m - 1) {
@@ -442,18 +450,24 @@ PositionKeyer::H PositionKeyer::Acyclic(StateId s, const PassData& d) {
   const std::int32_t ne = p_->nt_begin[s + 1] - p_->nt_begin[s];
   acc.Add(static_cast<std::uint64_t>(ne));
   if (ne > 0) {
-    std::vector<std::array<std::uint64_t, 4>> edges;
-    for (std::int32_t k = p_->nt_begin[s]; k < p_->nt_begin[s + 1]; ++k) {
+    // (No allocation for the usual few edges: a fill may key hundreds of states.)
+    using Edge = std::array<std::uint64_t, 4>;
+    constexpr std::int32_t kSmall = 8;
+    Edge small[kSmall];
+    std::vector<Edge> big;
+    if (ne > kSmall) big.resize(static_cast<std::size_t>(ne));
+    Edge* edges = ne > kSmall ? big.data() : small;
+    for (std::int32_t k = p_->nt_begin[s], i = 0; k < p_->nt_begin[s + 1]; ++k, ++i) {
       const H hr = RuleHash(p_->nt_edges[k].first);
       const H& ht = hash_[p_->nt_edges[k].second];
       if (hr.none) return hr;
       if (ht.none) return ht;
       out.lowest = std::min({out.lowest, hr.lowest, ht.lowest});
-      edges.push_back({hr.a, hr.b, ht.a, ht.b});
+      edges[i] = {hr.a, hr.b, ht.a, ht.b};
     }
-    std::sort(edges.begin(), edges.end());
-    for (const auto& x : edges) {
-      for (std::uint64_t w : x) acc.Add(w);
+    std::sort(edges, edges + ne);
+    for (std::int32_t i = 0; i < ne; ++i) {
+      for (std::uint64_t w : edges[i]) acc.Add(w);
     }
   }
   out.a = acc.a;
@@ -514,9 +528,17 @@ void PositionKeyer::Cyclic(const std::vector<StateId>& members, const PassData& 
     if (none) break;
     // Sorted by the called rule's hash; equal rules keep their order (another order in another
     // grammar only misses a match).
-    std::stable_sort(edges.begin(), edges.end(), [](const Edge& x, const Edge& y) {
+    // (Few edges: an insertion sort, stable without the buffer std::stable_sort allocates.)
+    auto before = [](const Edge& x, const Edge& y) {
       return std::tie(x.rule.a, x.rule.b) < std::tie(y.rule.a, y.rule.b);
-    });
+    };
+    if (edges.size() > 16) std::stable_sort(edges.begin(), edges.end(), before);
+    for (std::size_t i = 1; i < edges.size() && edges.size() <= 16; ++i) {
+      const Edge x = edges[i];
+      std::size_t j = i;
+      for (; j > 0 && before(x, edges[j - 1]); --j) edges[j] = edges[j - 1];
+      edges[j] = x;
+    }
     acc.Add(edges.size());
     for (const Edge& x : edges) {
       acc.Add(x.rule.a);

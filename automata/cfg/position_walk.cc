@@ -1345,9 +1345,7 @@ bool CfgGrammar::ComposeFromCallee(const CfgPosition& callee, const CfgPosition*
       }
     }
   }
-  std::int32_t accepted = 0;
-  for (std::size_t w = 0; w < words; ++w) accepted += std::popcount(bits[w]);
-  scratch.accepted = accepted;
+  scratch.accepted = static_cast<std::int32_t>(cfg_words::CountOnes(bits.data(), words));
   scratch.ids.clear();  // (the finished position lists its tokens from the bits)
   std::erase_if(scratch.unc, [&](const std::pair<std::string_view, TokenId>& u) {
     return (bits[static_cast<std::size_t>(u.second) >> 5] >> (u.second & 31)) & 1;
@@ -1369,13 +1367,16 @@ std::unique_ptr<CfgPosition> CfgGrammar::PositionFromScratch(WalkScratch& scratc
       pos->accepted_list.erase(std::unique(pos->accepted_list.begin(), pos->accepted_list.end()),
                                pos->accepted_list.end());
     } else {
-      for (std::size_t w = 0; w < words; ++w) {
-        std::uint32_t x = bits[w];
-        while (x != 0) {
-          int b = __builtin_ctz(x);
-          pos->accepted_list.push_back(static_cast<TokenId>(w * 32 + b));
-          x &= x - 1;
+      // Fewer ids than words: most words are zero, skipped eight at a time.
+      pos->accepted_list.reserve(static_cast<std::size_t>(accepted));
+      const std::uint32_t* w0 = bits.data();
+      for (std::size_t w = cfg_words::SkipWords(w0, 0, words, 0); w < words;) {
+        for (const std::size_t e = std::min(w + 8, words); w < e; ++w) {
+          for (std::uint32_t x = w0[w]; x != 0; x &= x - 1) {
+            pos->accepted_list.push_back(static_cast<TokenId>(w * 32 + std::countr_zero(x)));
+          }
         }
+        if (w < words) w = cfg_words::SkipWords(w0, w, words, 0);
       }
     }
   } else {
