@@ -200,5 +200,43 @@ TEST(FillLimits, AStringBodyViewIsReadyWithTheCompiler) {
   CompareAlong(*g, R"({"city": "Paris \"Nord\"", "n": 12})");
 }
 
+// A grammar's positions are looked up in the vocabulary's store by keys that hash its rules.
+// The first fill hashes them (it has a prefill's time), so that the second, which has to fit
+// between two decoding steps, looks its position up without hashing; and the second grammar of
+// the same shape finds that position in the store.
+TEST(FillLimits, TheFirstFillKeysTheGrammarForTheFills) {
+  GrammarCompiler fresh(Llama3());
+  CompileOptions o;
+  o.background_positions = false;
+  auto tool = [&](const std::string& name) {
+    return fresh.CompileSchema(
+        R"({"type": "object", "properties": {")" + name +
+            R"(": {"type": "string"}, "unit": {"enum": ["celsius", "fahrenheit"]},
+               "days": {"type": "integer", "minimum": 1}}, "required": [")" + name + R"("]})",
+        o);
+  };
+  auto first = tool("city");
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  std::vector<std::uint32_t> mask(CfgOf(**first)->mask_words());
+  Matcher m(*first);
+  m.FillNextTokenBitmask(mask);
+  EXPECT_GT(Matcher::LastFillTrace().key_states, 0) << "the first fill keyed nothing";
+  ASSERT_TRUE(m.AcceptString("{"));
+  m.FillNextTokenBitmask(mask);
+  EXPECT_EQ(Matcher::LastFillTrace().key_states, 0) << "the second fill hashed rules";
+  EXPECT_GT(Matcher::LastFillTrace().positions_walked, 0);
+  // Another grammar whose object after `{` reads the same: its second fill is the first's.
+  auto second = tool("city");
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  Matcher m2(*second);
+  m2.FillNextTokenBitmask(mask);
+  ASSERT_TRUE(m2.AcceptString("{"));
+  m2.FillNextTokenBitmask(mask);
+  EXPECT_EQ(Matcher::LastFillTrace().key_states, 0);
+  EXPECT_EQ(Matcher::LastFillTrace().positions_walked, 0);
+  EXPECT_GT(Matcher::LastFillTrace().positions_shared, 0);
+  CompareAlong(*second, R"({"city": "Paris", "unit": "celsius", "days": 3})");
+}
+
 }  // namespace
 }  // namespace lockstep
