@@ -372,12 +372,15 @@ class CfgGrammar : public TokenAutomaton {
   std::optional<PositionKey> KeyOf(StateId s, bool may_wait = true) const;
   // KeyOf's work, under key_mu_, hashing at most `max_work` states (PositionKeyer::Key).
   std::optional<PositionKey> KeyLocked(StateId s, std::int64_t max_work) const;
-  // What a fill may hash to get a key (0.4-1 µs a state): a tool schema's whole program (833
-  // states on average in the dev set) in one fill, a big program's a part per fill, never the
-  // whole of a 27k-state Kubernetes schema at once (100 ms), and no rule whose hashing would not
-  // end within it. Past it the fill walks the position without a key; the background worker
-  // hashes without a bound.
-  static constexpr std::int64_t kForegroundKeyWork = 1024;
+  // What a fill may hash to get a key (0.15-0.4 µs a state), and no rule whose hashing would
+  // not end within it; past it the fill walks the position without a key, and the background
+  // worker hashes without a bound. The first fill (a grammar's first mask, beside the host's
+  // prefill) hashes up to 4,096 states: a tool schema's whole program (833 states on average in
+  // the dev set), a big program's part around its root. Later fills, each between two decoding
+  // steps, up to 256 more (at 1,024, Kubernetes' one-thread per-mask p99 was 117-120 us, at 256
+  // 87-92; never the whole of a 27k-state Kubernetes schema at once, 100 ms).
+  static constexpr std::int64_t kFirstFillKeyWork = 4096;
+  static constexpr std::int64_t kForegroundKeyWork = 256;
   // Every state's key, computed at once by the background worker; read without a lock once
   // keys_ready_ is set.
   mutable std::atomic<bool> keys_ready_{false};

@@ -83,7 +83,8 @@ std::optional<PositionKey> CfgGrammar::KeyOf(StateId s, bool may_wait) const {
     return std::nullopt;
   }
   const std::int64_t before = keyer_ ? keyer_->work() : 0;
-  std::optional<PositionKey> key = KeyLocked(s, kForegroundKeyWork);
+  std::optional<PositionKey> key = KeyLocked(
+      s, s == program_.rules[program_.root].start ? kFirstFillKeyWork : kForegroundKeyWork);
   if (keyer_) CurrentFillTrace().key_states += static_cast<std::int32_t>(keyer_->work() - before);
   return key;
 }
@@ -305,7 +306,7 @@ const CfgPosition* CfgGrammar::PositionFor(const EarleyItem& it) const {
     std::optional<PositionKey> key;
     SharedPositions* shared = nullptr;
     // The root's start too (the first fill): its key hashes the root rule and the rules it
-    // calls (up to kForegroundKeyWork states), which every later fill's key needs. Paid in the
+    // calls (up to kFirstFillKeyWork states), which every later fill's key needs. Paid in the
     // first mask (0.05-0.1 ms for a tool schema), where a host has its prefill's time, rather
     // than in the second, which has to fit between two decoding steps (the Glaive dev set, one
     // thread: per-mask p99 about 100 -> 65 us; the pass adds about 70 us to the first mask's
