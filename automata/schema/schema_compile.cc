@@ -319,7 +319,9 @@ class Emitter {
       for (const json& v : f.not_in)
         if (v.is_string()) sc.excluded.push_back(v.get<std::string>());
       if (!sc.max_length || *sc.max_length >= sc.min_length) {
-        auto e = AddStringExpr(&g_, sc, o_.lexical);
+        LexicalOptions value = o_.lexical;
+        value.count_class_patterns = true;
+        auto e = AddStringExpr(&g_, sc, value);
         if (!e.ok() && e.status().code() == StatusCode::kResourceLimit && sc.max_length &&
             *sc.max_length <= std::numeric_limits<std::int32_t>::max() &&
             !o_.lexical.deadline.PassedNow()) {

@@ -1660,6 +1660,54 @@ Result<ByteDfa> BuildNumberConstraintDfa(const NumberConstraint& c,
 
 }  // namespace
 
+namespace {
+
+struct CountedClass {
+  std::vector<CodepointRange> ranges;
+  std::int32_t min = 0, max = 0;  // max: RegexNode::kUnbounded for none
+};
+
+// The class C and the bounds of a pattern `^C{m,n}$` (also `{m}` and `{m,}`: a count, not `?`,
+// `*` or `+`), when every character of C is written raw in a canonically escaped JSON string
+// (no control character, quote or backslash: those take an escape): a string matches it exactly
+// when it has between m and n characters, each in C. Else nullopt.
+std::optional<CountedClass> CountedClassPattern(const std::string& pattern) {
+  RegexParseOptions po;
+  po.anchor_markers = true;
+  Result<RegexAst> ast = ParseRegex(pattern, po);
+  if (!ast.ok()) return std::nullopt;
+  const RegexNode& root = ast->node(ast->root);
+  if (root.kind != RegexNodeKind::kConcat || root.children_end - root.children_begin != 3) {
+    return std::nullopt;
+  }
+  const RegexNode& caret = ast->node(ast->children[root.children_begin]);
+  const RegexNode& rep = ast->node(ast->children[root.children_begin + 1]);
+  const RegexNode& dollar = ast->node(ast->children[root.children_begin + 2]);
+  if (caret.kind != RegexNodeKind::kAnchor || caret.min != 0 ||
+      dollar.kind != RegexNodeKind::kAnchor || dollar.min != 1 ||
+      rep.kind != RegexNodeKind::kRepeat || rep.children_end - rep.children_begin != 1) {
+    return std::nullopt;
+  }
+  // A count: not `?` (0-1), `*` (0-) or `+` (1-), whose automaton is a loop or two states.
+  if (rep.max == RegexNode::kUnbounded ? rep.min <= 1 : rep.max <= 1) return std::nullopt;
+  if (rep.max != RegexNode::kUnbounded && rep.max > kMaxCount) return std::nullopt;
+  const RegexNode& cls = ast->node(ast->children[rep.children_begin]);
+  if (cls.kind != RegexNodeKind::kClass || cls.ranges_begin == cls.ranges_end) return std::nullopt;
+  CountedClass out;
+  out.min = rep.min;
+  out.max = rep.max;
+  for (std::int32_t i = cls.ranges_begin; i < cls.ranges_end; ++i) {
+    const CodepointRange r = ast->ranges[i];
+    if (r.lo < 0x20 || (r.lo <= U'"' && U'"' <= r.hi) || (r.lo <= U'\\' && U'\\' <= r.hi)) {
+      return std::nullopt;
+    }
+    out.ranges.push_back(r);
+  }
+  return out;
+}
+
+}  // namespace
+
 Result<grammar::ExprId> AddStringExpr(grammar::Grammar* g, const StringConstraint& c,
                                       const LexicalOptions& options) {
   const DeadlineScope scope(options.deadline);
@@ -1689,6 +1737,32 @@ Result<grammar::ExprId> AddStringExpr(grammar::Grammar* g, const StringConstrain
     const ExprId open = g->Add(LiteralNode("\""));
     const ExprId close = g->Add(LiteralNode("\""));
     return g->Add(ListNode(ExprKind::kSequence, {open, r, close}));
+  }
+  if (options.count_class_patterns && c.pattern && !c.format && c.excluded.empty() &&
+      c.not_patterns.empty() &&
+      c.also_patterns.empty() && c.also_formats.empty() && c.not_formats.empty()) {
+    if (std::optional<CountedClass> cc = CountedClassPattern(*c.pattern)) {
+      // `^C{m,n}$`: the same native counter as lengths alone, over the class's characters (its
+      // automaton would have a state per count, each a position of its own walked over the
+      // vocabulary: 1-2 ms apiece for a class of letters, digits and punctuation on Llama-3).
+      const std::int64_t lo = std::max<std::int64_t>(min_len, cc->min);
+      std::int64_t hi = cc->max == RegexNode::kUnbounded ? -1 : cc->max;
+      if (has_max) hi = hi < 0 ? max_len : std::min(hi, max_len);
+      if (hi >= 0 && hi < lo) {
+        return Status(StatusCode::kUnsatisfiable,
+                      "no string of the lengths allowed matches the pattern " + *c.pattern);
+      }
+      Expr unit;
+      unit.kind = ExprKind::kCharClass;
+      unit.ranges = std::move(cc->ranges);
+      Expr rep = RepeatNode(g->Add(std::move(unit)), static_cast<std::int32_t>(lo),
+                            hi < 0 ? Expr::kUnbounded : static_cast<std::int32_t>(hi));
+      rep.count = true;
+      const ExprId r = g->Add(std::move(rep));
+      const ExprId open = g->Add(LiteralNode("\""));
+      const ExprId close = g->Add(LiteralNode("\""));
+      return g->Add(ListNode(ExprKind::kSequence, {open, r, close}));
+    }
   }
   if (c.format && !FormatSupported(*c.format) && !OptionalFormat(*c.format)) {
     return Status(StatusCode::kUnsupported,

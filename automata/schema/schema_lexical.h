@@ -39,6 +39,10 @@ struct LexicalOptions {
   // pattern. 0: always the product when it fits max_dfa_states (the GBNF export, which cannot
   // say a count).
   std::int32_t count_at_run_time_from = 64;
+  // A pattern `^C{m,n}$` (one class, counted) as a native counter over C's characters, not one
+  // automaton with a state per count (AddStringExpr). Only where the string is a value: a key
+  // terminal, the items of a uniqueItems check and the instance checker need one automaton.
+  bool count_class_patterns = false;
   // Past it, kResourceLimit (polled per automaton state while building; a format automaton
   // that was not finished is not cached).
   CompileDeadline deadline;
@@ -89,7 +93,9 @@ struct StringConstraint {
 // Appends an expression matching the whole JSON string token, quotes included, under canonical
 // escaping, of exactly the string values satisfying `c`.
 // Shapes: lengths only -> kSequence('"', kRepeat{min,max}(kChoice(kCharClass, kByteDfa escape)),
-// '"') (native counter, no automaton); anything with pattern/format/excluded/not_patterns -> one
+// '"') (native counter, no automaton); a pattern `^C{m,n}$` alone under
+// LexicalOptions::count_class_patterns -> kSequence('"', kRepeat{m,n}(kCharClass C), '"') (with
+// minLength/maxLength folded into the bounds); anything with pattern/format/excluded/not_patterns -> one
 // kByteDfa (format alone: shared, built once per process; with lengths the automaton has about
 // (maxLength + 1) x (pattern states) states, kResourceLimit past max_dfa_states).
 // Patterns have JSON Schema's search semantics; '^'/'$' are honoured at the ends of top-level
