@@ -353,13 +353,7 @@ void CfgGrammar::ComputeFollow() {
   first_count_.resize(first_bytes_.size());
   for (std::size_t k = 0; k < first_bytes_.size(); ++k) {
     int n = 0;
-    for (std::uint64_t w : first_bytes_[k]) {
-      // SWAR popcount: no library call on targets without the instruction.
-      w = w - ((w >> 1) & 0x5555555555555555ull);
-      w = (w & 0x3333333333333333ull) + ((w >> 2) & 0x3333333333333333ull);
-      w = (w + (w >> 4)) & 0x0F0F0F0F0F0F0F0Full;
-      n += static_cast<int>((w * 0x0101010101010101ull) >> 56);
-    }
+    for (const std::uint64_t w : first_bytes_[k]) n += cfg_words::CountOnes64(w);
     first_count_[k] = static_cast<std::uint16_t>(n);
   }
   class_size_.assign(p.num_classes, 0);

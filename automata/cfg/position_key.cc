@@ -4,6 +4,7 @@
 #include <bit>
 #include <cstring>
 
+#include "automata/cfg/word_kernels.h"
 #include "grammar/base/hash_mix.h"
 
 namespace lockstep {
@@ -18,15 +19,6 @@ struct Acc {
     b = MixBits64(b + x * 0xC2B2AE3D27D4EB4Full + 0x165667B19E3779F9ull);
   }
 };
-
-// The set bits of x, inline: std::popcount is a libgcc call in a baseline x86-64 build (no
-// POPCNT), four of them per state keyed.
-inline int PopCount(std::uint64_t x) {
-  x -= (x >> 1) & 0x5555555555555555ull;
-  x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
-  x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0Full;
-  return static_cast<int>((x * 0x0101010101010101ull) >> 56);
-}
 
 enum : std::uint64_t {
   kTagAcyclic = 0xA1,
@@ -142,7 +134,8 @@ void PositionKeyer::RunsOf(StateId s, std::vector<Run>& runs) const {
     // next letter, a digit, a quote) reads their runs off the bits in byte order, without a
     // scan of the classes (a tool schema's program has 50-150 of them).
     const std::array<std::uint64_t, 4>& bits = p_->byte_first[s];
-    const int live = PopCount(bits[0]) + PopCount(bits[1]) + PopCount(bits[2]) + PopCount(bits[3]);
+    const int live = cfg_words::CountOnes64(bits[0]) + cfg_words::CountOnes64(bits[1]) +
+                     cfg_words::CountOnes64(bits[2]) + cfg_words::CountOnes64(bits[3]);
     if (live <= kSparseBytes) {
       for (int w = 0; w < 4; ++w) {
         for (std::uint64_t m = bits[w]; m != 0; m &= m - 1) {
@@ -532,12 +525,15 @@ void PositionKeyer::Cyclic(const std::vector<StateId>& members, const PassData& 
     auto before = [](const Edge& x, const Edge& y) {
       return std::tie(x.rule.a, x.rule.b) < std::tie(y.rule.a, y.rule.b);
     };
-    if (edges.size() > 16) std::stable_sort(edges.begin(), edges.end(), before);
-    for (std::size_t i = 1; i < edges.size() && edges.size() <= 16; ++i) {
-      const Edge x = edges[i];
-      std::size_t j = i;
-      for (; j > 0 && before(x, edges[j - 1]); --j) edges[j] = edges[j - 1];
-      edges[j] = x;
+    if (edges.size() > 16) {
+      std::stable_sort(edges.begin(), edges.end(), before);
+    } else {
+      for (std::size_t i = 1; i < edges.size(); ++i) {
+        const Edge x = edges[i];
+        std::size_t j = i;
+        for (; j > 0 && before(x, edges[j - 1]); --j) edges[j] = edges[j - 1];
+        edges[j] = x;
+      }
     }
     acc.Add(edges.size());
     for (const Edge& x : edges) {

@@ -20,6 +20,7 @@ void FreeWords(std::uint32_t* p);
 
 // The same functions as mask_words' (inline ones stay inline): no call in between.
 using mask_words::CountOnes;
+using mask_words::CountOnes64;
 using mask_words::OrWords;
 using mask_words::SetBit;
 using mask_words::SetBitRecording;

@@ -72,7 +72,9 @@ Result<ByteDfa> ProductDfa(const ByteDfa& a, const ByteDfa& b, std::int32_t max_
 class Emitter {
  public:
   Emitter(const Schema& s, const SchemaCompileOptions& o)
-      : s_(s), o_(WithLexicalDeadline(o)), m_(s, o_) {}
+      : s_(s), o_(WithLexicalDeadline(o)), value_lexical_(o_.lexical), m_(s, o_) {
+    value_lexical_.count_class_patterns = true;
+  }
 
   Result<SchemaGrammar> Run() {
     if (!s_.validation_vocabulary()) {
@@ -319,9 +321,7 @@ class Emitter {
       for (const json& v : f.not_in)
         if (v.is_string()) sc.excluded.push_back(v.get<std::string>());
       if (!sc.max_length || *sc.max_length >= sc.min_length) {
-        LexicalOptions value = o_.lexical;
-        value.count_class_patterns = true;
-        auto e = AddStringExpr(&g_, sc, value);
+        auto e = AddStringExpr(&g_, sc, value_lexical_);
         if (!e.ok() && e.status().code() == StatusCode::kResourceLimit && sc.max_length &&
             *sc.max_length <= std::numeric_limits<std::int32_t>::max() &&
             !o_.lexical.deadline.PassedNow()) {
@@ -1432,6 +1432,8 @@ class Emitter {
 
   const Schema& s_;
   SchemaCompileOptions o_;
+  // o_.lexical for a string that is a value (LexicalOptions::count_class_patterns).
+  LexicalOptions value_lexical_;
   Model m_;
   grammar::Grammar g_;
   RuleId ws_rule_ = -1;

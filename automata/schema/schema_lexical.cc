@@ -1706,6 +1706,17 @@ std::optional<CountedClass> CountedClassPattern(const std::string& pattern) {
   return out;
 }
 
+// `"` unit{lo,hi} `"` (hi < 0: no limit), the repetition a native counter (never unrolled).
+ExprId QuotedCount(grammar::Grammar* g, ExprId unit, std::int64_t lo, std::int64_t hi) {
+  Expr rep = RepeatNode(unit, static_cast<std::int32_t>(lo),
+                        hi < 0 ? Expr::kUnbounded : static_cast<std::int32_t>(hi));
+  rep.count = true;
+  const ExprId r = g->Add(std::move(rep));
+  const ExprId open = g->Add(LiteralNode("\""));
+  const ExprId close = g->Add(LiteralNode("\""));
+  return g->Add(ListNode(ExprKind::kSequence, {open, r, close}));
+}
+
 }  // namespace
 
 Result<grammar::ExprId> AddStringExpr(grammar::Grammar* g, const StringConstraint& c,
@@ -1730,13 +1741,7 @@ Result<grammar::ExprId> AddStringExpr(grammar::Grammar* g, const StringConstrain
     const ExprId raw = g->Add(std::move(unit_raw));
     const ExprId esc = g->Add(ByteDfaNode(EscapeUnitDfa()));
     const ExprId u = g->Add(ListNode(ExprKind::kChoice, {raw, esc}));
-    Expr rep = RepeatNode(u, static_cast<std::int32_t>(min_len),
-                          has_max ? static_cast<std::int32_t>(max_len) : Expr::kUnbounded);
-    rep.count = true;
-    const ExprId r = g->Add(std::move(rep));
-    const ExprId open = g->Add(LiteralNode("\""));
-    const ExprId close = g->Add(LiteralNode("\""));
-    return g->Add(ListNode(ExprKind::kSequence, {open, r, close}));
+    return QuotedCount(g, u, min_len, has_max ? max_len : -1);
   }
   if (options.count_class_patterns && c.pattern && !c.format && c.excluded.empty() &&
       c.not_patterns.empty() &&
@@ -1755,13 +1760,7 @@ Result<grammar::ExprId> AddStringExpr(grammar::Grammar* g, const StringConstrain
       Expr unit;
       unit.kind = ExprKind::kCharClass;
       unit.ranges = std::move(cc->ranges);
-      Expr rep = RepeatNode(g->Add(std::move(unit)), static_cast<std::int32_t>(lo),
-                            hi < 0 ? Expr::kUnbounded : static_cast<std::int32_t>(hi));
-      rep.count = true;
-      const ExprId r = g->Add(std::move(rep));
-      const ExprId open = g->Add(LiteralNode("\""));
-      const ExprId close = g->Add(LiteralNode("\""));
-      return g->Add(ListNode(ExprKind::kSequence, {open, r, close}));
+      return QuotedCount(g, g->Add(std::move(unit)), lo, hi);
     }
   }
   if (c.format && !FormatSupported(*c.format) && !OptionalFormat(*c.format)) {

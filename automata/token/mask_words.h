@@ -40,6 +40,15 @@ inline void SetBitRecording(std::span<std::uint32_t> out, TokenId id, std::vecto
   w |= bit;
 }
 
+// The set bits of one 64-bit word, inline and without the POPCNT instruction (std::popcount is a
+// libgcc call in a baseline x86-64 build): for a few words per state in the grammar runtime.
+inline int CountOnes64(std::uint64_t x) {
+  x -= (x >> 1) & 0x5555555555555555ull;
+  x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
+  x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0Full;
+  return static_cast<int>((x * 0x0101010101010101ull) >> 56);
+}
+
 // dst[i] |= src[i] / dst[i] &= src[i] for i in [0, n). (Vectorised by the compiler.)
 inline void OrWords(std::uint32_t* dst, const std::uint32_t* __restrict src, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) dst[i] |= src[i];
