@@ -253,6 +253,8 @@ class CfgGrammar : public TokenAutomaton {
   StateId FoldedState(StateId s) const { return fold_rep_.empty() ? s : fold_rep_[s]; }
   // The share of ComputePosition's work a region view took for s (CfgGrammarPeer).
   int RegionUseOfState(StateId s) const;
+  // How many tokens of the trie start with a byte of the set `bytes`.
+  std::size_t TokensStartingWith(const std::array<std::uint64_t, 4>& bytes) const;
   const CfgPosition* PositionFor(const EarleyItem& it) const;
   void GroupCounterKernels(std::int32_t k, std::vector<EarleyItem>& live) const;
   // EOS where the root may end, the grammar's token items where the parse takes them.
@@ -274,9 +276,11 @@ class CfgGrammar : public TokenAutomaton {
   enum class WalkMode : std::uint8_t;
   struct WalkFrame;
   class TrieWalker;
+  // (start_depth: the walk starts at nodes of depth start_depth + 1, below a path of plain
+  // states; 0 from the root's children.)
   void WalkTrie(std::span<const TokenTrie::Node> nodes, std::uint32_t begin, std::uint32_t end,
                 const TokenId* toks, const std::uint16_t* offsets, const EarleyItem& item,
-                StateId start, WalkScratch& out) const;
+                StateId start, WalkScratch& out, std::int32_t start_depth = 0) const;
   // The callee of DFA state s when s's position can be composed from the callee's start
   // position (ComputePosition): s has one rule edge and nothing else (no bytes, no special
   // edges, no simple repetition, not accepting), to a rule other than s's own, and (when the
@@ -304,7 +308,9 @@ class CfgGrammar : public TokenAutomaton {
   // a wide loop (16+ bytes back to one state) of at most 64 plain states. first_exits: the
   // first bytes from s that leave the region, which the table treats as dead and the caller
   // walks in the trie; removed: first bytes whose results the view has wrong for s (it starts
-  // from the loop's anchor), which the caller takes out and walks.
+  // from the loop's anchor), which the caller takes out and walks; leaves: longer prefixes the
+  // same, where s's path and the view's were followed together past the first byte (a
+  // declared name inside a key of any other string) and part for good.
   // RegionTable's steps. A plain state has no rule edge and cannot finish its rule without a
   // byte. Plain states x and y are equivalent when they have the same acceptance and, class by
   // class, both dead or equivalent again, states that are not plain being the same state (a
@@ -318,9 +324,17 @@ class CfgGrammar : public TokenAutomaton {
   bool EquivalentPlainStates(StateId x, StateId y, std::int64_t& work) const;
   std::vector<std::pair<std::int32_t, StateId>> SuccessorsByBytes(StateId x) const;
   class RegionBuilder;
+  // Token bytes `prefix` (two bytes or more) below which the view's results do not hold for s:
+  // the tokens under it are taken out of them and walked from `from`, the (plain) state after
+  // all of the prefix but its last byte.
+  struct RegionLeaf {
+    std::string prefix;
+    StateId from;
+  };
   std::vector<std::int16_t> RegionTable(StateId s, std::vector<StateId>& states,
                                         std::array<std::uint64_t, 4>& first_exits,
-                                        std::array<std::uint64_t, 4>& removed) const;
+                                        std::array<std::uint64_t, 4>& removed,
+                                        std::vector<RegionLeaf>* leaves = nullptr) const;
   // The interned signature of set k (-1: none, over the budget). sigs[j] caches set j's
   // (kUnsigned: not computed yet); only the sets on k's origin chains are computed.
   static constexpr std::int32_t kUnsigned = -2;

@@ -4,10 +4,12 @@
 // fresh keyer's) or reports where a grammar's tables came from.
 #pragma once
 
+#include <array>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "automata/cfg/cfg_grammar.h"
@@ -32,6 +34,24 @@ class CfgGrammarPeer {
     return g_.ComputePosition({g_.program_.state_rule[s], s, 0, 0}, /*regions=*/false);
   }
   int RegionUseOfState(StateId s) const { return g_.RegionUseOfState(s); }
+  // For a position of s from a view: the first bytes whose subtrees are taken out of the view's
+  // results whole, and the longer prefixes taken out (CfgGrammar::RegionLeaf); empty otherwise.
+  struct RegionCuts {
+    std::vector<std::uint8_t> first_bytes;
+    std::vector<std::string> prefixes;
+  };
+  RegionCuts RegionCutsOfState(StateId s) const {
+    std::vector<StateId> states;
+    std::array<std::uint64_t, 4> first_exits, removed;
+    std::vector<CfgGrammar::RegionLeaf> leaves;
+    RegionCuts cuts;
+    if (g_.RegionTable(s, states, first_exits, removed, &leaves).empty()) return cuts;
+    for (int b = 0; b < 256; ++b) {
+      if ((removed[b >> 6] >> (b & 63)) & 1) cuts.first_bytes.push_back(static_cast<std::uint8_t>(b));
+    }
+    for (const CfgGrammar::RegionLeaf& l : leaves) cuts.prefixes.push_back(l.prefix);
+    return cuts;
+  }
   // Whether the position of s is composed from a callee's start position (ComposableCall).
   bool ComposesThroughCall(StateId s) const { return g_.ComposableCall(s) >= 0; }
   // Counter rule `rule`'s position after `count` repetitions, computed afresh: from its counted

@@ -455,7 +455,7 @@ class CfgGrammar::TrieWalker {
  public:
   TrieWalker(const CfgGrammar& g, std::span<const TokenTrie::Node> nodes, std::uint32_t end,
              const TokenId* toks, const std::uint16_t* offsets, const EarleyItem& item,
-             StateId start, WalkScratch& out)
+             StateId start, WalkScratch& out, std::int32_t start_depth)
       : g_(g),
         p_(g.program_),
         nodes_(nodes),
@@ -467,7 +467,8 @@ class CfgGrammar::TrieWalker {
         out_(out),
         counter_(g.program_.IsCounter(item.rule)),
         use_stack_(!out.use_parser),
-        follow_(g.follow_[item.rule]) {}
+        follow_(g.follow_[item.rule]),
+        start_depth_(start_depth) {}
 
   void Run(std::uint32_t begin);
 
@@ -519,18 +520,23 @@ class CfgGrammar::TrieWalker {
   const bool counter_;
   const bool use_stack_;
   const std::array<bool, 256>& follow_;
+  // The walk's first nodes are at depth start_depth_ + 1 (frame start_depth_ is its start).
+  const std::int32_t start_depth_;
   bool can_jump_ = false;
   WalkFrame* frames_ = nullptr;
 };
 
 bool CfgGrammar::TrieWalker::Begin() {
-  WalkFrame& f = frames_[0];
+  WalkFrame& f = frames_[start_depth_];
   f.mode = WalkMode::kAutomaton;
   f.state = start_;
   f.stack_parent = StackWalk::kBottom;
   f.parsers_used = 0;
   StackWalk& stack = out_.stack;
   if (use_stack_) stack.Reset();
+  // Below a RegionLeaf's path, whose states are plain (no rule edge, cannot finish): the
+  // automaton alone, no split above.
+  if (start_depth_ > 0) return true;
   if (counter_ && use_stack_) {
     // A counter position (`start` is its count): the stack walk runs the counter natively.
     f.stack_set = stack.StartCounter(item_.rule, start_);
@@ -712,9 +718,9 @@ void CfgGrammar::TrieWalker::Run(std::uint32_t begin) {
   // of many children, the walk jumps from one allowed child to the next instead of stepping
   // every child. Only while no split is on the path: a dead child then has no uncertain tokens.
   can_jump_ = offsets_ == nullptr && nodes_.data() == g_.trie_->nodes().data() && begin == 0 &&
-              !counter_;
+              !counter_ && start_depth_ == 0;
   std::uint32_t i = begin;
-  frames_[0].jump_parent = kNoJump;
+  frames_[start_depth_].jump_parent = kNoJump;
   if (can_jump_ && Sparse(start_, TokenTrie::kRoot)) {
     frames_[0].jump_parent = TokenTrie::kRoot;
     frames_[0].jump_allowed = g_.first_bytes_[start_].data();
@@ -770,8 +776,9 @@ void CfgGrammar::TrieWalker::Run(std::uint32_t begin) {
 // predicts nothing, so the parser's set there is that single item.
 void CfgGrammar::WalkTrie(std::span<const TokenTrie::Node> nodes, std::uint32_t begin,
                           std::uint32_t end, const TokenId* toks, const std::uint16_t* offsets,
-                          const EarleyItem& item, StateId start, WalkScratch& out) const {
-  TrieWalker(*this, nodes, end, toks, offsets, item, start, out).Run(begin);
+                          const EarleyItem& item, StateId start, WalkScratch& out,
+                          std::int32_t start_depth) const {
+  TrieWalker(*this, nodes, end, toks, offsets, item, start, out, start_depth).Run(begin);
 }
 
 namespace {
@@ -862,7 +869,8 @@ class CfgGrammar::RegionBuilder {
 
   std::vector<std::int16_t> Build(std::vector<StateId>& states,
                                   std::array<std::uint64_t, 4>& first_exits,
-                                  std::array<std::uint64_t, 4>& removed);
+                                  std::array<std::uint64_t, 4>& removed,
+                                  std::vector<RegionLeaf>* leaves);
 
  private:
   // Bytes on a self-loop that make a loop worth sharing. 16: a pattern's `[a-z0-9-]+` (37
@@ -870,6 +878,9 @@ class CfgGrammar::RegionBuilder {
   // the whole trie, 350-450 us on Llama-3; Github_medium's per-mask p99 141 -> 127 us).
   static constexpr int kWideLoop = 16;
   static constexpr std::size_t kMaxExplored = 256, kMaxRegion = 64;
+  // Token prefixes followed below s where its path and the view's differ (Build), and their
+  // length.
+  static constexpr std::size_t kMaxPaths = 64, kMaxPathBytes = 24, kMaxLeavesPerByte = 16;
 
   TransitionRow Row(StateId t) const { return p_.Row(t); }
   bool Plain(StateId t) const { return g_.PlainState(t); }
@@ -882,11 +893,13 @@ class CfgGrammar::RegionBuilder {
   // EquivalentPlainStates, each question answered once for this table.
   bool Equivalent(StateId x, StateId y) {
     if (x == y) return true;
-    for (const auto& [ax, ay, eq] : answered_) {
-      if (ax == x && ay == y) return eq;
+    const std::uint64_t key = (static_cast<std::uint64_t>(static_cast<std::uint32_t>(x)) << 32) |
+                              static_cast<std::uint32_t>(y);
+    for (const auto& [k, eq] : answered_) {  // (a few questions per table)
+      if (k == key) return eq;
     }
     const bool eq = g_.EquivalentPlainStates(x, y, equivalence_work_);
-    answered_.emplace_back(x, y, eq);
+    answered_.emplace_back(key, eq);
     return eq;
   }
   // A state on the wide loop: s, or one byte after s, or two (s, then the body's first
@@ -913,7 +926,7 @@ class CfgGrammar::RegionBuilder {
   const StateId s_;
   StateId anchor_ = CfgProgram::kDead;
   std::int64_t equivalence_work_ = 0;
-  std::vector<std::tuple<StateId, StateId, bool>> answered_;
+  std::vector<std::pair<std::uint64_t, bool>> answered_;
   StateIndex<9> explored_index_;
   std::vector<StateId> explored_;
   std::vector<std::uint8_t> back_;  // per explored state: leads back to the anchor
@@ -1040,8 +1053,9 @@ bool CfgGrammar::RegionBuilder::NumberStates(std::vector<StateId>& states) {
 
 std::vector<std::int16_t> CfgGrammar::RegionBuilder::Build(
     std::vector<StateId>& states, std::array<std::uint64_t, 4>& first_exits,
-    std::array<std::uint64_t, 4>& removed) {
+    std::array<std::uint64_t, 4>& removed, std::vector<RegionLeaf>* leaves) {
   states.clear();
+  if (leaves != nullptr) leaves->clear();
   // Only string bodies and the states one byte before them (an opening quote) pay: a literal
   // that runs into a body gets a table of its own per grammar, with nothing to share.
   if (!Plain(s_)) return {};
@@ -1073,31 +1087,156 @@ std::vector<std::int16_t> CfgGrammar::RegionBuilder::Build(
   }
   const TransitionRow srow = Row(s_);
   const TransitionRow arow = Row(anchor_);
+  // Where s differs from the anchor on a first byte and goes to a plain state (a key that is
+  // not one of the declared names, after `n` when `name` is declared), s's path and the view's
+  // are followed on together, byte by byte: on most bytes they join again (`nb` goes on as in
+  // any string), and only the tokens under the prefixes where they do not (`name"`: the
+  // declared name's closing quote, dead for s, the end of the string in the view) are taken out
+  // of the view's results and walked. A first byte whose subtree was taken out whole cost a
+  // walk of thousands of tokens per declared initial (15-20 µs each on Llama-3).
+  struct Path {
+    std::string prefix;
+    StateId x, y;  // s's state after the prefix, and the view's (a region state)
+    std::int32_t parent;  // the path one byte shorter; -1 at the first byte
+  };
+  std::vector<Path> paths;
+  // A first byte whose paths do not join the view's within bounds (a pair of states met again
+  // on one path: a difference that goes on, such as keys of digits that another rule takes):
+  // taken out whole, as before.
+  std::array<std::uint64_t, 4> given_up{};
+  auto on_path = [&](std::int32_t k, StateId x, StateId y) {
+    for (; k >= 0; k = paths[k].parent) {
+      if (paths[k].x == x && paths[k].y == y) return true;
+    }
+    return false;
+  };
+  auto followable = [&](StateId x) {
+    return x != CfgProgram::kDead && Plain(x) && p_.sp_begin[x] == p_.sp_begin[x + 1];
+  };
   for (int b = 0; b < 256; ++b) {
     const std::int32_t c = p_.byte_class[b];
     const std::uint64_t bit = std::uint64_t{1} << (b & 63);
     // The view has a result for b (its entry row goes into the region) that holds for s.
     const bool viewed = as_anchor_ && same_[c] && RegionTarget(arow[c]);
+    const bool differs = as_anchor_ && RegionTarget(arow[c]) && !same_[c];
+    if (differs && leaves != nullptr && followable(srow[c])) {
+      paths.push_back({std::string(1, static_cast<char>(b)), srow[c], arow[c], -1});
+      continue;
+    }
     if (srow[c] != CfgProgram::kDead && !RegionTarget(srow[c]) && !viewed) {
       first_exits[b >> 6] |= bit;
     }
-    if (as_anchor_ && RegionTarget(arow[c]) && !same_[c]) removed[b >> 6] |= bit;
+    if (differs) removed[b >> 6] |= bit;
+  }
+  std::array<std::uint16_t, 256> leaves_of{};
+  auto give_up = [&](std::uint8_t b) { given_up[b >> 6] |= std::uint64_t{1} << (b & 63); };
+  auto gave_up = [&](std::uint8_t b) { return ((given_up[b >> 6] >> (b & 63)) & 1) != 0; };
+
+  for (std::size_t k = 0; k < paths.size(); ++k) {
+    const std::uint8_t root = static_cast<std::uint8_t>(paths[k].prefix[0]);
+    if (gave_up(root)) continue;
+    const TransitionRow rx = Row(paths[k].x);
+    const TransitionRow ry = Row(paths[k].y);
+    // A row has few distinct pairs of targets (the name's next letter, the string body, an
+    // escape, the quote): each is asked once.
+    std::array<std::tuple<StateId, StateId, bool>, 8> asked;
+    std::size_t n_asked = 0;
+    for (const std::int32_t c : g_.class_order_) {
+      const StateId x = rx[c], y = ry[c];
+      if (x == y) continue;
+      // The same state (the view walks a token leaving here on from y), or states with the
+      // same future: the view's results hold below.
+      bool joins = false, found = false;
+      for (std::size_t a = 0; a < n_asked && !found; ++a) {
+        if (std::get<0>(asked[a]) == x && std::get<1>(asked[a]) == y) {
+          joins = std::get<2>(asked[a]);
+          found = true;
+        }
+      }
+      if (!found) {
+        joins = x != CfgProgram::kDead && RegionTarget(y) && Equivalent(x, y);
+        if (n_asked < asked.size()) asked[n_asked++] = {x, y, joins};
+      }
+      if (joins) continue;
+      bool follow = followable(x) && RegionTarget(y);
+      if (follow && on_path(static_cast<std::int32_t>(k), x, y)) {
+        give_up(root);
+        break;
+      }
+      for (int b = 0; b < 256 && !gave_up(root); ++b) {
+        if (p_.byte_class[b] != c) continue;
+        std::string prefix = paths[k].prefix;
+        prefix.push_back(static_cast<char>(b));
+        // Past the bounds, the rest of a path is walked from where it got to.
+        if (follow && (paths.size() >= kMaxPaths || prefix.size() >= kMaxPathBytes)) follow = false;
+        if (follow) {
+          paths.push_back({std::move(prefix), x, y, static_cast<std::int32_t>(k)});
+        } else {
+          leaves->push_back({std::move(prefix), paths[k].x});
+          // Many leaves under one first byte (s dies on most bytes after it where the view
+          // goes on): walking its subtree whole costs less.
+          if (++leaves_of[root] > kMaxLeavesPerByte) give_up(root);
+        }
+      }
+      if (gave_up(root)) break;
+    }
+  }
+  if (leaves != nullptr) {
+    std::erase_if(*leaves, [&](const RegionLeaf& l) { return gave_up(static_cast<std::uint8_t>(l.prefix[0])); });
+  }
+  for (int b = 0; b < 256; ++b) {
+    if (!gave_up(static_cast<std::uint8_t>(b))) continue;
+    // As without paths: s leaves the region here (its state is not the loop's) and the view's
+    // result is wrong for s.
+    first_exits[b >> 6] |= std::uint64_t{1} << (b & 63);
+    removed[b >> 6] |= std::uint64_t{1} << (b & 63);
+  }
+  if ((removed[0] | removed[1] | removed[2] | removed[3]) != 0) {
+    // The view's results for the removed first bytes are taken out token by token: where they
+    // hold more tokens than the first bytes the view serves for s (a key choice whose state
+    // sends a few letters into a string body and nothing else: every other first byte of the
+    // body's view is removed), walking s's own first bytes in the trie costs less.
+    std::array<std::uint64_t, 4> viewed{};
+    for (int b = 0; b < 256; ++b) {
+      const std::int32_t c = p_.byte_class[b];
+      if (RegionTarget(entry_row_[c]) && !((removed[b >> 6] >> (b & 63)) & 1)) {
+        viewed[b >> 6] |= std::uint64_t{1} << (b & 63);
+      }
+    }
+    if (g_.TokensStartingWith(removed) > g_.TokensStartingWith(viewed)) {
+      states.clear();
+      if (leaves != nullptr) leaves->clear();
+      return {};
+    }
   }
   return table;
 }
 
 std::vector<std::int16_t> CfgGrammar::RegionTable(StateId s, std::vector<StateId>& states,
                                                   std::array<std::uint64_t, 4>& first_exits,
-                                                  std::array<std::uint64_t, 4>& removed) const {
-  return RegionBuilder(*this, s).Build(states, first_exits, removed);
+                                                  std::array<std::uint64_t, 4>& removed,
+                                                  std::vector<RegionLeaf>* leaves) const {
+  return RegionBuilder(*this, s).Build(states, first_exits, removed, leaves);
+}
+
+std::size_t CfgGrammar::TokensStartingWith(const std::array<std::uint64_t, 4>& bytes) const {
+  const std::span<const TokenTrie::Node> nodes = trie_->nodes();
+  const std::uint32_t none = static_cast<std::uint32_t>(trie_->num_nodes());
+  std::size_t n = 0;
+  for (std::uint32_t c = trie_->NextChild(TokenTrie::kRoot, bytes.data(), -1, none); c != none;
+       c = trie_->NextChild(TokenTrie::kRoot, bytes.data(), nodes[c].byte, none)) {
+    n += nodes[nodes[c].subtree_end].token_begin - nodes[c].token_begin;
+  }
+  return n;
 }
 
 int CfgGrammar::RegionUseOfState(StateId s) const {
   std::vector<StateId> states;
   std::array<std::uint64_t, 4> first_exits, removed;
-  const std::vector<std::int16_t> table = RegionTable(s, states, first_exits, removed);
+  std::vector<RegionLeaf> leaves;
+  const std::vector<std::int16_t> table = RegionTable(s, states, first_exits, removed, &leaves);
   if (table.empty() || trie_->Region(table) == nullptr) return 0;
-  return (removed[0] | removed[1] | removed[2] | removed[3]) != 0 ? 2 : 1;
+  return (removed[0] | removed[1] | removed[2] | removed[3]) != 0 || !leaves.empty() ? 2 : 1;
 }
 
 const TokenTrie::CountedView* CfgGrammar::MakeCountedView(std::int32_t rule) const {
@@ -1220,7 +1359,10 @@ std::unique_ptr<CfgPosition> CfgGrammar::ComputePosition(const EarleyItem& item,
   std::vector<StateId> region_states;
   std::vector<std::int16_t> table;
   std::array<std::uint64_t, 4> first_exits, removed;
-  if (!counter && regions) table = RegionTable(item.state, region_states, first_exits, removed);
+  std::vector<RegionLeaf> leaves;
+  if (!counter && regions) {
+    table = RegionTable(item.state, region_states, first_exits, removed, &leaves);
+  }
   FillTrace& trace = CurrentFillTrace();
   bool built = false;
   const TokenTrie::RegionView* view =
@@ -1246,26 +1388,53 @@ std::unique_ptr<CfgPosition> CfgGrammar::ComputePosition(const EarleyItem& item,
       const std::span<const TokenTrie::Node> nodes = trie_->nodes();
       const std::uint32_t none = static_cast<std::uint32_t>(trie_->num_nodes());
       // The view's results for first bytes on which the state differs from the anchor whose
-      // row the view starts with: out (their tokens are walked below).
-      if (!scratch.stack.failed && (removed[0] | removed[1] | removed[2] | removed[3]) != 0) {
+      // row the view starts with, and for the tokens under the leaves of the paths followed
+      // below such bytes: out (their tokens are walked below).
+      const TokenId* toks = trie_->tokens().data();
+      thread_local std::vector<TokenId> leaf_tokens;
+      leaf_tokens.clear();
+      thread_local std::vector<std::uint32_t> leaf_nodes;
+      leaf_nodes.clear();
+      auto take_out = [&](std::uint32_t node) {
+        for (std::uint32_t j = nodes[node].token_begin;
+             j < nodes[nodes[node].subtree_end].token_begin; ++j) {
+          std::uint32_t& w = scratch.bits[static_cast<std::size_t>(toks[j]) >> 5];
+          const std::uint32_t bit = 1u << (toks[j] & 31);
+          if (w & bit) {
+            w &= ~bit;
+            --scratch.accepted;
+          }
+        }
+      };
+      for (const RegionLeaf& leaf : leaves) {
+        const std::uint32_t node = trie_->FindNode(leaf.prefix, none);
+        leaf_nodes.push_back(node);
+        if (node == none) continue;
+        take_out(node);
+        const std::span<const TokenId> under = trie_->TokensUnder(node);
+        leaf_tokens.insert(leaf_tokens.end(), under.begin(), under.end());
+      }
+      const bool any_removed = (removed[0] | removed[1] | removed[2] | removed[3]) != 0;
+      if (!scratch.stack.failed && (any_removed || !leaf_tokens.empty())) {
+        std::sort(leaf_tokens.begin(), leaf_tokens.end());
         auto gone = [&](TokenId t) {
           const std::uint8_t b = static_cast<std::uint8_t>(vocab_->TokenBytes(t)[0]);
-          return (removed[b >> 6] >> (b & 63)) & 1;
+          return ((removed[b >> 6] >> (b & 63)) & 1) != 0 ||
+                 std::binary_search(leaf_tokens.begin(), leaf_tokens.end(), t);
         };
-        const TokenId* toks = trie_->tokens().data();
         for (std::uint32_t c = trie_->NextChild(TokenTrie::kRoot, removed.data(), -1, none);
              c != none; c = trie_->NextChild(TokenTrie::kRoot, removed.data(), nodes[c].byte, none)) {
-          for (std::uint32_t j = nodes[c].token_begin; j < nodes[nodes[c].subtree_end].token_begin; ++j) {
-            std::uint32_t& w = scratch.bits[static_cast<std::size_t>(toks[j]) >> 5];
-            const std::uint32_t bit = 1u << (toks[j] & 31);
-            if (w & bit) {
-              w &= ~bit;
-              --scratch.accepted;
-            }
-          }
+          take_out(c);
         }
         std::erase_if(scratch.ids, gone);
         std::erase_if(scratch.unc, [&](const auto& u) { return gone(u.second); });
+      }
+      // The leaves' subtrees, each from the state before its last byte.
+      for (std::size_t k = 0; k < leaves.size() && !scratch.stack.failed; ++k) {
+        const std::uint32_t node = leaf_nodes[k];
+        if (node == none) continue;
+        WalkTrie(nodes, node, nodes[node].subtree_end, toks, nullptr, item, leaves[k].from,
+                 scratch, static_cast<std::int32_t>(leaves[k].prefix.size()) - 1);
       }
       // First bytes that leave the region, or were taken out: their subtrees of the trie, from
       // the state itself.

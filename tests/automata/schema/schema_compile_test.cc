@@ -1614,6 +1614,48 @@ TEST(RegionViews, APatternsNarrowerLoopsUseViews) {
   }
 }
 
+// The key of an extra member (additionalProperties) is any string but the declared names: after
+// its opening quote the state differs from the string body's on each declared initial. Those
+// first bytes are not taken out of the body's view whole (thousands of tokens each): the names
+// are followed byte by byte beside the view, and only the tokens under the prefixes where they
+// part from it (a declared name's closing quote) are walked. Digits, which another rule takes as
+// keys (`^[0-9]+$` goes on for any length), are taken out whole. Every position equals a walk
+// of the whole trie.
+TEST(RegionViews, DeclaredNamesAreFollowedBesideTheView) {
+  const char* text = R"({"type": "object", "properties": {"name": {"type": "string"},
+      "nation": {"type": "string"}, "namespace": {"type": "string"}, "type": {"type": "integer"},
+      "a": {"type": "boolean"}, "tab": {"type": "string"}},
+      "patternProperties": {"^[0-9]+$": {"type": "boolean"}},
+      "additionalProperties": {"type": "integer"}})";
+  for (const char* tokenizer : {"llama3", "qwen2.5", "mistral"}) {
+    auto g = testing::CompilerFor(tokenizer).CompileSchema(text);
+    ASSERT_TRUE(g.ok()) << g.status().ToString();
+    const CfgGrammar& cfg = *CfgOf(**g);
+    const CfgProgram& p = cfg.program();
+    std::int32_t key_starts = 0;
+    for (StateId s = 0; s < p.num_states; ++s) {
+      auto fast = CfgGrammarPeer(cfg).FreshPositionOfState(s);
+      auto walked = CfgGrammarPeer(cfg).TrieWalkedPositionOfState(s);
+      ASSERT_TRUE(fast->SameContent(*walked)) << tokenizer << ": state " << s;
+      const CfgGrammarPeer::RegionCuts cuts = CfgGrammarPeer(cfg).RegionCutsOfState(s);
+      if (cuts.prefixes.empty()) continue;
+      // Only the digits are taken out whole, anywhere.
+      for (const std::uint8_t b : cuts.first_bytes) {
+        EXPECT_TRUE(b >= '0' && b <= '9') << tokenizer << ": state " << s << ", byte " << int{b};
+      }
+      // After the key's opening quote: each declared name up to its closing quote.
+      const std::set<std::string> prefixes(cuts.prefixes.begin(), cuts.prefixes.end());
+      if (prefixes.count("name\"") == 0) continue;
+      ++key_starts;
+      for (const char* name : {"name", "nation", "namespace", "type", "a", "tab"}) {
+        EXPECT_EQ(prefixes.count(std::string(name) + "\""), 1u) << tokenizer << ": " << name;
+      }
+      EXPECT_EQ(cuts.first_bytes.size(), 10u) << tokenizer;
+    }
+    EXPECT_GT(key_starts, 0) << tokenizer;
+  }
+}
+
 // A string of `minLength: 1` (`"` then a character then the loop) has a state for its first
 // character apart from the loop's, which it equals (rule automata are not minimised): the state
 // after the opening quote is two bytes before the loop and must still use the body's view, with
