@@ -308,9 +308,9 @@ class CfgGrammar : public TokenAutomaton {
   // a wide loop (16+ bytes back to one state) of at most 64 plain states. first_exits: the
   // first bytes from s that leave the region, which the table treats as dead and the caller
   // walks in the trie; removed: first bytes whose results the view has wrong for s (it starts
-  // from the loop's anchor), which the caller takes out and walks; leaves: longer prefixes the
-  // same, where s's path and the view's were followed together past the first byte (a
-  // declared name inside a key of any other string) and part for good.
+  // from the loop's anchor), which the caller takes out and walks; follow: first bytes whose
+  // results may be right, below which s's path and the view's are followed
+  // (FollowBesideView).
   // RegionTable's steps. A plain state has no rule edge and cannot finish its rule without a
   // byte. Plain states x and y are equivalent when they have the same acceptance and, class by
   // class, both dead or equivalent again, states that are not plain being the same state (a
@@ -324,17 +324,45 @@ class CfgGrammar : public TokenAutomaton {
   bool EquivalentPlainStates(StateId x, StateId y, std::int64_t& work) const;
   std::vector<std::pair<std::int32_t, StateId>> SuccessorsByBytes(StateId x) const;
   class RegionBuilder;
-  // Token bytes `prefix` (two bytes or more) below which the view's results do not hold for s:
-  // the tokens under it are taken out of them and walked from `from`, the (plain) state after
-  // all of the prefix but its last byte.
-  struct RegionLeaf {
-    std::string prefix;
-    StateId from;
+  // First bytes on which s differs from the view's entry row (the anchor's) but goes to a plain
+  // state, where the two paths are followed together below (FollowBesideView).
+  // `viewed`: the first bytes on which the view has results for s (its entry row goes into the
+  // region).
+  struct RegionFollow {
+    std::array<std::uint64_t, 4> bytes{}, viewed{};
+    StateId anchor = CfgProgram::kDead;
   };
   std::vector<std::int16_t> RegionTable(StateId s, std::vector<StateId>& states,
                                         std::array<std::uint64_t, 4>& first_exits,
                                         std::array<std::uint64_t, 4>& removed,
-                                        std::vector<RegionLeaf>* leaves = nullptr) const;
+                                        RegionFollow& follow) const;
+  // A trie node below which a view's results do not hold for the position's state: its tokens
+  // are taken out of them and walked from `from`, the (plain) state at the node's parent, at
+  // depth `depth` (the parent's).
+  struct ViewLeaf {
+    std::uint32_t node;
+    StateId from;
+    std::int32_t depth;
+  };
+  // s's path and the view's (from follow.anchor's row, through the region `states` of
+  // RegionTable) followed together over the trie below the first bytes follow.bytes, while
+  // they differ and both are in plain states: the nodes where they part for good (s dies where
+  // the view goes on, or leaves the region elsewhere) are `leaves`. A first byte whose subtree
+  // takes more than a bounded walk or has too many leaves moves to `removed` (taken out whole).
+  void FollowBesideView(StateId s, const RegionFollow& follow, std::span<const StateId> states,
+                        std::array<std::uint64_t, 4>& removed, std::vector<ViewLeaf>& leaves) const;
+  // Trie children stepped in all (a first byte still followed past them is taken out whole, and
+  // so are those after it), and leaves under one first byte.
+  static constexpr std::int32_t kFollowSteps = 4096, kFollowLeaves = 32;
+  // How the position of s uses a view: RegionTable, FollowBesideView, and the choice. The table
+  // is empty (no view: s's position is a walk of the trie) when there is none, or when the
+  // first bytes taken out of its results whole hold more tokens than those it keeps (a key
+  // choice's state that sends a few letters into a string body and nothing else; a count of
+  // characters whose paths never join the loop's).
+  std::vector<std::int16_t> RegionPlan(StateId s, std::vector<StateId>& states,
+                                       std::array<std::uint64_t, 4>& first_exits,
+                                       std::array<std::uint64_t, 4>& removed,
+                                       std::vector<ViewLeaf>& leaves) const;
   // The interned signature of set k (-1: none, over the budget). sigs[j] caches set j's
   // (kUnsigned: not computed yet); only the sets on k's origin chains are computed.
   static constexpr std::int32_t kUnsigned = -2;

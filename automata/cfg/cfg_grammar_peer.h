@@ -29,27 +29,46 @@ class CfgGrammarPeer {
     return g_.ComputePosition({g_.program_.state_rule[s], s, 0, 0});
   }
   // The same by a walk of the whole trie, no region view, and how the position of s uses a
-  // view: 0 not at all, 1 a view, 2 a view with first bytes taken out.
+  // view: 0 not at all, 1 a view, 2 a view with first bytes taken out or followed beside it.
   std::unique_ptr<CfgPosition> TrieWalkedPositionOfState(StateId s) const {
     return g_.ComputePosition({g_.program_.state_rule[s], s, 0, 0}, /*regions=*/false);
   }
   int RegionUseOfState(StateId s) const { return g_.RegionUseOfState(s); }
+  // The table of the region view the position of s uses (empty: none).
+  std::vector<std::int16_t> RegionTableOfState(StateId s) const {
+    std::vector<StateId> states;
+    std::array<std::uint64_t, 4> first_exits, removed;
+    std::vector<CfgGrammar::ViewLeaf> leaves;
+    return g_.RegionPlan(s, states, first_exits, removed, leaves);
+  }
   // For a position of s from a view: the first bytes whose subtrees are taken out of the view's
-  // results whole, and the longer prefixes taken out (CfgGrammar::RegionLeaf); empty otherwise.
+  // results whole, those below which s's path is followed beside the view's
+  // (CfgGrammar::FollowBesideView), and the token prefixes of the trie nodes where the two part
+  // (taken out there); empty otherwise.
   struct RegionCuts {
-    std::vector<std::uint8_t> first_bytes;
+    std::vector<std::uint8_t> first_bytes, followed;
     std::vector<std::string> prefixes;
   };
   RegionCuts RegionCutsOfState(StateId s) const {
     std::vector<StateId> states;
     std::array<std::uint64_t, 4> first_exits, removed;
-    std::vector<CfgGrammar::RegionLeaf> leaves;
+    std::vector<CfgGrammar::ViewLeaf> leaves;
     RegionCuts cuts;
-    if (g_.RegionTable(s, states, first_exits, removed, &leaves).empty()) return cuts;
+    if (g_.RegionPlan(s, states, first_exits, removed, leaves).empty()) return cuts;
+    CfgGrammar::RegionFollow follow;
+    std::array<std::uint64_t, 4> unused_exits, unused_removed;
+    g_.RegionTable(s, states, unused_exits, unused_removed, follow);
     for (int b = 0; b < 256; ++b) {
-      if ((removed[b >> 6] >> (b & 63)) & 1) cuts.first_bytes.push_back(static_cast<std::uint8_t>(b));
+      const bool whole = (removed[b >> 6] >> (b & 63)) & 1;
+      if (whole) cuts.first_bytes.push_back(static_cast<std::uint8_t>(b));
+      if (!whole && ((follow.bytes[b >> 6] >> (b & 63)) & 1)) {
+        cuts.followed.push_back(static_cast<std::uint8_t>(b));
+      }
     }
-    for (const CfgGrammar::RegionLeaf& l : leaves) cuts.prefixes.push_back(l.prefix);
+    for (const CfgGrammar::ViewLeaf& l : leaves) {
+      const TokenId t = g_.trie_->TokensUnder(l.node)[0];
+      cuts.prefixes.emplace_back(g_.vocab_->TokenBytes(t).substr(0, g_.trie_->nodes()[l.node].depth));
+    }
     return cuts;
   }
   // Whether the position of s is composed from a callee's start position (ComposableCall).

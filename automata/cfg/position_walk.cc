@@ -869,8 +869,7 @@ class CfgGrammar::RegionBuilder {
 
   std::vector<std::int16_t> Build(std::vector<StateId>& states,
                                   std::array<std::uint64_t, 4>& first_exits,
-                                  std::array<std::uint64_t, 4>& removed,
-                                  std::vector<RegionLeaf>* leaves);
+                                  std::array<std::uint64_t, 4>& removed, RegionFollow& follow);
 
  private:
   // Bytes on a self-loop that make a loop worth sharing. 16: a pattern's `[a-z0-9-]+` (37
@@ -878,9 +877,6 @@ class CfgGrammar::RegionBuilder {
   // the whole trie, 350-450 us on Llama-3; Github_medium's per-mask p99 141 -> 127 us).
   static constexpr int kWideLoop = 16;
   static constexpr std::size_t kMaxExplored = 256, kMaxRegion = 64;
-  // Token prefixes followed below s where its path and the view's differ (Build), and their
-  // length.
-  static constexpr std::size_t kMaxPaths = 64, kMaxPathBytes = 24, kMaxLeavesPerByte = 16;
 
   TransitionRow Row(StateId t) const { return p_.Row(t); }
   bool Plain(StateId t) const { return g_.PlainState(t); }
@@ -912,8 +908,11 @@ class CfgGrammar::RegionBuilder {
     return f >= 0 && back_[f];
   }
   // The row region state 0 (s at the token's first byte) enters by (entry_row_), and per class
-  // whether s goes where the anchor goes (same_).
-  void ChooseEntryRow();
+  // whether s goes where the anchor goes (same_). With `force`, the anchor's row whatever s
+  // does (the caller follows s's differences beside the view).
+  void ChooseEntryRow(bool force);
+  // The table of the states numbered (NumberStates), entering by entry_row_.
+  std::vector<std::int16_t> Table(const std::vector<StateId>& states) const;
   // states: s, then the loop's states breadth-first in byte order (canonical); false if the
   // region has more than kMaxRegion states.
   bool NumberStates(std::vector<StateId>& states);
@@ -1012,20 +1011,20 @@ void CfgGrammar::RegionBuilder::ExploreLoop() {
 // byte goes on as in the string body) takes the anchor's row: its first bytes that differ
 // (`removed`: the letters that continue a declared name) are taken out of the view's results
 // and walked directly, and the view is the string body's own.
-void CfgGrammar::RegionBuilder::ChooseEntryRow() {
+void CfgGrammar::RegionBuilder::ChooseEntryRow(bool force) {
   const std::int32_t nc = p_.num_classes;
   const TransitionRow srow = Row(s_);
   const TransitionRow arow = Row(anchor_);
   // Per class: s goes where the anchor goes, or (s before the loop) to a state equivalent to
   // the anchor's.
-  as_anchor_ = s_ != anchor_ && !InLoop(s_);
+  as_anchor_ = s_ != anchor_ && (force || !InLoop(s_));
   same_.assign(nc, 0);
   for (std::int32_t c = 0; c < nc; ++c) {
     same_[c] = srow[c] == arow[c] ||
                (as_anchor_ && srow[c] != CfgProgram::kDead && arow[c] != CfgProgram::kDead &&
                 !InLoop(srow[c]) && InLoop(arow[c]) && Equivalent(srow[c], arow[c]));
   }
-  for (std::int32_t c = 0; c < nc && as_anchor_; ++c) {
+  for (std::int32_t c = 0; c < nc && as_anchor_ && !force; ++c) {
     const StateId t = srow[c];
     if (t != CfgProgram::kDead && Plain(t) && InLoop(t) && !same_[c]) as_anchor_ = false;
   }
@@ -1051,25 +1050,8 @@ bool CfgGrammar::RegionBuilder::NumberStates(std::vector<StateId>& states) {
   return true;
 }
 
-std::vector<std::int16_t> CfgGrammar::RegionBuilder::Build(
-    std::vector<StateId>& states, std::array<std::uint64_t, 4>& first_exits,
-    std::array<std::uint64_t, 4>& removed, std::vector<RegionLeaf>* leaves) {
-  states.clear();
-  if (leaves != nullptr) leaves->clear();
-  // Only string bodies and the states one byte before them (an opening quote) pay: a literal
-  // that runs into a body gets a table of its own per grammar, with nothing to share.
-  if (!Plain(s_)) return {};
-  anchor_ = FindAnchor();
-  if (anchor_ == CfgProgram::kDead) return {};
-  // The region is s and the anchor's loop (a string body with its escapes and UTF-8
-  // continuations). What follows the loop (the closing quote, the next key's literal) is left
-  // out, so that every grammar's string body has the same table; tokens that leave are walked
-  // on from where they leave.
-  ExploreLoop();
-  first_exits.fill(0);
-  removed.fill(0);
-  ChooseEntryRow();
-  if (!NumberStates(states)) return {};
+std::vector<std::int16_t> CfgGrammar::RegionBuilder::Table(
+    const std::vector<StateId>& states) const {
   const std::int32_t nc = p_.num_classes;
   std::vector<std::int16_t> table(states.size() * 256);
   std::array<std::int16_t, 256> by_class;
@@ -1085,42 +1067,56 @@ std::vector<std::int16_t> CfgGrammar::RegionBuilder::Build(
     }
     for (int b = 0; b < 256; ++b) table[k * 256 + b] = by_class[p_.byte_class[b]];
   }
+  return table;
+}
+
+std::vector<std::int16_t> CfgGrammar::RegionBuilder::Build(
+    std::vector<StateId>& states, std::array<std::uint64_t, 4>& first_exits,
+    std::array<std::uint64_t, 4>& removed, RegionFollow& follow) {
+  states.clear();
+  follow = RegionFollow{};
+  // Only string bodies and the states one byte before them (an opening quote) pay: a literal
+  // that runs into a body gets a table of its own per grammar, with nothing to share.
+  if (!Plain(s_)) return {};
+  anchor_ = FindAnchor();
+  if (anchor_ == CfgProgram::kDead) return {};
+  // The region is s and the anchor's loop (a string body with its escapes and UTF-8
+  // continuations). What follows the loop (the closing quote, the next key's literal) is left
+  // out, so that every grammar's string body has the same table; tokens that leave are walked
+  // on from where they leave.
+  ExploreLoop();
+  first_exits.fill(0);
+  removed.fill(0);
+  ChooseEntryRow(/*force=*/false);
+  if (!NumberStates(states)) return {};
+  std::vector<std::int16_t> table = Table(states);
+  if (!as_anchor_ && s_ != anchor_ && g_.trie_->BuiltRegion(table) == nullptr) {
+    // A state of the loop other than the anchor (a pattern's count of hex digits, where any
+    // other byte goes back to the anchor), or a state before it that enters it elsewhere, whose
+    // own view is not built: the anchor's view (built once, shared by every such state), s's
+    // differences followed beside it, rather than a view of its own (a pass over every token,
+    // about 1 ms, for each state of the loop a fill meets).
+    region_index_ = StateIndex<7>();
+    states.clear();
+    ChooseEntryRow(/*force=*/true);
+    if (!NumberStates(states)) return {};
+    table = Table(states);
+  }
   const TransitionRow srow = Row(s_);
   const TransitionRow arow = Row(anchor_);
-  // Where s differs from the anchor on a first byte and goes to a plain state (a key that is
-  // not one of the declared names, after `n` when `name` is declared), s's path and the view's
-  // are followed on together, byte by byte: on most bytes they join again (`nb` goes on as in
-  // any string), and only the tokens under the prefixes where they do not (`name"`: the
-  // declared name's closing quote, dead for s, the end of the string in the view) are taken out
-  // of the view's results and walked. A first byte whose subtree was taken out whole cost a
-  // walk of thousands of tokens per declared initial (15-20 µs each on Llama-3).
-  struct Path {
-    std::string prefix;
-    StateId x, y;  // s's state after the prefix, and the view's (a region state)
-    std::int32_t parent;  // the path one byte shorter; -1 at the first byte
-  };
-  std::vector<Path> paths;
-  // A first byte whose paths do not join the view's within bounds (a pair of states met again
-  // on one path: a difference that goes on, such as keys of digits that another rule takes):
-  // taken out whole, as before.
-  std::array<std::uint64_t, 4> given_up{};
-  auto on_path = [&](std::int32_t k, StateId x, StateId y) {
-    for (; k >= 0; k = paths[k].parent) {
-      if (paths[k].x == x && paths[k].y == y) return true;
-    }
-    return false;
-  };
-  auto followable = [&](StateId x) {
-    return x != CfgProgram::kDead && Plain(x) && p_.sp_begin[x] == p_.sp_begin[x + 1];
-  };
   for (int b = 0; b < 256; ++b) {
     const std::int32_t c = p_.byte_class[b];
     const std::uint64_t bit = std::uint64_t{1} << (b & 63);
     // The view has a result for b (its entry row goes into the region) that holds for s.
     const bool viewed = as_anchor_ && same_[c] && RegionTarget(arow[c]);
     const bool differs = as_anchor_ && RegionTarget(arow[c]) && !same_[c];
-    if (differs && leaves != nullptr && followable(srow[c])) {
-      paths.push_back({std::string(1, static_cast<char>(b)), srow[c], arow[c], -1});
+    // Where s differs from the anchor on a first byte but goes to a plain state (a key that is
+    // not one of the declared names, after `n` when `name` is declared), the caller follows
+    // s's path beside the view's (FollowBesideView).
+    if (RegionTarget(entry_row_[c])) follow.viewed[b >> 6] |= bit;
+    if (differs && srow[c] != CfgProgram::kDead && Plain(srow[c]) &&
+        p_.sp_begin[srow[c]] == p_.sp_begin[srow[c] + 1]) {
+      follow.bytes[b >> 6] |= bit;
       continue;
     }
     if (srow[c] != CfgProgram::kDead && !RegionTarget(srow[c]) && !viewed) {
@@ -1128,95 +1124,126 @@ std::vector<std::int16_t> CfgGrammar::RegionBuilder::Build(
     }
     if (differs) removed[b >> 6] |= bit;
   }
-  std::array<std::uint16_t, 256> leaves_of{};
-  auto give_up = [&](std::uint8_t b) { given_up[b >> 6] |= std::uint64_t{1} << (b & 63); };
-  auto gave_up = [&](std::uint8_t b) { return ((given_up[b >> 6] >> (b & 63)) & 1) != 0; };
-
-  for (std::size_t k = 0; k < paths.size(); ++k) {
-    const std::uint8_t root = static_cast<std::uint8_t>(paths[k].prefix[0]);
-    if (gave_up(root)) continue;
-    const TransitionRow rx = Row(paths[k].x);
-    const TransitionRow ry = Row(paths[k].y);
-    // A row has few distinct pairs of targets (the name's next letter, the string body, an
-    // escape, the quote): each is asked once.
-    std::array<std::tuple<StateId, StateId, bool>, 8> asked;
-    std::size_t n_asked = 0;
-    for (const std::int32_t c : g_.class_order_) {
-      const StateId x = rx[c], y = ry[c];
-      if (x == y) continue;
-      // The same state (the view walks a token leaving here on from y), or states with the
-      // same future: the view's results hold below.
-      bool joins = false, found = false;
-      for (std::size_t a = 0; a < n_asked && !found; ++a) {
-        if (std::get<0>(asked[a]) == x && std::get<1>(asked[a]) == y) {
-          joins = std::get<2>(asked[a]);
-          found = true;
-        }
-      }
-      if (!found) {
-        joins = x != CfgProgram::kDead && RegionTarget(y) && Equivalent(x, y);
-        if (n_asked < asked.size()) asked[n_asked++] = {x, y, joins};
-      }
-      if (joins) continue;
-      bool follow = followable(x) && RegionTarget(y);
-      if (follow && on_path(static_cast<std::int32_t>(k), x, y)) {
-        give_up(root);
-        break;
-      }
-      for (int b = 0; b < 256 && !gave_up(root); ++b) {
-        if (p_.byte_class[b] != c) continue;
-        std::string prefix = paths[k].prefix;
-        prefix.push_back(static_cast<char>(b));
-        // Past the bounds, the rest of a path is walked from where it got to.
-        if (follow && (paths.size() >= kMaxPaths || prefix.size() >= kMaxPathBytes)) follow = false;
-        if (follow) {
-          paths.push_back({std::move(prefix), x, y, static_cast<std::int32_t>(k)});
-        } else {
-          leaves->push_back({std::move(prefix), paths[k].x});
-          // Many leaves under one first byte (s dies on most bytes after it where the view
-          // goes on): walking its subtree whole costs less.
-          if (++leaves_of[root] > kMaxLeavesPerByte) give_up(root);
-        }
-      }
-      if (gave_up(root)) break;
-    }
-  }
-  if (leaves != nullptr) {
-    std::erase_if(*leaves, [&](const RegionLeaf& l) { return gave_up(static_cast<std::uint8_t>(l.prefix[0])); });
-  }
-  for (int b = 0; b < 256; ++b) {
-    if (!gave_up(static_cast<std::uint8_t>(b))) continue;
-    // As without paths: s leaves the region here (its state is not the loop's) and the view's
-    // result is wrong for s.
-    first_exits[b >> 6] |= std::uint64_t{1} << (b & 63);
-    removed[b >> 6] |= std::uint64_t{1} << (b & 63);
-  }
-  if ((removed[0] | removed[1] | removed[2] | removed[3]) != 0) {
-    // The view's results for the removed first bytes are taken out token by token: where they
-    // hold more tokens than the first bytes the view serves for s (a key choice whose state
-    // sends a few letters into a string body and nothing else: every other first byte of the
-    // body's view is removed), walking s's own first bytes in the trie costs less.
-    std::array<std::uint64_t, 4> viewed{};
-    for (int b = 0; b < 256; ++b) {
-      const std::int32_t c = p_.byte_class[b];
-      if (RegionTarget(entry_row_[c]) && !((removed[b >> 6] >> (b & 63)) & 1)) {
-        viewed[b >> 6] |= std::uint64_t{1} << (b & 63);
-      }
-    }
-    if (g_.TokensStartingWith(removed) > g_.TokensStartingWith(viewed)) {
-      states.clear();
-      if (leaves != nullptr) leaves->clear();
-      return {};
-    }
-  }
+  follow.anchor = anchor_;
   return table;
 }
 
 std::vector<std::int16_t> CfgGrammar::RegionTable(StateId s, std::vector<StateId>& states,
                                                   std::array<std::uint64_t, 4>& first_exits,
                                                   std::array<std::uint64_t, 4>& removed,
-                                                  std::vector<RegionLeaf>* leaves) const {
-  return RegionBuilder(*this, s).Build(states, first_exits, removed, leaves);
+                                                  RegionFollow& follow) const {
+  return RegionBuilder(*this, s).Build(states, first_exits, removed, follow);
+}
+
+std::vector<std::int16_t> CfgGrammar::RegionPlan(StateId s, std::vector<StateId>& states,
+                                                 std::array<std::uint64_t, 4>& first_exits,
+                                                 std::array<std::uint64_t, 4>& removed,
+                                                 std::vector<ViewLeaf>& leaves) const {
+  leaves.clear();
+  RegionFollow follow;
+  std::vector<std::int16_t> table = RegionTable(s, states, first_exits, removed, follow);
+  if (table.empty()) return table;
+  if ((follow.bytes[0] | follow.bytes[1] | follow.bytes[2] | follow.bytes[3]) != 0) {
+    FollowBesideView(s, follow, states, removed, leaves);
+  }
+  if ((removed[0] | removed[1] | removed[2] | removed[3]) != 0) {
+    // The view's results for the removed first bytes are taken out token by token: where they
+    // hold more tokens than the first bytes whose results it keeps, walking s's own first
+    // bytes in the trie costs less.
+    std::array<std::uint64_t, 4> kept;
+    for (int w = 0; w < 4; ++w) kept[w] = follow.viewed[w] & ~removed[w];
+    if (TokensStartingWith(removed) > TokensStartingWith(kept)) {
+      states.clear();
+      leaves.clear();
+      return {};
+    }
+  }
+  return table;
+}
+
+void CfgGrammar::FollowBesideView(StateId s, const RegionFollow& follow,
+                                  std::span<const StateId> states,
+                                  std::array<std::uint64_t, 4>& removed,
+                                  std::vector<ViewLeaf>& leaves) const {
+  const CfgProgram& p = program_;
+  StateIndex<7> region;  // the view's states (0 is s itself, entering by the anchor's row)
+  for (std::size_t k = 1; k < states.size(); ++k) {
+    region.Insert(states[k], static_cast<std::int16_t>(k));
+  }
+  auto in_region = [&](StateId t) {
+    return t != CfgProgram::kDead && PlainState(t) && region.Find(t) >= 0;
+  };
+  auto plain = [&](StateId t) {
+    return t != CfgProgram::kDead && PlainState(t) && p.sp_begin[t] == p.sp_begin[t + 1];
+  };
+  std::vector<std::pair<std::uint64_t, bool>> answered;
+  std::int64_t work = 0;
+  auto equivalent = [&](StateId x, StateId y) {
+    const std::uint64_t key = (static_cast<std::uint64_t>(static_cast<std::uint32_t>(x)) << 32) |
+                              static_cast<std::uint32_t>(y);
+    for (const auto& [k, eq] : answered) {
+      if (k == key) return eq;
+    }
+    const bool eq = EquivalentPlainStates(x, y, work);
+    answered.emplace_back(key, eq);
+    return eq;
+  };
+  const std::span<const TokenTrie::Node> nodes = trie_->nodes();
+  const TransitionRow srow = p.Row(s);
+  const TransitionRow arow = p.Row(follow.anchor);
+  struct Frame {
+    std::uint32_t node;
+    StateId x, y;  // s's state at the node, and the view's
+  };
+  std::vector<Frame> stack;
+  // Per frame, the verdict for each class (a row has few: the name's next letter, the string
+  // body, an escape, the quote), asked once.
+  std::vector<std::int8_t> verdict(static_cast<std::size_t>(p.num_classes));
+  std::int32_t steps = 0;
+  for (const std::uint32_t root : trie_->Children(TokenTrie::kRoot)) {
+    const std::uint8_t b = nodes[root].byte;
+    if (((follow.bytes[b >> 6] >> (b & 63)) & 1) == 0) continue;
+    const std::int32_t c = p.byte_class[b];
+    const std::size_t first_leaf = leaves.size();
+    bool ok = steps < kFollowSteps;
+    stack.assign(1, {root, srow[c], arow[c]});
+    while (!stack.empty() && ok) {
+      const Frame f = stack.back();
+      stack.pop_back();
+      const TransitionRow rx = p.Row(f.x);
+      const TransitionRow ry = p.Row(f.y);
+      std::fill(verdict.begin(), verdict.end(), -1);
+      for (const std::uint32_t kid : trie_->Children(f.node)) {
+        if (++steps > kFollowSteps) {
+          ok = false;
+          break;
+        }
+        const std::int32_t k = p.byte_class[nodes[kid].byte];
+        const StateId x = rx[k], y = ry[k];
+        if (x == y) continue;  // (dead both ways, or the view goes on from where s does)
+        std::int8_t& v = verdict[static_cast<std::size_t>(k)];
+        if (v < 0) {
+          // 0: s's path joins the view's (states with the same future); 1: on together; 2: a
+          // leaf.
+          v = in_region(y) && x != CfgProgram::kDead && equivalent(x, y) ? 0
+              : in_region(y) && plain(x)                                  ? 1
+                                                                          : 2;
+        }
+        if (v == 1) {
+          stack.push_back({kid, x, y});
+        } else if (v == 2) {
+          leaves.push_back({kid, f.x, static_cast<std::int32_t>(nodes[f.node].depth)});
+          if (leaves.size() - first_leaf > static_cast<std::size_t>(kFollowLeaves)) ok = false;
+        }
+        if (!ok) break;
+      }
+    }
+    if (!ok) {
+      // Taken out whole and walked from s, as without following.
+      leaves.resize(first_leaf);
+      removed[b >> 6] |= std::uint64_t{1} << (b & 63);
+    }
+  }
 }
 
 std::size_t CfgGrammar::TokensStartingWith(const std::array<std::uint64_t, 4>& bytes) const {
@@ -1233,10 +1260,14 @@ std::size_t CfgGrammar::TokensStartingWith(const std::array<std::uint64_t, 4>& b
 int CfgGrammar::RegionUseOfState(StateId s) const {
   std::vector<StateId> states;
   std::array<std::uint64_t, 4> first_exits, removed;
-  std::vector<RegionLeaf> leaves;
-  const std::vector<std::int16_t> table = RegionTable(s, states, first_exits, removed, &leaves);
+  std::vector<ViewLeaf> leaves;
+  const std::vector<std::int16_t> table = RegionPlan(s, states, first_exits, removed, leaves);
   if (table.empty() || trie_->Region(table) == nullptr) return 0;
-  return (removed[0] | removed[1] | removed[2] | removed[3]) != 0 || !leaves.empty() ? 2 : 1;
+  RegionFollow follow;
+  std::array<std::uint64_t, 4> exits_again, removed_again;
+  RegionTable(s, states, exits_again, removed_again, follow);
+  const bool followed = (follow.bytes[0] | follow.bytes[1] | follow.bytes[2] | follow.bytes[3]) != 0;
+  return (removed[0] | removed[1] | removed[2] | removed[3]) != 0 || followed ? 2 : 1;
 }
 
 const TokenTrie::CountedView* CfgGrammar::MakeCountedView(std::int32_t rule) const {
@@ -1359,9 +1390,9 @@ std::unique_ptr<CfgPosition> CfgGrammar::ComputePosition(const EarleyItem& item,
   std::vector<StateId> region_states;
   std::vector<std::int16_t> table;
   std::array<std::uint64_t, 4> first_exits, removed;
-  std::vector<RegionLeaf> leaves;
+  std::vector<ViewLeaf> leaves;
   if (!counter && regions) {
-    table = RegionTable(item.state, region_states, first_exits, removed, &leaves);
+    table = RegionPlan(item.state, region_states, first_exits, removed, leaves);
   }
   FillTrace& trace = CurrentFillTrace();
   bool built = false;
@@ -1388,13 +1419,11 @@ std::unique_ptr<CfgPosition> CfgGrammar::ComputePosition(const EarleyItem& item,
       const std::span<const TokenTrie::Node> nodes = trie_->nodes();
       const std::uint32_t none = static_cast<std::uint32_t>(trie_->num_nodes());
       // The view's results for first bytes on which the state differs from the anchor whose
-      // row the view starts with, and for the tokens under the leaves of the paths followed
-      // below such bytes: out (their tokens are walked below).
+      // row the view starts with, and for the tokens under the leaves where the state's path
+      // and the view's part below the first bytes followed: out (their tokens are walked below).
       const TokenId* toks = trie_->tokens().data();
       thread_local std::vector<TokenId> leaf_tokens;
       leaf_tokens.clear();
-      thread_local std::vector<std::uint32_t> leaf_nodes;
-      leaf_nodes.clear();
       auto take_out = [&](std::uint32_t node) {
         for (std::uint32_t j = nodes[node].token_begin;
              j < nodes[nodes[node].subtree_end].token_begin; ++j) {
@@ -1406,12 +1435,9 @@ std::unique_ptr<CfgPosition> CfgGrammar::ComputePosition(const EarleyItem& item,
           }
         }
       };
-      for (const RegionLeaf& leaf : leaves) {
-        const std::uint32_t node = trie_->FindNode(leaf.prefix, none);
-        leaf_nodes.push_back(node);
-        if (node == none) continue;
-        take_out(node);
-        const std::span<const TokenId> under = trie_->TokensUnder(node);
+      for (const ViewLeaf& leaf : leaves) {
+        take_out(leaf.node);
+        const std::span<const TokenId> under = trie_->TokensUnder(leaf.node);
         leaf_tokens.insert(leaf_tokens.end(), under.begin(), under.end());
       }
       const bool any_removed = (removed[0] | removed[1] | removed[2] | removed[3]) != 0;
@@ -1429,12 +1455,11 @@ std::unique_ptr<CfgPosition> CfgGrammar::ComputePosition(const EarleyItem& item,
         std::erase_if(scratch.ids, gone);
         std::erase_if(scratch.unc, [&](const auto& u) { return gone(u.second); });
       }
-      // The leaves' subtrees, each from the state before its last byte.
+      // The leaves' subtrees, each from the state at its parent.
       for (std::size_t k = 0; k < leaves.size() && !scratch.stack.failed; ++k) {
-        const std::uint32_t node = leaf_nodes[k];
-        if (node == none) continue;
-        WalkTrie(nodes, node, nodes[node].subtree_end, toks, nullptr, item, leaves[k].from,
-                 scratch, static_cast<std::int32_t>(leaves[k].prefix.size()) - 1);
+        const ViewLeaf& leaf = leaves[k];
+        WalkTrie(nodes, leaf.node, nodes[leaf.node].subtree_end, toks, nullptr, item, leaf.from,
+                 scratch, leaf.depth);
       }
       // First bytes that leave the region, or were taken out: their subtrees of the trie, from
       // the state itself.

@@ -270,6 +270,12 @@ const TokenTrie::CountedView* TokenTrie::Counted(const std::vector<std::int16_t>
   return it->second.get();
 }
 
+const TokenTrie::RegionView* TokenTrie::BuiltRegion(const std::vector<std::int16_t>& table) const {
+  std::lock_guard<std::mutex> lock(region_mu_);
+  auto f = regions_.find(table);
+  return f == regions_.end() ? nullptr : f->second.get();
+}
+
 const TokenTrie::RegionView* TokenTrie::Region(const std::vector<std::int16_t>& table,
                                                bool* built) const {
   {
