@@ -534,8 +534,8 @@ bool CfgGrammar::TrieWalker::Begin() {
   f.parsers_used = 0;
   StackWalk& stack = out_.stack;
   if (use_stack_) stack.Reset();
-  // Below a RegionLeaf's path, whose states are plain (no rule edge, cannot finish): the
-  // automaton alone, no split above.
+  // Below a ViewLeaf's parent (FollowBesideView), whose path's states are plain (no rule edge,
+  // cannot finish): the automaton alone, no split above.
   if (start_depth_ > 0) return true;
   if (counter_ && use_stack_) {
     // A counter position (`start` is its count): the stack walk runs the counter natively.
