@@ -73,12 +73,8 @@ struct CfgPosition {
   std::vector<TokenId> accepted_list;
   // Uncertain tails as a depth-first trie: node i holds byte, depth (1-based), subtree_end and
   // the tokens whose tail ends there: tail_tokens[tail_begin[i] .. tail_begin[i + 1]).
-  struct TailNode {
-    std::uint32_t subtree_end;
-    std::uint32_t token_begin;
-    std::uint16_t depth;
-    std::uint8_t byte;
-  };
+  // (The token trie's node: a walk reads the tails as it reads the trie, ComposeFromCallee.)
+  using TailNode = TokenTrie::Node;
   std::vector<TailNode> tails;  // with a sentinel at the end
   std::vector<TokenId> tail_tokens;
   std::uint64_t ContentHash() const;
@@ -280,7 +276,8 @@ class CfgGrammar : public TokenAutomaton {
   // states; 0 from the root's children.)
   void WalkTrie(std::span<const TokenTrie::Node> nodes, std::uint32_t begin, std::uint32_t end,
                 const TokenId* toks, const std::uint16_t* offsets, const EarleyItem& item,
-                StateId start, WalkScratch& out, std::int32_t start_depth = 0) const;
+                StateId start, WalkScratch& out, std::int32_t start_depth = 0,
+                bool offsets_from_depths = false) const;
   // The callee of DFA state s when s's position can be composed from the callee's start
   // position (ComputePosition): s has one rule edge and nothing else (no bytes, no special
   // edges, no simple repetition, not accepting), to a rule other than s's own, and (when the

@@ -455,7 +455,7 @@ class CfgGrammar::TrieWalker {
  public:
   TrieWalker(const CfgGrammar& g, std::span<const TokenTrie::Node> nodes, std::uint32_t end,
              const TokenId* toks, const std::uint16_t* offsets, const EarleyItem& item,
-             StateId start, WalkScratch& out, std::int32_t start_depth)
+             StateId start, WalkScratch& out, std::int32_t start_depth, bool offsets_from_depths)
       : g_(g),
         p_(g.program_),
         nodes_(nodes),
@@ -468,7 +468,8 @@ class CfgGrammar::TrieWalker {
         counter_(g.program_.IsCounter(item.rule)),
         use_stack_(!out.use_parser),
         follow_(g.follow_[item.rule]),
-        start_depth_(start_depth) {}
+        start_depth_(start_depth),
+        offsets_from_depths_(offsets_from_depths) {}
 
   void Run(std::uint32_t begin);
 
@@ -522,6 +523,9 @@ class CfgGrammar::TrieWalker {
   const std::array<bool, 256>& follow_;
   // The walk's first nodes are at depth start_depth_ + 1 (frame start_depth_ is its start).
   const std::int32_t start_depth_;
+  // A token's walked bytes start at its length less the depth of the node it ends at (a
+  // position's tail trie, ComposeFromCallee), not at offsets_.
+  const bool offsets_from_depths_;
   bool can_jump_ = false;
   WalkFrame* frames_ = nullptr;
 };
@@ -685,6 +689,16 @@ std::uint32_t CfgGrammar::TrieWalker::Reject(const TokenTrie::Node& node, std::i
   const std::vector<std::int32_t>& splits = out_.splits;
   for (std::int32_t sp : splits) {
     if (!follow_[frames_[sp + 1].path_byte]) continue;
+    if (offsets_from_depths_) {
+      for (std::uint32_t k = static_cast<std::uint32_t>(&node - nodes_.data()); k < node.subtree_end;
+           ++k) {
+        for (std::uint32_t j = nodes_[k].token_begin; j < nodes_[k + 1].token_begin; ++j) {
+          const std::string_view bytes = g_.vocab_->TokenBytes(toks_[j]);
+          out_.unc.emplace_back(bytes.substr(bytes.size() - nodes_[k].depth + sp), toks_[j]);
+        }
+      }
+      continue;
+    }
     for (std::uint32_t j = node.token_begin; j < nodes_[node.subtree_end].token_begin; ++j) {
       const TokenId tok = toks_[j];
       const std::size_t off = offsets_ != nullptr ? offsets_[j] : 0;
@@ -717,7 +731,8 @@ void CfgGrammar::TrieWalker::Run(std::uint32_t begin) {
   // Sparse jumps (whole-trie walks): below a node whose automaton state allows a few bytes out
   // of many children, the walk jumps from one allowed child to the next instead of stepping
   // every child. Only while no split is on the path: a dead child then has no uncertain tokens.
-  can_jump_ = offsets_ == nullptr && nodes_.data() == g_.trie_->nodes().data() && begin == 0 &&
+  can_jump_ = offsets_ == nullptr && !offsets_from_depths_ &&
+              nodes_.data() == g_.trie_->nodes().data() && begin == 0 &&
               !counter_ && start_depth_ == 0;
   std::uint32_t i = begin;
   frames_[start_depth_].jump_parent = kNoJump;
@@ -777,8 +792,9 @@ void CfgGrammar::TrieWalker::Run(std::uint32_t begin) {
 void CfgGrammar::WalkTrie(std::span<const TokenTrie::Node> nodes, std::uint32_t begin,
                           std::uint32_t end, const TokenId* toks, const std::uint16_t* offsets,
                           const EarleyItem& item, StateId start, WalkScratch& out,
-                          std::int32_t start_depth) const {
-  TrieWalker(*this, nodes, end, toks, offsets, item, start, out, start_depth).Run(begin);
+                          std::int32_t start_depth, bool offsets_from_depths) const {
+  TrieWalker(*this, nodes, end, toks, offsets, item, start, out, start_depth, offsets_from_depths)
+      .Run(begin);
 }
 
 namespace {
@@ -1487,33 +1503,26 @@ bool CfgGrammar::ComposeFromCallee(const CfgPosition& callee, const CfgPosition*
                                    const EarleyItem& item, StateId return_state,
                                    WalkScratch& scratch) const {
   const std::size_t words = PaddedBitmaskWords(width_);
-  // The callee's tails as a trie the walker reads (the same node layout), each token's offset
-  // where its tail starts.
-  thread_local std::vector<TokenTrie::Node> nodes;
-  thread_local std::vector<std::uint16_t> offsets;
-  nodes.clear();
-  offsets.assign(callee.tail_tokens.size(), 0);
-  for (std::size_t i = 0; i < callee.tails.size(); ++i) {
-    const CfgPosition::TailNode& t = callee.tails[i];
-    nodes.push_back({t.subtree_end, t.token_begin, t.depth, t.byte});
-    if (i + 1 == callee.tails.size()) break;  // (the sentinel)
-    for (std::uint32_t j = t.token_begin; j < callee.tails[i + 1].token_begin; ++j) {
-      offsets[j] = static_cast<std::uint16_t>(vocab_->TokenBytes(callee.tail_tokens[j]).size() -
-                                              t.depth);
-    }
-  }
+  // The callee's tails are a trie of the walker's own node type, read in place: a token's tail
+  // is its last `depth` bytes, depth that of the node it ends at (copying the nodes and
+  // computing each token's offset took 50-200 us for the 4,400 tails of a value rule, four
+  // times the walk itself).
+  const std::span<const TokenTrie::Node> nodes = callee.tails;
   if (nodes.size() > 1) {
     WalkTrie(nodes, 0, static_cast<std::uint32_t>(nodes.size() - 1), callee.tail_tokens.data(),
-             offsets.data(), item, return_state, scratch);
+             nullptr, item, return_state, scratch, /*start_depth=*/0, /*offsets_from_depths=*/true);
     if (scratch.stack.failed) return false;
     if (null_state_[return_state]) {
       // This rule may finish right where the callee does: each callee tail is a tail here too
       // (the walk above records only the splits after a byte of its own).
       const std::array<bool, 256>& follow = follow_[item.rule];
-      for (std::size_t j = 0; j < callee.tail_tokens.size(); ++j) {
-        const TokenId t = callee.tail_tokens[j];
-        const std::string_view rest = vocab_->TokenBytes(t).substr(offsets[j]);
-        if (follow[static_cast<std::uint8_t>(rest[0])]) scratch.unc.emplace_back(rest, t);
+      for (std::size_t i = 0; i + 1 < nodes.size(); ++i) {
+        for (std::uint32_t j = nodes[i].token_begin; j < nodes[i + 1].token_begin; ++j) {
+          const TokenId t = callee.tail_tokens[j];
+          const std::string_view bytes = vocab_->TokenBytes(t);
+          const std::string_view rest = bytes.substr(bytes.size() - nodes[i].depth);
+          if (follow[static_cast<std::uint8_t>(rest[0])]) scratch.unc.emplace_back(rest, t);
+        }
       }
     }
   }
