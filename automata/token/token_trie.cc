@@ -126,20 +126,6 @@ std::uint32_t TokenTrie::NextChild(std::uint32_t parent, const std::uint64_t* al
   return none;
 }
 
-std::uint32_t TokenTrie::FindNode(std::string_view prefix, std::uint32_t none) const {
-  std::uint32_t p = static_cast<std::uint32_t>(num_nodes());  // (the root's child list)
-  std::uint32_t node = none;
-  for (const char ch : prefix) {
-    const std::uint8_t b = static_cast<std::uint8_t>(ch);
-    const std::uint8_t* bytes = kid_bytes_.data();
-    const std::uint8_t* at = std::lower_bound(bytes + kids_begin_[p], bytes + kids_begin_[p + 1], b);
-    if (at == bytes + kids_begin_[p + 1] || *at != b) return none;
-    node = kids_[at - bytes];
-    p = node;
-  }
-  return node;
-}
-
 std::size_t TokenTrie::TableHash::operator()(const std::vector<std::int16_t>& v) const {
   // Four entries a word, four words at a time in independent lanes: a region table is 256
   // entries per state (a JSON string body's, 27 states, is 6,912), and a multiply per entry in

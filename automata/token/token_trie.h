@@ -59,8 +59,6 @@ class TokenTrie {
   static constexpr std::uint32_t kRoot = 0xFFFFFFFFu;
   std::uint32_t NextChild(std::uint32_t parent, const std::uint64_t* allowed, int after,
                           std::uint32_t none) const;
-  // The node whose path from the root spells `prefix` (not empty), or `none`.
-  std::uint32_t FindNode(std::string_view prefix, std::uint32_t none) const;
   // The children of node `parent` (kRoot: of the root), in byte order.
   std::span<const std::uint32_t> Children(std::uint32_t parent) const {
     const std::uint32_t p = parent == kRoot ? static_cast<std::uint32_t>(num_nodes()) : parent;
