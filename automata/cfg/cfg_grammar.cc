@@ -134,6 +134,11 @@ std::size_t CfgGrammar::KeyHash::operator()(const std::vector<std::int32_t>& v) 
   return static_cast<std::size_t>(h);
 }
 
+std::uint64_t CfgGrammar::NextSerial() {
+  static std::atomic<std::uint64_t> next{0};
+  return ++next;
+}
+
 CfgGrammar::CfgGrammar(std::shared_ptr<const Vocabulary> vocab,
                        std::shared_ptr<const TokenTrie> trie, CfgProgram program,
                        const CompileOptions& options, double compile_ms,

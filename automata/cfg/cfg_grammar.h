@@ -404,6 +404,9 @@ class CfgGrammar : public TokenAutomaton {
   mutable std::mutex key_mu_;
   mutable std::unique_ptr<PositionKeyer> keyer_;
   PositionKey fingerprint_;  // ProgramFingerprint(program_), when positions are shared
+  // This grammar's number in the process (from 1): a thread's walk tables belong to one.
+  const std::uint64_t serial_ = NextSerial();
+  static std::uint64_t NextSerial();
   mutable std::shared_ptr<const PositionKeyer> key_snapshot_;  // from the store, read-only
   mutable bool snapshot_looked_up_ = false;
   mutable bool keys_from_store_ = false;

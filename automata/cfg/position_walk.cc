@@ -31,6 +31,12 @@ namespace {
 // memoised, so the many tokens that run through the same sets (whitespace runs, say) cost one
 // table lookup per byte. Grammars where this would not stay small (left recursion, wide
 // ambiguity) make it give up (`failed`); the position is then walked by the Earley parser.
+// The tables mean the same in every walk of one program: a configuration at the bottom
+// (kBottom) has its state in the position's own rule, which is the rule that state belongs to,
+// so "the own rule may finish" is a property of the set, not of the position. They are kept
+// from walk to walk and position to position (a value's sets after `":` are closed once, not
+// once per region group, exit and position), and forgotten when they grow past kKeep* or a walk
+// gives up.
 class StackWalk {
  public:
   static constexpr std::int32_t kBottom = -1;
@@ -48,8 +54,16 @@ class StackWalk {
 
   explicit StackWalk(const CfgProgram* p) : p_(p) {}
 
-  // Forgets every set and frame (lazily: the next Start clears the tables).
+  // Ready for a walk: the tables of earlier walks stay unless they have grown past kKeep* (or
+  // Forget was called). Lazily: the next Start clears them.
   void Reset() {
+    if (pool_.size() > kKeepPool || frames_.size() > kKeepFrames || memo_size_ > kKeepMemo) {
+      fresh_walk_ = true;
+    }
+    failed = false;
+  }
+  // Forgets every set and frame (after a walk that gave up: its tables are near the limits).
+  void Forget() {
     fresh_walk_ = true;
     failed = false;
   }
@@ -137,6 +151,10 @@ class StackWalk {
   static constexpr std::int32_t kMaxDepth = 1024;
   static constexpr std::size_t kMaxFrames = 1 << 16;
   static constexpr std::size_t kMaxPool = 1 << 20;
+  // Past these, the next walk starts from empty tables (a thread keeps about 1 MB at most).
+  static constexpr std::size_t kKeepPool = 1 << 15;
+  static constexpr std::size_t kKeepFrames = 1 << 13;
+  static constexpr std::size_t kKeepMemo = 1 << 15;
   struct Frame {
     std::int32_t rule;    // -1: return to DFA state `value`; else counter `rule` at `value` reps
     std::int32_t value;
@@ -411,22 +429,24 @@ struct CfgGrammar::WalkFrame {
 constexpr std::size_t kMaxListedIds = 256;
 
 struct CfgGrammar::WalkScratch {
-  // Ready for a position of `program` with `words` mask words.
-  void Begin(const CfgProgram* program, std::size_t words, std::size_t max_ids) {
-    if (program != owner) {
-      owner = program;
+  // Ready for a position of `program` (whose grammar's serial number is `serial`: an address
+  // may be reused by a later program, whose tables differ) with `words` mask words.
+  void Begin(const CfgProgram* program, std::uint64_t serial, std::size_t words,
+             std::size_t max_ids) {
+    if (serial != owner) {
+      owner = serial;
       parsers.clear();
       stack = StackWalk(program);
     }
     use_parser = false;
-    stack.failed = false;
+    if (stack.failed) stack.Forget();
     bits.assign(words, 0);
     ids.clear();
     ids_limit = max_ids;
     unc.clear();
     accepted = 0;
   }
-  const CfgProgram* owner = nullptr;
+  std::uint64_t owner = 0;  // the serial number of the grammar whose program this is
   std::vector<std::unique_ptr<EarleyParser>> parsers;
   StackWalk stack{nullptr};
   bool use_parser = false;  // the stack walk gave up on this position: Earley only
@@ -1396,13 +1416,13 @@ std::unique_ptr<CfgPosition> CfgGrammar::ComputePosition(const EarleyItem& item,
   }
   thread_local WalkScratch scratch;
   const std::size_t words = PaddedBitmaskWords(width_);
-  scratch.Begin(&program_, words, kMaxListedIds);
+  scratch.Begin(&program_, serial_, words, kMaxListedIds);
   if (callee_pos != nullptr &&
       ComposeFromCallee(*callee_pos, skip_pos, item, return_state, scratch)) {
     ++CurrentFillTrace().positions_walked;
     return PositionFromScratch(scratch);
   }
-  if (callee_pos != nullptr) scratch.Begin(&program_, words, kMaxListedIds);
+  if (callee_pos != nullptr) scratch.Begin(&program_, serial_, words, kMaxListedIds);
   std::vector<StateId> region_states;
   std::vector<std::int16_t> table;
   std::array<std::uint64_t, 4> first_exits, removed;
@@ -1492,7 +1512,7 @@ std::unique_ptr<CfgPosition> CfgGrammar::ComputePosition(const EarleyItem& item,
     }
     if (!scratch.stack.failed) break;
     // The stack walk gave up (left recursion, ambiguity): again with the Earley parser.
-    scratch.Begin(&program_, words, kMaxListedIds);
+    scratch.Begin(&program_, serial_, words, kMaxListedIds);
     scratch.use_parser = true;
     ++trace.parser_walks;
   }
