@@ -302,11 +302,12 @@ class CfgGrammar : public TokenAutomaton {
                            WalkScratch& out) const;
   // The canonical table of the region of s (TokenTrie::Region), its states in `states`
   // (states[0] = s at the first byte); empty if neither s nor a state one byte after it is on
-  // a wide loop (16+ bytes back to one state) of at most 64 plain states. first_exits: the
-  // first bytes from s that leave the region, which the table treats as dead and the caller
-  // walks in the trie; removed: first bytes whose results the view has wrong for s (it starts
-  // from the loop's anchor), which the caller takes out and walks; follow: first bytes whose
-  // results may be right, below which s's path and the view's are followed
+  // a wide loop (16+ bytes back to one state; with the wide loops one byte after it, each with
+  // its cycle: a search pattern's rest after its match) of at most 192 plain states.
+  // first_exits: the first bytes from s that leave the region, which the table treats as dead
+  // and the caller walks in the trie; removed: first bytes whose results the view has wrong for
+  // s (it starts from the loop's anchor), which the caller takes out and walks; follow: first
+  // bytes whose results may be right, below which s's path and the view's are followed
   // (FollowBesideView).
   // RegionTable's steps. A plain state has no rule edge and cannot finish its rule without a
   // byte. Plain states x and y are equivalent when they have the same acceptance and, class by

@@ -912,7 +912,7 @@ class CfgGrammar::RegionBuilder {
   // bytes) too, not only string bodies (at 48, each state of such a loop a fill met was a walk of
   // the whole trie, 350-450 us on Llama-3; Github_medium's per-mask p99 141 -> 127 us).
   static constexpr int kWideLoop = 16;
-  static constexpr std::size_t kMaxExplored = 256, kMaxRegion = 64;
+  static constexpr std::size_t kMaxExplored = 256, kMaxRegion = 192;
 
   TransitionRow Row(StateId t) const { return p_.Row(t); }
   bool Plain(StateId t) const { return g_.PlainState(t); }
@@ -968,7 +968,7 @@ class CfgGrammar::RegionBuilder {
   bool as_anchor_ = false;
   std::vector<std::uint8_t> same_;
   TransitionRow entry_row_;
-  StateIndex<7> region_index_;
+  StateIndex<9> region_index_;
 };
 
 StateId CfgGrammar::RegionBuilder::FindAnchor() {
@@ -1023,18 +1023,53 @@ void CfgGrammar::RegionBuilder::ExploreLoop() {
   }
   // Those that lead back to the anchor: a backward search over the kept edges.
   std::sort(edges.begin(), edges.end());
-  back_.assign(explored_.size(), 0);
-  std::vector<std::int16_t> todo = {0};
-  back_[0] = 1;
-  while (!todo.empty()) {
-    const std::int16_t v = todo.back();
-    todo.pop_back();
-    auto e = std::lower_bound(edges.begin(), edges.end(), std::make_pair(v, std::int16_t{-1}));
-    for (; e != edges.end() && e->first == v; ++e) {
-      if (!back_[e->second]) {
-        back_[e->second] = 1;
-        todo.push_back(e->second);
+  const std::size_t n = explored_.size();
+  back_.assign(n, 0);
+  // Marks in `mark` the states reached from `start` over `es`: the edges (to, from) sorted by
+  // `to` (a backward search) or their reverses (a forward one), through states `allowed` only
+  // (null: any).
+  std::vector<std::int16_t> todo;
+  auto reach = [&](std::int16_t start, const std::vector<std::pair<std::int16_t, std::int16_t>>& es,
+                   std::vector<std::uint8_t>& mark, const std::vector<std::uint8_t>* allowed) {
+    mark[start] = 1;
+    todo.assign(1, start);
+    while (!todo.empty()) {
+      const std::int16_t v = todo.back();
+      todo.pop_back();
+      auto e = std::lower_bound(es.begin(), es.end(), std::make_pair(v, std::int16_t{-1}));
+      for (; e != es.end() && e->first == v; ++e) {
+        if (!mark[e->second] && (allowed == nullptr || (*allowed)[e->second])) {
+          mark[e->second] = 1;
+          todo.push_back(e->second);
+        }
       }
+    }
+  };
+  reach(0, edges, back_, nullptr);
+  // A wide loop one byte after the region joins it with the states of its own cycle: the rest
+  // of a search pattern once it has matched (`"pattern": "[a-z]"` is `.*[a-z].*`: after the
+  // first letter, any string). Left out, the tokens running into it left the view, most of the
+  // vocabulary there, so the view was unusable and each such state's position walked the whole
+  // trie (2-7 ms on Llama-3). Only while the region stays within kMaxRegion states.
+  std::vector<std::pair<std::int16_t, std::int16_t>> forward;
+  std::size_t size = static_cast<std::size_t>(std::count(back_.begin(), back_.end(), 1));
+  for (bool grew = true; grew;) {
+    grew = false;
+    for (const auto& [to, from] : edges) {
+      if (!back_[from] || back_[to] || !WideLoop(explored_[to])) continue;
+      if (forward.empty()) {
+        for (const auto& [t, f] : edges) forward.push_back({f, t});
+        std::sort(forward.begin(), forward.end());
+      }
+      std::vector<std::uint8_t> ahead(n, 0), cycle(n, 0);
+      reach(to, forward, ahead, nullptr);
+      reach(to, edges, cycle, &ahead);
+      const std::size_t added = static_cast<std::size_t>(std::count(cycle.begin(), cycle.end(), 1));
+      if (size + added + 1 > kMaxRegion) continue;
+      for (std::size_t k = 0; k < n; ++k) back_[k] |= cycle[k];
+      size += added;
+      grew = true;
+      break;
     }
   }
 }
@@ -1132,7 +1167,7 @@ std::vector<std::int16_t> CfgGrammar::RegionBuilder::Build(
     // own view is not built: the anchor's view (built once, shared by every such state), s's
     // differences followed beside it, rather than a view of its own (a pass over every token,
     // about 1 ms, for each state of the loop a fill meets).
-    region_index_ = StateIndex<7>();
+    region_index_ = StateIndex<9>();
     states.clear();
     ChooseEntryRow(/*force=*/true);
     if (!NumberStates(states)) return {};
@@ -1202,7 +1237,7 @@ void CfgGrammar::FollowBesideView(StateId s, const RegionFollow& follow,
                                   std::array<std::uint64_t, 4>& removed,
                                   std::vector<ViewLeaf>& leaves) const {
   const CfgProgram& p = program_;
-  StateIndex<7> region;  // the view's states (0 is s itself, entering by the anchor's row)
+  StateIndex<9> region;  // the view's states (0 is s itself, entering by the anchor's row)
   for (std::size_t k = 1; k < states.size(); ++k) {
     region.Insert(states[k], static_cast<std::int16_t>(k));
   }

@@ -1696,6 +1696,41 @@ TEST(RegionViews, StatesOfALoopShareItsView) {
   }
 }
 
+// A pattern without anchors is a search: `"[a-z]"` is `.*[a-z].*`, any string once a letter has
+// come. The string body before the match is a loop whose view every token with a lowercase
+// letter leaves, into the loop after it: most of the vocabulary, so the view was unusable and
+// each such state's position walked the whole trie (2-7 ms on Llama-3). The loop after the match
+// now joins the region, as do the partial matches of several words (over 64 states with their
+// escapes). Every position equals the whole-trie walk.
+TEST(RegionViews, ASearchPatternsMatchedRestJoinsTheView) {
+  const char* text = R"({"type": "object", "properties": {"t": {"type": "string", "pattern": "wifi"},
+      "n": {"type": "string", "pattern": "[a-z][a-z0-9]*"}, "u": {"type": "string", "pattern":
+      "^(portal)|(console)|(signup)|(libraries)|(swagger)|(X-[a-z0-9\\-]*)$"}},
+      "required": ["t", "n", "u"], "additionalProperties": false})";
+  for (const char* tokenizer : {"llama3", "qwen2.5", "mistral"}) {
+    auto g = testing::CompilerFor(tokenizer).CompileSchema(text);
+    ASSERT_TRUE(g.ok()) << g.status().ToString();
+    const CfgGrammar& cfg = *CfgOf(**g);
+    const CfgProgram& p = cfg.program();
+    std::int32_t loops = 0, before_match = 0;
+    for (StateId s = 0; s < p.num_states; ++s) {
+      auto fast = CfgGrammarPeer(cfg).FreshPositionOfState(s);
+      auto walked = CfgGrammarPeer(cfg).TrieWalkedPositionOfState(s);
+      ASSERT_TRUE(fast->SameContent(*walked)) << tokenizer << ": state " << s;
+      // A string body's loop (the declared keys are closed: only the three values loop on
+      // an upper-case letter, a digit and a space), before or after its match.
+      if (p.Step(s, 'Q') != s || p.Step(s, '7') != s || p.Step(s, ' ') != s) continue;
+      ++loops;
+      EXPECT_NE(CfgGrammarPeer(cfg).RegionUseOfState(s), 0) << tokenizer << ": state " << s;
+      // Before `[a-z]`'s match: a lower-case letter leads to the loop after it.
+      const StateId after = p.Step(s, 'q');
+      before_match += after != s && after != CfgProgram::kDead && p.Step(after, 'q') == after;
+    }
+    EXPECT_GE(loops, 4) << tokenizer;
+    EXPECT_GE(before_match, 1) << tokenizer;
+  }
+}
+
 // A string of `minLength: 1` (`"` then a character then the loop) has a state for its first
 // character apart from the loop's, which it equals (rule automata are not minimised): the state
 // after the opening quote is two bytes before the loop and must still use the body's view, with
