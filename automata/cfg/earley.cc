@@ -95,8 +95,9 @@ void EarleyParser::Reset() {
   origin_heads_ = 0;
   depth_exceeded_ = false;
   items_exceeded_ = false;
-  // Sized here, not at construction: a scratch parser is reused for a later program at the
-  // same address (CfgGrammar's WalkScratch keys its parsers by the program's address).
+  // Sized here, not at construction, so that a parser stays right whatever program it was
+  // last reset for (CfgGrammar's WalkScratch drops its parsers when the grammar changes: it
+  // keys them by the grammar's serial number, no longer by the program's address).
   if (predicted_.size() != static_cast<std::size_t>(p_->NumRules())) {
     predicted_.assign(static_cast<std::size_t>(p_->NumRules()), 0);
     set_stamp_ = 0;
