@@ -40,15 +40,22 @@ step "release tests"
 ctest --test-dir "$BUILD" --output-on-failure -j "$JOBS" 2>&1 | tee "$BUILD/ctest.log"
 count_ctest "$BUILD/ctest.log"
 
+# Line tables are all a sanitizer report needs (file:line in every frame); full debug info made
+# this build about 15% slower to compile (schema_compile.cc: 52 s against 44 s under clang-14).
 step "sanitizer build (clang-14, ASan + UBSan, libFuzzer targets)"
 CC=clang-14 CXX=clang++-14 cmake -S . -B "$SAN_BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -gline-tables-only -DNDEBUG" \
+  -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -gline-tables-only -DNDEBUG" \
   -DLOCKSTEP_SANITIZE=ON -DLOCKSTEP_FUZZ=ON -DLOCKSTEP_BUILD_TESTS=ON -DLOCKSTEP_BUILD_BENCH=OFF \
   > "$SAN_BUILD.configure.log" 2>&1 || { cat "$SAN_BUILD.configure.log"; failed=$((failed + 1)); }
 san_built=0
 if cmake --build "$SAN_BUILD" -j "$JOBS"; then
   san_built=1
-  step "sanitizer tests (LOCKSTEP_TEST_SCALE=0.1)"
-  LOCKSTEP_TEST_SCALE=0.1 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  # A twentieth of the release suite's work (each test keeps its floor, such as 20 walk steps
+  # per schema): the sanitizers look for memory and UB errors along the same paths; exactness at
+  # full scale is the release run's. (At 0.1 this step took 25 of a 68-minute CI run.)
+  step "sanitizer tests (LOCKSTEP_TEST_SCALE=0.05)"
+  LOCKSTEP_TEST_SCALE=0.05 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
     ctest --test-dir "$SAN_BUILD" --output-on-failure -j "$JOBS" -E '^concurrency[.]' 2>&1 \
     | tee "$SAN_BUILD/ctest.log"
   count_ctest "$SAN_BUILD/ctest.log"

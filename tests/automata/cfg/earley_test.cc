@@ -350,7 +350,7 @@ TEST(EarleyTest, WalksAcrossRuleEdgesEqualBruteForce) {
   for (Case& c : cases) {
     auto g = CompileGrammarIr(Compiler(), c.b.g);
     ASSERT_TRUE(g.ok()) << c.name << ": " << g.status().ToString();
-    // Brute force costs a parse per token: fewer steps under the sanitizers (scale 0.1).
+    // Brute force costs a parse per token: fewer steps under the sanitizers (scale 0.05).
     const long steps = std::max(40L, static_cast<long>(150 * testing::TestScale()));
     testing::WalkStats st = testing::ExactnessWalks(*g, steps, 11, 25);
     EXPECT_EQ(st.over, 0) << c.name << ": " << st.first_mismatch;

@@ -245,7 +245,7 @@ TEST(SchemaLexicalNumber, RandomConstraintsAgainstRationalOracle) {
   const std::vector<std::string> texts = ShortNumberTexts();
   std::mt19937 rng(12345);
   std::int64_t compared = 0, unsat = 0;
-  // 70 random constraints; the sanitizer run (LOCKSTEP_TEST_SCALE=0.1) checks 10 of them.
+  // 70 random constraints; the sanitizer run (LOCKSTEP_TEST_SCALE=0.05) checks 10 of them.
   const int rounds = std::max(10, static_cast<int>(70 * ::lockstep::testing::TestScale()));
   for (int round = 0; round < rounds; ++round) {
     NumberConstraint c;
