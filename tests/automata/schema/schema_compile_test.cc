@@ -1239,8 +1239,13 @@ TEST(SharedPositions, BigFormatAutomataAreSharedToo) {
       "sender": {"type": "string", "format": "email"}}, "required": ["n"]})";
   std::int64_t checked = 0;
   std::int32_t shared_in_b = 0;
+  // No background positions: a fill's key does not wait for the keyer (KeyOf, may_wait false),
+  // so while b's background thread hashes its rules, a state looked up here got no key and was
+  // walked instead of shared (3 of 25 shared in one CI run on a loaded host).
+  CompileOptions quiet;
+  quiet.background_positions = false;
   for (const std::string& text : {a, b}) {
-    auto g = Compiler().CompileSchema(text);
+    auto g = Compiler().CompileSchema(text, quiet);
     ASSERT_TRUE(g.ok()) << g.status().ToString();
     const CfgGrammar& cfg = *CfgOf(**g);
     FirstMask(*g);
