@@ -1241,7 +1241,7 @@ TEST(SharedPositions, BigFormatAutomataAreSharedToo) {
   std::int32_t shared_in_b = 0;
   // No background positions: a fill's key does not wait for the keyer (KeyOf, may_wait false),
   // so while b's background thread hashes its rules, a state looked up here got no key and was
-  // walked instead of shared (3 of 25 shared in one CI run on a loaded host).
+  // walked instead of shared (b had 3 shared positions, not 20, in one CI run on a loaded host).
   CompileOptions quiet;
   quiet.background_positions = false;
   for (const std::string& text : {a, b}) {
