@@ -1150,10 +1150,6 @@ const char kDurationRegex[] =
     "(?:T(?:[0-9]+H(?:[0-9]+M(?:[0-9]+S)?)?|[0-9]+M(?:[0-9]+S)?|[0-9]+S))?|T(?:[0-9]+H(?:[0-9]+M("
     "?:[0-9]+S)?)?|[0-9]+M(?:[0-9]+S)?|[0-9]+S))";
 
-Classes AsciiClasses() {
-  return MakeClasses({}, [](std::uint8_t b) -> std::int32_t { return b < 0x80 ? b : 256; });
-}
-
 // hh:mm:ss[.frac](Z|z|+hh:mm|-hh:mm) with the leap second only at 23:59:60 UTC.
 // Key: [pos, h, mi, leap, target offset (leap only), 0...].
 Result<ByteDfa> TimeDfa(std::int32_t max_states) {
@@ -1258,7 +1254,22 @@ Result<ByteDfa> TimeDfa(std::int32_t max_states) {
     return true;
   };
   auto accept = [](const Key& k) { return k[0] == 20; };
-  return BuildDfa(Key{}, AsciiClasses(), step, accept, max_states, "format 'time'");
+  // The bytes `step` tells apart: each digit, ':', '.', 'Z'/'z', '+', '-'; every other byte is
+  // dead. Exploring by these 16 classes rather than one per ASCII byte (129) is 8x fewer steps
+  // and a table 8x smaller before minimisation (the automaton is the same).
+  const Classes classes = MakeClasses({}, [](std::uint8_t b) -> std::int32_t {
+    if (b >= '0' && b <= '9') return b - '0';
+    switch (b) {
+      case ':': return 10;
+      case '.': return 11;
+      case 'Z':
+      case 'z': return 12;
+      case '+': return 13;
+      case '-': return 14;
+      default: return 15;
+    }
+  });
+  return BuildDfa(Key{}, classes, step, accept, max_states, "format 'time'");
 }
 
 // RFC 1123 host names as the checker reads them: at most 253 bytes, labels of 1-63 letters,
@@ -1307,7 +1318,23 @@ Result<ByteDfa> HostnameDfa(std::int32_t max_states) {
     return true;
   };
   auto accept = [](const Key& k) { return k[1] > 0 && !k[2]; };
-  return BuildDfa(Key{}, AsciiClasses(), step, accept, max_states, "format 'hostname'");
+  // The bytes `step` tells apart: the letters of the "xn--" prefix in either case, other
+  // letters and digits, '-', '.'; every other byte is dead (8 classes against 129 per ASCII
+  // byte: the exploration and its table before minimisation shrink 16x).
+  const Classes classes = MakeClasses({}, [](std::uint8_t b) -> std::int32_t {
+    switch (b) {
+      case 'x': return 1;
+      case 'X': return 2;
+      case 'n': return 3;
+      case 'N': return 4;
+      case '-': return 5;
+      case '.': return 6;
+      default: break;
+    }
+    const bool alnum = (b >= '0' && b <= '9') || (b >= 'a' && b <= 'z') || (b >= 'A' && b <= 'Z');
+    return alnum ? 0 : 7;
+  });
+  return BuildDfa(Key{}, classes, step, accept, max_states, "format 'hostname'");
 }
 
 // The local part of an address as the checker reads it (dot-atom or quoted string), with the '@'.
@@ -1315,11 +1342,37 @@ const char kEmailLocalRegex[] =
     "(?:[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*|"
     "\"(?:[^\"\\\\]|\\\\[\\s\\S])*\")@";
 
-Result<ByteDfa> EmailDomainDfa(std::int32_t budget) {
+// The automata that several formats are built from, built once per process: `email` needs its
+// domain in both its content and its token automaton, and the domain holds the whole `hostname`
+// automaton (each about 25,000 states, tens of ms to build). Failures (a passed deadline) are
+// not kept.
+Result<std::shared_ptr<const ByteDfa>> SharedFormatPart(const char* name, std::int32_t budget,
+                                                        Result<ByteDfa> (*build)(std::int32_t)) {
+  static std::recursive_mutex mu;  // a part may be built from another
+  static auto* parts = new std::map<std::pair<std::string, std::int32_t>,
+                                    std::shared_ptr<const ByteDfa>>;
+  std::lock_guard<std::recursive_mutex> lock(mu);
+  const auto key = std::make_pair(std::string(name), budget);
+  if (auto it = parts->find(key); it != parts->end()) return it->second;
+  LOCKSTEP_ASSIGN_OR_RETURN(ByteDfa built, build(budget));
+  auto shared = std::make_shared<const ByteDfa>(std::move(built));
+  parts->emplace(key, shared);
+  return shared;
+}
+
+Result<std::shared_ptr<const ByteDfa>> SharedHostnameDfa(std::int32_t budget) {
+  return SharedFormatPart("hostname", budget, &HostnameDfa);
+}
+
+Result<ByteDfa> BuildEmailDomainDfa(std::int32_t budget) {
   LOCKSTEP_ASSIGN_OR_RETURN(
       ByteDfa literal, Regex("\\[(?:IPv6:(?:" + Ipv6Regex() + ")|" + kIpv4Regex + ")\\]", budget));
-  LOCKSTEP_ASSIGN_OR_RETURN(ByteDfa host, HostnameDfa(budget));
-  return ParallelUnion({&literal, &host}, budget);
+  LOCKSTEP_ASSIGN_OR_RETURN(std::shared_ptr<const ByteDfa> host, SharedHostnameDfa(budget));
+  return ParallelUnion({&literal, host.get()}, budget);
+}
+
+Result<std::shared_ptr<const ByteDfa>> EmailDomainDfa(std::int32_t budget) {
+  return SharedFormatPart("email domain", budget, &BuildEmailDomainDfa);
 }
 
 // The email token without the whole-content automaton: '"' + canonical(local part) + '@', then
@@ -1329,8 +1382,8 @@ Result<ByteDfa> EmailTokenDfa(std::int32_t budget) {
   LOCKSTEP_ASSIGN_OR_RETURN(ByteDfa open_local,
                             BuildStringTokenDfa({&local}, 0, -1, nullptr, budget, nullptr,
                                                 /*open_ended=*/true));
-  LOCKSTEP_ASSIGN_OR_RETURN(ByteDfa domain, EmailDomainDfa(budget));
-  std::optional<ByteDfa> closing = WrapQuotesDirect(domain, /*open_quote=*/false);
+  LOCKSTEP_ASSIGN_OR_RETURN(std::shared_ptr<const ByteDfa> domain, EmailDomainDfa(budget));
+  std::optional<ByteDfa> closing = WrapQuotesDirect(*domain, /*open_quote=*/false);
   if (!closing) return Status(StatusCode::kInternal, "email domain automaton reads specials");
   return SeqDfa({&open_local, &*closing}, budget);
 }
@@ -1355,11 +1408,14 @@ Result<ByteDfa> BuildFormatDfa(std::string_view f, std::int32_t budget) {
   if (f == "relative-json-pointer") {
     return Regex("(?:0|[1-9][0-9]*)(?:#|(?:/(?:[^~]|~[01])*)?)", budget);
   }
-  if (f == "hostname") return HostnameDfa(budget);
+  if (f == "hostname") {
+    LOCKSTEP_ASSIGN_OR_RETURN(std::shared_ptr<const ByteDfa> host, SharedHostnameDfa(budget));
+    return ByteDfa(*host);
+  }
   if (f == "email") {
     LOCKSTEP_ASSIGN_OR_RETURN(ByteDfa local, Regex(kEmailLocalRegex, budget));
-    LOCKSTEP_ASSIGN_OR_RETURN(ByteDfa domain, EmailDomainDfa(budget));
-    return SeqDfa({&local, &domain}, budget);
+    LOCKSTEP_ASSIGN_OR_RETURN(std::shared_ptr<const ByteDfa> domain, EmailDomainDfa(budget));
+    return SeqDfa({&local, domain.get()}, budget);
   }
   if (f == "uri") return Regex(UriRegex(false, false), budget);
   if (f == "uri-reference") return Regex(UriRegex(false, true), budget);
