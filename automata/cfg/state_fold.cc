@@ -134,6 +134,25 @@ std::uint64_t Mix(std::uint64_t h, std::uint64_t x) {
   return h * 0xFF51AFD7ED558CCDull;
 }
 
+// The hash of a refinement row (rows are compared exactly after it): two independent multiply
+// chains over pairs of entries, so that a row costs about one multiply per two entries in
+// latency, not the serial chain of Mix per entry (the rounds hash every state's row; `email`
+// on Llama-3: 26 rounds over 25,000 rows).
+std::uint64_t RowHash(const std::int32_t* row, std::size_t width) {
+  constexpr std::uint64_t kA = 0x9E3779B97F4A7C15ull, kB = 0xC2B2AE3D27D4EB4Full;
+  std::uint64_t a = width, b = 0;
+  std::size_t j = 0;
+  for (; j + 4 <= width; j += 4) {
+    a = (a ^ (static_cast<std::uint32_t>(row[j]) |
+              std::uint64_t{static_cast<std::uint32_t>(row[j + 1])} << 32)) * kA;
+    b = (b ^ (static_cast<std::uint32_t>(row[j + 2]) |
+              std::uint64_t{static_cast<std::uint32_t>(row[j + 3])} << 32)) * kB;
+  }
+  for (; j < width; ++j) a = (a ^ static_cast<std::uint32_t>(row[j])) * kA;
+  std::uint64_t h = (a ^ (b >> 29) ^ (b << 35)) * kB;
+  return h ^ (h >> 31);
+}
+
 bool Passed(const CompileDeadline* deadline) { return deadline != nullptr && deadline->Poll(); }
 
 // The rule's automaton in local numbering (rank in `states`), over the byte classes with
@@ -367,8 +386,7 @@ bool RefineToRounds(const LocalDfa& d, std::span<const std::uint8_t> finish,
         const std::int32_t t = d.Succ(i, c);
         row[c + 1] = t < 0 ? -1 : cls[t];
       }
-      std::uint64_t h = 0;
-      for (std::size_t j = 0; j < width; ++j) h = Mix(h, static_cast<std::uint32_t>(row[j]));
+      const std::uint64_t h = RowHash(row, width);
       for (std::size_t slot = h & (slots - 1);; slot = (slot + 1) & (slots - 1)) {
         const std::int32_t o = table[slot];
         if (o < 0) {
