@@ -421,6 +421,46 @@ TEST(SchemaCompile, RefsAndRecursion) {
               {json::parse("[1, [2, [3, []]]]"), json::parse("[1, [2, [\"x\"]]]")});
 }
 
+// Many `{"$ref": ...}` objects naming one definition (300 in a real audit-log schema, each
+// with its own description) are one language with the definition: they compile into its rule
+// once, not once per object, so a budget on the schema's expressions sees the definition once.
+// The same schema stays exact.
+TEST(SchemaCompile, RefsToOneDefinitionCompileOnce) {
+  json props = json::object();
+  for (int i = 0; i < 120; ++i) {
+    std::string name = "f", description = "field ";
+    name += std::to_string(i);
+    description += std::to_string(i);
+    props[name] = {{"$ref", "#/definitions/field"}, {"description", description}};
+  }
+  json records = json::object();
+  for (int i = 0; i < 6; ++i) {
+    std::string name = "r";
+    name += std::to_string(i);
+    records[name] = {{"allOf", json::array({{{"$ref", "#/definitions/generic"}},
+                                                               {{"title", "record"}}})}};
+  }
+  json field = json::parse(R"({"type": "array", "items": {"type": "string", "maxLength": 8},
+                              "minItems": 1, "maxItems": 2})");
+  json schema = {{"definitions", {{"field", field},
+                                  {"generic", {{"type", "object"}, {"properties", props},
+                                               {"additionalProperties", false}}}}},
+                 {"type", "object"},
+                 {"properties", records}};
+  auto s = Schema::Load(schema.dump());
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  // One copy of the field's and of the record's expressions fits this budget (under 4,000
+  // expressions); a copy per property and per record (between 16,000 and 20,000) does not.
+  SchemaCompileOptions so;
+  so.max_exprs = 8000;
+  auto g = CompileSchemaToGrammar(**s, so);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  ExpectExact(schema.dump(),
+              {json::parse(R"({"r0": {"f0": ["a"], "f119": ["b", "c"]}, "r5": {}})"),
+               json::parse(R"({"r1": {"f3": []}})"), json::parse(R"({"r2": {"f3": ["a", 1]}})"),
+               json::parse(R"({"r2": {"f120": ["a"]}})")});
+}
+
 TEST(SchemaCompile, BooleanFalseIsUnsatisfiable) {
   auto s = Schema::Load("false");
   ASSERT_TRUE(s.ok());
