@@ -20,6 +20,17 @@ const GrammarCompiler& CompilerFor(const std::string& vocab);
 
 // Every id tried on `m` (which is left unchanged): allowed iff AcceptToken succeeds.
 Mask BruteForceMask(Matcher& m);
+
+// The brute-force mask to compare with `fast`, the matcher's own mask at the same state. At full
+// scale it is BruteForceMask(m). At a reduced LOCKSTEP_TEST_SCALE (below 1: the sanitizer run,
+// which looks for memory and UB errors along these paths; exactness over the whole vocabulary
+// is the full-scale run's) it tries a sample: every id of at most two bytes, the ids without
+// bytes (EOS, specials) and one id in 16 of the rest, which ones rotating from call to call; an
+// id not tried keeps `fast`'s bit. `tried`, when given, receives the ids tried.
+Mask BruteForceMaskFor(Matcher& m, const Mask& fast, Mask* tried = nullptr);
+
+// 16 at a reduced LOCKSTEP_TEST_SCALE, 1 (every id) at full scale.
+int BruteForceStride();
 std::vector<TokenId> AllowedIds(const Mask& mask);
 
 struct WalkStats {

@@ -231,7 +231,7 @@ struct WalkReport {
 void Compare(Matcher& m, const Vocabulary& vocab, testing::Mask& fast, testing::Mask& slow,
              const std::string& text, WalkReport& r) {
   m.FillNextTokenBitmask(fast);
-  slow = testing::BruteForceMask(m);
+  slow = testing::BruteForceMaskFor(m, fast);
   ++r.steps;
   for (std::size_t w = 0; w < fast.size(); ++w) {
     std::uint32_t diff = fast[w] ^ slow[w];
@@ -813,7 +813,7 @@ TEST(StructuredGrammarTool, MasksEqualBruteForceAndCallsReadBack) {
       std::size_t off = 0;
       while (off < out.size()) {
         m.FillNextTokenBitmask(fast);
-        slow = testing::BruteForceMask(m);
+        slow = testing::BruteForceMaskFor(m, fast);
         ++steps;
         ASSERT_EQ(fast, slow) << "after '" << out.substr(0, off) << "'";
         std::vector<TokenId> cands;
@@ -829,7 +829,7 @@ TEST(StructuredGrammarTool, MasksEqualBruteForceAndCallsReadBack) {
         off += vocab->TokenBytes(pick).size();
       }
       m.FillNextTokenBitmask(fast);
-      slow = testing::BruteForceMask(m);
+      slow = testing::BruteForceMaskFor(m, fast);
       ASSERT_EQ(fast, slow) << "at the end of '" << out << "'";
       ASSERT_TRUE(m.AcceptToken(vocab->eos())) << out;
       auto calls = ParseToolCalls(*format, *vocab, ids, *tools);
@@ -880,7 +880,7 @@ TEST(StructuredGrammarTool, SoleGrammarToolBehindASpecialTrigger) {
       std::size_t off = 0;
       while (off < text.size()) {
         m.FillNextTokenBitmask(fast);
-        slow = testing::BruteForceMask(m);
+        slow = testing::BruteForceMaskFor(m, fast);
         ASSERT_EQ(fast, slow) << "after '" << text.substr(0, off) << "'";
         std::vector<TokenId> cands;
         for (TokenId id : testing::AllowedIds(slow)) {
@@ -902,7 +902,7 @@ TEST(StructuredGrammarTool, SoleGrammarToolBehindASpecialTrigger) {
     ids.push_back(tag);
     follow(body);
     m.FillNextTokenBitmask(fast);
-    slow = testing::BruteForceMask(m);
+    slow = testing::BruteForceMaskFor(m, fast);
     ASSERT_EQ(fast, slow) << "before the end marker";
     ASSERT_TRUE(m.AcceptToken(eom));
     ids.push_back(eom);
