@@ -971,16 +971,28 @@ Status Lowering::Determinise(std::int32_t rule, std::int32_t nfa_start, std::int
   // intervals and states step into the same kernel.
   SetTable kernels;
   std::vector<std::int32_t> state_of_kernel;
+  // Kernels of one NFA state (most steps of a schema's rules are deterministic) are looked up
+  // by that state, without hashing: state_of_single[q] is the DFA state of kernel {q}, or -1.
+  std::vector<std::int32_t> state_of_single(nfa_.size(), -1);
   std::vector<std::int32_t> closure;
   // `kernel`: sorted, no duplicates.
   auto intern = [&](std::span<const std::int32_t> kernel) -> std::int32_t {
-    auto [ki, kfresh] = kernels.Intern(kernel);
-    if (!kfresh) return state_of_kernel[ki];
+    std::int32_t* single = kernel.size() == 1 ? &state_of_single[kernel[0]] : nullptr;
+    if (single != nullptr) {
+      if (*single >= 0) return *single;
+    } else {
+      auto [ki, kfresh] = kernels.Intern(kernel);
+      if (!kfresh) return state_of_kernel[ki];
+    }
     closure.assign(kernel.begin(), kernel.end());
     EpsClosure(nfa_, &closure, &mark, ++stamp);
     auto [si, sfresh] = sets.Intern(closure);
     const std::int32_t id = base + si;
-    state_of_kernel.push_back(id);
+    if (single != nullptr) {
+      *single = id;
+    } else {
+      state_of_kernel.push_back(id);
+    }
     if (sfresh) {
       DState d;
       d.rule = rule;
@@ -1404,6 +1416,56 @@ struct RuleStarts {
   }
 };
 
+// The least fixpoint that nullability and productivity share: a state is in when it has a rule
+// edge (r, t) with r and t in (or, given `sym_begin` / `sym_src`, a byte or special edge to a
+// state in: the sources of each target's such edges); a DFA rule when its start is in, a counter
+// when its child is. Everything in `state_in` / `rule_in` on entry is a seed. A worklist, linear
+// in states and edges; false if `stop` (polled every 1,024 steps) said to stop.
+template <typename Stop>
+bool CloseOverEdges(const RuleEdgeIndex& edges, const RuleStarts& starts,
+                    std::span<const std::uint32_t> sym_begin, std::span<const std::int32_t> sym_src,
+                    std::vector<std::uint8_t>& state_in, std::vector<std::uint8_t>& rule_in,
+                    const Stop& stop) {
+  std::vector<std::int32_t> states, rules;
+  for (std::size_t s = 0; s < state_in.size(); ++s) {
+    if (state_in[s]) states.push_back(static_cast<std::int32_t>(s));
+  }
+  for (std::size_t r = 0; r < rule_in.size(); ++r) {
+    if (rule_in[r]) rules.push_back(static_cast<std::int32_t>(r));
+  }
+  auto mark_state = [&](std::int32_t s) {
+    if (!state_in[s]) state_in[s] = 1, states.push_back(s);
+  };
+  auto mark_rule = [&](std::int32_t r) {
+    if (!rule_in[r]) rule_in[r] = 1, rules.push_back(r);
+  };
+  std::size_t polls = 0;
+  while (!states.empty() || !rules.empty()) {
+    if ((++polls & 1023) == 0 && stop()) return false;
+    if (!states.empty()) {
+      const std::int32_t t = states.back();
+      states.pop_back();
+      if (!sym_begin.empty()) {
+        for (std::uint32_t i = sym_begin[t]; i < sym_begin[t + 1]; ++i) mark_state(sym_src[i]);
+      }
+      for (std::uint32_t i = edges.by_target_begin[t]; i < edges.by_target_begin[t + 1]; ++i) {
+        const auto [s, r] = edges.by_target[i];
+        if (rule_in[r]) mark_state(s);
+      }
+      for (std::int32_t r = starts.first_at_state[t]; r >= 0; r = starts.next[r]) mark_rule(r);
+      continue;
+    }
+    const std::int32_t r = rules.back();
+    rules.pop_back();
+    for (std::uint32_t i = edges.by_rule_begin[r]; i < edges.by_rule_begin[r + 1]; ++i) {
+      const auto [s, t] = edges.by_rule[i];
+      if (state_in[t]) mark_state(s);
+    }
+    for (std::int32_t c = starts.first_counter_of[r]; c >= 0; c = starts.next[c]) mark_rule(c);
+  }
+  return true;
+}
+
 }  // namespace
 
 Status Lowering::ComputeNullable(CfgProgram* out) const {
@@ -1413,46 +1475,19 @@ Status Lowering::ComputeNullable(CfgProgram* out) const {
   const RuleEdgeIndex edges(ns, nr, [&](std::size_t s) { return Nts(dstates_[s]); });
   const RuleStarts starts(p, ns);
   // null_state[s]: from s the rule can finish without a byte (accepting, or a rule edge to a
-  // nullable rule whose target is such a state).
-  std::vector<std::uint8_t> null_state(ns, 0);
-  std::vector<std::int32_t> states, rules;
-  auto mark_state = [&](std::int32_t s) {
-    if (!null_state[s]) null_state[s] = 1, states.push_back(s);
-  };
-  auto mark_rule = [&](std::int32_t r) {
-    if (!p.rules[r].nullable) p.rules[r].nullable = true, rules.push_back(r);
-  };
-  for (std::size_t s = 0; s < ns; ++s) {
-    if (dstates_[s].accepting) mark_state(static_cast<std::int32_t>(s));
-  }
+  // nullable rule whose target is such a state). Seeds: the accepting states, the rules
+  // nullable as lowered, the counters that may repeat 0 times.
+  std::vector<std::uint8_t> null_state(ns, 0), null_rule(static_cast<std::size_t>(nr), 0);
+  for (std::size_t s = 0; s < ns; ++s) null_state[s] = dstates_[s].accepting ? 1 : 0;
   for (std::int32_t r = 0; r < nr; ++r) {
-    if (p.rules[r].nullable) {
-      rules.push_back(r);  // (as lowered)
-    } else if (p.rules[r].kind == CfgProgram::RuleKind::kCounter && p.rules[r].min == 0) {
-      mark_rule(r);
-    }
+    null_rule[r] = p.rules[r].nullable ||
+                   (p.rules[r].kind == CfgProgram::RuleKind::kCounter && p.rules[r].min == 0);
   }
-  std::size_t polls = 0;
-  while (!states.empty() || !rules.empty()) {
-    if ((++polls & 1023) == 0 && options_.deadline.PassedNow()) return DeadlineError();
-    if (!states.empty()) {
-      const std::int32_t t = states.back();
-      states.pop_back();
-      for (std::uint32_t i = edges.by_target_begin[t]; i < edges.by_target_begin[t + 1]; ++i) {
-        const auto [s, r] = edges.by_target[i];
-        if (p.rules[r].nullable) mark_state(s);
-      }
-      for (std::int32_t r = starts.first_at_state[t]; r >= 0; r = starts.next[r]) mark_rule(r);
-      continue;
-    }
-    const std::int32_t r = rules.back();
-    rules.pop_back();
-    for (std::uint32_t i = edges.by_rule_begin[r]; i < edges.by_rule_begin[r + 1]; ++i) {
-      const auto [s, t] = edges.by_rule[i];
-      if (null_state[t]) mark_state(s);
-    }
-    for (std::int32_t c = starts.first_counter_of[r]; c >= 0; c = starts.next[c]) mark_rule(c);
+  if (!CloseOverEdges(edges, starts, {}, {}, null_state, null_rule,
+                      [&] { return options_.deadline.PassedNow(); })) {
+    return DeadlineError();
   }
+  for (std::int32_t r = 0; r < nr; ++r) p.rules[r].nullable = null_rule[r] != 0;
   return Status::Ok();
 }
 
@@ -1465,32 +1500,33 @@ Status Lowering::ComputeProductive(CfgProgram* out, std::vector<std::uint8_t>* p
   std::vector<std::uint8_t>& prod_rule = *prod_rule_out;
   prod_state.assign(ns, 0);
   prod_rule.assign(nr, 0);
-  bool changed = true;
-  while (changed) {
-    if (options_.deadline.PassedNow()) return DeadlineError();
-    changed = false;
-    for (std::int32_t s = ns - 1; s >= 0; --s) {
-      if (prod_state[s]) continue;
+  // CloseOverEdges with the byte and special edges too: per target state, their sources. (A
+  // rescan of every state until nothing changed took about 10 passes per compile on real-world
+  // schemas.)
+  const RuleEdgeIndex edges(ns, nr, [&](std::size_t s) { return Nts(dstates_[s]); });
+  const RuleStarts starts(p, ns);
+  std::vector<std::uint32_t> sym_begin(static_cast<std::size_t>(ns) + 1, 0);
+  for (const DState& d : dstates_) {
+    for (const auto& br : Bytes(d)) ++sym_begin[br.to + 1];
+    for (const auto& [i, t] : Sps(d)) ++sym_begin[t + 1];
+  }
+  for (std::int32_t s = 0; s < ns; ++s) sym_begin[s + 1] += sym_begin[s];
+  std::vector<std::int32_t> sym_src(sym_begin[ns]);
+  {
+    std::vector<std::uint32_t> at(sym_begin.begin(), sym_begin.end() - 1);
+    for (std::int32_t s = 0; s < ns; ++s) {
       const DState& d = dstates_[s];
-      bool v = d.accepting;
-      for (const auto& br : Bytes(d)) v = v || prod_state[br.to];
-      for (auto& [i, t] : Sps(d)) v = v || prod_state[t];
-      for (auto& [r, t] : Nts(d)) v = v || (prod_rule[r] && prod_state[t]);
-      if (v) {
-        prod_state[s] = 1;
-        changed = true;
-      }
+      for (const auto& br : Bytes(d)) sym_src[at[br.to]++] = s;
+      for (const auto& [i, t] : Sps(d)) sym_src[at[t]++] = s;
     }
-    for (std::int32_t r = 0; r < nr; ++r) {
-      if (prod_rule[r]) continue;
-      const auto& ri = p.rules[r];
-      bool v = ri.kind == CfgProgram::RuleKind::kDfa ? prod_state[ri.start] != 0
-                                                    : (ri.min == 0 || prod_rule[ri.child]);
-      if (v) {
-        prod_rule[r] = 1;
-        changed = true;
-      }
-    }
+  }
+  for (std::int32_t s = 0; s < ns; ++s) prod_state[s] = dstates_[s].accepting ? 1 : 0;
+  for (std::int32_t r = 0; r < nr; ++r) {
+    prod_rule[r] = p.rules[r].kind == CfgProgram::RuleKind::kCounter && p.rules[r].min == 0;
+  }
+  if (!CloseOverEdges(edges, starts, sym_begin, sym_src, prod_state, prod_rule,
+                      [&] { return options_.deadline.PassedNow(); })) {
+    return DeadlineError();
   }
   if (!prod_rule[p.root]) {
     return Status(StatusCode::kUnsatisfiable,

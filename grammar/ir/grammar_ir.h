@@ -46,6 +46,7 @@ struct SourceLocation {
 
 struct Expr {
   static constexpr std::int32_t kUnbounded = -1;
+  // (A field added here is also copied by WithChildren, ir_builder.h.)
 
   // Every field has an initializer, so that a builder may name only the fields its kind uses
   // (designated initializers, ir_builder.h).

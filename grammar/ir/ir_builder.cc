@@ -7,15 +7,14 @@ namespace {
 // Out of line so that CopyTree's frame holds only its child list: the recursion goes as deep as
 // the tree.
 [[gnu::noinline]] ExprId AddCopy(const Expr& e, std::vector<ExprId> kids, Grammar* to) {
-  Expr copy = e;
-  copy.children = std::move(kids);
-  return to->Add(std::move(copy));
+  return to->Add(WithChildren(e, std::move(kids)));
 }
 
 }  // namespace
 
 ExprId CopyTree(const Grammar& from, ExprId id, Grammar* to) {
   std::vector<ExprId> kids;
+  kids.reserve(from.exprs[id].children.size());
   for (ExprId c : from.exprs[id].children) kids.push_back(CopyTree(from, c, to));
   return AddCopy(from.exprs[id], std::move(kids), to);
 }

@@ -54,6 +54,23 @@ inline Expr ByteDfaExpr(std::shared_ptr<const ByteDfa> dfa) {
   return {.kind = ExprKind::kByteDfa, .dfa = std::move(dfa)};
 }
 
+// `e` with `children` replaced: every other field copied (the copy of a node whose children are
+// rebuilt, without copying the old child list first).
+inline Expr WithChildren(const Expr& e, std::vector<ExprId> children) {
+  return {.kind = e.kind,
+          .text = e.text,
+          .ranges = e.ranges,
+          .rule = e.rule,
+          .children = std::move(children),
+          .min = e.min,
+          .max = e.max,
+          .count = e.count,
+          .token_id = e.token_id,
+          .negated = e.negated,
+          .dfa = e.dfa,
+          .loc = e.loc};
+}
+
 // Copies the tree under `from.exprs[id]` into `to`, children before parents; returns the copy's
 // id. Recurses as deep as the tree, with a small frame.
 ExprId CopyTree(const Grammar& from, ExprId id, Grammar* to);
