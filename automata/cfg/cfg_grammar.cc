@@ -7,11 +7,10 @@
 
 #include <algorithm>
 #include <array>
-#include <bit>
-#include <cstring>
 #include <string>
 #include <vector>
 
+#include "automata/cfg/rule_edges.h"
 #include "automata/cfg/state_fold.h"
 #include "automata/cfg/word_kernels.h"
 
@@ -123,6 +122,131 @@ std::int64_t DeepestNesting(const CfgProgram& p) {
   if (p.root < 0 || p.root >= n) return -1;
   const std::int64_t longest = LongestPath(succ, p.root);
   return longest < 0 ? -1 : longest - 1;  // (edges, not rules)
+}
+
+// Byte sets as 4 words: merging is 4 ORs (ComputeFollow runs at every compile, on every state).
+using ByteBits = std::array<std::uint64_t, 4>;
+
+bool MergeBits(ByteBits& into, const ByteBits& from) {
+  bool changed = false;
+  for (int w = 0; w < 4; ++w) {
+    const std::uint64_t v = into[w] | from[w];
+    changed |= v != into[w];
+    into[w] = v;
+  }
+  return changed;
+}
+
+// First bytes, per state (returned) and per rule (*first_rule): first_state[s] holds s's own
+// bytes, first_rule[r] of each edge s -r-> t, and first_state[t] when r is nullable;
+// first_rule[r] is first_state[start] (a DFA rule) or first_rule[child] (a counter). A worklist
+// whose nodes are the states 0..ns-1, then the rules ns..ns+nr-1.
+std::vector<ByteBits> FirstBytes(const CfgProgram& p, const RuleEdgeIndex& edges,
+                                 const RuleStarts& starts,
+                                 const std::vector<ByteBits>& class_bytes,
+                                 std::vector<ByteBits>* first_rule_out) {
+  const std::int32_t ns = p.num_states, nr = p.NumRules();
+  const bool recorded = p.byte_first.size() == static_cast<std::size_t>(ns);
+  std::vector<ByteBits> first_state = recorded ? p.byte_first : std::vector<ByteBits>(ns);
+  if (!recorded) {
+    for (StateId s = 0; s < ns; ++s) {  // a program read from an artifact: from the table
+      const TransitionRow row = p.Row(s);
+      for (std::int32_t c = 0; c < p.num_classes; ++c) {
+        if (row[c] != CfgProgram::kDead) MergeBits(first_state[s], class_bytes[c]);
+      }
+    }
+  }
+  std::vector<ByteBits>& first_rule = *first_rule_out;
+  first_rule.assign(nr, ByteBits{});
+  std::vector<std::uint8_t> queued(static_cast<std::size_t>(ns) + nr, 1);
+  std::vector<std::int32_t> work;
+  for (std::int32_t r = nr - 1; r >= 0; --r) work.push_back(ns + r);
+  for (StateId s = ns - 1; s >= 0; --s) work.push_back(s);
+  auto push = [&](std::int32_t node) {
+    if (!queued[node]) queued[node] = 1, work.push_back(node);
+  };
+  while (!work.empty()) {
+    const std::int32_t node = work.back();
+    work.pop_back();
+    queued[node] = 0;
+    if (node < ns) {
+      const StateId t = node;
+      for (std::uint32_t i = edges.by_target_begin[t]; i < edges.by_target_begin[t + 1]; ++i) {
+        const auto [s, r] = edges.by_target[i];
+        if (p.rules[r].nullable && MergeBits(first_state[s], first_state[t])) push(s);
+      }
+      for (std::int32_t r = starts.first_at_state[t]; r >= 0; r = starts.next[r]) {
+        if (MergeBits(first_rule[r], first_state[t])) push(ns + r);
+      }
+    } else {
+      const std::int32_t r = node - ns;
+      for (std::uint32_t i = edges.by_rule_begin[r]; i < edges.by_rule_begin[r + 1]; ++i) {
+        const StateId s = edges.by_rule[i].first;
+        if (MergeBits(first_state[s], first_rule[r])) push(s);
+      }
+      for (std::int32_t c = starts.first_counter_of[r]; c >= 0; c = starts.next[c]) {
+        if (MergeBits(first_rule[c], first_rule[r])) push(ns + c);
+      }
+    }
+  }
+  return first_state;
+}
+
+// Follow bytes of each rule: first_state[t] of each edge s -r-> t, and the follow bytes of s's
+// rule when t is nullable; a repeated child (a counter with max > 0) is followed by its own
+// first bytes and by what follows the counter. A worklist over the rules.
+std::vector<ByteBits> FollowBytes(const CfgProgram& p, const RuleEdgeIndex& edges,
+                                  const std::vector<std::uint8_t>& null_state,
+                                  const std::vector<ByteBits>& first_state,
+                                  const std::vector<ByteBits>& first_rule) {
+  const std::int32_t nr = p.NumRules();
+  std::vector<ByteBits> follow(nr, ByteBits{});
+  for (std::int32_t r = 0; r < nr; ++r) {
+    for (std::uint32_t i = edges.by_rule_begin[r]; i < edges.by_rule_begin[r + 1]; ++i) {
+      MergeBits(follow[r], first_state[edges.by_rule[i].second]);
+    }
+    const auto& ri = p.rules[r];
+    if (ri.kind == CfgProgram::RuleKind::kCounter && ri.max != 0) {
+      MergeBits(follow[ri.child], first_rule[ri.child]);
+    }
+  }
+  // Dependents of follow[q]: the rules r of edges s -r-> t with t nullable and q the rule of s
+  // (and, below, the child of a counter q with max > 0).
+  std::vector<std::uint32_t> dep_begin(static_cast<std::size_t>(nr) + 1, 0);
+  for (std::size_t i = 0; i < edges.by_rule.size(); ++i) {
+    const auto [s, t] = edges.by_rule[i];
+    if (null_state[t]) ++dep_begin[p.state_rule[s] + 1];
+  }
+  for (std::int32_t r = 0; r < nr; ++r) dep_begin[r + 1] += dep_begin[r];
+  std::vector<std::int32_t> deps(dep_begin[nr]);
+  std::vector<std::uint32_t> at(dep_begin.begin(), dep_begin.end() - 1);
+  for (std::int32_t r = 0; r < nr; ++r) {
+    for (std::uint32_t i = edges.by_rule_begin[r]; i < edges.by_rule_begin[r + 1]; ++i) {
+      const auto [s, t] = edges.by_rule[i];
+      if (null_state[t]) deps[at[p.state_rule[s]]++] = r;
+    }
+  }
+  std::vector<std::uint8_t> queued(nr, 1);
+  std::vector<std::int32_t> work;
+  for (std::int32_t r = nr - 1; r >= 0; --r) work.push_back(r);
+  auto push = [&](std::int32_t r) {
+    if (!queued[r]) queued[r] = 1, work.push_back(r);
+  };
+  while (!work.empty()) {
+    const std::int32_t q = work.back();
+    work.pop_back();
+    queued[q] = 0;
+    const ByteBits from = follow[q];
+    for (std::uint32_t i = dep_begin[q]; i < dep_begin[q + 1]; ++i) {
+      if (MergeBits(follow[deps[i]], from)) push(deps[i]);
+    }
+    const auto& ri = p.rules[q];
+    if (ri.kind == CfgProgram::RuleKind::kCounter && ri.max != 0 &&
+        MergeBits(follow[ri.child], from)) {
+      push(ri.child);
+    }
+  }
+  return follow;
 }
 
 }  // namespace
@@ -278,174 +402,25 @@ void CfgGrammar::FoldBigRules(const CompileDeadline* deadline) {
 
 void CfgGrammar::ComputeFollow() {
   const CfgProgram& p = program_;
-  const std::int32_t ns = p.num_states, nr = p.NumRules();
-  // Byte sets as 4 words: merging is 4 ORs (this runs at every compile, on every state).
-  using Bits = std::array<std::uint64_t, 4>;
-  auto merge = [](Bits& into, const Bits& from) {
-    bool changed = false;
-    for (int w = 0; w < 4; ++w) {
-      const std::uint64_t v = into[w] | from[w];
-      changed |= v != into[w];
-      into[w] = v;
-    }
-    return changed;
-  };
-  // Three least fixpoints over the rule edges, each by a worklist over a reverse index (linear
-  // in states and edges, up to the 256 bits a set can gain): a round-robin rescan until nothing
-  // changed took about 3, 5 and 11 passes over every state per compile on real-world schemas
-  // (one per level of rule nesting the information had to climb).
-  // Rule edges in CSR form: per target state (source, rule), per rule (source, target).
-  std::vector<std::uint32_t> by_target_begin(static_cast<std::size_t>(ns) + 1, 0);
-  std::vector<std::uint32_t> by_rule_begin(static_cast<std::size_t>(nr) + 1, 0);
-  for (StateId s = 0; s < ns; ++s) {
-    for (std::int32_t e = p.nt_begin[s]; e < p.nt_begin[s + 1]; ++e) {
-      ++by_target_begin[p.nt_edges[e].second + 1];
-      ++by_rule_begin[p.nt_edges[e].first + 1];
-    }
-  }
-  for (std::int32_t s = 0; s < ns; ++s) by_target_begin[s + 1] += by_target_begin[s];
-  for (std::int32_t r = 0; r < nr; ++r) by_rule_begin[r + 1] += by_rule_begin[r];
-  std::vector<std::pair<StateId, std::int32_t>> by_target(by_target_begin[ns]);  // (source, rule)
-  std::vector<std::pair<StateId, StateId>> by_rule(by_rule_begin[nr]);          // (source, target)
-  {
-    std::vector<std::uint32_t> at_t(by_target_begin.begin(), by_target_begin.end() - 1);
-    std::vector<std::uint32_t> at_r(by_rule_begin.begin(), by_rule_begin.end() - 1);
-    for (StateId s = 0; s < ns; ++s) {
-      for (std::int32_t e = p.nt_begin[s]; e < p.nt_begin[s + 1]; ++e) {
-        const auto [r, t] = p.nt_edges[e];
-        by_target[at_t[t]++] = {s, r};
-        by_rule[at_r[r]++] = {s, t};
-      }
-    }
-  }
-  // Per rule, the DFA rules starting at each state and the counters of each child: linked lists.
-  std::vector<std::int32_t> starts_at(ns, -1), counters_of(nr, -1), next_rule(nr, -1);
-  for (std::int32_t r = 0; r < nr; ++r) {
-    const auto& ri = p.rules[r];
-    if (ri.kind == CfgProgram::RuleKind::kDfa) {
-      if (ri.start == CfgProgram::kDead) continue;
-      next_rule[r] = starts_at[ri.start];
-      starts_at[ri.start] = r;
-    } else {
-      next_rule[r] = counters_of[ri.child];
-      counters_of[ri.child] = r;
-    }
-  }
-  std::vector<std::int32_t> work;
+  // Three least fixpoints over the rule edges, each by a worklist over the edges read backwards
+  // (linear in states and edges, up to the 256 bits a set can gain): a round-robin rescan until
+  // nothing changed took about 3, 5 and 11 passes over every state per compile on real-world
+  // schemas (one per level of rule nesting the information had to climb).
+  const RuleEdgeIndex edges = ProgramRuleEdges(p);
+  const RuleStarts starts(p, static_cast<std::size_t>(p.num_states));
   // null_state[s]: from s the rule can finish without consuming a byte (accepting, or a rule
-  // edge over a nullable rule to such a state).
-  std::vector<std::uint8_t>& null_state = null_state_;
-  null_state.assign(ns, 0);
-  for (StateId s = 0; s < ns; ++s) {
-    if (p.accepting[s]) null_state[s] = 1, work.push_back(s);
-  }
-  while (!work.empty()) {
-    const StateId t = work.back();
-    work.pop_back();
-    for (std::uint32_t i = by_target_begin[t]; i < by_target_begin[t + 1]; ++i) {
-      const auto [s, r] = by_target[i];
-      if (!null_state[s] && p.rules[r].nullable) null_state[s] = 1, work.push_back(s);
-    }
-  }
-  // The bytes of each byte class, then first_state from one step per class.
-  std::vector<Bits> class_bytes(p.num_classes, Bits{});
+  // edge over a nullable rule to such a state). The rules' nullability is already a fixpoint.
+  null_state_.assign(p.num_states, 0);
+  for (StateId s = 0; s < p.num_states; ++s) null_state_[s] = p.accepting[s] != 0;
+  std::vector<std::uint8_t> null_rule(static_cast<std::size_t>(p.NumRules()));
+  for (std::int32_t r = 0; r < p.NumRules(); ++r) null_rule[r] = p.rules[r].nullable;
+  CloseOverEdges(edges, starts, {}, {}, null_state_, null_rule, [] { return false; });
+  // The bytes of each byte class.
+  std::vector<ByteBits> class_bytes(p.num_classes, ByteBits{});
   for (int b = 0; b < 256; ++b) class_bytes[p.byte_class[b]][b >> 6] |= std::uint64_t{1} << (b & 63);
-  const bool recorded = p.byte_first.size() == static_cast<std::size_t>(ns);
-  std::vector<Bits> first_state = recorded ? p.byte_first : std::vector<Bits>(ns, Bits{});
-  std::vector<Bits> first_rule(nr, Bits{});
-  if (!recorded) {
-    for (StateId s = 0; s < ns; ++s) {  // a program read from an artifact: from the table
-      const TransitionRow row = p.Row(s);
-      for (std::int32_t c = 0; c < p.num_classes; ++c) {
-        if (row[c] != CfgProgram::kDead) merge(first_state[s], class_bytes[c]);
-      }
-    }
-  }
-  // First bytes: first_state[s] takes first_rule[r] of each edge s -r-> t, and first_state[t]
-  // when r is nullable; first_rule[r] is first_state[start] (a DFA rule) or first_rule[child]
-  // (a counter). Nodes of the worklist: states 0..ns-1, then rules ns..ns+nr-1.
-  std::vector<std::uint8_t> queued(static_cast<std::size_t>(ns) + nr, 1);
-  work.clear();
-  for (std::int32_t r = nr - 1; r >= 0; --r) work.push_back(ns + r);
-  for (StateId s = ns - 1; s >= 0; --s) work.push_back(s);
-  auto push = [&](std::int32_t node) {
-    if (!queued[node]) queued[node] = 1, work.push_back(node);
-  };
-  while (!work.empty()) {
-    const std::int32_t node = work.back();
-    work.pop_back();
-    queued[node] = 0;
-    if (node < ns) {
-      const StateId t = node;
-      const Bits& from = first_state[t];
-      for (std::uint32_t i = by_target_begin[t]; i < by_target_begin[t + 1]; ++i) {
-        const auto [s, r] = by_target[i];
-        if (p.rules[r].nullable && merge(first_state[s], from)) push(s);
-      }
-      for (std::int32_t r = starts_at[t]; r >= 0; r = next_rule[r]) {
-        if (merge(first_rule[r], from)) push(ns + r);
-      }
-    } else {
-      const std::int32_t r = node - ns;
-      const Bits& from = first_rule[r];
-      for (std::uint32_t i = by_rule_begin[r]; i < by_rule_begin[r + 1]; ++i) {
-        const StateId s = by_rule[i].first;
-        if (merge(first_state[s], from)) push(s);
-      }
-      for (std::int32_t c = counters_of[r]; c >= 0; c = next_rule[c]) {
-        if (merge(first_rule[c], from)) push(ns + c);
-      }
-    }
-  }
-  // Follow bytes of each rule: first_state[t] of each edge s -r-> t, and follow of s's rule
-  // when t is nullable; a repeated child (a counter with max > 0) is followed by its own first
-  // bytes and by what follows the counter.
-  std::vector<Bits> follow(nr, Bits{});
-  for (std::int32_t r = 0; r < nr; ++r) {
-    for (std::uint32_t i = by_rule_begin[r]; i < by_rule_begin[r + 1]; ++i) {
-      merge(follow[r], first_state[by_rule[i].second]);
-    }
-    const auto& ri = p.rules[r];
-    if (ri.kind == CfgProgram::RuleKind::kCounter && ri.max != 0) {
-      merge(follow[ri.child], first_rule[ri.child]);
-    }
-  }
-  // Dependents of follow[q]: the rules r of edges s -r-> t with t nullable and q the rule of s,
-  // and the child of q when q is a counter with max > 0.
-  std::vector<std::uint32_t> dep_begin(static_cast<std::size_t>(nr) + 1, 0);
-  for (StateId s = 0; s < ns; ++s) {
-    for (std::int32_t e = p.nt_begin[s]; e < p.nt_begin[s + 1]; ++e) {
-      if (null_state[p.nt_edges[e].second]) ++dep_begin[p.state_rule[s] + 1];
-    }
-  }
-  for (std::int32_t r = 0; r < nr; ++r) dep_begin[r + 1] += dep_begin[r];
-  std::vector<std::int32_t> deps(dep_begin[nr]);
-  {
-    std::vector<std::uint32_t> at(dep_begin.begin(), dep_begin.end() - 1);
-    for (StateId s = 0; s < ns; ++s) {
-      for (std::int32_t e = p.nt_begin[s]; e < p.nt_begin[s + 1]; ++e) {
-        if (null_state[p.nt_edges[e].second]) deps[at[p.state_rule[s]]++] = p.nt_edges[e].first;
-      }
-    }
-  }
-  queued.assign(nr, 1);
-  work.clear();
-  for (std::int32_t r = nr - 1; r >= 0; --r) work.push_back(r);
-  while (!work.empty()) {
-    const std::int32_t q = work.back();
-    work.pop_back();
-    queued[q] = 0;
-    const Bits from = follow[q];
-    for (std::uint32_t i = dep_begin[q]; i < dep_begin[q + 1]; ++i) {
-      const std::int32_t r = deps[i];
-      if (merge(follow[r], from) && !queued[r]) queued[r] = 1, work.push_back(r);
-    }
-    const auto& ri = p.rules[q];
-    if (ri.kind == CfgProgram::RuleKind::kCounter && ri.max != 0 &&
-        merge(follow[ri.child], from) && !queued[ri.child]) {
-      queued[ri.child] = 1, work.push_back(ri.child);
-    }
-  }
+  std::vector<ByteBits> first_rule;
+  std::vector<ByteBits> first_state = FirstBytes(p, edges, starts, class_bytes, &first_rule);
+  const std::vector<ByteBits> follow = FollowBytes(p, edges, null_state_, first_state, first_rule);
   first_bytes_ = std::move(first_state);
   first_count_.resize(first_bytes_.size());
   for (std::size_t k = 0; k < first_bytes_.size(); ++k) {
@@ -463,25 +438,9 @@ void CfgGrammar::ComputeFollow() {
   }
   ComputeRepeatEdges(class_bytes);
   follow_bits_.assign(follow.begin(), follow.end());
-  // Eight bools at a time: spread[v] holds byte v's bits as eight 0/1 bytes, low bit first.
-  static const std::array<std::uint64_t, 256> spread = [] {
-    std::array<std::uint64_t, 256> t{};
-    for (int v = 0; v < 256; ++v) {
-      for (int i = 0; i < 8; ++i) t[v] |= static_cast<std::uint64_t>((v >> i) & 1) << (8 * i);
-    }
-    return t;
-  }();
-  static_assert(sizeof(bool) == 1);
-  follow_.resize(nr);
-  for (std::int32_t r = 0; r < nr; ++r) {
-    for (int b = 0; b < 256; b += 8) {
-      const std::uint64_t v = spread[(follow[r][b >> 6] >> (b & 63)) & 0xFF];
-      if constexpr (std::endian::native == std::endian::little) {
-        std::memcpy(follow_[r].data() + b, &v, 8);
-      } else {
-        for (int i = 0; i < 8; ++i) follow_[r][b + i] = ((v >> (8 * i)) & 1) != 0;
-      }
-    }
+  follow_.assign(p.NumRules(), std::array<bool, 256>{});
+  for (std::int32_t r = 0; r < p.NumRules(); ++r) {
+    for (int b = 0; b < 256; ++b) follow_[r][b] = (follow[r][b >> 6] >> (b & 63)) & 1;
   }
 }
 

@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <span>
 
+#include "automata/cfg/rule_edges.h"
 #include "automata/regex/regex_compiler.h"
 #include "automata/regex/byte_nfa.h"
 #include "automata/regex/dfa_builder.h"
@@ -118,11 +119,14 @@ class Lowering {
   // rules and their children appended meanwhile).
   Status LowerRules();
   // RuleInfo::nullable: the rules that can finish without a byte (a least fixpoint, by worklist).
-  Status ComputeNullable(CfgProgram* p) const;
+  // `edges` and `starts`: the lowered states' rule edges and rule starts (rule_edges.h).
+  Status ComputeNullable(const RuleEdgeIndex& edges, const RuleStarts& starts,
+                         CfgProgram* p) const;
   // The states and rules that can finish, to a fixpoint (the rest is trimmed by AssignByteClasses
   // and FillTables); kUnsatisfiable when the root cannot. A counter whose child cannot finish
   // repeats it 0 times.
-  Status ComputeProductive(CfgProgram* p, std::vector<std::uint8_t>* prod_state,
+  Status ComputeProductive(const RuleEdgeIndex& edges, const RuleStarts& starts, CfgProgram* p,
+                           std::vector<std::uint8_t>* prod_state,
                            std::vector<std::uint8_t>* prod_rule) const;
   // One byte-class table for all rules: the intervals between the bytes where some state's
   // productive target changes.
@@ -963,7 +967,7 @@ class SetTable {
 };
 
 Status Lowering::Determinise(std::int32_t rule, std::int32_t nfa_start, std::int32_t nfa_end) {
-  std::vector<std::uint32_t> mark(nfa_.size(), 0);
+  std::vector<std::uint32_t> mark(nfa_live_, 0);  // (this rule's NFA: states 0 .. nfa_live_)
   std::uint32_t stamp = 0;
   SetTable sets;  // closures: DFA state base + i is sets.Get(i)
   const std::int32_t base = static_cast<std::int32_t>(dstates_.size());
@@ -973,7 +977,7 @@ Status Lowering::Determinise(std::int32_t rule, std::int32_t nfa_start, std::int
   std::vector<std::int32_t> state_of_kernel;
   // Kernels of one NFA state (most steps of a schema's rules are deterministic) are looked up
   // by that state, without hashing: state_of_single[q] is the DFA state of kernel {q}, or -1.
-  std::vector<std::int32_t> state_of_single(nfa_.size(), -1);
+  std::vector<std::int32_t> state_of_single(nfa_live_, -1);
   std::vector<std::int32_t> closure;
   // `kernel`: sorted, no duplicates.
   auto intern = [&](std::span<const std::int32_t> kernel) -> std::int32_t {
@@ -1292,9 +1296,12 @@ Result<CfgProgram> Lowering::Run() {
   p.special_tokens = specials_;
   p.special_negated = special_negated_;
   current_rule_ = -1;  // (a deadline error from here on names the whole grammar's analysis)
-  LOCKSTEP_RETURN_IF_ERROR(ComputeNullable(&p));
+  const RuleEdgeIndex edges(dstates_.size(), p.NumRules(),
+                            [&](std::size_t s) { return Nts(dstates_[s]); });
+  const RuleStarts starts(p, dstates_.size());
+  LOCKSTEP_RETURN_IF_ERROR(ComputeNullable(edges, starts, &p));
   std::vector<std::uint8_t> prod_state, prod_rule;
-  LOCKSTEP_RETURN_IF_ERROR(ComputeProductive(&p, &prod_state, &prod_rule));
+  LOCKSTEP_RETURN_IF_ERROR(ComputeProductive(edges, starts, &p, &prod_state, &prod_rule));
   AssignByteClasses(prod_state, &p);
   FillTables(prod_state, prod_rule, &p);
   LOCKSTEP_RETURN_IF_ERROR(ComputeItemAutomata(&p));
@@ -1363,117 +1370,16 @@ Status Lowering::LowerRules() {
   return Status::Ok();
 }
 
-// Nullability is a least fixpoint over the rule edges, computed by a worklist (linear in states
-// and rule edges): a state or rule is marked once, and marking it re-checks only what depends
-// on it. (Rescanning every state until nothing changed took one pass per rule on the longest
-// chain of calls to nullable rules: a schema's chain of optional members is one such chain.)
-namespace {
-
-// Reverse edges of the rule edges: per target state, (source, rule); per rule, (source, target).
-struct RuleEdgeIndex {
-  std::vector<std::uint32_t> by_target_begin, by_rule_begin;
-  std::vector<std::pair<std::int32_t, std::int32_t>> by_target;  // (source, rule)
-  std::vector<std::pair<std::int32_t, std::int32_t>> by_rule;    // (source, target)
-  // nts(s): state s's rule edges (rule, target).
-  template <typename Nts>
-  RuleEdgeIndex(std::size_t ns, std::int32_t num_rules, Nts nts) {
-    by_target_begin.assign(ns + 1, 0);
-    by_rule_begin.assign(static_cast<std::size_t>(num_rules) + 1, 0);
-    for (std::size_t s = 0; s < ns; ++s) {
-      for (const auto& [r, t] : nts(s)) {
-        ++by_target_begin[t + 1];
-        ++by_rule_begin[r + 1];
-      }
-    }
-    for (std::size_t i = 0; i < ns; ++i) by_target_begin[i + 1] += by_target_begin[i];
-    for (std::int32_t r = 0; r < num_rules; ++r) by_rule_begin[r + 1] += by_rule_begin[r];
-    by_target.resize(by_target_begin[ns]);
-    by_rule.resize(by_rule_begin[num_rules]);
-    std::vector<std::uint32_t> at_t(by_target_begin.begin(), by_target_begin.end() - 1);
-    std::vector<std::uint32_t> at_r(by_rule_begin.begin(), by_rule_begin.end() - 1);
-    for (std::size_t s = 0; s < ns; ++s) {
-      for (const auto& [r, t] : nts(s)) {
-        by_target[at_t[t]++] = {static_cast<std::int32_t>(s), r};
-        by_rule[at_r[r]++] = {static_cast<std::int32_t>(s), t};
-      }
-    }
-  }
-};
-
-// Per state, the DFA rules starting there; per rule, the counter rules repeating it: linked
-// lists (first_* by state or child, next by rule).
-struct RuleStarts {
-  std::vector<std::int32_t> first_at_state, first_counter_of, next;
-  RuleStarts(const CfgProgram& p, std::size_t ns)
-      : first_at_state(ns, -1), first_counter_of(p.NumRules(), -1), next(p.NumRules(), -1) {
-    for (std::int32_t r = 0; r < p.NumRules(); ++r) {
-      const auto& ri = p.rules[r];
-      std::int32_t& head = ri.kind == CfgProgram::RuleKind::kDfa ? first_at_state[ri.start]
-                                                                 : first_counter_of[ri.child];
-      next[r] = head;
-      head = r;
-    }
-  }
-};
-
-// The least fixpoint that nullability and productivity share: a state is in when it has a rule
-// edge (r, t) with r and t in (or, given `sym_begin` / `sym_src`, a byte or special edge to a
-// state in: the sources of each target's such edges); a DFA rule when its start is in, a counter
-// when its child is. Everything in `state_in` / `rule_in` on entry is a seed. A worklist, linear
-// in states and edges; false if `stop` (polled every 1,024 steps) said to stop.
-template <typename Stop>
-bool CloseOverEdges(const RuleEdgeIndex& edges, const RuleStarts& starts,
-                    std::span<const std::uint32_t> sym_begin, std::span<const std::int32_t> sym_src,
-                    std::vector<std::uint8_t>& state_in, std::vector<std::uint8_t>& rule_in,
-                    const Stop& stop) {
-  std::vector<std::int32_t> states, rules;
-  for (std::size_t s = 0; s < state_in.size(); ++s) {
-    if (state_in[s]) states.push_back(static_cast<std::int32_t>(s));
-  }
-  for (std::size_t r = 0; r < rule_in.size(); ++r) {
-    if (rule_in[r]) rules.push_back(static_cast<std::int32_t>(r));
-  }
-  auto mark_state = [&](std::int32_t s) {
-    if (!state_in[s]) state_in[s] = 1, states.push_back(s);
-  };
-  auto mark_rule = [&](std::int32_t r) {
-    if (!rule_in[r]) rule_in[r] = 1, rules.push_back(r);
-  };
-  std::size_t polls = 0;
-  while (!states.empty() || !rules.empty()) {
-    if ((++polls & 1023) == 0 && stop()) return false;
-    if (!states.empty()) {
-      const std::int32_t t = states.back();
-      states.pop_back();
-      if (!sym_begin.empty()) {
-        for (std::uint32_t i = sym_begin[t]; i < sym_begin[t + 1]; ++i) mark_state(sym_src[i]);
-      }
-      for (std::uint32_t i = edges.by_target_begin[t]; i < edges.by_target_begin[t + 1]; ++i) {
-        const auto [s, r] = edges.by_target[i];
-        if (rule_in[r]) mark_state(s);
-      }
-      for (std::int32_t r = starts.first_at_state[t]; r >= 0; r = starts.next[r]) mark_rule(r);
-      continue;
-    }
-    const std::int32_t r = rules.back();
-    rules.pop_back();
-    for (std::uint32_t i = edges.by_rule_begin[r]; i < edges.by_rule_begin[r + 1]; ++i) {
-      const auto [s, t] = edges.by_rule[i];
-      if (state_in[t]) mark_state(s);
-    }
-    for (std::int32_t c = starts.first_counter_of[r]; c >= 0; c = starts.next[c]) mark_rule(c);
-  }
-  return true;
-}
-
-}  // namespace
-
-Status Lowering::ComputeNullable(CfgProgram* out) const {
+// Nullability and productivity are least fixpoints over the rule edges, computed by a worklist
+// (CloseOverEdges, rule_edges.h: linear in states and rule edges). Rescanning every state until
+// nothing changed took one pass per rule on the longest chain of calls to nullable rules (a
+// schema's chain of optional members is one such chain), about 10 passes per compile for
+// productivity on real-world schemas.
+Status Lowering::ComputeNullable(const RuleEdgeIndex& edges, const RuleStarts& starts,
+                                 CfgProgram* out) const {
   CfgProgram& p = *out;
   const std::int32_t nr = p.NumRules();
   const std::size_t ns = dstates_.size();
-  const RuleEdgeIndex edges(ns, nr, [&](std::size_t s) { return Nts(dstates_[s]); });
-  const RuleStarts starts(p, ns);
   // null_state[s]: from s the rule can finish without a byte (accepting, or a rule edge to a
   // nullable rule whose target is such a state). Seeds: the accepting states, the rules
   // nullable as lowered, the counters that may repeat 0 times.
@@ -1491,7 +1397,8 @@ Status Lowering::ComputeNullable(CfgProgram* out) const {
   return Status::Ok();
 }
 
-Status Lowering::ComputeProductive(CfgProgram* out, std::vector<std::uint8_t>* prod_state_out,
+Status Lowering::ComputeProductive(const RuleEdgeIndex& edges, const RuleStarts& starts,
+                                   CfgProgram* out, std::vector<std::uint8_t>* prod_state_out,
                                    std::vector<std::uint8_t>* prod_rule_out) const {
   CfgProgram& p = *out;
   const std::int32_t nr = p.NumRules();
@@ -1500,11 +1407,7 @@ Status Lowering::ComputeProductive(CfgProgram* out, std::vector<std::uint8_t>* p
   std::vector<std::uint8_t>& prod_rule = *prod_rule_out;
   prod_state.assign(ns, 0);
   prod_rule.assign(nr, 0);
-  // CloseOverEdges with the byte and special edges too: per target state, their sources. (A
-  // rescan of every state until nothing changed took about 10 passes per compile on real-world
-  // schemas.)
-  const RuleEdgeIndex edges(ns, nr, [&](std::size_t s) { return Nts(dstates_[s]); });
-  const RuleStarts starts(p, ns);
+  // CloseOverEdges with the byte and special edges too: per target state, their sources.
   std::vector<std::uint32_t> sym_begin(static_cast<std::size_t>(ns) + 1, 0);
   for (const DState& d : dstates_) {
     for (const auto& br : Bytes(d)) ++sym_begin[br.to + 1];
