@@ -1674,6 +1674,44 @@ bool JsonCharStep(std::uint8_t* mode, std::uint8_t b) {
   }
 }
 
+namespace {
+
+// The length tables of a big format automaton copied from the process's cache
+// (RuleInfo::shared_source), by the rank of each state in its rule: the same in every program
+// that copies the automaton, so computed once per process (`email` with a maxLength: 25,000
+// states, about 15 ms per compile). Bounded by kSharedLengthStates in all.
+struct SharedLengthTable {
+  std::vector<std::uint8_t> mode;
+  std::vector<std::int32_t> min_chars;
+  std::int32_t max_min = 0;
+};
+constexpr std::size_t kSharedLengthStates = std::size_t{1} << 22;
+std::mutex shared_length_mu;
+std::size_t shared_length_states = 0;
+auto* const shared_lengths =
+    new std::unordered_map<std::uint64_t, std::shared_ptr<const SharedLengthTable>>;
+
+std::shared_ptr<const SharedLengthTable> FindSharedLengths(std::uint64_t source) {
+  std::lock_guard<std::mutex> lock(shared_length_mu);
+  auto it = shared_lengths->find(source);
+  return it == shared_lengths->end() ? nullptr : it->second;
+}
+
+void KeepSharedLengths(std::uint64_t source, const CfgProgram& p,
+                       const std::vector<StateId>& ranked, std::int32_t max_min) {
+  auto t = std::make_shared<SharedLengthTable>();
+  t->max_min = max_min;
+  for (StateId s : ranked) {
+    t->mode.push_back(p.char_mode[s]);
+    t->min_chars.push_back(p.min_chars[s]);
+  }
+  std::lock_guard<std::mutex> lock(shared_length_mu);
+  if (shared_length_states + ranked.size() > kSharedLengthStates) return;
+  if (shared_lengths->emplace(source, std::move(t)).second) shared_length_states += ranked.size();
+}
+
+}  // namespace
+
 Status ComputeLengthTables(CfgProgram* out) {
   CfgProgram& p = *out;
   p.min_chars.clear();
@@ -1704,6 +1742,19 @@ Status ComputeLengthTables(CfgProgram* out) {
   p.min_chars.assign(static_cast<std::size_t>(ns), -1);
   p.char_mode.assign(static_cast<std::size_t>(ns), kNone);
   p.max_min_chars.assign(static_cast<std::size_t>(nr), 0);
+  // Per state: its index among its rule's states (-1 outside the rule at hand), reset after
+  // each rule; the rule's edges as the search meets them, then its predecessor lists in CSR form
+  // (one pass over the rule's rows of the dense table: a format automaton's 25,000 states times
+  // a schema's few hundred classes, once per compile).
+  std::vector<std::int32_t> index(static_cast<std::size_t>(ns), -1);
+  struct Edge {
+    StateId from, to;
+    std::uint8_t begins;
+  };
+  std::vector<Edge> edges;
+  std::vector<std::int32_t> pred_begin;
+  std::vector<std::pair<StateId, std::uint8_t>> preds;  // (state, begins)
+  std::vector<StateId> own;
   for (std::int32_t r = 0; r < nr; ++r) {
     const CfgProgram::RuleInfo& info = p.rules[r];
     if (info.max_chars < 0) continue;
@@ -1714,38 +1765,56 @@ Status ComputeLengthTables(CfgProgram* out) {
     if (info.kind != CfgProgram::RuleKind::kDfa || info.start == CfgProgram::kDead) {
       return not_a_string("no automaton");
     }
+    std::vector<StateId> ranked;  // a shared automaton's states, by rank
+    if (info.shared_source != 0) {
+      for (StateId s = 0; s < ns; ++s) {
+        if (p.state_rule[s] == r) ranked.push_back(s);
+      }
+      const std::shared_ptr<const SharedLengthTable> known = FindSharedLengths(info.shared_source);
+      if (known != nullptr && known->mode.size() == ranked.size()) {
+        for (std::size_t i = 0; i < ranked.size(); ++i) {
+          p.char_mode[ranked[i]] = known->mode[i];
+          p.min_chars[ranked[i]] = known->min_chars[i];
+        }
+        p.max_min_chars[r] = known->max_min;
+        continue;
+      }
+    }
+    for (StateId s : own) index[s] = -1;
     // Each state's mode, from the start (every path to a state must agree).
-    std::vector<StateId> own = {info.start};
+    own.assign(1, info.start);
+    edges.clear();
     p.char_mode[info.start] = kCharBeforeQuote;
-    std::vector<std::vector<std::pair<StateId, std::uint8_t>>> preds;  // (state, begins), by index
-    std::unordered_map<StateId, std::int32_t> index = {{info.start, 0}};
+    index[info.start] = 0;
     for (std::size_t i = 0; i < own.size(); ++i) {
       const StateId s = own[i];
       if (p.nt_begin[s] != p.nt_begin[s + 1] || p.sp_begin[s] != p.sp_begin[s + 1]) {
         return not_a_string("it calls a rule or takes a special token");
       }
+      const TransitionRow row = p.next.Row(s, nc);
       for (std::int32_t c = 0; c < nc; ++c) {
-        const StateId t = p.next[static_cast<std::size_t>(s) * nc + c];
+        const StateId t = row[c];
         if (t == CfgProgram::kDead) continue;
         const std::size_t k = static_cast<std::size_t>(p.char_mode[s] * nc + c);
         if (mixed[k]) return not_a_string("a byte class mixes bytes of different kinds");
         if (p.state_rule[t] != r) return not_a_string("a transition leaves the rule");
         if (p.char_mode[t] == kNone) {
           p.char_mode[t] = class_next[k];
-          index.emplace(t, static_cast<std::int32_t>(own.size()));
+          index[t] = static_cast<std::int32_t>(own.size());
           own.push_back(t);
         } else if (p.char_mode[t] != class_next[k]) {
           return not_a_string("a state is reached inside and outside a character");
         }
+        edges.push_back({s, t, class_begins[k]});
       }
     }
-    preds.assign(own.size(), {});
-    for (StateId s : own) {
-      for (std::int32_t c = 0; c < nc; ++c) {
-        const StateId t = p.next[static_cast<std::size_t>(s) * nc + c];
-        if (t == CfgProgram::kDead) continue;
-        preds[index[t]].emplace_back(s, class_begins[static_cast<std::size_t>(p.char_mode[s] * nc + c)]);
-      }
+    pred_begin.assign(own.size() + 1, 0);
+    for (const Edge& e : edges) ++pred_begin[index[e.to] + 1];
+    for (std::size_t i = 0; i < own.size(); ++i) pred_begin[i + 1] += pred_begin[i];
+    preds.resize(edges.size());
+    {
+      std::vector<std::int32_t> fill(pred_begin.begin(), pred_begin.end() - 1);
+      for (const Edge& e : edges) preds[fill[index[e.to]]++] = {e.from, e.begins};
     }
     // The fewest characters to an accepting state: 0-1 breadth-first, backwards.
     std::deque<StateId> work;
@@ -1758,7 +1827,8 @@ Status ComputeLengthTables(CfgProgram* out) {
     while (!work.empty()) {
       const StateId t = work.front();
       work.pop_front();
-      for (const auto& [s, w] : preds[index[t]]) {
+      for (std::int32_t e = pred_begin[index[t]]; e < pred_begin[index[t] + 1]; ++e) {
+        const auto [s, w] = preds[e];
         const std::int32_t d = p.min_chars[t] + w;
         if (p.min_chars[s] >= 0 && p.min_chars[s] <= d) continue;
         p.min_chars[s] = d;
@@ -1770,6 +1840,7 @@ Status ComputeLengthTables(CfgProgram* out) {
       }
     }
     for (StateId s : own) p.max_min_chars[r] = std::max(p.max_min_chars[r], p.min_chars[s]);
+    if (info.shared_source != 0) KeepSharedLengths(info.shared_source, p, ranked, p.max_min_chars[r]);
   }
   return Status::Ok();
 }

@@ -13,14 +13,16 @@ namespace {
 std::vector<std::int32_t> HopcroftBlocks(std::int32_t n, std::int32_t k,
                                          const std::vector<StateId>& next,
                                          const std::vector<std::uint8_t>& accepting) {
-  // Predecessors of (t, c) in CSR form. Edges into the dead state 0 (most of them) are left out:
-  // the dead state is a block of its own from the start and is never used as a splitter, which
-  // is sound because Hopcroft needs all but one block of the initial partition as splitters.
+  // Predecessors of (t, c) in CSR form, by class then state (a splitter (B, c) reads the lists of
+  // B's states for one class: n entries apart, not n * k). Edges into the dead state 0 (most of
+  // them) are left out: the dead state is a block of its own from the start and is never used
+  // as a splitter, which is sound because Hopcroft needs all but one block of the initial
+  // partition as splitters.
   std::vector<std::int32_t> inv_begin(static_cast<std::size_t>(n) * k + 1, 0);
   for (std::int32_t s = 0; s < n; ++s) {
     const StateId* row = &next[static_cast<std::size_t>(s) * k];
     for (std::int32_t c = 0; c < k; ++c) {
-      if (row[c] != 0) ++inv_begin[static_cast<std::size_t>(row[c]) * k + c + 1];
+      if (row[c] != 0) ++inv_begin[static_cast<std::size_t>(c) * n + row[c] + 1];
     }
   }
   for (std::size_t i = 1; i < inv_begin.size(); ++i) inv_begin[i] += inv_begin[i - 1];
@@ -30,7 +32,7 @@ std::vector<std::int32_t> HopcroftBlocks(std::int32_t n, std::int32_t k,
     for (std::int32_t s = 0; s < n; ++s) {
       const StateId* row = &next[static_cast<std::size_t>(s) * k];
       for (std::int32_t c = 0; c < k; ++c) {
-        if (row[c] != 0) inv[fill[static_cast<std::size_t>(row[c]) * k + c]++] = s;
+        if (row[c] != 0) inv[fill[static_cast<std::size_t>(c) * n + row[c]]++] = s;
       }
     }
   }
@@ -76,9 +78,10 @@ std::vector<std::int32_t> HopcroftBlocks(std::int32_t n, std::int32_t k,
     work.pop_back();
     in_work[static_cast<std::size_t>(splitter) * k + c] = 0;
     preds.clear();
+    const std::int32_t* by_state = &inv_begin[static_cast<std::size_t>(c) * n];
     for (std::int32_t i = first[splitter]; i < end[splitter]; ++i) {
-      const std::size_t key = static_cast<std::size_t>(elems[i]) * k + c;
-      preds.insert(preds.end(), inv.begin() + inv_begin[key], inv.begin() + inv_begin[key + 1]);
+      const std::int32_t s = elems[i];
+      for (std::int32_t e = by_state[s]; e < by_state[s + 1]; ++e) preds.push_back(inv[e]);
     }
     touched.clear();
     for (std::int32_t s : preds) {

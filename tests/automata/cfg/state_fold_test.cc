@@ -7,12 +7,15 @@
 // `email` format automaton, which is what the fold is for. The fold does not promise the
 // converse (states it keeps apart may still agree on every token: alphabets and rounds are
 // sufficient conditions), so that is only reported. Also: the fold's output shape, no fold for
-// a rule with rule edges, and no fold once the deadline has passed.
+// a rule with rule edges, and no fold once the deadline has passed; and the fold's refinement
+// (RefineToRounds, which looks only at the states next to a split) against Moore's refinement
+// done the plain way, every state every round, on the email automaton and random automata.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <random>
 #include <set>
@@ -161,6 +164,50 @@ Checked ExpectFoldedAgree(const CfgProgram& p, const std::vector<StateId>& state
   return c;
 }
 
+
+// Moore's refinement the plain way: every state's row every round. Per state its class at its
+// round (or when the classes stop splitting), as in RefineToRounds.
+std::vector<std::int32_t> PlainRefinement(const std::vector<std::int32_t>& succ, std::int32_t n,
+                                          std::int32_t k, const std::vector<std::uint8_t>& finish,
+                                          const std::vector<std::int32_t>& round) {
+  std::vector<std::int32_t> cls(n), decided(n, -1);
+  for (std::int32_t i = 0; i < n; ++i) cls[i] = finish[i];
+  const std::int32_t last = *std::max_element(round.begin(), round.end());
+  for (std::int32_t r = 0; r <= last; ++r) {
+    for (std::int32_t i = 0; i < n; ++i) {
+      if (round[i] == r) decided[i] = cls[i];
+    }
+    std::map<std::vector<std::int32_t>, std::int32_t> ids;
+    std::vector<std::int32_t> next(n);
+    for (std::int32_t i = 0; i < n; ++i) {
+      std::vector<std::int32_t> row = {cls[i]};
+      for (std::int32_t c = 0; c < k; ++c) {
+        const std::int32_t t = succ[static_cast<std::size_t>(i) * k + c];
+        row.push_back(t < 0 ? -1 : cls[t]);
+      }
+      next[i] = ids.try_emplace(row, static_cast<std::int32_t>(ids.size())).first->second;
+    }
+    cls.swap(next);
+  }
+  return decided;
+}
+
+// Two states decided at the same round are together in `got` iff they are in `want`.
+void ExpectSamePartition(const std::vector<std::int32_t>& got, const std::vector<std::int32_t>& want,
+                         const std::vector<std::int32_t>& round) {
+  ASSERT_EQ(got.size(), want.size());
+  std::map<std::pair<std::int32_t, std::int32_t>, std::int32_t> to_want, to_got;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    ASSERT_GE(got[i], 0) << "state " << i << " undecided";
+    const auto a = to_want.try_emplace({round[i], got[i]}, want[i]).first->second;
+    const auto b = to_got.try_emplace({round[i], want[i]}, got[i]).first->second;
+    ASSERT_EQ(a, want[i]) << "state " << i << " (round " << round[i]
+                          << ") is put with states Moore's refinement keeps apart";
+    ASSERT_EQ(b, got[i]) << "state " << i << " (round " << round[i]
+                         << ") is kept apart from states Moore's refinement puts with it";
+  }
+}
+
 class StateFoldTest : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
@@ -250,6 +297,67 @@ TEST_P(StateFoldTest, FoldedStatesAgreeOnEveryTokenInTheEmailAutomaton) {
   EXPECT_LT(c.classes * 4, static_cast<long>(states.size()));
   std::printf("%s: email: %zu states in %ld folds; %ld folded states checked\n", GetParam(),
               states.size(), c.classes, c.folded);
+}
+
+// The refinement against the plain one: on the email automaton (every class a column; each
+// state's round drawn from 0 to 48, the most the fold uses) and on random automata with loops,
+// chains and dead edges.
+TEST_P(StateFoldTest, RefinementMatchesMooresRoundByRound) {
+  auto g = Compile({kEmailSchema, true});
+  ASSERT_NE(g, nullptr);
+  const CfgProgram& p = CfgOf(*g)->program();
+  const std::vector<std::vector<StateId>> rules = ByteOnlyRules(p);
+  const std::vector<StateId>* big = nullptr;
+  for (const std::vector<StateId>& states : rules) {
+    if (big == nullptr || states.size() > big->size()) big = &states;
+  }
+  ASSERT_NE(big, nullptr);
+  std::mt19937 rng(7);
+  struct Automaton {
+    std::vector<std::int32_t> succ;
+    std::int32_t n, k;
+    std::vector<std::uint8_t> finish;
+  };
+  std::vector<Automaton> cases;
+  {
+    const std::vector<StateId>& states = *big;
+    Automaton a{{}, static_cast<std::int32_t>(states.size()), p.num_classes, Finish(p, states)};
+    std::vector<std::int32_t> local(p.num_states, -1);
+    for (std::size_t i = 0; i < states.size(); ++i) local[states[i]] = static_cast<std::int32_t>(i);
+    for (StateId s : states) {
+      for (std::int32_t c = 0; c < p.num_classes; ++c) {
+        const StateId t = p.next[static_cast<std::size_t>(s) * p.num_classes + c];
+        a.succ.push_back(t == CfgProgram::kDead ? -1 : local[t]);
+        ASSERT_TRUE(t == CfgProgram::kDead || local[t] >= 0);
+      }
+    }
+    cases.push_back(std::move(a));
+  }
+  for (int trial = 0; trial < 200; ++trial) {
+    const std::int32_t n = 1 + static_cast<std::int32_t>(rng() % 300), k = 1 + rng() % 4;
+    Automaton a{std::vector<std::int32_t>(static_cast<std::size_t>(n) * k), n, k,
+                std::vector<std::uint8_t>(n)};
+    // A chain (a counter: state i goes to i + 1) with random extra edges, some dead.
+    for (std::int32_t i = 0; i < n; ++i) {
+      for (std::int32_t c = 0; c < k; ++c) {
+        const unsigned draw = rng() % 8;
+        std::int32_t t = draw < 3 ? i + 1 : draw < 5 ? -1 : static_cast<std::int32_t>(rng() % n);
+        if (t >= n) t = -1;
+        a.succ[static_cast<std::size_t>(i) * k + c] = t;
+      }
+      a.finish[i] = rng() % 5 == 0;
+    }
+    cases.push_back(std::move(a));
+  }
+  for (std::size_t ci = 0; ci < cases.size(); ++ci) {
+    SCOPED_TRACE("automaton " + std::to_string(ci));
+    const Automaton& a = cases[ci];
+    std::vector<std::int32_t> round(a.n);
+    for (std::int32_t& r : round) r = static_cast<std::int32_t>(rng() % 49);
+    std::vector<std::int32_t> decided;
+    ASSERT_TRUE(RefineToRounds(a.succ, a.n, a.k, a.finish, round, nullptr, decided));
+    ExpectSamePartition(decided, PlainRefinement(a.succ, a.n, a.k, a.finish, round), round);
+  }
 }
 
 // A rule with rule edges folds nothing, nor does any rule once the deadline has passed.

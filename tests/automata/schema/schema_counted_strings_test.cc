@@ -17,6 +17,8 @@
 #include <tuple>
 #include <vector>
 
+#include "automata/cfg/cfg_grammar.h"
+#include "automata/cfg/cfg_program.h"
 #include "grammar/schema/json_schema.h"
 #include "lockstep/artifact.h"
 #include "lockstep/compiler.h"
@@ -237,6 +239,37 @@ TEST(CountedStrings, RealShapesCompileAndHoldTheBound) {
     const std::string text = R"({"contact":")" + v + "\"}";
     EXPECT_EQ(Feed(*e, text), Valid(email, text)) << v;
   }
+}
+
+// The length tables of a big format automaton (`email`, 25,000 states) are kept per process by
+// the automaton's cache entry and copied into every later program that holds it: in two schemas
+// of different bounds compiled one after the other, each state's character mode and fewest
+// characters to the end equal those of the program's own computation from scratch (the same
+// program with the rule's cache link cut).
+TEST(CountedStrings, SharedLengthTablesEqualAFreshComputation) {
+  int checked = 0;
+  for (int bound : {100, 80, 100}) {
+    const std::string email = R"({"type": "object", "properties": {"contact": {"type": "string",
+        "format": "email", "maxLength": )" + std::to_string(bound) + "}}}";
+    auto g = Compiler().CompileSchema(email);
+    ASSERT_TRUE(g.ok()) << g.status().ToString();
+    const CfgGrammar* cfg = CfgOf(**g);
+    ASSERT_NE(cfg, nullptr);
+    const CfgProgram& p = cfg->program();
+    CfgProgram fresh = p;
+    bool shared = false;
+    for (CfgProgram::RuleInfo& r : fresh.rules) {
+      shared |= r.max_chars >= 0 && r.shared_source != 0;
+      r.shared_source = 0;
+    }
+    ASSERT_TRUE(shared) << "the counted email rule is no copy of the cached automaton";
+    ASSERT_TRUE(ComputeLengthTables(&fresh).ok());
+    ASSERT_EQ(p.min_chars, fresh.min_chars);
+    ASSERT_EQ(p.char_mode, fresh.char_mode);
+    ASSERT_EQ(p.max_min_chars, fresh.max_min_chars);
+    ++checked;
+  }
+  EXPECT_EQ(checked, 3);
 }
 
 // A long maxLength beside a pattern (a GitHub shape: ids of up to 255 characters) is counted at
