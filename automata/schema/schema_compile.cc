@@ -1443,10 +1443,30 @@ class Emitter {
         }
         LOCKSTEP_RETURN_IF_ERROR(classify(*e));
       }
-    } else if (it.types == kTInt && it.not_in.empty()) {
+    } else if (it.types == kTInt) {
       auto e = NumberExpr(it);
       if (!e.ok()) return e.status();
-      LOCKSTEP_RETURN_IF_ERROR(classify(*e));
+      const Expr& x = g_.expr(*e);
+      if (x.kind == ExprKind::kChoice) {
+        // Excluded values split the range into intervals, a choice of automata. Open when every
+        // interval is (a prefix of the union has the ways on of each interval it is a prefix
+        // in), or when the range has no bound at all: all integers (of a multipleOf) but
+        // finitely many, where every prefix but a whole `0` goes on without end
+        // (winget's installer codes, `"not": {"enum": [0]}`).
+        open = !x.children.empty();
+        const bool unbounded = !it.min && !it.max;
+        for (ExprId c : std::vector<ExprId>(x.children)) {
+          const Expr& y = g_.expr(c);
+          if (y.kind != ExprKind::kByteDfa || y.dfa == nullptr) return no;
+          if (unbounded) continue;
+          auto o = OpennessOf(*y.dfa, loc);
+          if (!o.ok()) return o.status();
+          open = open && o->all_open;
+        }
+        if (!open) return no;
+      } else {
+        LOCKSTEP_RETURN_IF_ERROR(classify(*e));
+      }
     }
     if (!open && body < 0) return no;
     if (finite && f.min_items >= 2) return no;  // (counting the values left: not done)

@@ -106,6 +106,14 @@ TEST(UniqueItems, ItemsAgreeWithTheValidator) {
       {R"({"type": "array", "items": {"type": "integer"}, "uniqueItems": true})",
        {"[0,1]", "[0,0]", "[1,10,1]", "[1,10,100]", "[-1,1,-1]", "[ 7 , 7 ]", "[0,-0]", "[-0,0]",
         "[-0,1]"}},
+      // Integers but some values (winget's installer exit codes: `"not": {"enum": [0]}`): a
+      // choice of intervals, each without end, checked as items complete.
+      {R"({"type": "array", "items": {"type": "integer", "not": {"enum": [0]}}, "maxItems": 16,
+           "uniqueItems": true})",
+       {"[1,2]", "[0]", "[1,1]", "[-1,1,-1]", "[10,1,10]", "[-0]", "[3010,-3010,3010]"}},
+      {R"({"type": "array", "items": {"type": "integer", "not": {"enum": [-1, 5, 12]}},
+           "uniqueItems": true})",
+       {"[5]", "[4,6,11,13]", "[-2,0,-2]", "[12]", "[120,12]", "[1200,120,1200]"}},
       // -0 is 0: after it, `-` could only start -0 again.
       {R"({"type": "array", "items": {"type": "integer", "minimum": 0}, "uniqueItems": true})",
        {"[-0,1]", "[-0,0]", "[0,-0]", "[1,-0,2]"}},
@@ -150,6 +158,8 @@ TEST(UniqueItems, MaskEqualsBruteForceNearRepeats) {
                      "red", "green", "blue", "cyan", "magenta", "yellow", "black", "white",
                      "gray", "orange", "purple", "brown"]}},
             "k": {"type": "array", "items": {"type": "integer", "minimum": 0}, "uniqueItems": true},
+            "z": {"type": "array", "items": {"type": "integer", "not": {"enum": [0, 7]}},
+                  "uniqueItems": true},
             "p": {"type": "array", "items": {"type": "string", "pattern": "^[a-c]{2}$"},
                   "uniqueItems": true}},
           "required": ["tags"], "additionalProperties": false})");
@@ -162,6 +172,7 @@ TEST(UniqueItems, MaskEqualsBruteForceNearRepeats) {
       R"({"tags": [], "e": ["red", "green", "blue", "cyan", "magenta", "yellow", "black", "white",
           "gray", "orange", "purple", "brown"], "k": [0, 1, 10, 100, 12, 120, 2]})",
       R"({"tags": [], "p": ["aa", "ab", "ac", "ba", "bb", "bc", "ca", "cb", "cc"]})",
+      R"({"tags": [], "z": [1, 70, 700, -7, 17, 71, -70, 8]})",
   };
   long checked = 0;
   for (const std::string& text : texts) {
@@ -199,7 +210,8 @@ TEST(UniqueItems, MaskEqualsBruteForceNearRepeats) {
 }
 
 // Random walks through lists whose values run out (12 enum values, 9 two-letter strings, 13
-// integers, 12 values that are prefixes of one another): the walks fill them up, and at every step the mask equals the brute-force one and
+// integers, 12 values that are prefixes of one another) or that end at 16 items (integers but
+// 0): the walks fill them up, and at every step the mask equals the brute-force one and
 // allows something (no token leads into a list with no value left for its next item).
 TEST(UniqueItems, RandomWalksThatFillListsUp) {
   const char* schemas[] = {
@@ -208,6 +220,9 @@ TEST(UniqueItems, RandomWalksThatFillListsUp) {
       R"({"type": "array", "items": {"type": "string", "pattern": "^[a-c]{2}$"},
           "uniqueItems": true, "minItems": 1})",
       R"({"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 12},
+          "uniqueItems": true})",
+      // Integers but 0, up to 16 of them (winget's installer exit codes).
+      R"({"type": "array", "items": {"type": "integer", "not": {"enum": [0]}}, "maxItems": 16,
           "uniqueItems": true})",
       // Values that are prefixes of one another, with escapes and a multi-byte character: a
       // value under way runs out when every value that starts with it has been used.
