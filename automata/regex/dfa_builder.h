@@ -41,5 +41,9 @@ Result<SubsetDfa> BuildSubsetDfa(const ByteNfa& nfa, const RegexCompileOptions& 
 // is minimal by design); the partition refinement is skipped, the rest (trimming, numbering,
 // classes) is the same.
 ByteDfa MinimizeDfa(const SubsetDfa& dfa, bool distinct_states = false);
+// The same, with `moore_only`: equivalent states merged by Moore's refinement whatever the size
+// (MinimizeDfa uses it below states x classes of 16,384 and Hopcroft's above): for the test that
+// the two agree.
+ByteDfa MinimizeDfaWith(const SubsetDfa& dfa, bool distinct_states, bool moore_only);
 
 }  // namespace lockstep

@@ -37,6 +37,21 @@ std::vector<std::int32_t> HopcroftBlocks(std::int32_t n, std::int32_t k,
     }
   }
 
+  // Per state: the classes on which it has a predecessor (a bit per class). A splitter (B, c)
+  // with no c-predecessor in B splits nothing, so a split queues (block, c) only for the classes
+  // some state of the block has predecessors on: without this, every split queued all k classes
+  // (`email`: a million splitters for 25,000 splits over 43 classes, most of them empty).
+  const std::int32_t words = (k + 63) / 64;
+  std::vector<std::uint64_t> pred_classes(static_cast<std::size_t>(n) * words, 0);
+  for (std::int32_t c = 0; c < k; ++c) {
+    for (std::int32_t t = 0; t < n; ++t) {
+      const std::size_t key = static_cast<std::size_t>(c) * n + t;
+      if (inv_begin[key] != inv_begin[key + 1]) {
+        pred_classes[static_cast<std::size_t>(t) * words + (c >> 6)] |= std::uint64_t{1} << (c & 63);
+      }
+    }
+  }
+
   // Blocks are contiguous runs of `elems`; the marked part of block b is [first[b], mid[b]).
   std::vector<std::int32_t> elems(n);
   std::vector<std::int32_t> loc(n);
@@ -63,6 +78,18 @@ std::vector<std::int32_t> HopcroftBlocks(std::int32_t n, std::int32_t k,
     }
   }
 
+  std::vector<std::uint64_t> nb_classes(words), pick_classes(words);
+  // The classes of the states elems[from .. to).
+  auto classes_of = [&](std::int32_t from, std::int32_t to, std::vector<std::uint64_t>& out) {
+    std::fill(out.begin(), out.end(), 0);
+    for (std::int32_t i = from; i < to; ++i) {
+      const std::uint64_t* m = &pred_classes[static_cast<std::size_t>(elems[i]) * words];
+      for (std::int32_t w = 0; w < words; ++w) out[w] |= m[w];
+    }
+  };
+  auto has = [](const std::vector<std::uint64_t>& m, std::int32_t c) {
+    return ((m[c >> 6] >> (c & 63)) & 1) != 0;
+  };
   std::vector<std::uint8_t> in_work(static_cast<std::size_t>(n) * k, 0);
   std::vector<std::pair<std::int32_t, std::int32_t>> work;
   for (std::int32_t b = 1; b < static_cast<std::int32_t>(first.size()); ++b) {
@@ -106,12 +133,17 @@ std::vector<std::int32_t> HopcroftBlocks(std::int32_t n, std::int32_t k,
       first[b] = mid[b];
       for (std::int32_t i = first[nb]; i < end[nb]; ++i) block[elems[i]] = nb;
       const bool nb_smaller = end[nb] - first[nb] <= end[b] - first[b];
+      const std::int32_t pick = nb_smaller ? nb : b;
+      classes_of(first[nb], end[nb], nb_classes);
+      if (!nb_smaller) classes_of(first[b], end[b], pick_classes);
+      const std::vector<std::uint64_t>& pick_has = nb_smaller ? nb_classes : pick_classes;
       for (std::int32_t d = 0; d < k; ++d) {
         if (in_work[static_cast<std::size_t>(b) * k + d]) {
+          if (!has(nb_classes, d)) continue;
           work.push_back({nb, d});
           in_work[static_cast<std::size_t>(nb) * k + d] = 1;
         } else {
-          const std::int32_t pick = nb_smaller ? nb : b;
+          if (!has(pick_has, d)) continue;
           work.push_back({pick, d});
           in_work[static_cast<std::size_t>(pick) * k + d] = 1;
         }
@@ -300,7 +332,7 @@ std::vector<std::int32_t> DistinctColumns(const LiveDfa& d, std::int32_t k) {
 
 // 3. Merge equivalent states: the block of every state.
 std::vector<std::int32_t> EquivalenceBlocks(const LiveDfa& d, std::int32_t k,
-                                            bool distinct_states) {
+                                            bool distinct_states, bool moore_only = false) {
   const std::int32_t n = d.num_states;
   if (distinct_states) {
     std::vector<std::int32_t> block(n);
@@ -324,7 +356,7 @@ std::vector<std::int32_t> EquivalenceBlocks(const LiveDfa& d, std::int32_t k,
     }
     next = &narrow;
   }
-  if (static_cast<std::int64_t>(n) * kd <= kMooreCells) {
+  if (moore_only || static_cast<std::int64_t>(n) * kd <= kMooreCells) {
     return MooreBlocks(n, kd, *next, d.accepting);
   }
   return HopcroftBlocks(n, kd, *next, d.accepting);
@@ -437,10 +469,15 @@ void FillTable(const SubsetDfa& in, const LiveDfa& d, const std::vector<std::int
 }  // namespace
 
 ByteDfa MinimizeDfa(const SubsetDfa& in, bool distinct_states) {
+  return MinimizeDfaWith(in, distinct_states, false);
+}
+
+ByteDfa MinimizeDfaWith(const SubsetDfa& in, bool distinct_states, bool moore_only) {
   const std::vector<std::uint8_t> live = LiveStates(in);
   if (in.start == 0 || !live[in.start]) return EmptyLanguageDfa();
   const LiveDfa d = CompactToLive(in, live);
-  const std::vector<std::int32_t> block = EquivalenceBlocks(d, in.num_classes, distinct_states);
+  const std::vector<std::int32_t> block =
+      EquivalenceBlocks(d, in.num_classes, distinct_states, moore_only);
   ByteDfa out;
   const BlockNumbering num = NumberBlocks(d, in.num_classes, block, &out);
   FillTable(in, d, block, num, &out);

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "automata/regex/byte_nfa.h"
+#include "automata/regex/dfa_builder.h"
 #include "grammar/regex/regex_parser.h"
 #include "util/regex_sampler.h"
 
@@ -464,6 +465,70 @@ TEST(ByteDfaCrossCheck, MatchesRe2) {
   EXPECT_GE(patterns, 40);
   std::cout << "[ cross-checks ] " << patterns << " patterns, " << g_cross_checks
             << " strings compared with RE2\n";
+}
+
+// Hopcroft's refinement (automata over 16,384 states x classes and more) against Moore's, which
+// MinimizeDfa uses below that size: on large random automata built with equivalent states to
+// merge (each state of a random core copied up to four times, every edge to a random copy of its
+// target), both give the same canonical DFA, state for state.
+TEST(ByteDfaTest, HopcroftAgreesWithMooreOnLargeAutomata) {
+  std::mt19937_64 rng(2026);
+  int merged = 0;
+  for (int trial = 0; trial < 24; ++trial) {
+    // Half the trials: few classes and long chains, where each split reaches back one state at
+    // a time (the case Hopcroft's smaller-half rule is for); the others: many classes.
+    const bool chains = trial % 2 == 0;
+    const int core = chains ? 9000 + static_cast<int>(rng() % 4000)
+                            : 2100 + static_cast<int>(rng() % 3000);
+    const int copies = 1 + static_cast<int>(rng() % 4);
+    const int k = chains ? 2 + static_cast<int>(rng() % 3) : 8 + static_cast<int>(rng() % 33);
+    // The core: a counter-like chain (state i goes to i + 1 on class 0) with random edges, many
+    // of them dead, and random acceptance.
+    std::vector<int> core_next(static_cast<std::size_t>(core) * k);
+    std::vector<std::uint8_t> core_acc(core);
+    for (int i = 0; i < core; ++i) {
+      for (int c = 0; c < k; ++c) {
+        const unsigned draw = rng() % (chains ? 40 : 10);
+        int t = c == 0 ? i + 1 : draw < 6 ? -1 : static_cast<int>(rng() % core);
+        if (chains && c > 0 && draw >= 6) t = draw < 30 ? i + 2 : static_cast<int>(rng() % core);
+        if (t >= core) t = -1;
+        core_next[static_cast<std::size_t>(i) * k + c] = t;
+      }
+      core_acc[i] = (!chains && rng() % 7 == 0) || (chains && rng() % 500 == 0) || i == core - 1;
+    }
+    SubsetDfa d;
+    d.num_classes = k;
+    for (int b = 0; b < 256; ++b) d.byte_class[b] = static_cast<std::uint8_t>(b % k);
+    d.num_states = 1 + core * copies;  // 0: dead; copy j of core state i: 1 + i * copies + j
+    d.next.assign(static_cast<std::size_t>(d.num_states) * k, 0);
+    d.accepting.assign(d.num_states, 0);
+    for (int i = 0; i < core; ++i) {
+      for (int j = 0; j < copies; ++j) {
+        const int s = 1 + i * copies + j;
+        d.accepting[s] = core_acc[i];
+        for (int c = 0; c < k; ++c) {
+          const int t = core_next[static_cast<std::size_t>(i) * k + c];
+          d.next[static_cast<std::size_t>(s) * k + c] =
+              t < 0 ? 0 : 1 + t * copies + static_cast<int>(rng() % copies);
+        }
+      }
+    }
+    d.start = 1;
+    ASSERT_GT(static_cast<long>(d.num_states) * k, 16384);
+    const ByteDfa hopcroft = MinimizeDfa(d);
+    const ByteDfa moore = MinimizeDfaWith(d, false, true);
+    SCOPED_TRACE("trial " + std::to_string(trial) + ": " + std::to_string(d.num_states) +
+                 " states, " + std::to_string(k) + " classes");
+    ASSERT_EQ(hopcroft.num_states, moore.num_states);
+    ASSERT_EQ(hopcroft.num_classes, moore.num_classes);
+    ASSERT_EQ(hopcroft.byte_class, moore.byte_class);
+    ASSERT_EQ(hopcroft.next, moore.next);
+    ASSERT_EQ(hopcroft.start, moore.start);
+    ASSERT_EQ(hopcroft.accept_begin, moore.accept_begin);
+    EXPECT_EQ(CheckDfaInvariants(hopcroft), "");
+    merged += d.num_states - hopcroft.num_states;
+  }
+  EXPECT_GT(merged, 10000);  // the copies were merged
 }
 
 // --- Budgets -----------------------------------------------------------------------------------
