@@ -7,6 +7,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <unordered_map>
 
 #include "automata/cfg/word_kernels.h"
 #include "grammar/base/utf8.h"
@@ -548,6 +549,60 @@ bool BareKeyIn(const UniqueListItems::Keys& sorted, const std::string& key) {
 
 enum class WalkStep : std::uint8_t { kOn, kDead, kDuplicate, kUnsure };
 
+struct ObjectKeyMemo {
+  bool known = false;  // the text read as one JSON value
+  std::string key;
+};
+
+// Lists of objects: whether the token `bytes`, read from `scan` (the list's text so far),
+// completes an object item whose key (UniqueKey) is an earlier item's, or another item's
+// completed earlier in the token. Only a closing brace completes such an item, so the callers
+// try tokens with one. `memo` keeps the answers for the item under way, by the token's bytes up
+// to where it closes it (most tokens that close it close it the same way: `}`, `},`, `}]`).
+bool ObjectTokenRepeats(const UniqueListScan& scan, const UniqueListItems::Keys& keys,
+                        std::string_view bytes,
+                        std::unordered_map<std::string, ObjectKeyMemo>& memo) {
+  UniqueListScan s;
+  s.depth = scan.depth;
+  s.struct_string = scan.struct_string;
+  s.struct_escape = scan.struct_escape;
+  std::ptrdiff_t begin = s.depth > 0 ? -1 : 0;  // where the item under way starts in the token
+  std::string text, key;
+  std::vector<std::string> in_token;  // keys of the items the token completes
+  for (std::size_t i = 0; i < bytes.size(); ++i) {
+    const auto b = static_cast<std::uint8_t>(bytes[i]);
+    if (s.depth == 0) {
+      if (b == ']') return false;  // (the list ends: what follows is not its items)
+      if (b == '{' || b == '[') {
+        s.depth = 1;
+        s.struct_string = s.struct_escape = false;
+        begin = static_cast<std::ptrdiff_t>(i);
+      }
+      continue;  // (whitespace and commas between items)
+    }
+    if (!StepStructByte(s, b)) continue;
+    if (begin < 0) {
+      auto [m, fresh] = memo.try_emplace(std::string(bytes.substr(0, i + 1)));
+      if (fresh) {
+        text = scan.raw;
+        text.append(m->first);
+        m->second.known = UniqueKey(text, &m->second.key);
+      }
+      if (!m->second.known) continue;
+      if (keys.count(m->second.key) != 0) return true;
+      in_token.push_back(m->second.key);
+    } else {
+      if (!UniqueKey(bytes.substr(static_cast<std::size_t>(begin), i + 1 - begin), &key)) continue;
+      if (keys.count(key) != 0 ||
+          std::find(in_token.begin(), in_token.end(), key) != in_token.end()) {
+        return true;
+      }
+      in_token.push_back(key);
+    }
+  }
+  return false;
+}
+
 // One byte of the walk from `st`. kDuplicate: the byte completes an item equal to an earlier
 // one; kUnsure: the walk cannot follow on cheaply (a surrogate escape), so every token on from
 // here is checked; kDead: the item under way can no longer equal an earlier one.
@@ -625,6 +680,8 @@ void CfgGrammar::FilterUniqueItems(EarleyParser& parser, std::span<std::uint32_t
   const std::uint32_t n = static_cast<std::uint32_t>(trie_->num_nodes());
   const TokenTrie::CommaQuoteTokens& commas = trie_->CommaQuotes(*vocab_);
   bool runs_out = false;  // a list open whose items can run out
+  bool other_lists = false;  // a list open that is not one of objects
+  thread_local std::unordered_map<std::string, ObjectKeyMemo> object_memo;
   for (const auto& [rule, origin] : lists) {
     // Lists whose items can run out: a token may also leave the item under way (or the next
     // one, after a comma) with only repeats to finish with. Such a token follows an earlier
@@ -632,6 +689,27 @@ void CfgGrammar::FilterUniqueItems(EarleyParser& parser, std::span<std::uint32_t
     const bool finite = list_runs_out_[rule] != 0;
     runs_out = runs_out || finite;
     const UniqueListItems* items = parser.ReadUniqueList(origin);
+    if (items != nullptr &&
+        (items->scan().depth > 0 || SomeKeyStartsWith(items->keys(), std::string(1, 'o')))) {
+      // A list with objects (whose items are open: any of them can take one more member, so
+      // the check as items complete is all it takes): the tokens in the mask that close an item
+      // equal to an earlier one, read as text from where the list stands.
+      object_memo.clear();
+      const UniqueListScan& scan = items->scan();
+      // (A string or bare item under way, beside objects: the text read from here is not an
+      // object's, so each such token goes to the parser.)
+      const bool scalar = scan.in_string || scan.in_bare;
+      for (TokenId id : commas.brace) {
+        if (in_mask(id) && (scalar || ObjectTokenRepeats(scan, items->keys(),
+                                                         vocab_->TokenBytes(id), object_memo))) {
+          check.push_back(id);
+        }
+      }
+      // Inside an object item no string or bare item is under way; between items, the list
+      // may also hold strings (open ones beside objects): the walk below.
+      if (scan.depth > 0) continue;
+    }
+    other_lists = true;
     if (items == nullptr || items->size() == 0) continue;
     // (A reference into the parser's list reader: nothing reads another list or steps the parser
     // during this list's walk.)
@@ -708,7 +786,9 @@ void CfgGrammar::FilterUniqueItems(EarleyParser& parser, std::span<std::uint32_t
   // open). With items that can run out, every token with a comma.
   for (TokenId id : commas.opening)
     if (in_mask(id)) check.push_back(id);
-  if (!lists.empty()) {
+  for (TokenId id : commas.brace_pairs)  // (two object items completed in one token)
+    if (in_mask(id)) check.push_back(id);
+  if (other_lists) {
     for (TokenId id : runs_out ? commas.comma : commas.other)
       if (in_mask(id)) check.push_back(id);
   }

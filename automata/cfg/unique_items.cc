@@ -1,5 +1,10 @@
 #include "automata/cfg/unique_items.h"
 
+#include <cmath>
+#include <cstdio>
+
+#include <nlohmann/json.hpp>
+
 #include "grammar/base/utf8.h"
 
 namespace lockstep {
@@ -17,7 +22,109 @@ std::int32_t Hex4(std::string_view text, std::size_t i) {
   return v;
 }
 
+// A number's canonical text: equal for two numbers exactly when the validator's comparison
+// (CompareNumbers: integers exactly, otherwise as long doubles) finds them equal. An integral
+// double within the 64-bit integers is that integer; another double its exact hex form.
+void AppendCanonicalNumber(const nlohmann::json& v, std::string* out) {
+  if (v.is_number_unsigned()) {
+    out->append(std::to_string(v.get<std::uint64_t>()));
+    return;
+  }
+  if (v.is_number_integer()) {
+    out->append(std::to_string(v.get<std::int64_t>()));
+    return;
+  }
+  const double d = v.get<double>();
+  if (std::isfinite(d) && d == std::floor(d) && d >= -9223372036854775808.0 &&
+      d < 18446744073709551616.0) {
+    out->append(d < 0 ? std::to_string(static_cast<std::int64_t>(d))
+                      : std::to_string(static_cast<std::uint64_t>(d)));
+    return;
+  }
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%a", d);
+  out->append(buf);
+}
+
+void AppendSized(std::string_view bytes, std::string* out) {
+  out->append(std::to_string(bytes.size()));
+  out->push_back(':');
+  out->append(bytes);
+}
+
+// An unambiguous text of `root` in which equal JSON values (JsonEqual) are equal texts: members
+// in key order (nlohmann's objects are sorted maps), strings by their decoded bytes with their
+// length, numbers canonical. Iterative: items nest as deep as the grammar lets them.
+void AppendCanonical(const nlohmann::json& root, std::string* out) {
+  struct Frame {
+    const nlohmann::json* v;
+    nlohmann::json::const_iterator it;
+  };
+  std::vector<Frame> stack;
+  const auto open = [&](const nlohmann::json& v) {
+    switch (v.type()) {
+      case nlohmann::json::value_t::object:
+        out->push_back('{');
+        stack.push_back({&v, v.cbegin()});
+        return;
+      case nlohmann::json::value_t::array:
+        out->push_back('[');
+        stack.push_back({&v, v.cbegin()});
+        return;
+      case nlohmann::json::value_t::string:
+        out->push_back('s');
+        AppendSized(v.get_ref<const std::string&>(), out);
+        return;
+      case nlohmann::json::value_t::boolean:
+        out->push_back(v.get<bool>() ? 't' : 'f');
+        return;
+      case nlohmann::json::value_t::null:
+        out->push_back('n');
+        return;
+      default:
+        out->push_back('#');
+        AppendCanonicalNumber(v, out);
+        out->push_back(';');
+        return;
+    }
+  };
+  open(root);
+  while (!stack.empty()) {
+    Frame& f = stack.back();
+    if (f.it == f.v->cend()) {
+      out->push_back(f.v->is_object() ? '}' : ']');
+      stack.pop_back();
+      continue;
+    }
+    const nlohmann::json* child = &*f.it;
+    if (f.v->is_object()) AppendSized(f.it.key(), out);
+    ++f.it;
+    open(*child);  // (may grow the stack: f is not used after this)
+  }
+}
+
 }  // namespace
+
+bool StepStructByte(UniqueListScan& s, std::uint8_t byte) {
+  if (s.struct_string) {
+    if (s.struct_escape) {
+      s.struct_escape = false;
+    } else if (byte == '\\') {
+      s.struct_escape = true;
+    } else if (byte == '"') {
+      s.struct_string = false;
+    }
+    return false;
+  }
+  if (byte == '"') {
+    s.struct_string = true;
+  } else if (byte == '{' || byte == '[') {
+    ++s.depth;
+  } else if (byte == '}' || byte == ']') {
+    return --s.depth == 0;
+  }
+  return false;
+}
 
 int JsonHexDigit(std::uint8_t b) {
   if (b >= '0' && b <= '9') return b - '0';
@@ -85,6 +192,13 @@ bool DecodeJsonString(std::string_view text, std::string* out) {
 }
 
 bool UniqueKey(std::string_view text, std::string* key) {
+  if (!text.empty() && (text.front() == '{' || text.front() == '[')) {
+    const nlohmann::json v = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (v.is_discarded()) return false;
+    key->assign(1, 'o');
+    AppendCanonical(v, key);
+    return true;
+  }
   if (!text.empty() && text.front() == '"') {
     std::string value;
     if (!DecodeJsonString(text, &value)) return false;
@@ -108,6 +222,11 @@ void UniqueListItems::AddItem(std::int32_t end) {
 
 void UniqueListItems::Feed(std::uint8_t byte) {
   ++read_to_;
+  if (scan_.depth > 0) {
+    scan_.raw.push_back(static_cast<char>(byte));
+    if (StepStructByte(scan_, byte)) AddItem(read_to_);
+    return;
+  }
   if (scan_.in_bare) {
     const bool ends = byte == ',' || byte == ']' || byte == ' ' || byte == '\t' ||
                       byte == '\n' || byte == '\r';
@@ -120,7 +239,11 @@ void UniqueListItems::Feed(std::uint8_t byte) {
     return;
   }
   if (!scan_.in_string) {
-    if (byte == '"') {
+    if (byte == '{' || byte == '[') {
+      scan_.depth = 1;
+      scan_.struct_string = scan_.struct_escape = false;
+      scan_.raw.assign(1, static_cast<char>(byte));
+    } else if (byte == '"') {
       scan_.in_string = true;
       scan_.escape = false;
       scan_.raw.assign(1, '"');

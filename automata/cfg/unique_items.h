@@ -28,18 +28,29 @@ int JsonEscapeChar(std::uint8_t e);
 // stay equal). False when text is not one complete JSON string.
 bool DecodeJsonString(std::string_view text, std::string* out);
 
-// The key an item's text is compared by: "s" and the decoded value for a string, "x" and the
-// text itself for anything else (integers and literals, which schema grammars spell one way;
-// "-0" is keyed as "0").
-// False when `text` starts with a quote but is not one JSON string.
+// The key an item's text is compared by: "s" and the decoded value for a string; "o" and a
+// canonical form of the value for an object or array (read as the validator reads instances:
+// members by key, a repeated key's last value, numbers equal when JSON Schema's comparison says
+// so: 1 = 1.0, strings decoded); "x" and the text itself for anything else (integers and
+// literals, which schema grammars spell one way; "-0" is keyed as "0").
+// False when `text` starts with a quote, brace or bracket but is not one JSON value.
 bool UniqueKey(std::string_view text, std::string* key);
 
+// Where a scan inside an object or array item stands, and whether `byte` (already appended to
+// the item's text) closed it: depth 0 again.
+struct UniqueListScan;
+bool StepStructByte(UniqueListScan& s, std::uint8_t byte);
+
 // Where a scan of a unique list's text stands: between items, inside a string item (whose raw
-// text so far, from its quote, is `raw`), or inside a bare item (a number or literal: `raw`).
+// text so far, from its quote, is `raw`), inside a bare item (a number or literal: `raw`), or
+// inside an object or array item (depth > 0: `raw` from its opening bracket).
 struct UniqueListScan {
   bool in_string = false;
   bool in_bare = false;
   bool escape = false;  // inside a string, right after a backslash
+  std::int32_t depth = 0;             // brackets open inside an object or array item
+  bool struct_string = false;         // inside a string of that item
+  bool struct_escape = false;         // and right after a backslash there
   std::string raw;
 };
 

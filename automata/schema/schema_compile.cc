@@ -8,7 +8,9 @@
 
 #include <algorithm>
 #include <bit>
+#include <cctype>
 #include <climits>
+#include <cstdio>
 #include <map>
 #include <tuple>
 #include <unordered_map>
@@ -1295,8 +1297,9 @@ class Emitter {
   Result<ExprId> UniqueExpr(const Facts& f, const ArrayPlan& plan) {
     const char* kWhy =
         "uniqueItems is enforced on items of one kind spelt one way: strings (no maxLength "
-        "without a pattern or format), integers, or an enum of scalars, checked as they "
-        "complete, with minItems at most 1 where the values can run out and minItems and "
+        "without a pattern or format), integers, an enum of scalars, or objects that can always "
+        "take one more member (no additionalProperties false, propertyNames, patternProperties "
+        "or maxProperties), checked as they complete, with minItems at most 1 where the values can run out and minItems and "
         "maxItems at most 64 apart; or on items drawn from a small finite set (enum, const, "
         "boolean, null; at most 10 values), by the grammar";
     std::vector<json> all;
@@ -1394,18 +1397,167 @@ class Emitter {
     }
     return o;
   }
+  // Items that are alternatives (anyOf, oneOf: each alternative with the others' negations)
+  // of strings, each one byte automaton (an enum, a pattern, a format; no length counter): the
+  // union of the automata, one expression, as an item of one string constraint is. -1 when the
+  // alternatives are not all such strings (or more than 8).
+  Result<ExprId> StringUnionExpr(const std::vector<std::pair<Conj, Facts>>& alts,
+                                 const std::string& loc) {
+    if (alts.empty() || alts.size() > 8) return ExprId{-1};
+    std::vector<std::shared_ptr<const ByteDfa>> dfas;
+    for (const auto& [conj, a] : alts) {
+      ExprId e = -1;
+      if (a.enum_vals) {
+        // The values the alternative allows, as a pattern of alternatives (each character
+        // but letters and digits escaped as \uXXXX; others than the BMP's as they are).
+        std::string pattern = "^(?:";
+        bool any = false;
+        for (const json& v : *a.enum_vals) {
+          if (!v.is_string()) return ExprId{-1};
+          auto ok = m_.Check(conj, v);
+          if (!ok.ok()) return ok.status();
+          if (!*ok) continue;
+          if (any) pattern += '|';
+          any = true;
+          const std::string& text = v.get_ref<const std::string&>();
+          for (std::size_t i = 0; i < text.size();) {
+            const auto c = static_cast<unsigned char>(text[i]);
+            if (std::isalnum(c)) {
+              pattern += static_cast<char>(c);
+              ++i;
+              continue;
+            }
+            char32_t cp = c;
+            std::size_t len = 1;
+            if (c >= 0xF0) {
+              len = 4;
+            } else if (c >= 0xE0) {
+              len = 3, cp = c & 0x0F;
+            } else if (c >= 0xC0) {
+              len = 2, cp = c & 0x1F;
+            }
+            if (len == 4 || i + len > text.size()) {  // (beyond the BMP: the bytes themselves)
+              pattern.append(text, i, std::min(len, text.size() - i));
+              i += len;
+              continue;
+            }
+            for (std::size_t k = 1; k < len; ++k)
+              cp = (cp << 6) | (static_cast<unsigned char>(text[i + k]) & 0x3F);
+            char buf[8];
+            std::snprintf(buf, sizeof buf, "\\u%04X", static_cast<unsigned>(cp));
+            pattern += buf;
+            i += len;
+          }
+        }
+        if (!any) continue;
+        pattern += ")$";
+        StringConstraint sc;
+        sc.pattern = pattern;
+        auto se = AddStringExpr(&g_, sc, o_.lexical);
+        if (!se.ok()) return ExprId{-1};
+        e = *se;
+      } else {
+        if (a.types != kTString) return ExprId{-1};
+        StringConstraint sc = StringConstraintOf(a);
+        for (const json& v : a.not_in)
+          if (v.is_string()) sc.excluded.push_back(v.get<std::string>());
+        auto se = AddStringExpr(&g_, sc, o_.lexical);
+        if (!se.ok()) {
+          if (se.status().code() == StatusCode::kUnsatisfiable) continue;
+          return WithLoc(se.status(), a.str_loc.empty() ? loc : a.str_loc);
+        }
+        e = *se;
+      }
+      if (IsNever(e)) continue;
+      const Expr& x = g_.expr(e);
+      if (x.kind != ExprKind::kByteDfa || x.dfa == nullptr) return ExprId{-1};
+      dfas.push_back(x.dfa);
+    }
+    if (dfas.empty()) return ExprId{-1};
+    if (dfas.size() == 1) return g_.Add(ByteDfaNode(dfas[0]));
+    std::vector<const ByteDfa*> parts;
+    for (const auto& d : dfas) parts.push_back(d.get());
+    auto u = StringDfaUnion(parts, o_.lexical.max_dfa_states);
+    if (!u.ok()) return WithLoc(u.status(), loc);
+    return g_.Add(ByteDfaNode(std::make_shared<const ByteDfa>(std::move(*u))));
+  }
+  static bool AnyValueSchema(const json& j) {
+    if (j.is_boolean()) return j.get<bool>();
+    if (!j.is_object()) return false;
+    for (const auto& [k, v] : j.items()) {
+      if (k != "description" && k != "title" && k != "default" && k != "examples" &&
+          k != "$comment" && k != "markdownDescription") {
+        return false;
+      }
+    }
+    return true;
+  }
+  static bool ObjectItemsOpen(const Facts& it, const ObjectPlan& p) {
+    if (p.never || !p.extras || p.extra_key_none || !p.patterns.empty() || it.max_props ||
+        !it.some_members.empty() || it.enum_vals) {
+      return false;
+    }
+    for (const Node& n : p.extra_conj)
+      if (n.j == nullptr || !AnyValueSchema(*n.j)) return false;
+    for (const json* j : it.obj) {
+      for (const char* k : {"propertyNames", "dependentSchemas", "dependencies",
+                            "unevaluatedProperties", "patternProperties"}) {
+        if (j->contains(k)) return false;
+      }
+    }
+    return true;
+  }
   Result<std::optional<ExprId>> UniqueRuntimeExpr(const Facts& f, const ArrayPlan& plan,
                                                   int depth) {
     const std::optional<ExprId> no;
     if (!plan.prefix.empty()) return no;
     auto fl = m_.Expand(plan.rest);
     if (!fl.ok()) return fl.status();
-    if (fl->never || fl->split >= 0) return no;
-    auto items = m_.BuildFacts(*fl);
+    if (fl->never) return no;
+    bool split_open = false;  // items of alternatives, each an open object or open string
+    ExprId string_union = -1;  // items of alternatives that are strings of one automaton each
+    if (fl->split >= 0) {
+      std::vector<std::pair<Conj, Facts>> alts;
+      for (const Conj& alt : m_.Alternatives(*fl)) {
+        auto fa = m_.Expand(alt);
+        if (!fa.ok()) return fa.status();
+        if (fa->never) continue;
+        if (fa->split >= 0) return no;
+        auto fx = m_.BuildFacts(*fa);
+        if (!fx.ok()) return fx.status();
+        alts.emplace_back(alt, std::move(*fx));
+      }
+      auto u = StringUnionExpr(alts, f.unique_loc);
+      if (!u.ok()) return u.status();
+      string_union = *u;
+      if (string_union < 0) {
+        for (const auto& [conj, fx] : alts) {
+          if (fx.types == kTString) {
+            // (a string with no bound, pattern, format or excluded value: open)
+            const StringConstraint sc = StringConstraintOf(fx);
+            if (sc.pattern || !sc.also_patterns.empty() || !sc.not_patterns.empty() ||
+                sc.format || !sc.also_formats.empty() || !sc.not_formats.empty() ||
+                sc.max_length ||
+                std::any_of(fx.not_in.begin(), fx.not_in.end(),
+                            [](const json& v) { return v.is_string(); })) {
+              return no;
+            }
+          } else {
+            if (fx.types != kTObject) return no;
+            auto po = m_.PlanObject(fx);
+            if (!po.ok()) return po.status();
+            if (!ObjectItemsOpen(fx, *po)) return no;
+          }
+          split_open = true;
+        }
+        if (!split_open) return no;
+      }
+    }
+    auto items = split_open || string_union >= 0 ? Result<Facts>(Facts{}) : m_.BuildFacts(*fl);
     if (!items.ok()) return items.status();
     const Facts& it = *items;
     const std::string loc = f.unique_loc;
-    bool open = false, finite = false;
+    bool open = split_open, finite = false;
     ExprId body = -1;  // the item's expression when it is not open
     auto classify = [&](ExprId e) -> Status {
       const Expr& x = g_.expr(e);
@@ -1417,7 +1569,11 @@ class Emitter {
       if (!open) body = e;
       return Status::Ok();
     };
-    if (it.enum_vals) {
+    if (split_open) {
+      // (compiled below as the item's whole conjunction)
+    } else if (string_union >= 0) {
+      LOCKSTEP_RETURN_IF_ERROR(classify(string_union));
+    } else if (it.enum_vals) {
       if (std::any_of(it.enum_vals->begin(), it.enum_vals->end(),
                       [](const json& v) { return v.is_object() || v.is_array(); })) {
         return no;
@@ -1443,6 +1599,15 @@ class Emitter {
         }
         LOCKSTEP_RETURN_IF_ERROR(classify(*e));
       }
+    } else if (it.types == kTObject) {
+      // Objects that can always take one more member: a key no declared name, pattern or
+      // propertyNames constrains, with any value, and no maxProperties. Every prefix of such an
+      // item can still become infinitely many values (the grammar lets extra members follow
+      // the declared ones), so the check as items complete is exact.
+      auto plan_o = m_.PlanObject(it);
+      if (!plan_o.ok()) return plan_o.status();
+      if (!ObjectItemsOpen(it, *plan_o)) return no;
+      open = true;
     } else if (it.types == kTInt) {
       auto e = NumberExpr(it);
       if (!e.ok()) return e.status();

@@ -1488,6 +1488,13 @@ Result<std::shared_ptr<const ByteDfa>> CachedFormatDfa(std::string_view f, bool 
 // ---------------------------------------------------------------------------------------------
 // Public entry points.
 
+Result<ByteDfa> StringDfaUnion(const std::vector<const ByteDfa*>& parts, std::int32_t max_states) {
+  if (parts.empty() || parts.size() > 8) {
+    return Status(StatusCode::kResourceLimit, "a union of more than 8 string automata");
+  }
+  return ParallelUnion(parts, max_states);
+}
+
 bool FormatSupported(std::string_view format) {
   for (const char* f : kFormats) {
     if (format == f) return true;

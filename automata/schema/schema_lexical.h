@@ -103,6 +103,10 @@ struct StringConstraint {
 Result<grammar::ExprId> AddStringExpr(grammar::Grammar* g, const StringConstraint& c,
                                       const LexicalOptions& options = {});
 
+// The minimal automaton of the union of 1 to 8 string automata (kByteDfa expressions of
+// AddStringExpr), run in parallel; kResourceLimit past max_states.
+Result<ByteDfa> StringDfaUnion(const std::vector<const ByteDfa*>& parts, std::int32_t max_states);
+
 // True for the formats AddStringExpr enforces exactly.
 bool FormatSupported(std::string_view format);
 

@@ -385,6 +385,12 @@ const TokenTrie::CommaQuoteTokens& TokenTrie::CommaQuotes(const Vocabulary& voca
     for (TokenId id = 0; id < vocab.size(); ++id) {
       if (!IsTextToken(vocab, id)) continue;
       const std::string_view bytes = vocab.TokenBytes(id);
+      if (const std::size_t close = bytes.find('}'); close != std::string_view::npos) {
+        comma_quotes_.brace.push_back(id);
+        const std::size_t open = bytes.find('{', close);
+        if (open != std::string_view::npos && bytes.find('}', open) != std::string_view::npos)
+          comma_quotes_.brace_pairs.push_back(id);
+      }
       const std::size_t comma = bytes.find(',');
       if (comma != std::string_view::npos) comma_quotes_.comma.push_back(id);
       // (Quotes after a later comma are among those after the first.)

@@ -46,9 +46,12 @@ class TokenTrie {
   // The text tokens with a comma followed by two quotes, which may complete a second string
   // item of a list (CfgGrammar::FilterUniqueItems); `opening` those that also have a `[` (a
   // list may open inside them); `comma`: every text token with a comma. Found once per
-  // vocabulary, on first use.
+  // vocabulary, on first use. For lists of objects (an item completes at its closing brace):
+  // `brace`, every text token with a `}`; `brace_pairs`, those with a `}`, then a `{`, then a
+  // `}` (a token that may complete two items).
   struct CommaQuoteTokens {
     std::vector<TokenId> opening, other, comma;
+    std::vector<TokenId> brace, brace_pairs;
   };
   const CommaQuoteTokens& CommaQuotes(const Vocabulary& vocab) const;
   std::size_t num_nodes() const { return nodes_.size() - 1; }  // minus the sentinel

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "grammar/schema/json_schema.h"
@@ -120,6 +121,18 @@ TEST(UniqueItems, ItemsAgreeWithTheValidator) {
       {R"({"type": "array", "items": {"type": "integer", "minimum": 1, "maximum": 12},
            "uniqueItems": true})",
        {"[1,2]", "[1,12,1]", "[1,2,3,4,5,6,7,8,9,10,11,12]", "[1,2,3,4,5,6,7,8,9,10,11,12,1]"}},
+      // Strings of alternatives, one automaton for their union (lazygit's colours: a name or a
+      // hex code): a repeat is refused, and a list whose values run out stops.
+      {R"({"type": "array", "uniqueItems": true, "minItems": 1, "items": {"type": "string",
+           "oneOf": [{"enum": ["black", "red", "green", "bold", "x.y", "a b", "é\"", "#00"]},
+                     {"pattern": "^#[0-9a-fA-F]{6}$"}]}})",
+       {R"(["red","#ff00ff"])", R"(["red","red"])", R"(["#ff00ff","#ff00ff"])",
+        R"(["#FF00FF","#ff00ff"])", R"(["blue"])", R"(["bold","black","green","red"])", "[]",
+        R"(["#ff00f"])", R"(["x.y","xzy"])", R"(["x.y","a b","é\"","#00"])", R"(["a b","a b"])",
+        R"(["é\"","é\""])", R"(["#00","#000000"])"}},
+      {R"({"type": "array", "uniqueItems": true, "items": {"anyOf": [{"enum": ["a", "b"]},
+           {"type": "string", "pattern": "^[b-d]$"}]}})",
+       {R"(["a","b","c","d"])", R"(["a","b","c","d","a"])", R"(["b","c","b"])", R"(["e"])"}},
       // Repeats are allowed where one branch does not ask for unique items.
       {R"({"anyOf": [{"type": "array", "items": {"type": "string"}, "uniqueItems": true},
                      {"type": "array", "items": {"type": "string"}, "maxItems": 2}]})",
@@ -226,6 +239,9 @@ TEST(UniqueItems, RandomWalksThatFillListsUp) {
           "uniqueItems": true})",
       // Values that are prefixes of one another, with escapes and a multi-byte character: a
       // value under way runs out when every value that starts with it has been used.
+      // Alternatives of strings, their union one automaton: 3 names or 1-2 letters of c-e.
+      R"({"type": "array", "uniqueItems": true, "items": {"type": "string", "anyOf": [
+          {"enum": ["a", "b", "ab"]}, {"pattern": "^[c-e]{1,2}$"}]}})",
       R"({"type": "array", "uniqueItems": true, "items": {"enum": ["c", "ca", "can", "css/a",
           "css/ab", "css/b", "canvas/x", "\u00e9", "\u00e9a", "a\"q", "a\"", "a\\"]}})",
   };
@@ -303,12 +319,187 @@ TEST(UniqueItems, GbnfCannotSayItStrictRefusesLenientWarns) {
   EXPECT_EQ(warnings[0].rfind("/properties/tags/uniqueItems: ", 0), 0u) << warnings[0];
 }
 
-// What stays refused: objects, arrays, several kinds of items at once, numbers that may be
-// spelt several ways, strings bounded by a length counter only, and items that can run out
-// under a minItems of 2 or more (which would need the values left counted).
+// Objects that can always take one more member (extra keys allowed, no maxProperties): items
+// compared by JSON value (members in any order, a repeated key's last value, 1 = 1.0 = 1e0,
+// escapes decoded, nested values), checked as they complete. Every text is checked against the
+// validator, including ones the grammar refuses for other reasons (both say no).
+const char* kObjects = R"({"type": "array", "uniqueItems": true, "items": {"type": "object",
+    "properties": {"name": {"type": "string"}, "value": {}}, "required": ["name"]}})";
+
+TEST(UniqueItems, ObjectItemsAgreeWithTheValidator) {
+  const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
+      {kObjects,
+       {R"([{"name":"a"},{"name":"b"}])", R"([{"name":"a"},{"name":"a"}])",
+        R"([{"name":"a"},{"name":"a","value":1}])", R"([{"name":"a","value":1},{"name":"a","value":1.0}])",
+        R"([{"name":"a","value":100},{"name":"a","value":1e2}])",
+        R"([{"name":"a","value":1.5},{"name":"a","value":1.50}])",
+        R"([{"name":"a","value":1.5},{"name":"a","value":1.25}])",
+        R"([{"name":"a","x":1,"y":2},{"name":"a","y":2,"x":1}])",
+        R"([{"name":"a","x":1,"y":2},{"name":"a","y":1,"x":2}])",
+        R"([{"name":"a","z":1,"z":2},{"name":"a","z":2}])",
+        R"([{"name":"a","z":1,"z":2},{"name":"a","z":1}])",
+        R"([{"name":"a"}, { "name" : "a" }])", "[\n  {\"name\": \"a\"},\n  {\"name\": \"b\"}\n]",
+        R"([{"name":"a","value":{"p":[1,{"q":null}]}},{"name":"a","value":{"p":[1,{"q":null}]}}])",
+        R"([{"name":"a","value":{"p":[1,{"q":null}]}},{"name":"a","value":{"p":[1,{"q":false}]}}])",
+        R"([{"name":"a","value":[1,2]},{"name":"a","value":[2,1]}])",
+        R"([{"name":"a","value":"}"},{"name":"a","value":"}"}])",
+        R"([{"name":"a\"}"},{"name":"a\"}"}])", R"([{"name":"a\\"},{"name":"a\\\\"}])",
+        R"([{"name":"café"},{"name":"cafe"},{"name":"café"}])",
+        R"([{"name":"a"},{"name":"b"},{"name":"c"},{"name":"b","value":true},{"name":"b"}])",
+        R"([{"value":1}])", R"([{"name":"a"},{"name":"a","value":null}])"}},
+      // Bounds on the list, and items that are alternatives of open objects (anyOf, if/then).
+      {R"({"type": "array", "uniqueItems": true, "minItems": 2, "maxItems": 3,
+           "items": {"anyOf": [{"type": "object", "properties": {"a": {"type": "integer"}},
+                                "required": ["a"]},
+                               {"type": "object", "properties": {"b": {"type": "string"}},
+                                "required": ["b"]}]}})",
+       {R"([{"a":1}])", R"([{"a":1},{"b":"x"}])", R"([{"a":1},{"a":1}])",
+        R"([{"a":1,"b":"x"},{"b":"x","a":1}])", R"([{"a":1},{"b":"x"},{"a":2}])",
+        R"([{"a":1},{"b":"x"},{"a":2},{"a":3}])", R"([{"a":1},{"b":"x"},{"b":"x"}])"}},
+      {R"({"type": "array", "uniqueItems": true, "items": {"type": "object",
+           "properties": {"kind": {"enum": ["x", "y"]}}, "required": ["kind"],
+           "if": {"properties": {"kind": {"const": "x"}}},
+           "then": {"properties": {"n": {"type": "integer"}}, "required": ["n"]}}})",
+       {R"([{"kind":"y"},{"kind":"y"}])", R"([{"kind":"x","n":1},{"kind":"x","n":1}])",
+        R"([{"kind":"x","n":1},{"kind":"x","n":2},{"kind":"y"}])", R"([{"kind":"x"}])"}},
+      // Strings beside objects (backportrc's branches: a name, or an object with one).
+      {R"({"type": "array", "uniqueItems": true, "items": {"oneOf": [
+             {"type": "string", "minLength": 1},
+             {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}]}})",
+       {R"(["a",{"name":"a"}])", R"(["a","a"])", R"([{"name":"a"},"a",{"name":"a"}])",
+        R"(["{}",{"name":"{}"},"{}"])", R"([{"name":"a"},"b","a",{"name":"b"}])", R"([""])"}},
+      // Lists of objects inside objects of lists: each list's items are its own.
+      {R"({"type": "array", "uniqueItems": true, "items": {"type": "object", "properties": {
+             "tags": {"type": "array", "uniqueItems": true, "items": {"type": "object"}}}}})",
+       {R"([{"tags":[{},{"a":1}]},{"tags":[{"a":1},{}]}])", R"([{"tags":[{},{}]}])",
+        R"([{"tags":[{"a":1}]},{"tags":[{"a":1}]}])", R"([{"tags":[{"a":[]}]},{"tags":[]}])"}},
+  };
+  for (const char* vocab : {"llama3", "qwen2.5"}) {
+    for (const auto& [schema, texts] : cases) {
+      auto g = testing::CompilerFor(vocab).CompileSchema(schema);
+      ASSERT_TRUE(g.ok()) << schema << ": " << g.status().ToString();
+      for (const std::string& text : texts) {
+        Matcher m(*g);
+        const bool taken = m.AcceptString(text) && m.CanEnd();
+        EXPECT_EQ(taken, Valid(schema, text)) << vocab << ": " << text << "\n  schema: " << schema;
+      }
+    }
+  }
+  // Token by token on Llama-3, the mask agreeing with AcceptToken.
+  auto g = Compiler().CompileSchema(kObjects);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_TRUE(Feed(*g, R"([{"name":"a"},{"name":"a","value":2},{"name":"b"}])"));
+  EXPECT_FALSE(Feed(*g, R"([{"name":"a"},{"name":"b"},{"name":"a"}])"));
+  EXPECT_FALSE(Feed(*g, R"([{"name":"a","value":[1]},{"name":"a","value":[1.0]}])"));
+}
+
+// At every token of texts that come near a repeated object, on three vocabularies, the mask
+// equals the brute-force one: the tokens that would close a repeat (`}`, `},`, `"}`, `}]`, and
+// `{}` after an empty object) are out, what adds a member or changes a value stays in.
+TEST(UniqueItems, ObjectMasksEqualBruteForceNearRepeats) {
+  const std::string schema = R"({"type": "object", "properties": {
+      "list": {"type": "array", "uniqueItems": true, "items": {"type": "object",
+               "properties": {"name": {"type": "string"}, "n": {"type": "integer"}}}},
+      "any": {"type": "array", "uniqueItems": true, "maxItems": 4, "items": {"type": "object"}},
+      "mixed": {"type": "array", "uniqueItems": true, "items": {"anyOf": [{"type": "string"},
+                {"type": "object", "properties": {"s": {"type": "string"}}}]}}},
+    "additionalProperties": false})";
+  const std::vector<std::string> texts = {
+      R"({"list": [{"name": "a"}, {"name": "a", "n": 1}, {"name": "a", "n": 12}, {"name": "b"}]})",
+      R"({"list": [{"n": 1}, {"name": "}", "n": 1}, {"name": "}"}, {"name": "}\""}, {"n": 10}]})",
+      R"({"list": [], "any": [{}, {"a": {}}, {"a": {"b": []}}, {"a": [{}, {}]}]})",
+      R"({"list": [{"name": "x", "k": {"p": 1}}, {"name": "x", "k": {"p": 10}}]})",
+      R"({"mixed": ["{}", {}, "{\"s\": 1}", {"s": "{}"}, "s", {"s": "s"}, "{", {"s": "}"}]})",
+  };
+  for (const char* vocab : {"llama3", "qwen2.5", "mistral"}) {
+    auto g = testing::CompilerFor(vocab).CompileSchema(schema);
+    ASSERT_TRUE(g.ok()) << g.status().ToString();
+    const int width = testing::CompilerFor(vocab).vocabulary().logits_width();
+    long checked = 0;
+    for (const std::string& text : texts) {
+      ASSERT_TRUE(Valid(schema, text)) << text;
+      EncodeOptions eo;
+      eo.add_dummy_prefix = false;
+      auto ids = testing::CompilerFor(vocab).vocabulary().Encode(text, eo);
+      ASSERT_TRUE(ids.ok());
+      Matcher m(*g);
+      std::vector<std::uint32_t> fast(BitmaskWords(width));
+      for (TokenId id : *ids) {
+        m.FillNextTokenBitmask(fast);
+        ASSERT_EQ(fast, testing::BruteForceMaskFor(m, fast)) << vocab << ": at a token of " << text;
+        ++checked;
+        ASSERT_TRUE(m.AcceptToken(id)) << vocab << ": " << text;
+      }
+      EXPECT_TRUE(m.CanEnd()) << text;
+    }
+    EXPECT_GT(checked, 80) << vocab;
+    // Right before a repeat: the closing brace is out, more of the item is in.
+    for (const auto& [prefix, closing, going_on] :
+         std::vector<std::tuple<std::string, std::string, std::string>>{
+             {R"({"list": [{"name": "a"}, {"name": "a")", "}", ","},
+             {R"({"list": [{"name": "a", "n": 1}, {"name": "a", "n": 1)", "}", "0"},
+             {R"({"any": [{}, )", "{}", "{\""},
+             {R"({"mixed": [{"s": "a"}, "b", {"s": "a")", "}", ","},
+             {R"({"mixed": [{"s": "a"}, "b", "b)", "\"", "c"}}) {
+      Matcher m(*g);
+      ASSERT_TRUE(m.AcceptString(prefix)) << prefix;
+      std::vector<std::uint32_t> mask(BitmaskWords(width));
+      m.FillNextTokenBitmask(mask);
+      EXPECT_EQ(mask, testing::BruteForceMask(m)) << vocab << ": " << prefix;
+      EncodeOptions eo;
+      eo.add_dummy_prefix = false;
+      auto close_ids = testing::CompilerFor(vocab).vocabulary().Encode(closing, eo);
+      auto on_ids = testing::CompilerFor(vocab).vocabulary().Encode(going_on, eo);
+      ASSERT_TRUE(close_ids.ok() && on_ids.ok());
+      if (close_ids->size() == 1) EXPECT_FALSE(Allowed(mask, (*close_ids)[0])) << vocab << ": " << prefix;
+      if (on_ids->size() == 1) EXPECT_TRUE(Allowed(mask, (*on_ids)[0])) << vocab << ": " << prefix;
+    }
+  }
+}
+
+// Random walks through lists of small objects whose members have few values (so that repeats
+// come up), on three vocabularies: every mask equals the brute-force one, and no walk meets a
+// dead end.
+TEST(UniqueItems, RandomWalksThroughListsOfObjects) {
+  const char* schemas[] = {
+      R"({"type": "array", "uniqueItems": true, "items": {"type": "object",
+          "properties": {"a": {"type": "boolean"}, "b": {"enum": [1, 2]}}}})",
+      R"({"type": "array", "uniqueItems": true, "minItems": 2, "maxItems": 6,
+          "items": {"type": "object", "properties": {"k": {"enum": ["x", "y"]}},
+                    "required": ["k"]}})",
+      R"({"type": "array", "uniqueItems": true, "items": {"oneOf": [{"type": "string"},
+          {"type": "object", "properties": {"a": {"type": "boolean"}}}]}})",
+  };
+  const long steps = std::max(20L, static_cast<long>(60 * testing::TestScale()));
+  std::uint64_t seed = 23;
+  for (const char* vocab : {"llama3", "qwen2.5", "mistral"}) {
+    for (const char* schema : schemas) {
+      auto g = testing::CompilerFor(vocab).CompileSchema(schema);
+      ASSERT_TRUE(g.ok()) << schema << ": " << g.status().ToString();
+      testing::WalkStats st = testing::ExactnessWalks(*g, steps, seed++, 24);
+      std::printf("%s: %s\n", vocab, st.Summary().c_str());
+      EXPECT_TRUE(st.Exact()) << vocab << ": " << schema << ": " << st.Failure();
+    }
+  }
+}
+
+// What stays refused: objects that can run out of values (no extra member, a bound on the
+// members or a constraint on their keys), arrays, several kinds of items at once, numbers that
+// may be spelt several ways, strings bounded by a length counter only, and items that can run
+// out under a minItems of 2 or more (which would need the values left counted).
 TEST(UniqueItems, WhatStaysRefused) {
   for (const char* tail : {R"("items": {"type": "string", "maxLength": 3}})",
-                           R"("items": {"type": "object"}})", R"("items": {"type": "array"}})",
+                           R"("items": {"type": "object", "additionalProperties": false}})",
+                           R"("items": {"type": "object", "maxProperties": 3}})",
+                           R"("items": {"type": "object", "propertyNames": {"maxLength": 2}}})",
+                           R"("items": {"type": "object", "additionalProperties": {"type": "integer"}}})",
+                           R"("items": {"type": "object", "patternProperties": {"^x": {}}}})",
+                           R"("items": {"anyOf": [{"type": "object"}, {"type": "integer"}]}})",
+                           R"("items": {"anyOf": [{"type": "object"},
+                                                  {"type": "string", "maxLength": 3}]}})",
+                           R"("items": {"anyOf": [{"type": "object"},
+                                                  {"type": "object", "maxProperties": 1}]}})",
+                           R"("items": {}})", R"("items": {"type": "array"}})",
                            R"("items": {"type": ["string", "integer"]}})",
                            R"("items": {"type": "number"}})",
                            R"("items": {"type": "string", "pattern": "^[ab]$"}, "minItems": 2})",
