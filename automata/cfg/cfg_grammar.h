@@ -583,6 +583,8 @@ class CfgGrammar : public TokenAutomaton {
   std::int64_t counted_open_safe_ = std::numeric_limits<std::int64_t>::max();
   // Per rule: a unique-items list whose items can run out (CfgProgram::item_automaton_of).
   std::vector<std::uint8_t> list_runs_out_;
+  // Per rule: a unique-items list whose items are strings counted at run time (max_chars).
+  std::vector<std::uint8_t> list_counted_;
 };
 
 // The grammar's CfgGrammar, or null when it is a regex.

@@ -69,6 +69,13 @@ EarleyParser::EarleyParser(const CfgProgram* program, std::int32_t max_depth,
   }
   if (has_unique_) {
     const auto nr = static_cast<std::size_t>(p_->NumRules());
+    for (std::int32_t r = 0; r < p_->NumRules(); ++r) {
+      const std::int32_t item = p_->rules[r].unique_item;
+      if (item < 0 || p_->rules[item].max_chars < 0) continue;
+      if (counted_item_.empty()) counted_item_.assign(nr, 0);
+      counted_item_[item] = 1;
+      has_counted_items_ = true;
+    }
     std::vector<std::int32_t> automaton_of_item(nr, -1);
     for (std::int32_t a = 0; a < p_->NumRules(); ++a) {
       if (p_->item_automaton_of[a] < 0) continue;
@@ -851,6 +858,11 @@ inline void EarleyParser::ScanByte(std::int32_t prev, std::uint8_t b) {
         !LengthOk(it.rule, it.origin, prev, b, t)) {
       continue;  // (past the string's maxLength, or with no way to end within it)
     }
+    if (has_counted_items_ && unique_checks_ && counted_item_[it.rule] &&
+        !CountedItemStaysNew(it.rule, it.origin, prev, b, t)) {
+      unique_dropped_ = true;  // (at maxLength, with only repeats of earlier items left)
+      continue;
+    }
     Add({it.rule, t, origin, it.depth});
   }
 }
@@ -988,10 +1000,13 @@ void EarleyParser::OpenUniqueLists(std::span<const std::uint8_t> inside,
   }
 }
 
-bool EarleyParser::SomeNewCompletion(StateId state, const std::string& prefix) {
+bool EarleyParser::SomeNewCompletion(StateId state, const std::string& prefix,
+                                     std::int32_t char_mode) {
   // Depth-first over the automaton's bytes from `state`: its completions are few (at most the
   // list's size, or the caller answered without this), each checked as it is found. A state's
-  // edges are read by byte class (a dead class skips all its bytes at once).
+  // edges are read by byte class (a dead class skips all its bytes at once). With a character
+  // mode (a string at its maxLength), only bytes that start no new character: at most the rest
+  // of one character (an escape's four hex digits) and the closing quote.
   if (class_bytes_.empty()) {
     class_bytes_.resize(static_cast<std::size_t>(p_->num_classes));
     for (int b = 0; b < 256; ++b) class_bytes_[p_->byte_class[b]].push_back(static_cast<std::uint8_t>(b));
@@ -1001,10 +1016,11 @@ bool EarleyParser::SomeNewCompletion(StateId state, const std::string& prefix) {
     StateId s;
     std::int32_t cls;
     std::int32_t k;  // the next byte of class cls
+    std::uint8_t mode;
   };
   thread_local std::vector<Frame> stack;
   thread_local std::string text;
-  stack.assign(1, {state, 0, 0});
+  stack.assign(1, {state, 0, 0, static_cast<std::uint8_t>(char_mode < 0 ? 0 : char_mode)});
   text = prefix;
   if (p_->accepting[state] && (!UniqueKey(text, &unique_key_) || !unique_list_.Contains(unique_key_)))
     return true;
@@ -1024,10 +1040,12 @@ bool EarleyParser::SomeNewCompletion(StateId state, const std::string& prefix) {
     }
     const std::uint8_t b = bytes[f.k++];
     ++step_items_;
+    std::uint8_t m = f.mode;
+    if (char_mode >= 0 && JsonCharStep(&m, b)) continue;  // (a new character: none is left)
     text.push_back(static_cast<char>(b));
     if (p_->accepting[t] && (!UniqueKey(text, &unique_key_) || !unique_list_.Contains(unique_key_)))
       return true;
-    stack.push_back({t, 0, 0});
+    stack.push_back({t, 0, 0, m});  // (f is not used after this)
   }
   return false;
 }
@@ -1072,6 +1090,34 @@ bool EarleyParser::ItemStaysNew(std::int32_t rule, std::int32_t item_origin, Sta
       if (n == k) continue;  // (every completion is a key read: no new one in this list)
     }
     if (SomeNewCompletion(state, prefix)) return true;
+  }
+  return !some_list;
+}
+
+bool EarleyParser::CountedItemStaysNew(std::int32_t rule, std::int32_t item_origin,
+                                       std::int32_t prev, std::uint8_t b, StateId t) {
+  if (item_origin < 0) return true;
+  CharCount c;
+  if (!CountTo(item_origin, prev, &c)) return true;
+  std::uint8_t mode = c.mode;
+  std::int32_t chars = c.chars;
+  if (JsonCharStep(&mode, b)) ++chars;
+  // (Closed: the check at completion decides.)
+  if (chars < p_->rules[rule].max_chars || mode == kCharClosed) return true;
+  const std::int32_t k = num_sets() - 1;  // (the set under construction: its byte is b)
+  std::string& prefix = unique_raw_;
+  prefix.clear();
+  for (std::int32_t j = item_origin + 1; j <= k; ++j) {
+    if (meta_[j].byte < 0) return true;
+    prefix.push_back(static_cast<char>(meta_[j].byte));
+  }
+  bool some_list = false;
+  for (const EarleyItem& q : set(item_origin)) {
+    if (p_->rules[q.rule].unique_item != rule || q.origin < 0 || !WaitsOn(q, rule)) continue;
+    some_list = true;
+    if (!ReadListTo(q.origin, item_origin)) return true;
+    if (unique_list_.size() == 0) return true;
+    if (SomeNewCompletion(t, prefix, mode)) return true;
   }
   return !some_list;
 }

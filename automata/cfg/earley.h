@@ -30,7 +30,8 @@
 // from every earlier item's of that list, read from the bytes since the list's origin
 // (automata/cfg/unique_items.h keeps them, incrementally). Items that can run out
 // (CfgProgram::item_completions) are also dropped when a byte leaves them no new way to finish,
-// and a list before its next item when no value is left for it. The lists and their items keep
+// and a list before its next item when no value is left for it; so are strings counted at run
+// time (an item rule with max_chars) that reach max_chars characters with only repeats left. The lists and their items keep
 // their own origins (never merged), so those bytes are the list's and the item's. The checks
 // need the text: they are made in parses from the root over bytes, not in local mode
 // (positions are computed without them, and a pushed completion has no bytes); masks take them
@@ -256,7 +257,17 @@ class EarleyParser {
   bool ListHasRoom(const EarleyItem& q);
   // Whether some way to finish from `state` of automaton rule `a`, after `prefix`, gives a key
   // the list does not have.
-  bool SomeNewCompletion(StateId state, const std::string& prefix);
+  // With `char_mode` (a JSON string's character mode at `state`, for a string at its
+  // maxLength), only the ways that start no new character.
+  bool SomeNewCompletion(StateId state, const std::string& prefix, std::int32_t char_mode = -1);
+  // Strings counted at run time as items (a unique list's item rule with max_chars): whether
+  // the item under way since `item_origin`, at state `t` after byte `b` (read from set `prev`),
+  // can still finish with a value none of its list's earlier items has. Short of max_chars
+  // characters it can (every character of Unicode is a way on, more than a list holds); at
+  // max_chars only the rest of the character under way and the closing quote are left, and
+  // those ways are tried (SomeNewCompletion with the character mode).
+  bool CountedItemStaysNew(std::int32_t rule, std::int32_t item_origin, std::int32_t prev,
+                           std::uint8_t b, StateId t);
   // String lengths: the characters and mode after set `upto` of the string whose rule was
   // predicted in set `origin` (count_ keeps them, from set count_origin_ on); false when a set
   // on the way has no byte.
@@ -273,6 +284,8 @@ class EarleyParser {
   std::int32_t count_origin_ = -1;
   std::vector<CharCount> count_;
   bool has_finite_ = false;  // some list's items can run out
+  bool has_counted_items_ = false;  // some list's items are strings counted at run time
+  std::vector<std::uint8_t> counted_item_;  // per rule: such an item rule
   std::vector<std::int32_t> automaton_of_list_;  // per rule: its items' automaton rule, or -1
   std::vector<std::int32_t> dead_lists_;  // indices (into items_) of the step's full list items
   std::string unique_key_;

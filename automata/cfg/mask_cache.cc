@@ -686,8 +686,11 @@ void CfgGrammar::FilterUniqueItems(EarleyParser& parser, std::span<std::uint32_t
     // Lists whose items can run out: a token may also leave the item under way (or the next
     // one, after a comma) with only repeats to finish with. Such a token follows an earlier
     // item's key all along (those of the item under way), or has a comma.
-    const bool finite = list_runs_out_[rule] != 0;
-    runs_out = runs_out || finite;
+    // (Strings counted at run time: a token that ends following an earlier item at maxLength
+    // may leave only that item's value, so such tokens are checked too; their lists do not run
+    // out.)
+    const bool finite = list_runs_out_[rule] != 0 || list_counted_[rule] != 0;
+    runs_out = runs_out || list_runs_out_[rule] != 0;
     const UniqueListItems* items = parser.ReadUniqueList(origin);
     if (items != nullptr &&
         (items->scan().depth > 0 || SomeKeyStartsWith(items->keys(), std::string(1, 'o')))) {

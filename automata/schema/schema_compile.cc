@@ -10,11 +10,13 @@
 #include <bit>
 #include <cctype>
 #include <climits>
+#include <functional>
 #include <cstdio>
 #include <map>
 #include <tuple>
 #include <unordered_map>
 
+#include "automata/cfg/cfg_program.h"
 #include "automata/regex/dfa_builder.h"
 #include "automata/schema/ir_nodes.h"
 #include "automata/schema/schema_compile_internal.h"
@@ -1296,12 +1298,14 @@ class Emitter {
   // far (its size is the position, which picks the prefixItems subschema).
   Result<ExprId> UniqueExpr(const Facts& f, const ArrayPlan& plan) {
     const char* kWhy =
-        "uniqueItems is enforced on items of one kind spelt one way: strings (no maxLength "
-        "without a pattern or format), integers, an enum of scalars, or objects that can always "
-        "take one more member (no additionalProperties false, propertyNames, patternProperties "
-        "or maxProperties), checked as they complete, with minItems at most 1 where the values can run out and minItems and "
-        "maxItems at most 64 apart; or on items drawn from a small finite set (enum, const, "
-        "boolean, null; at most 10 values), by the grammar";
+        "uniqueItems is enforced on items of one kind spelt one way: strings (maxLength "
+        "counted at run time), integers, an enum of scalars, alternatives of strings of one "
+        "automaton each, or objects that can always take one more member (no "
+        "additionalProperties false, propertyNames, patternProperties or maxProperties), "
+        "checked as they complete, with minItems at most 1 where the values can run out and "
+        "minItems and maxItems at most 1024 apart; or on items drawn from a small finite set "
+        "(enum, const, boolean, null; at most 10 values), by the grammar. Objects that can run "
+        "out of values, arrays, and items of any type are not";
     std::vector<json> all;
     std::vector<std::vector<int>> allowed;  // per position (prefix..., rest): indices in `all`
     for (std::size_t i = 0; i <= plan.prefix.size(); ++i) {
@@ -1355,7 +1359,7 @@ class Emitter {
   // list left with no new value for its next item (CfgProgram::item_completions); minItems is
   // then at most 1 (more would need counting the values left). minItems and maxItems are spelt
   // out in the list rule (at most kMaxUniqueBound apart). nullopt: not such an array.
-  static constexpr std::int64_t kMaxUniqueBound = 64;
+  static constexpr std::int64_t kMaxUniqueBound = 1024;
   struct Openness {
     bool all_open = true;  // every state but a last one reaches a cycle
     bool start_finite = false;
@@ -1481,6 +1485,56 @@ class Emitter {
     if (!u.ok()) return WithLoc(u.status(), loc);
     return g_.Add(ByteDfaNode(std::make_shared<const ByteDfa>(std::move(*u))));
   }
+  // Over a JSON string automaton (each state at one place of JSON's character syntax): the
+  // fewest ways, over its states before the closing quote, to reach that quote starting at most
+  // one new character, counted up to `cap`.
+  static std::int64_t FewestWaysWithinOneCharacter(const ByteDfa& d, std::int64_t cap) {
+    const std::int32_t n = d.num_states;
+    std::vector<std::int16_t> mode(static_cast<std::size_t>(n), -1);
+    if (d.start == ByteDfa::kDead) return 0;
+    mode[d.start] = kCharBeforeQuote;
+    std::vector<StateId> order(1, d.start);
+    for (std::size_t k = 0; k < order.size(); ++k) {
+      const StateId q = order[k];
+      for (int b = 0; b < 256; ++b) {
+        const StateId t = d.Step(q, static_cast<std::uint8_t>(b));
+        if (t == ByteDfa::kDead || mode[t] >= 0) continue;
+        auto m = static_cast<std::uint8_t>(mode[q]);
+        JsonCharStep(&m, static_cast<std::uint8_t>(b));
+        mode[t] = m;
+        order.push_back(t);
+      }
+    }
+    // ways(q, m, started): memoised by (q, started); m is q's mode.
+    std::vector<std::int64_t> memo(static_cast<std::size_t>(n) * 2, -1);
+    std::function<std::int64_t(StateId, int, int)> ways = [&](StateId q, int started,
+                                                              int depth) -> std::int64_t {
+      std::int64_t& slot = memo[static_cast<std::size_t>(q) * 2 + started];
+      if (slot >= 0) return slot;
+      if (depth > 32) return 0;  // (not a string automaton's shape: no ways counted)
+      std::int64_t w = 0;
+      for (int b = 0; b < 256 && w < cap; ++b) {
+        const StateId t = d.Step(q, static_cast<std::uint8_t>(b));
+        if (t == ByteDfa::kDead) continue;
+        auto m = static_cast<std::uint8_t>(mode[q]);
+        const int s = started + (JsonCharStep(&m, static_cast<std::uint8_t>(b)) ? 1 : 0);
+        if (s > 1) continue;
+        if (m == kCharClosed) {
+          w += d.IsAccepting(t) ? 1 : 0;
+        } else {
+          w += ways(t, s, depth + 1);
+        }
+      }
+      slot = std::min(w, cap);
+      return slot;
+    };
+    std::int64_t fewest = cap;
+    for (const StateId q : order) {
+      if (mode[q] == kCharClosed) continue;
+      fewest = std::min(fewest, ways(q, 0, 0));
+    }
+    return fewest;
+  }
   static bool AnyValueSchema(const json& j) {
     if (j.is_boolean()) return j.get<bool>();
     if (!j.is_object()) return false;
@@ -1558,6 +1612,8 @@ class Emitter {
     const Facts& it = *items;
     const std::string loc = f.unique_loc;
     bool open = split_open, finite = false;
+    ExprId counted_body = -1;  // a string counted at run time (maxLength alone)
+    std::int32_t counted_max = -1;
     ExprId body = -1;  // the item's expression when it is not open
     auto classify = [&](ExprId e) -> Status {
       const Expr& x = g_.expr(e);
@@ -1589,15 +1645,59 @@ class Emitter {
         if (v.is_string()) sc.excluded.push_back(v.get<std::string>());
       if (!sc.pattern && sc.also_patterns.empty() && sc.not_patterns.empty() && !sc.format &&
           sc.also_formats.empty() && sc.not_formats.empty() && sc.excluded.empty()) {
-        if (sc.max_length) return no;  // (a counter, not one automaton)
+        if (sc.max_length) {
+          // Any string of minLength to maxLength characters: the automaton of the strings of
+          // minLength or more (an empty pattern matches them all), its characters counted at
+          // run time (RuleInfo::max_chars). Every prefix short of maxLength characters can
+          // still become more values than any list holds (every character of Unicode is a way
+          // on); at maxLength the parser counts the ways left (EarleyParser, "Unique items").
+          // maxLength 0 is one value, "", which the counts above do not cover.
+          if (*sc.max_length < 1 || *sc.max_length > std::numeric_limits<std::int32_t>::max()) {
+            return no;
+          }
+          StringConstraint any = sc;
+          any.max_length.reset();
+          any.pattern = std::string();
+          auto e = AddStringExpr(&g_, any, o_.lexical);
+          if (!e.ok()) {
+            if (e.status().code() == StatusCode::kUnsatisfiable) return no;
+            return WithLoc(e.status(), it.str_loc.empty() ? loc : it.str_loc);
+          }
+          if (g_.expr(*e).kind != ExprKind::kByteDfa) return no;
+          counted_body = *e;
+          counted_max = static_cast<std::int32_t>(*sc.max_length);
+        }
         open = true;
       } else {
         auto e = AddStringExpr(&g_, sc, o_.lexical);
-        if (!e.ok()) {
-          if (e.status().code() == StatusCode::kUnsatisfiable) return no;
-          return WithLoc(e.status(), it.str_loc.empty() ? loc : it.str_loc);
+        if (!e.ok() && e.status().code() == StatusCode::kResourceLimit && sc.max_length &&
+            *sc.max_length <= std::numeric_limits<std::int32_t>::max() && f.max_items &&
+            *f.max_items <= kMaxUniqueBound && !o_.lexical.deadline.PassedNow()) {
+          // maxLength beside a pattern or format, past the budget of one automaton: the
+          // automaton without it, its characters counted at run time (as values are). Exact
+          // when every state has more ways to finish within one more character than the list
+          // can hold earlier items: short of maxLength a new value is then always left, and at
+          // maxLength the parser tries the ways left.
+          StringConstraint uncounted = sc;
+          uncounted.max_length.reset();
+          auto body = AddStringExpr(&g_, uncounted, o_.lexical);
+          if (body.ok() && g_.expr(*body).kind == ExprKind::kByteDfa &&
+              g_.expr(*body).dfa != nullptr &&
+              FewestWaysWithinOneCharacter(*g_.expr(*body).dfa, *f.max_items) >= *f.max_items) {
+            counted_body = *body;
+            counted_max = static_cast<std::int32_t>(*sc.max_length);
+            open = true;
+          } else if (body.ok() || body.status().code() == StatusCode::kUnsatisfiable) {
+            return no;
+          }
         }
-        LOCKSTEP_RETURN_IF_ERROR(classify(*e));
+        if (counted_body < 0) {
+          if (!e.ok()) {
+            if (e.status().code() == StatusCode::kUnsatisfiable) return no;
+            return WithLoc(e.status(), it.str_loc.empty() ? loc : it.str_loc);
+          }
+          LOCKSTEP_RETURN_IF_ERROR(classify(*e));
+        }
       }
     } else if (it.types == kTObject) {
       // Objects that can always take one more member: a key no declared name, pattern or
@@ -1639,7 +1739,10 @@ class Emitter {
     const std::optional<std::int64_t> max_i = f.max_items;
     if (min_i - 1 > kMaxUniqueBound || (max_i && *max_i - min_i > kMaxUniqueBound)) return no;
     RuleId item;
-    if (open) {
+    if (counted_body >= 0) {
+      item = RuleOf(counted_body, "ui");
+      g_.rules[item].max_chars = counted_max;
+    } else if (open) {
       auto e = CompileConj(plan.rest, depth + 1);
       if (!e.ok()) return e.status();
       if (IsNever(*e)) return no;

@@ -31,7 +31,7 @@ SCHEMA = {
 
 UNSUPPORTED = {
     "type": "object",
-    "properties": {"tags": {"type": "array", "items": {"type": "string", "maxLength": 8},
+    "properties": {"tags": {"type": "array", "items": {"type": "number"},
                             "uniqueItems": True}},
 }
 

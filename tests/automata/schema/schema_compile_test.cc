@@ -480,7 +480,7 @@ Status CompileError(const std::string& text, SchemaCompileOptions so = {}) {
 
 TEST(SchemaCompileErrors, UnsupportedKeywordsNameTheirPointer) {
   const std::pair<const char*, const char*> kCases[] = {
-      {R"({"properties": {"tags": {"type": "array", "items": {"type": "string", "maxLength": 8},
+      {R"({"properties": {"tags": {"type": "array", "items": {"type": "number"},
                                    "uniqueItems": true}}})",
        "/properties/tags/uniqueItems"},
       {R"({"not": {"type": "array", "uniqueItems": true}})", "/not/uniqueItems"},
@@ -989,7 +989,7 @@ TEST(SchemaCompileFormats, OpenApiFormatsAgreeWithTheValidator) {
 
 TEST(SchemaCompileErrors, LenientRelaxesAndReportsEachKeyword) {
   auto s = Schema::Load(
-      R"({"properties": {"tags": {"type": "array", "items": {"type": "string", "maxLength": 8},
+      R"({"properties": {"tags": {"type": "array", "items": {"type": "number"},
                                   "uniqueItems": true},
           "id": {"type": "string", "format": "regex"}}})");
   ASSERT_TRUE(s.ok());
@@ -1003,7 +1003,7 @@ TEST(SchemaCompileErrors, LenientRelaxesAndReportsEachKeyword) {
   EXPECT_TRUE(where.count("/properties/id/format"));
   auto compiled = CompileGrammarIr(Compiler(), g->grammar);
   ASSERT_TRUE(compiled.ok());
-  EXPECT_TRUE(Feed(*compiled, R"({"id":"x","tags":["a","a"]})"));
+  EXPECT_TRUE(Feed(*compiled, R"({"id":"x","tags":[1.5,1.5]})"));
 }
 
 TEST(SchemaCompileErrors, OneOfNotProvablyDisjointLenientIsAnyOf) {

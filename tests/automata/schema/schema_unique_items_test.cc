@@ -74,6 +74,13 @@ bool Valid(const std::string& schema_text, const std::string& instance) {
 
 const char* kStrings = R"({"type": "array", "items": {"type": "string"}, "uniqueItems": true})";
 
+// ["i0","i1",...] with n distinct items.
+std::string ManyItems(int n) {
+  std::string text = "[";
+  for (int i = 0; i < n; ++i) text += (i ? ",\"i" : "\"i") + std::to_string(i) + "\"";
+  return text + "]";
+}
+
 TEST(UniqueItems, ItemsAgreeWithTheValidator) {
   const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
       {kStrings,
@@ -103,6 +110,28 @@ TEST(UniqueItems, ItemsAgreeWithTheValidator) {
         R"(["aa","ab","ac","ba","bb","bc","ca","cb","cc","aa"])"}},
       {R"({"type": "array", "items": {"type": "string", "format": "date"}, "uniqueItems": true})",
        {R"(["2024-01-30","2024-01-31"])", R"(["2024-01-31","2024-01-31"])"}},
+      // Strings of at most maxLength characters, counted at run time: at the bound only the
+      // closing quote (or the rest of the last character) is left, so an item that reaches it
+      // following an earlier one is refused there.
+      {R"({"type": "array", "uniqueItems": true, "maxItems": 4,
+           "items": {"type": "string", "minLength": 1, "maxLength": 3}})",
+       {R"(["a","b"])", R"(["abc","abc"])", R"(["abc","ab"])", R"(["abcd"])", R"([""])",
+        R"(["ab","abc","ab"])", R"(["é","é"])", R"(["aé","a"])", "[\"\\n\",\"\\n\"]",
+        R"(["\"\"\"","\"\"\""])", R"(["a","b","c","d"])", R"(["a","b","c","d","e"])"}},
+      // A pattern beside a maxLength past the automaton's budget (winget's protocols): the
+      // pattern's automaton, the characters counted at run time.
+      {R"({"type": "array", "uniqueItems": true, "maxItems": 3, "items": {"type": "string",
+           "pattern": "^[a-z][-a-z0-9.+]*$", "maxLength": 70}})",
+       {R"(["ab","ab"])", R"(["a","a+"])", R"(["a","A"])", R"(["a","b","c","d"])",
+        "[\"" + std::string(70, 'x') + "\",\"" + std::string(70, 'x') + "\"]",
+        "[\"" + std::string(70, 'x') + "\",\"" + std::string(69, 'x') + "\"]",
+        "[\"" + std::string(71, 'x') + "\"]"}},
+      // Lists of up to 1,000 such items (winget's capabilities): the bound is spelt out.
+      {R"({"type": "array", "uniqueItems": true, "maxItems": 1000,
+           "items": {"type": "string", "minLength": 1, "maxLength": 40}})",
+       {ManyItems(1000), ManyItems(1001), ManyItems(3)}},
+      {R"({"type": "array", "uniqueItems": true, "items": {"type": "string", "maxLength": 1}})",
+       {R"(["",""])", R"(["","a"])", R"(["😀","😀"])", R"(["😀","😁"])", R"(["\\","\\"])"}},
       // Integers: spelt one way, compared by their text (0 can only be 0; 1 may go on to 10).
       {R"({"type": "array", "items": {"type": "integer"}, "uniqueItems": true})",
        {"[0,1]", "[0,0]", "[1,10,1]", "[1,10,100]", "[-1,1,-1]", "[ 7 , 7 ]", "[0,-0]", "[-0,0]",
@@ -174,10 +203,16 @@ TEST(UniqueItems, MaskEqualsBruteForceNearRepeats) {
             "z": {"type": "array", "items": {"type": "integer", "not": {"enum": [0, 7]}},
                   "uniqueItems": true},
             "p": {"type": "array", "items": {"type": "string", "pattern": "^[a-c]{2}$"},
-                  "uniqueItems": true}},
+                  "uniqueItems": true},
+            "m": {"type": "array", "items": {"type": "string", "maxLength": 3},
+                  "uniqueItems": true},
+            "one": {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 1},
+                    "uniqueItems": true},
+            "pm": {"type": "array", "items": {"type": "string", "pattern": "^[a-z]+$",
+                   "maxLength": 64}, "maxItems": 8, "uniqueItems": true}},
           "required": ["tags"], "additionalProperties": false})");
   ASSERT_TRUE(g.ok()) << g.status().ToString();
-  const std::vector<std::string> texts = {
+  std::vector<std::string> texts = {
       R"({"tags": ["hello", "world", "hello world", "hel"], "n": ["a", "b", "c"]})",
       R"({"tags": ["a\"b", "a", "", "a\"c", "a\"bc", "\u001f", "\u001fx"]})",
       R"({"tags": ["café", "caf", "x", "café!"], "n": ["", "q"]})",
@@ -186,7 +221,12 @@ TEST(UniqueItems, MaskEqualsBruteForceNearRepeats) {
           "gray", "orange", "purple", "brown"], "k": [0, 1, 10, 100, 12, 120, 2]})",
       R"({"tags": [], "p": ["aa", "ab", "ac", "ba", "bb", "bc", "ca", "cb", "cc"]})",
       R"({"tags": [], "z": [1, 70, 700, -7, 17, 71, -70, 8]})",
+      R"({"tags": [], "m": ["abc", "abd", "ab", "abe", "a", "", "é", "éé", "ééé", "ééè"]})",
+      R"({"tags": [], "one": ["a", "\n", "\"", "\\", "é", "😀", "\u001f", "b"]})",
   };
+  // Two items that share 63 letters of 64 (pattern and maxLength counted at run time).
+  texts.push_back("{\"tags\": [], \"pm\": [\"" + std::string(64, 'q') + "\", \"" +
+                  std::string(63, 'q') + "r\", \"" + std::string(62, 'q') + "\"]}");
   long checked = 0;
   for (const std::string& text : texts) {
     Matcher m(*g);
@@ -220,6 +260,21 @@ TEST(UniqueItems, MaskEqualsBruteForceNearRepeats) {
     ASSERT_FALSE(ids.empty());
     EXPECT_TRUE(Allowed(mask, ids[0])) << going_on;
   }
+  // At maxLength: the character that would leave only an earlier item to finish with is out
+  // (the closing quote alone is left after it), another one stays in.
+  for (const auto& [text, out, in] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {R"({"tags": [], "m": ["abc", "ab)", "c", "d"},
+            {R"({"tags": [], "one": ["a", ")", "a", "b"}}) {
+    Matcher mm(*g);
+    for (TokenId id : Tokens(text)) ASSERT_TRUE(mm.AcceptToken(id)) << text;
+    mm.FillNextTokenBitmask(mask);
+    EXPECT_EQ(mask, testing::BruteForceMask(mm)) << text;
+    auto out_ids = Tokens(out), in_ids = Tokens(in);
+    ASSERT_EQ(out_ids.size(), 1u);
+    ASSERT_EQ(in_ids.size(), 1u);
+    EXPECT_FALSE(Allowed(mask, out_ids[0])) << text << " + " << out;
+    EXPECT_TRUE(Allowed(mask, in_ids[0])) << text << " + " << in;
+  }
 }
 
 // Random walks through lists whose values run out (12 enum values, 9 two-letter strings, 13
@@ -234,6 +289,9 @@ TEST(UniqueItems, RandomWalksThatFillListsUp) {
           "uniqueItems": true, "minItems": 1})",
       R"({"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 12},
           "uniqueItems": true})",
+      // Strings of one character (counted at run time), up to 24 of them: repeats are likely.
+      R"({"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 1},
+          "maxItems": 24, "uniqueItems": true})",
       // Integers but 0, up to 16 of them (winget's installer exit codes).
       R"({"type": "array", "items": {"type": "integer", "not": {"enum": [0]}}, "maxItems": 16,
           "uniqueItems": true})",
@@ -488,7 +546,12 @@ TEST(UniqueItems, RandomWalksThroughListsOfObjects) {
 // may be spelt several ways, strings bounded by a length counter only, and items that can run
 // out under a minItems of 2 or more (which would need the values left counted).
 TEST(UniqueItems, WhatStaysRefused) {
-  for (const char* tail : {R"("items": {"type": "string", "maxLength": 3}})",
+  for (const char* tail : {R"("items": {"type": "string", "maxLength": 0}})",
+                           // (after "a" only the closing quote or one more "b" within one
+                           // character: 2 ways, fewer than a list of 5 can repeat)
+                           R"("maxItems": 5, "items": {"type": "string", "pattern": "^ab*$",
+                                                       "maxLength": 100}})",
+                           R"("maxItems": 1100, "items": {"type": "string"}})",
                            R"("items": {"type": "object", "additionalProperties": false}})",
                            R"("items": {"type": "object", "maxProperties": 3}})",
                            R"("items": {"type": "object", "propertyNames": {"maxLength": 2}}})",
