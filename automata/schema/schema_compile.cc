@@ -10,8 +10,8 @@
 #include <bit>
 #include <cctype>
 #include <climits>
-#include <functional>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <tuple>
 #include <unordered_map>

@@ -193,6 +193,37 @@ TEST(SchemaPositions, ObjectsOfManyOptionalMembersEqualFullTrieWalk) {
   EXPECT_GE(steps, 30);
 }
 
+// A string of minLength k beside a pattern counts its first k characters in states of their own
+// before the pattern's loop: each such state's position comes from a region that starts at it
+// and holds the chain (RegionBuilder::FindAnchor). Values that close early, run through the
+// chain with escapes and multi-byte characters, and go on past it, against full trie walks.
+TEST(SchemaPositions, ChainsBeforeAStringLoopEqualFullTrieWalk) {
+  auto vocab = Vocabulary::Load("llama3");
+  ASSERT_TRUE(vocab.ok()) << vocab.status().ToString();
+  GrammarCompiler compiler(*vocab);
+  long steps = 0;
+  for (const char* value : {R"({"type": "string", "minLength": 3, "maxLength": 64, "pattern": "[A-z]+"})",
+                            R"({"type": "string", "minLength": 5, "pattern": "^[a-z0-9_]+$"})",
+                            R"({"type": "string", "minLength": 2, "pattern": "x"})",
+                            R"({"type": "string", "minLength": 4, "maxLength": 6, "pattern": "\\w"})"}) {
+    const std::string schema = std::string(R"({"type": "object", "properties": {"v": )") + value +
+                               R"(, "w": {"type": "string"}}, "required": ["v"]})";
+    auto g = compiler.CompileSchema(schema);
+    ASSERT_TRUE(g.ok()) << schema << ": " << g.status().ToString();
+    const CfgGrammar& cfg = *CfgOf(**g);
+    for (const char* v : {"Asia", "abcde_fgh", "xx", R"(x\u00e9y)", R"(ab\"cd\\ex)", "éàü_xyz",
+                          "a1b2", "Hello world x", R"(\n\txyz)", "ab"}) {
+      const std::string instance = std::string(R"({"v": ")") + v + R"(", "w": "z"})";
+      auto ids = (*vocab)->Encode(instance);
+      ASSERT_TRUE(ids.ok());
+      ReplayAgainstFullWalk(cfg, **vocab, *ids, schema + " " + instance, /*check_cache=*/true,
+                            /*must_allow=*/false, steps);
+      if (HasFatalFailure()) return;
+    }
+  }
+  EXPECT_GE(steps, 150);
+}
+
 // Where the 2-byte layout ends: 65,535 states (targets up to 65,534, kept as target + 1) fit;
 // one more state does not.
 TEST(TransitionTable, NarrowUpTo65535States) {

@@ -1662,6 +1662,39 @@ TEST(RegionViews, APatternsNarrowerLoopsUseViews) {
   }
 }
 
+// A string of minLength 3 beside a search pattern counts its first three characters in states of
+// their own before the loop: the states of that chain use a view of a region that starts at them
+// (without one, each was a walk of the whole trie: 7-11 ms on Llama-3). Every position still
+// equals that walk.
+TEST(RegionViews, ChainsBeforeAPatternsLoopUseViews) {
+  const char* text = R"({"type": "object", "properties": {"s": {"type": "string", "minLength": 3,
+      "maxLength": 64, "pattern": "[A-z]+"}}, "required": ["s"]})";
+  for (const char* tokenizer : {"llama3", "qwen2.5", "mistral"}) {
+    auto g = testing::CompilerFor(tokenizer).CompileSchema(text);
+    ASSERT_TRUE(g.ok()) << g.status().ToString();
+    const CfgGrammar& cfg = *CfgOf(**g);
+    const CfgProgram& p = cfg.program();
+    std::int32_t chained = 0;
+    for (StateId s = 0; s < p.num_states; ++s) {
+      auto fast = CfgGrammarPeer(cfg).FreshPositionOfState(s);
+      auto walked = CfgGrammarPeer(cfg).TrieWalkedPositionOfState(s);
+      ASSERT_TRUE(fast->SameContent(*walked)) << tokenizer << ": state " << s;
+      // The state after the opening quote: 3 letters before a state that loops on letters.
+      StateId t = s;
+      int k = 0;
+      while (k < 9 && p.Step(t, 'a') != t && p.Step(t, 'a') != CfgProgram::kDead) {
+        t = p.Step(t, 'a');
+        ++k;
+      }
+      if (k == 3 && p.Step(t, 'a') == t) {
+        EXPECT_NE(CfgGrammarPeer(cfg).RegionUseOfState(s), 0) << tokenizer << ": state " << s;
+        ++chained;
+      }
+    }
+    EXPECT_GE(chained, 1) << tokenizer;
+  }
+}
+
 // The key of an extra member (additionalProperties) is any string but the declared names: after
 // its opening quote the state differs from the string body's on each declared initial. Those
 // first bytes are not taken out of the body's view whole (thousands of tokens each): the state's

@@ -314,6 +314,64 @@ TEST(UniqueItems, RandomWalksThatFillListsUp) {
   }
 }
 
+// Strings with maxLength counted at run time and unions of string automata, on three
+// vocabularies: random walks that fill such lists (every mask equals the brute-force one, no
+// dead end), and the masks along texts that reach the bound right behind an earlier item.
+TEST(UniqueItems, CountedStringsAndUnionsOnThreeVocabularies) {
+  const char* walked[] = {
+      R"({"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 1},
+          "maxItems": 24, "uniqueItems": true})",
+      R"({"type": "array", "uniqueItems": true, "items": {"type": "string", "anyOf": [
+          {"enum": ["a", "b", "ab"]}, {"pattern": "^[c-e]{1,2}$"}]}})",
+      R"({"type": "array", "uniqueItems": true, "maxItems": 6, "items": {"type": "string",
+          "pattern": "^[a-z][-a-z0-9.+]*$", "maxLength": 66}})",
+  };
+  const std::string bound = R"({"type": "array", "uniqueItems": true, "items": {"type": "string",
+      "maxLength": 3}})";
+  const long steps = std::max(20L, static_cast<long>(50 * testing::TestScale()));
+  std::uint64_t seed = 41;
+  for (const char* vocab : {"llama3", "qwen2.5", "mistral"}) {
+    for (const char* schema : walked) {
+      auto g = testing::CompilerFor(vocab).CompileSchema(schema);
+      ASSERT_TRUE(g.ok()) << schema << ": " << g.status().ToString();
+      testing::WalkStats st = testing::ExactnessWalks(*g, steps, seed++, 30);
+      std::printf("%s: %s\n", vocab, st.Summary().c_str());
+      EXPECT_TRUE(st.Exact()) << vocab << ": " << schema << ": " << st.Failure();
+    }
+    auto g = testing::CompilerFor(vocab).CompileSchema(bound);
+    ASSERT_TRUE(g.ok()) << g.status().ToString();
+    const int width = testing::CompilerFor(vocab).vocabulary().logits_width();
+    for (const std::string text : {R"(["abc", "abd", "ab", "abe", "é", "éé", "ééé", "ééè"])",
+                                   R"(["\n\t\"", "\n\t", "\n\t\\", "x"])"}) {
+      ASSERT_TRUE(Valid(bound, text)) << text;
+      EncodeOptions eo;
+      eo.add_dummy_prefix = false;
+      auto ids = testing::CompilerFor(vocab).vocabulary().Encode(text, eo);
+      ASSERT_TRUE(ids.ok());
+      Matcher m(*g);
+      std::vector<std::uint32_t> fast(BitmaskWords(width));
+      for (TokenId id : *ids) {
+        m.FillNextTokenBitmask(fast);
+        ASSERT_EQ(fast, testing::BruteForceMaskFor(m, fast)) << vocab << ": at a token of " << text;
+        ASSERT_TRUE(m.AcceptToken(id)) << vocab << ": " << text;
+      }
+      EXPECT_TRUE(m.CanEnd()) << vocab << ": " << text;
+    }
+    // Right behind an earlier item at the bound: its last character is out, another one in.
+    Matcher m(*g);
+    ASSERT_TRUE(m.AcceptString(R"(["abc", "ab)")) << vocab;
+    std::vector<std::uint32_t> mask(BitmaskWords(width));
+    m.FillNextTokenBitmask(mask);
+    EncodeOptions eo;
+    eo.add_dummy_prefix = false;
+    auto c = testing::CompilerFor(vocab).vocabulary().Encode("c", eo);
+    auto x = testing::CompilerFor(vocab).vocabulary().Encode("x", eo);
+    ASSERT_TRUE(c.ok() && x.ok() && c->size() == 1 && x->size() == 1) << vocab;
+    EXPECT_FALSE(Allowed(mask, (*c)[0])) << vocab;
+    EXPECT_TRUE(Allowed(mask, (*x)[0])) << vocab;
+  }
+}
+
 // A value under way whose every completion has been used is refused at the byte that commits
 // to it, counted without enumerating (keys read with that start against the automaton's ways):
 // values that are prefixes of one another, an escape, a multi-byte character. The mask at each
