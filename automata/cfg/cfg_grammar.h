@@ -585,6 +585,8 @@ class CfgGrammar : public TokenAutomaton {
   std::vector<std::uint8_t> list_runs_out_;
   // Per rule: a unique-items list whose items are strings counted at run time (max_chars).
   std::vector<std::uint8_t> list_counted_;
+  // Per rule: a unique-items list of items of any type (CfgProgram::RuleInfo::unique_open_calls).
+  std::vector<std::uint8_t> list_open_calls_;
 };
 
 // The grammar's CfgGrammar, or null when it is a regex.

@@ -1315,6 +1315,7 @@ Status Lowering::LowerRules() {
     pr.info.kind = CfgProgram::RuleKind::kDfa;
     pr.info.name = r.name;
     pr.info.unique_item = r.unique_item;
+    pr.info.unique_open_calls = r.unique_item >= 0 && r.unique_open_calls;
     pr.info.max_chars = r.max_chars;
     pr.body = r.body;
     if (r.max_chars >= 0) {
@@ -1538,7 +1539,10 @@ Status ComputeItemAutomata(CfgProgram* out) {
     // The item's automaton: the item rule, or the one rule its start calls (a big automaton is a
     // rule of its own), when that is all the item rule does.
     std::int32_t a = -1;
-    if (byte_only(item)) {
+    // Items whose calls are open (items of any type): the item rule, calls and all; a state
+    // with a call or a special token is never peeled (infinitely many ways).
+    const bool open_calls = p.rules[list].unique_open_calls;
+    if (byte_only(item) || (open_calls && p.rules[item].kind == CfgProgram::RuleKind::kDfa)) {
       a = item;
     } else if (p.rules[item].kind == CfgProgram::RuleKind::kDfa) {
       const StateId st = p.rules[item].start;
@@ -1566,6 +1570,8 @@ Status ComputeItemAutomata(CfgProgram* out) {
           ++d;
           preds[t].push_back(s);
         }
+        if (open_calls && (p.nt_begin[s] != p.nt_begin[s + 1] || p.sp_begin[s] != p.sp_begin[s + 1]))
+          ++d;  // (never reaches 0: a call leads to infinitely many values)
         out_deg[s] = d;
         p.item_completions[s] = CfgProgram::kInfiniteCompletions;
       }

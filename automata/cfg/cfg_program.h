@@ -140,6 +140,9 @@ struct CfgProgram {
     // kDfa: the rule of the items of this unique-items list (grammar::Rule::unique_item), whose
     // completions into it the parser checks against the list's earlier items; -1: none.
     std::int32_t unique_item = -1;
+    // kDfa with unique_item: its item's calls lead to infinitely many values each
+    // (grammar::Rule::unique_open_calls): the item rule is its own item automaton.
+    bool unique_open_calls = false;
     // kDfa: the most characters this rule's JSON string may hold (grammar::Rule::max_chars),
     // counted by the parser; -1: none.
     std::int32_t max_chars = -1;

@@ -542,9 +542,68 @@ bool SomeKeyStartsWith(const UniqueListItems::Keys& sorted, const std::string& p
 
 bool Blank(std::uint8_t b) { return b == ' ' || b == '\t' || b == '\n' || b == '\r'; }
 
-// A bare item's key so far is an earlier item's (UniqueKey: "-0" is keyed as "0").
+// A bare item's text so far ("x" + text) is an earlier item's value (UniqueKey: "-0" is keyed
+// as "0", 1.0 as 1).
 bool BareKeyIn(const UniqueListItems::Keys& sorted, const std::string& key) {
-  return sorted.count(key == "x-0" ? std::string("x0") : key) != 0;
+  if (PlainInteger(std::string_view(key).substr(1))) {
+    return sorted.count(key == "x-0" ? std::string("x0") : key) != 0;
+  }
+  // (A number ends with a digit; a literal is its text.)
+  const char last = key.back();
+  if (last < '0' || last > '9') return sorted.count(key) != 0;
+  std::string canonical;
+  return UniqueKey(std::string_view(key).substr(1), &canonical) && sorted.count(canonical) != 0;
+}
+
+bool NumberByte(std::uint8_t b) {
+  return (b >= '0' && b <= '9') || b == '.' || b == 'e' || b == 'E' || b == '+' || b == '-';
+}
+
+// How a walk of bare items reads the keys: `any_numbers`, items of any type (whose numbers are
+// spelt in every JSON way: a number's key is not its text); `hex_keys`, some key is a number's
+// exact binary form (an integer past 2^64 or a fraction), which no text starts with.
+struct BareKeys {
+  bool any_numbers = false;
+  bool hex_keys = false;
+  bool number_keys = false;  // some key is a number's
+};
+
+BareKeys ReadBareKeys(const UniqueListItems::Keys& sorted, bool any_numbers) {
+  BareKeys k;
+  k.any_numbers = any_numbers;
+  for (auto it = sorted.lower_bound(std::string_view("x")); it != sorted.end() && it->first[0] == 'x';
+       ++it) {
+    if (it->first.find('p') != std::string::npos) k.hex_keys = true;
+    if (it->first.size() > 1 && (it->first[1] == '-' || (it->first[1] >= '0' && it->first[1] <= '9')))
+      k.number_keys = true;
+  }
+  return k;
+}
+
+// A bare item whose text so far is key's ("x" + text) may still equal an earlier item: a
+// literal's prefix that some key starts with; a number, unless its keys are its texts (an
+// integer of up to 18 digits in a list of integers with no number's binary form among the
+// keys) and no key starts with its text.
+bool BareMayRepeat(const UniqueListItems::Keys& sorted, const std::string& key, const BareKeys& k) {
+  const char c = key.size() > 1 ? key[1] : '0';
+  if (c == 't' || c == 'f' || c == 'n') return SomeKeyStartsWith(sorted, key);
+  if (c != '-' && (c < '0' || c > '9')) return false;  // (no JSON value: the grammar has it off)
+  if (!k.number_keys) return false;  // (a number repeats only a number)
+  if (k.any_numbers || k.hex_keys) return true;
+  if (key == "x-" || key == "x-0") return true;  // (-0 is 0)
+  if (!PlainInteger(std::string_view(key).substr(1))) return true;
+  return SomeKeyStartsWith(sorted, key);
+}
+
+// Some literal ("xtrue", "xfalse", "xnull") that `key` is a proper prefix of is an earlier item:
+// the item under way can only finish as it.
+bool LiteralLeftIsKey(const UniqueListItems::Keys& sorted, const std::string& key) {
+  for (const char* lit : {"xtrue", "xfalse", "xnull"}) {
+    const std::string_view l(lit);
+    if (key.size() < l.size() && l.substr(0, key.size()) == key && sorted.count(l) != 0)
+      return true;
+  }
+  return false;
 }
 
 enum class WalkStep : std::uint8_t { kOn, kDead, kDuplicate, kUnsure };
@@ -606,7 +665,8 @@ bool ObjectTokenRepeats(const UniqueListScan& scan, const UniqueListItems::Keys&
 // One byte of the walk from `st`. kDuplicate: the byte completes an item equal to an earlier
 // one; kUnsure: the walk cannot follow on cheaply (a surrogate escape), so every token on from
 // here is checked; kDead: the item under way can no longer equal an earlier one.
-WalkStep StepWalk(UniqueWalkState& st, std::uint8_t b, const UniqueListItems::Keys& keys) {
+WalkStep StepWalk(UniqueWalkState& st, std::uint8_t b, const UniqueListItems::Keys& keys,
+                  const BareKeys& bare) {
   switch (st.mode) {
     case 0:
       if (Blank(b) || b == ',') return WalkStep::kOn;
@@ -659,9 +719,13 @@ WalkStep StepWalk(UniqueWalkState& st, std::uint8_t b, const UniqueListItems::Ke
         return BareKeyIn(keys, st.key) ? WalkStep::kDuplicate : WalkStep::kDead;
       }
       st.key.push_back(static_cast<char>(b));
-      break;
+      if (st.key.size() > 2 && (st.key[1] == '-' || (st.key[1] >= '0' && st.key[1] <= '9')) &&
+          !NumberByte(b)) {
+        return WalkStep::kDead;  // (not a number: the grammar has it off)
+      }
+      return BareMayRepeat(keys, st.key, bare) ? WalkStep::kOn : WalkStep::kDead;
   }
-  if (st.mode == 4 && (st.key == "x-" || st.key == "x-0")) return WalkStep::kOn;  // (-0 is 0)
+  if (st.mode == 4) return BareMayRepeat(keys, st.key, bare) ? WalkStep::kOn : WalkStep::kDead;
   return SomeKeyStartsWith(keys, st.key) ? WalkStep::kOn : WalkStep::kDead;
 }
 
@@ -708,24 +772,39 @@ void CfgGrammar::FilterUniqueItems(EarleyParser& parser, std::span<std::uint32_t
           check.push_back(id);
         }
       }
+      // (Items of any type: arrays too, which end with a bracket.)
+      if (list_open_calls_[rule]) {
+        for (TokenId id : commas.bracket) {
+          if (in_mask(id) && (scalar || ObjectTokenRepeats(scan, items->keys(),
+                                                           vocab_->TokenBytes(id), object_memo))) {
+            check.push_back(id);
+          }
+        }
+      }
       // Inside an object item no string or bare item is under way; between items, the list
       // may also hold strings (open ones beside objects): the walk below.
       if (scan.depth > 0) continue;
     }
     other_lists = true;
+    const bool any_type = list_open_calls_[rule] != 0;
+    // Items of any type: a token that starts an item after a comma may leave it with only a
+    // literal to finish with, which an earlier item (or one the token completes) may be.
+    if (any_type) {
+      for (TokenId id : commas.literal_after)
+        if (in_mask(id)) check.push_back(id);
+    }
     if (items == nullptr || items->size() == 0) continue;
     // (A reference into the parser's list reader: nothing reads another list or steps the parser
     // during this list's walk.)
     const UniqueListItems::Keys& keys = items->keys();
+    const BareKeys bare = ReadBareKeys(keys, any_type);
     // The walk's state at the parse's end: between items, or inside the item under way.
     UniqueWalkState start;
     const UniqueListScan& scan = items->scan();
     if (scan.in_bare) {
       start.mode = 4;
       start.key = "x" + scan.raw;
-      if (!SomeKeyStartsWith(keys, start.key) && start.key != "x-" && start.key != "x-0") {
-        continue;  // (comma tokens cover the rest)
-      }
+      if (!BareMayRepeat(keys, start.key, bare)) continue;  // (comma tokens cover the rest)
     } else if (scan.in_string) {
       std::string raw = scan.raw;
       if (scan.escape) raw.pop_back();  // (the backslash: the walk takes it from mode 2)
@@ -763,10 +842,12 @@ void CfgGrammar::FilterUniqueItems(EarleyParser& parser, std::span<std::uint32_t
       const TokenTrie::Node& node = nodes[i];
       UniqueWalkState& st = stack[node.depth];
       st = stack[node.depth - 1];
-      switch (StepWalk(st, node.byte, keys)) {
+      switch (StepWalk(st, node.byte, keys, bare)) {
         case WalkStep::kOn:
-          // (A bare item completes at its last byte, and may have no way on: `0`.)
-          if (finite || (st.mode == 4 && BareKeyIn(keys, st.key))) {
+          // (A bare item completes at its last byte, and may have no way on: `0`. A literal's
+          // prefix has one way on.)
+          if (finite || (st.mode == 4 && (BareKeyIn(keys, st.key) ||
+                                          (any_type && LiteralLeftIsKey(keys, st.key))))) {
             for (TokenId id : trie_->TokensAt(i))
               if (in_mask(id)) check.push_back(id);
           }

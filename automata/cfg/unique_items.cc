@@ -207,7 +207,29 @@ bool UniqueKey(std::string_view text, std::string* key) {
     return true;
   }
   key->assign(1, 'x');
-  key->append(text == "-0" ? std::string_view("0") : text);  // (JSON equality: -0 = 0)
+  if (PlainInteger(text)) {
+    key->append(text == "-0" ? std::string_view("0") : text);  // (JSON equality: -0 = 0)
+    return true;
+  }
+  if (!text.empty() && (text.front() == '-' || (text.front() >= '0' && text.front() <= '9'))) {
+    // Another number (a fraction, an exponent, an integer past 18 digits): canonical, as the
+    // validator compares numbers (1 = 1.0 = 1e0).
+    const nlohmann::json v = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (v.is_discarded() || !v.is_number()) return false;
+    AppendCanonicalNumber(v, key);
+    return true;
+  }
+  key->append(text);  // (a literal)
+  return true;
+}
+
+bool PlainInteger(std::string_view text) {
+  std::size_t i = !text.empty() && text[0] == '-' ? 1 : 0;
+  const std::size_t digits = text.size() - i;
+  if (digits == 0 || digits > 18) return false;
+  if (text[i] == '0' && digits > 1) return false;
+  for (; i < text.size(); ++i)
+    if (text[i] < '0' || text[i] > '9') return false;
   return true;
 }
 

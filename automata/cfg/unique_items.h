@@ -31,10 +31,16 @@ bool DecodeJsonString(std::string_view text, std::string* out);
 // The key an item's text is compared by: "s" and the decoded value for a string; "o" and a
 // canonical form of the value for an object or array (read as the validator reads instances:
 // members by key, a repeated key's last value, numbers equal when JSON Schema's comparison says
-// so: 1 = 1.0, strings decoded); "x" and the text itself for anything else (integers and
-// literals, which schema grammars spell one way; "-0" is keyed as "0").
-// False when `text` starts with a quote, brace or bracket but is not one JSON value.
+// so: 1 = 1.0, strings decoded); "x" and the text itself for a literal and a PlainInteger ("-0"
+// is keyed as "0"), "x" and the canonical form of any other number (the same as the integer's
+// text when the number is an integer of up to 18 digits, so "x1" for 1, 1.0 and 1e0).
+// False when `text` starts with a quote, brace or bracket, or with a digit or minus, but is
+// not one JSON value.
 bool UniqueKey(std::string_view text, std::string* key);
+
+// `text` is an integer of at most 18 digits as JSON writes it (`-?(0|[1-9][0-9]*)`): its key
+// is its text ("x" + text; "-0" as "0"), and every key of a longer text of digits is another.
+bool PlainInteger(std::string_view text);
 
 // Where a scan inside an object or array item stands, and whether `byte` (already appended to
 // the item's text) closed it: depth 0 again.

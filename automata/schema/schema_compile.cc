@@ -1300,12 +1300,15 @@ class Emitter {
     const char* kWhy =
         "uniqueItems is enforced on items of one kind spelt one way: strings (maxLength "
         "counted at run time), integers, an enum of scalars, alternatives of strings of one "
-        "automaton each, or objects that can always take one more member (no "
-        "additionalProperties false, propertyNames, patternProperties or maxProperties), "
-        "checked as they complete, with minItems at most 1 where the values can run out and "
-        "minItems and maxItems at most 1024 apart; or on items drawn from a small finite set "
-        "(enum, const, boolean, null; at most 10 values), by the grammar. Objects that can run "
-        "out of values, arrays, and items of any type are not";
+        "automaton each, objects that can always take one more member (no "
+        "additionalProperties false, propertyNames, patternProperties or maxProperties), or "
+        "items of any type whose every kind is open but for literals (numbers with no bound "
+        "or multipleOf, open strings and objects, arrays with no array keyword, null, "
+        "booleans), checked as they complete, with minItems at most 1 where the values can "
+        "run out and minItems and maxItems at most 1024 apart; or on items drawn from a small "
+        "finite set (enum, const, boolean, null; at most 10 values), by the grammar. Objects "
+        "that can run out of values (closed ones), bounded numbers and constrained arrays are "
+        "not";
     std::vector<json> all;
     std::vector<std::vector<int>> allowed;  // per position (prefix..., rest): indices in `all`
     for (std::size_t i = 0; i <= plan.prefix.size(); ++i) {
@@ -1561,6 +1564,51 @@ class Emitter {
     }
     return true;
   }
+  // Items of several types (of any type: `{}`, an untyped `pattern`), or numbers, or arrays,
+  // whose every prefix can still become infinitely many values, but along a literal: numbers with no bound or
+  // multipleOf (every prefix goes on with more digits), strings whose automaton is open, objects
+  // that can always take one more member, arrays with no array keyword (any items, as many as
+  // wanted), and null and booleans. The literals run out at their first byte (`t` can only be
+  // `true`): the item rule is then its own item automaton, its calls of other rules (objects,
+  // arrays) counted as infinitely many ways (grammar::Rule::unique_open_calls).
+  Result<bool> AnyTypeItemsOpen(const Facts& it, const std::string& loc) {
+    constexpr std::uint8_t kOpenKinds = kTObject | kTArray | kTString | kTNumber;
+    if ((it.types & kOpenKinds) == 0 || it.enum_vals || !it.not_in.empty()) return false;
+    // (Strings, objects and integers alone have their own cases above; numbers or arrays alone
+    // are items of this kind too. A number that is no integer is not one here.)
+    if ((it.types & kTFrac) != 0 && (it.types & kTInt) == 0) return false;
+    if ((it.types & kTNumber) != 0 &&
+        (it.min || it.max || it.multiple_of || !it.not_multiples.empty())) {
+      return false;
+    }
+    if ((it.types & kTArray) != 0 && (!it.arr.empty() || it.max_items || it.unique ||
+                                      !it.contains.empty())) {
+      return false;
+    }
+    if ((it.types & kTObject) != 0) {
+      auto plan_o = m_.PlanObject(it);
+      if (!plan_o.ok()) return plan_o.status();
+      if (!ObjectItemsOpen(it, *plan_o)) return false;
+    }
+    if ((it.types & kTString) != 0) {
+      const StringConstraint sc = StringConstraintOf(it);
+      if (sc.max_length) return false;
+      if (sc.pattern || !sc.also_patterns.empty() || !sc.not_patterns.empty() || sc.format ||
+          !sc.also_formats.empty() || !sc.not_formats.empty()) {
+        auto e = AddStringExpr(&g_, sc, o_.lexical);
+        if (!e.ok()) {
+          if (e.status().code() == StatusCode::kUnsatisfiable) return false;
+          return WithLoc(e.status(), it.str_loc.empty() ? loc : it.str_loc);
+        }
+        const Expr& x = g_.expr(*e);
+        if (x.kind != ExprKind::kByteDfa || x.dfa == nullptr) return false;
+        auto o = OpennessOf(*x.dfa, loc);
+        if (!o.ok()) return o.status();
+        if (!o->all_open) return false;
+      }
+    }
+    return true;
+  }
   Result<std::optional<ExprId>> UniqueRuntimeExpr(const Facts& f, const ArrayPlan& plan,
                                                   int depth) {
     const std::optional<ExprId> no;
@@ -1612,6 +1660,7 @@ class Emitter {
     const Facts& it = *items;
     const std::string loc = f.unique_loc;
     bool open = split_open, finite = false;
+    bool open_calls = false;  // items of any type (AnyTypeItemsOpen)
     ExprId counted_body = -1;  // a string counted at run time (maxLength alone)
     std::int32_t counted_max = -1;
     ExprId body = -1;  // the item's expression when it is not open
@@ -1732,6 +1781,11 @@ class Emitter {
       } else {
         LOCKSTEP_RETURN_IF_ERROR(classify(*e));
       }
+    } else {
+      auto any = AnyTypeItemsOpen(it, loc);
+      if (!any.ok()) return any.status();
+      if (!*any) return no;
+      open = open_calls = true;
     }
     if (!open && body < 0) return no;
     if (finite && f.min_items >= 2) return no;  // (counting the values left: not done)
@@ -1746,13 +1800,22 @@ class Emitter {
       auto e = CompileConj(plan.rest, depth + 1);
       if (!e.ok()) return e.status();
       if (IsNever(*e)) return no;
-      item = RuleOf(*e, "ui");
+      ExprId item_body = *e;
+      if (open_calls) {
+        // The item rule is the item automaton: the alternatives themselves, not a call of the
+        // rule that holds them (which other values share).
+        const Expr& x = g_.expr(item_body);
+        if (x.kind != ExprKind::kRuleRef || g_.rules[x.rule].body < 0) return no;
+        item_body = g_.rules[x.rule].body;
+      }
+      item = RuleOf(item_body, "ui");
     } else {
       item = RuleOf(body, "ui");  // (one byte automaton: CfgProgram::item_automaton_of)
     }
     run_time_checks_.push_back(loc);
     const RuleId list = NewRule("ul" + std::to_string(g_.rules.size()));
     g_.rules[list].unique_item = item;
+    g_.rules[list].unique_open_calls = open_calls;
     auto next = [&] { return Seq({Comma(), Ref(item)}); };
     std::vector<ExprId> parts = {Ws(), Ref(item)};
     for (std::int64_t i = 1; i < min_i; ++i) parts.push_back(next());

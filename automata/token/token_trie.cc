@@ -391,6 +391,26 @@ const TokenTrie::CommaQuoteTokens& TokenTrie::CommaQuotes(const Vocabulary& voca
         if (open != std::string_view::npos && bytes.find('}', open) != std::string_view::npos)
           comma_quotes_.brace_pairs.push_back(id);
       }
+      if (bytes.find(']') != std::string_view::npos) comma_quotes_.bracket.push_back(id);
+      for (std::size_t i = 0; i < bytes.size(); ++i) {
+        if (bytes[i] != ',' && bytes[i] != '[') continue;
+        std::size_t j = i + 1;
+        while (j < bytes.size() && (bytes[j] == ' ' || bytes[j] == '\t' || bytes[j] == '\n' ||
+                                    bytes[j] == '\r')) {
+          ++j;
+        }
+        // (What follows agrees with a literal: a prefix of it, or it and more.)
+        const std::string_view rest = bytes.substr(j);
+        bool literal = false;
+        for (std::string_view lit : {"true", "false", "null"}) {
+          const std::size_t n = std::min(rest.size(), lit.size());
+          literal = literal || (!rest.empty() && rest.substr(0, n) == lit.substr(0, n));
+        }
+        if (literal) {
+          comma_quotes_.literal_after.push_back(id);
+          break;
+        }
+      }
       const std::size_t comma = bytes.find(',');
       if (comma != std::string_view::npos) comma_quotes_.comma.push_back(id);
       // (Quotes after a later comma are among those after the first.)

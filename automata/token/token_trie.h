@@ -52,6 +52,11 @@ class TokenTrie {
   struct CommaQuoteTokens {
     std::vector<TokenId> opening, other, comma;
     std::vector<TokenId> brace, brace_pairs;
+    // Tokens with a `]` (an array item may end in them), and tokens in which a comma or an
+    // opening bracket is followed, after blanks, by the start of a literal (`,t`, `, nul`,
+    // `,false`, `, true,`): an item of any type there may have only `true`, `false` or `null`
+    // left to finish with.
+    std::vector<TokenId> bracket, literal_after;
   };
   const CommaQuoteTokens& CommaQuotes(const Vocabulary& vocab) const;
   std::size_t num_nodes() const { return nodes_.size() - 1; }  // minus the sentinel

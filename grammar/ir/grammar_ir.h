@@ -83,6 +83,12 @@ struct Rule {
   // call of it completes into this rule, the parser drops the parse if the item's value equals
   // an earlier item's of the same list (automata/cfg/earley.h, "Unique items"). -1: none.
   RuleId unique_item = -1;
+  // With unique_item: the item rule's calls of other rules (and its special tokens) each lead
+  // to infinitely many values (open objects, arrays, strings: the schema compiler makes such
+  // items only where that holds), so the item's values run out only along its own bytes (the
+  // literals of items of any type). The item rule is then the item automaton itself, its calls
+  // counted as infinitely many ways (CfgProgram::item_completions).
+  bool unique_open_calls = false;
   // The rule is one JSON string (its body a kByteDfa that spans the quotes) whose content may
   // have at most this many characters (code points), counted by the parser at run time: a
   // maxLength that would multiply a pattern's or a format's automaton past its state budget

@@ -355,6 +355,14 @@ class Pass {
       if (new_body_[r] >= 0 && static_cast<RuleId>(r) != g_.root) enqueue(static_cast<RuleId>(r));
     }
     auto preferred = [this](RuleId a, RuleId b) { return a == g_.root || (b != g_.root && a < b); };
+    // The item rules of lists of items of any type (Rule::unique_open_calls) are their own item
+    // automata, checked at every byte into a state with few ways left: merged with the rule of
+    // any value, which other values share, every nested value would be checked too.
+    std::vector<std::uint8_t> open_item(n, 0);
+    for (std::size_t r = 0; r < n; ++r) {
+      if (g_.rules[r].unique_item >= 0 && g_.rules[r].unique_open_calls)
+        open_item[g_.rules[r].unique_item] = 1;
+    }
     std::string key;
     while (!work.empty()) {
       const RuleId r = work.front();
@@ -368,6 +376,8 @@ class Pass {
       key.clear();
       // (A unique-items list keys apart from every other rule: its item check is its own.)
       if (g_.rules[r].unique_item >= 0) key = "unique#" + std::to_string(r) + "#";
+      if (g_.rules[r].unique_open_calls) key += "open#";
+      if (open_item[r]) key += "open-item#" + std::to_string(r) + "#";
       if (g_.rules[r].max_chars >= 0) key += "chars#" + std::to_string(g_.rules[r].max_chars) + "#";
       Key(out_, new_body_[r], &key, find);
       if (key == keys[r]) continue;

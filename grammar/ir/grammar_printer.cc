@@ -297,6 +297,7 @@ bool StructurallyEqual(const Grammar& a, const Grammar& b) {
   for (std::size_t i = 0; i < a.rules.size(); ++i) {
     if (a.rules[i].name != b.rules[i].name) return false;
     if (a.rules[i].unique_item != b.rules[i].unique_item) return false;
+    if (a.rules[i].unique_open_calls != b.rules[i].unique_open_calls) return false;
     if (a.rules[i].max_chars != b.rules[i].max_chars) return false;
     if (!ExprEqual(a, a.rules[i].body, b, b.rules[i].body)) return false;
   }

@@ -575,7 +575,7 @@ TEST_F(CapiTest, VocabularyAndCompileErrors) {
             LOCKSTEP_INVALID_ARGUMENT);
   // Unsupported (strict) keyword, then the same in lenient mode with a warning.
   const std::string unique =
-      R"({"type": "array", "items": {"type": "number"}, "uniqueItems": true})";
+      R"({"type": "array", "items": {"type": "number", "maximum": 10}, "uniqueItems": true})";
   EXPECT_EQ(lockstep_compile_schema(vocab_, unique.data(), unique.size(), nullptr, &g),
             LOCKSTEP_UNSUPPORTED);
   EXPECT_TRUE(LastErrorHas("/uniqueItems")) << lockstep_last_error();

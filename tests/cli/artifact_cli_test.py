@@ -126,7 +126,7 @@ class ArtifactCli(unittest.TestCase):
                        "tests": [{"valid": True, "data": [1]}]}, f)
         with open(os.path.join(src, "c_bad.json"), "w") as f:
             json.dump({"type": "object", "properties": {"t": {"type": "array", "items": {
-                "type": "number"}, "uniqueItems": True}}}, f)
+                "type": "number", "maximum": 10}, "uniqueItems": True}}}, f)
         with open(os.path.join(src, "d_calls.gbnf"), "w") as f:
             with open(os.path.join(SOURCE, "grammars", "tool_calls.gbnf")) as g:
                 f.write(g.read())

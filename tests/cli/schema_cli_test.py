@@ -31,7 +31,7 @@ SCHEMA = {
 
 UNSUPPORTED = {
     "type": "object",
-    "properties": {"tags": {"type": "array", "items": {"type": "number"},
+    "properties": {"tags": {"type": "array", "items": {"type": "number", "maximum": 10},
                             "uniqueItems": True}},
 }
 

@@ -81,6 +81,16 @@ std::string ManyItems(int n) {
   return text + "]";
 }
 
+// Random walks (testing::ExactnessWalks) through `schema` on `vocab`: every mask equal to the
+// brute-force one, no dead end.
+void WalkOn(const char* vocab, const char* schema, long steps, std::uint64_t seed, int len) {
+  auto g = testing::CompilerFor(vocab).CompileSchema(schema);
+  ASSERT_TRUE(g.ok()) << schema << ": " << g.status().ToString();
+  testing::WalkStats st = testing::ExactnessWalks(*g, steps, seed, len);
+  std::printf("%s: %s\n", vocab, st.Summary().c_str());
+  EXPECT_TRUE(st.Exact()) << vocab << ": " << schema << ": " << st.Failure();
+}
+
 TEST(UniqueItems, ItemsAgreeWithTheValidator) {
   const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
       {kStrings,
@@ -331,13 +341,7 @@ TEST(UniqueItems, CountedStringsAndUnionsOnThreeVocabularies) {
   const long steps = std::max(20L, static_cast<long>(50 * testing::TestScale()));
   std::uint64_t seed = 41;
   for (const char* vocab : {"llama3", "qwen2.5", "mistral"}) {
-    for (const char* schema : walked) {
-      auto g = testing::CompilerFor(vocab).CompileSchema(schema);
-      ASSERT_TRUE(g.ok()) << schema << ": " << g.status().ToString();
-      testing::WalkStats st = testing::ExactnessWalks(*g, steps, seed++, 30);
-      std::printf("%s: %s\n", vocab, st.Summary().c_str());
-      EXPECT_TRUE(st.Exact()) << vocab << ": " << schema << ": " << st.Failure();
-    }
+    for (const char* schema : walked) WalkOn(vocab, schema, steps, seed++, 30);
     auto g = testing::CompilerFor(vocab).CompileSchema(bound);
     ASSERT_TRUE(g.ok()) << g.status().ToString();
     const int width = testing::CompilerFor(vocab).vocabulary().logits_width();
@@ -442,6 +446,24 @@ TEST(UniqueItems, GbnfCannotSayItStrictRefusesLenientWarns) {
 const char* kObjects = R"({"type": "array", "uniqueItems": true, "items": {"type": "object",
     "properties": {"name": {"type": "string"}, "value": {}}, "required": ["name"]}})";
 
+// Every text is taken whole (and may end there) exactly when the validator accepts it, for each
+// schema of `cases`, on Llama-3 and Qwen2.5.
+void ExpectAgreementWithTheValidator(
+    const std::vector<std::pair<std::string, std::vector<std::string>>>& cases) {
+  for (const char* vocab : {"llama3", "qwen2.5"}) {
+    for (const auto& [schema, texts] : cases) {
+      auto g = testing::CompilerFor(vocab).CompileSchema(schema);
+      EXPECT_TRUE(g.ok()) << schema << ": " << g.status().ToString();
+      if (!g.ok()) continue;
+      for (const std::string& text : texts) {
+        Matcher m(*g);
+        const bool taken = m.AcceptString(text) && m.CanEnd();
+        EXPECT_EQ(taken, Valid(schema, text)) << vocab << ": " << text << "\n  schema: " << schema;
+      }
+    }
+  }
+}
+
 TEST(UniqueItems, ObjectItemsAgreeWithTheValidator) {
   const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
       {kObjects,
@@ -490,23 +512,64 @@ TEST(UniqueItems, ObjectItemsAgreeWithTheValidator) {
        {R"([{"tags":[{},{"a":1}]},{"tags":[{"a":1},{}]}])", R"([{"tags":[{},{}]}])",
         R"([{"tags":[{"a":1}]},{"tags":[{"a":1}]}])", R"([{"tags":[{"a":[]}]},{"tags":[]}])"}},
   };
-  for (const char* vocab : {"llama3", "qwen2.5"}) {
-    for (const auto& [schema, texts] : cases) {
-      auto g = testing::CompilerFor(vocab).CompileSchema(schema);
-      ASSERT_TRUE(g.ok()) << schema << ": " << g.status().ToString();
-      for (const std::string& text : texts) {
-        Matcher m(*g);
-        const bool taken = m.AcceptString(text) && m.CanEnd();
-        EXPECT_EQ(taken, Valid(schema, text)) << vocab << ": " << text << "\n  schema: " << schema;
-      }
-    }
-  }
+  ExpectAgreementWithTheValidator(cases);
   // Token by token on Llama-3, the mask agreeing with AcceptToken.
   auto g = Compiler().CompileSchema(kObjects);
   ASSERT_TRUE(g.ok()) << g.status().ToString();
   EXPECT_TRUE(Feed(*g, R"([{"name":"a"},{"name":"a","value":2},{"name":"b"}])"));
   EXPECT_FALSE(Feed(*g, R"([{"name":"a"},{"name":"b"},{"name":"a"}])"));
   EXPECT_FALSE(Feed(*g, R"([{"name":"a","value":[1]},{"name":"a","value":[1.0]}])"));
+}
+
+// At every token of `texts` (valid instances of `schema`) on `vocab`, the mask equals the
+// brute-force one; returns how many masks were compared.
+long MasksEqualBruteForceAlong(const std::shared_ptr<const CompiledGrammar>& g,
+                               const std::string& schema, const std::vector<std::string>& texts,
+                               const char* vocab) {
+  const int width = testing::CompilerFor(vocab).vocabulary().logits_width();
+  long checked = 0;
+  for (const std::string& text : texts) {
+    EXPECT_TRUE(Valid(schema, text)) << text;
+    EncodeOptions eo;
+    eo.add_dummy_prefix = false;
+    auto ids = testing::CompilerFor(vocab).vocabulary().Encode(text, eo);
+    EXPECT_TRUE(ids.ok());
+    if (!ids.ok()) continue;
+    Matcher m(g);
+    std::vector<std::uint32_t> fast(BitmaskWords(width));
+    for (TokenId id : *ids) {
+      m.FillNextTokenBitmask(fast);
+      EXPECT_EQ(fast, testing::BruteForceMaskFor(m, fast)) << vocab << ": at a token of " << text;
+      ++checked;
+      if (!m.AcceptToken(id)) {
+        ADD_FAILURE() << vocab << ": " << text;
+        break;
+      }
+    }
+    EXPECT_TRUE(m.CanEnd()) << text;
+  }
+  return checked;
+}
+
+// After `prefix`, the mask equals the brute-force one, the token `out` (when it is one token)
+// is out of it and `in` is in it.
+void ExpectOutAndIn(const std::shared_ptr<const CompiledGrammar>& g, const char* vocab,
+                    const std::string& prefix, const std::string& out, const std::string& in) {
+  const int width = testing::CompilerFor(vocab).vocabulary().logits_width();
+  Matcher m(g);
+  ASSERT_TRUE(m.AcceptString(prefix)) << prefix;
+  std::vector<std::uint32_t> mask(BitmaskWords(width));
+  m.FillNextTokenBitmask(mask);
+  EXPECT_EQ(mask, testing::BruteForceMask(m)) << vocab << ": " << prefix;
+  EncodeOptions eo;
+  eo.add_dummy_prefix = false;
+  auto out_ids = testing::CompilerFor(vocab).vocabulary().Encode(out, eo);
+  auto in_ids = testing::CompilerFor(vocab).vocabulary().Encode(in, eo);
+  ASSERT_TRUE(out_ids.ok() && in_ids.ok());
+  if (out_ids->size() == 1)
+    EXPECT_FALSE(Allowed(mask, (*out_ids)[0])) << vocab << ": " << prefix << " + " << out;
+  if (in_ids->size() == 1)
+    EXPECT_TRUE(Allowed(mask, (*in_ids)[0])) << vocab << ": " << prefix << " + " << in;
 }
 
 // At every token of texts that come near a repeated object, on three vocabularies, the mask
@@ -530,25 +593,7 @@ TEST(UniqueItems, ObjectMasksEqualBruteForceNearRepeats) {
   for (const char* vocab : {"llama3", "qwen2.5", "mistral"}) {
     auto g = testing::CompilerFor(vocab).CompileSchema(schema);
     ASSERT_TRUE(g.ok()) << g.status().ToString();
-    const int width = testing::CompilerFor(vocab).vocabulary().logits_width();
-    long checked = 0;
-    for (const std::string& text : texts) {
-      ASSERT_TRUE(Valid(schema, text)) << text;
-      EncodeOptions eo;
-      eo.add_dummy_prefix = false;
-      auto ids = testing::CompilerFor(vocab).vocabulary().Encode(text, eo);
-      ASSERT_TRUE(ids.ok());
-      Matcher m(*g);
-      std::vector<std::uint32_t> fast(BitmaskWords(width));
-      for (TokenId id : *ids) {
-        m.FillNextTokenBitmask(fast);
-        ASSERT_EQ(fast, testing::BruteForceMaskFor(m, fast)) << vocab << ": at a token of " << text;
-        ++checked;
-        ASSERT_TRUE(m.AcceptToken(id)) << vocab << ": " << text;
-      }
-      EXPECT_TRUE(m.CanEnd()) << text;
-    }
-    EXPECT_GT(checked, 80) << vocab;
+    EXPECT_GT(MasksEqualBruteForceAlong(*g, schema, texts, vocab), 80) << vocab;
     // Right before a repeat: the closing brace is out, more of the item is in.
     for (const auto& [prefix, closing, going_on] :
          std::vector<std::tuple<std::string, std::string, std::string>>{
@@ -557,18 +602,7 @@ TEST(UniqueItems, ObjectMasksEqualBruteForceNearRepeats) {
              {R"({"any": [{}, )", "{}", "{\""},
              {R"({"mixed": [{"s": "a"}, "b", {"s": "a")", "}", ","},
              {R"({"mixed": [{"s": "a"}, "b", "b)", "\"", "c"}}) {
-      Matcher m(*g);
-      ASSERT_TRUE(m.AcceptString(prefix)) << prefix;
-      std::vector<std::uint32_t> mask(BitmaskWords(width));
-      m.FillNextTokenBitmask(mask);
-      EXPECT_EQ(mask, testing::BruteForceMask(m)) << vocab << ": " << prefix;
-      EncodeOptions eo;
-      eo.add_dummy_prefix = false;
-      auto close_ids = testing::CompilerFor(vocab).vocabulary().Encode(closing, eo);
-      auto on_ids = testing::CompilerFor(vocab).vocabulary().Encode(going_on, eo);
-      ASSERT_TRUE(close_ids.ok() && on_ids.ok());
-      if (close_ids->size() == 1) EXPECT_FALSE(Allowed(mask, (*close_ids)[0])) << vocab << ": " << prefix;
-      if (on_ids->size() == 1) EXPECT_TRUE(Allowed(mask, (*on_ids)[0])) << vocab << ": " << prefix;
+      ExpectOutAndIn(*g, vocab, prefix, closing, going_on);
     }
   }
 }
@@ -589,20 +623,111 @@ TEST(UniqueItems, RandomWalksThroughListsOfObjects) {
   const long steps = std::max(20L, static_cast<long>(60 * testing::TestScale()));
   std::uint64_t seed = 23;
   for (const char* vocab : {"llama3", "qwen2.5", "mistral"}) {
-    for (const char* schema : schemas) {
-      auto g = testing::CompilerFor(vocab).CompileSchema(schema);
-      ASSERT_TRUE(g.ok()) << schema << ": " << g.status().ToString();
-      testing::WalkStats st = testing::ExactnessWalks(*g, steps, seed++, 24);
-      std::printf("%s: %s\n", vocab, st.Summary().c_str());
-      EXPECT_TRUE(st.Exact()) << vocab << ": " << schema << ": " << st.Failure();
+    for (const char* schema : schemas) WalkOn(vocab, schema, steps, seed++, 24);
+  }
+}
+
+// Items of any type (`{}`, an untyped `pattern`), numbers, and several types at once, checked
+// at run time: numbers equal as the validator compares them (1 = 1.0 = 1e0, -0 = 0, integers
+// past 2^64 by their binary value), literals, strings, objects and arrays by value.
+const char* kAnyItems = R"({"type": "array", "items": {}, "uniqueItems": true})";
+
+TEST(UniqueItems, AnyTypeItemsAgreeWithTheValidator) {
+  const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
+      {kAnyItems,
+       {R"([1,2,"1",true,null,false,{},[],{"a":1},[1]])", R"([1,1.0])", R"([1,1e0])",
+        R"([100,1e2])", R"([0,-0])", R"([0.5,5e-1])", R"([0.5,0.25])", R"([true,true])",
+        R"([null,null])", R"([false,true,false])", R"([[1],[1.0]])", R"([[1,2],[2,1]])",
+        R"([{"a":1},{"a":1.0}])", R"([{},[]])", R"(["a","a"])", R"(["1",1])", R"(["true",true])",
+        R"([18446744073709551616,18446744073709551617])",
+        R"([123456789012345678901,123456789012345678902])",
+        R"([12345678901234567890,12345678901234567891])", R"([1, 1 ])",
+        R"([ true , null , true ])", "[\n  1,\n  1.00\n]", R"([-1.5,-15e-1])",
+        R"([[], [[]], [[], []]])", R"([[], [[]], [[]]])"}},
+      {R"({"type": "array", "uniqueItems": true, "items": {"pattern": "^\\.[^/]+$"}})",
+       {R"([".a",".b",1,true])", R"([".a",".a"])", R"([1,{"x":".a"},[".a"],".a"])", R"(["a"])",
+        R"([null,null])", R"([{"p":1},{"p":1}])", R"([".a",".a/"])"}},
+      {R"({"type": "array", "uniqueItems": true, "items": {"type": "number"}})",
+       {R"([1,2,3.5])", R"([1,1.0])", R"([3.5,35e-1])", R"([0.1,0.10])", R"([-0.0,0])",
+        R"([1E2,100.0])", R"([7,70e-1,0.7e1])"}},
+      {R"({"type": "array", "uniqueItems": true, "maxItems": 4,
+           "items": {"type": ["boolean", "null", "array"]}})",
+       {R"([true,false,null,[]])", R"([true,false,null,[],[1]])", R"([[],[]])",
+        R"([[true],[true]])", R"([false,false])", R"([[null],[false],[null]])"}},
+      // minItems 3 over items that run out only along literals.
+      {R"({"type": "array", "uniqueItems": true, "minItems": 3,
+           "items": {"type": ["null", "integer"]}})",
+       {R"([null,1,2])", R"([null,null,1])", R"([1,2])", R"([1,2,3])", R"([1,-0,0])"}},
+  };
+  ExpectAgreementWithTheValidator(cases);
+  // Token by token on Llama-3, the mask agreeing with AcceptToken.
+  auto g = Compiler().CompileSchema(kAnyItems);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_TRUE(Feed(*g, R"([true, 1, 1.5, "1", [1], {"a": 1}, null, 15, false])"));
+  EXPECT_FALSE(Feed(*g, R"([true, 1, 1.0])"));
+  EXPECT_FALSE(Feed(*g, R"([null, 2, null])"));
+  EXPECT_FALSE(Feed(*g, R"([[1, {"a": []}], [1, {"a": []}]])"));
+}
+
+// At every token of texts through lists of items of any type, on three vocabularies, the mask
+// equals the brute-force one; right before a repeat the token that would make it is out and
+// one that goes on is in: a literal already used cannot start (`t` has one way on), a number
+// equal to an earlier one cannot end (`1.0` after 1), an array cannot close on a repeat.
+TEST(UniqueItems, AnyTypeMasksEqualBruteForceNearRepeats) {
+  const std::string schema = R"({"type": "object", "properties": {
+      "any": {"type": "array", "uniqueItems": true, "items": {}},
+      "num": {"type": "array", "uniqueItems": true, "items": {"type": "number"}},
+      "pat": {"type": "array", "uniqueItems": true, "items": {"pattern": "^[a-z]+$"}}},
+    "additionalProperties": false})";
+  const std::vector<std::string> texts = {
+      R"({"any": [true, 1, "t", [1], {"a": null}, null, 1.5, [true], false, {"a": [null]}, 2e0, []]})",
+      R"({"num": [1, 10, 1.5, 15e-2, -1, 100, 0.5e1]})",
+      R"({"pat": ["ab", 1, "abc", true, [1], {"x": "ab"}, null, "b", false, -0.5]})",
+  };
+  for (const char* vocab : {"llama3", "qwen2.5", "mistral"}) {
+    auto g = testing::CompilerFor(vocab).CompileSchema(schema);
+    ASSERT_TRUE(g.ok()) << g.status().ToString();
+    EXPECT_GT(MasksEqualBruteForceAlong(*g, schema, texts, vocab), 60) << vocab;
+    for (const auto& [prefix, out, in] :
+         std::vector<std::tuple<std::string, std::string, std::string>>{
+             {R"({"any": [true, null, )", "t", "f"},
+             {R"({"any": [true, null, )", "n", "1"},
+             {R"({"any": [1, 1.0)", "]", "1"},
+             {R"({"any": [1, 1.0)", ",", "5"},
+             {R"({"any": [[1], [1)", "]", ","},
+             {R"({"any": [{"a": 1}, {"a": 1.0)", "}", "1"},
+             {R"({"num": [1, 10, 1)", "]", "0"},
+             {R"({"num": [0.5, 5e-1)", "]", "2"},
+             {R"({"pat": ["ab", null, )", "n", "t"},
+             {R"({"pat": ["ab", "ab)", "\"", "c"}}) {
+      ExpectOutAndIn(*g, vocab, prefix, out, in);
     }
   }
 }
 
+// Random walks through lists of items of any type with few values of some kinds (literals,
+// short arrays), on three vocabularies: every mask equals the brute-force one, and no walk
+// meets a dead end (a literal whose only value is used, a list of booleans and null full).
+TEST(UniqueItems, RandomWalksThroughListsOfAnyType) {
+  const char* schemas[] = {
+      R"({"type": "array", "uniqueItems": true, "items": {}})",
+      R"({"type": "array", "uniqueItems": true, "items": {"type": ["boolean", "null", "array"]}})",
+      R"({"type": "array", "uniqueItems": true, "minItems": 2,
+          "items": {"type": ["boolean", "null", "number"]}})",
+  };
+  const long steps = std::max(20L, static_cast<long>(60 * testing::TestScale()));
+  std::uint64_t seed = 57;
+  for (const char* vocab : {"llama3", "qwen2.5", "mistral"}) {
+    for (const char* schema : schemas) WalkOn(vocab, schema, steps, seed++, 24);
+  }
+}
+
 // What stays refused: objects that can run out of values (no extra member, a bound on the
-// members or a constraint on their keys), arrays, several kinds of items at once, numbers that
-// may be spelt several ways, strings bounded by a length counter only, and items that can run
-// out under a minItems of 2 or more (which would need the values left counted).
+// members or a constraint on their keys), arrays with item constraints, alternatives of objects
+// and integers, bounded numbers (`1.` under a maximum of 1 goes on only as 1.0, 1.00, ...: one
+// value), items of several types one of which can run out (bounded, a closed string pattern,
+// excluded values), strings bounded by a length counter only, and items that can run out under
+// a minItems of 2 or more (which would need the values left counted).
 TEST(UniqueItems, WhatStaysRefused) {
   for (const char* tail : {R"("items": {"type": "string", "maxLength": 0}})",
                            // (after "a" only the closing quote or one more "b" within one
@@ -620,9 +745,12 @@ TEST(UniqueItems, WhatStaysRefused) {
                                                   {"type": "string", "maxLength": 3}]}})",
                            R"("items": {"anyOf": [{"type": "object"},
                                                   {"type": "object", "maxProperties": 1}]}})",
-                           R"("items": {}})", R"("items": {"type": "array"}})",
-                           R"("items": {"type": ["string", "integer"]}})",
-                           R"("items": {"type": "number"}})",
+                           R"("items": {"type": "array", "items": {"type": "string"}}})",
+                           R"("items": {"type": ["string", "integer"], "maximum": 5}})",
+                           R"("items": {"type": "number", "maximum": 1}})",
+                           R"("items": {"type": ["number", "string"], "maxLength": 4}})",
+                           R"("items": {"type": ["null", "string"], "pattern": "^a$"}})",
+                           R"("items": {"not": {"const": 1}}})",
                            R"("items": {"type": "string", "pattern": "^[ab]$"}, "minItems": 2})",
                            R"("minItems": 2, "items": {"enum": ["a", "b", "c", "d", "e", "f", "g",
                                                                  "h", "i", "j", "k"]}})"}) {

@@ -112,10 +112,11 @@ TEST(Request, JsonSchemaIsTheSchema) {
 }
 
 TEST(Request, JsonSchemaStrictnessIsTheCompilersMode) {
-  // uniqueItems over numbers (1 and 1.0 are one value) is not enforced: strict refuses it at the
-  // keyword's pointer inside the request, non-strict (and absent) relaxes it with a warning there.
+  // uniqueItems over numbers with a maximum (`10.` can only go on as 10.0, 10.00, ...: one
+  // value) is not enforced: strict refuses it at the keyword's pointer inside the request,
+  // non-strict (and absent) relaxes it with a warning there.
   const ojson schema = {{"type", "array"},
-                        {"items", {{"type", "number"}}},
+                        {"items", {{"type", "number"}, {"maximum", 10}}},
                         {"uniqueItems", true}};
   auto strict = CompileRequest(CompilerFor("qwen2.5"),
                                Body({{"response_format", JsonSchemaFormat(schema, true)}}).dump());
@@ -133,7 +134,7 @@ TEST(Request, JsonSchemaStrictnessIsTheCompilersMode) {
 TEST(Request, ToolSchemasAreLenientUnlessEveryToolIsStrict) {
   ojson tools = Tools();
   tools[1]["function"]["parameters"]["properties"]["tags"] = {
-      {"type", "array"}, {"items", {{"type", "number"}}}, {"uniqueItems", true}};
+      {"type", "array"}, {"items", {{"type", "number"}, {"maximum", 10}}}, {"uniqueItems", true}};
   const std::string at = "/tools/1/function/parameters/properties/tags/uniqueItems";
   CompiledRequest r = Compile(Body({{"tools", tools}}));
   ASSERT_EQ(r.warnings.size(), 1u);
