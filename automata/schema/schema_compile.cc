@@ -1490,8 +1490,10 @@ class Emitter {
   }
   // Over a JSON string automaton (each state at one place of JSON's character syntax): the
   // fewest ways, over its states before the closing quote, to reach that quote starting at most
-  // one new character, counted up to `cap`.
-  static std::int64_t FewestWaysWithinOneCharacter(const ByteDfa& d, std::int64_t cap) {
+  // one new character, counted up to `cap`; -1 once `deadline` has passed (polled per byte
+  // step).
+  static std::int64_t FewestWaysWithinOneCharacter(const ByteDfa& d, std::int64_t cap,
+                                                   const CompileDeadline& deadline) {
     const std::int32_t n = d.num_states;
     std::vector<std::int16_t> mode(static_cast<std::size_t>(n), -1);
     if (d.start == ByteDfa::kDead) return 0;
@@ -1517,6 +1519,7 @@ class Emitter {
       if (depth > 32) return 0;  // (not a string automaton's shape: no ways counted)
       std::int64_t w = 0;
       for (int b = 0; b < 256 && w < cap; ++b) {
+        if (deadline.Poll()) return 0;  // (the caller reads the deadline)
         const StateId t = d.Step(q, static_cast<std::uint8_t>(b));
         if (t == ByteDfa::kDead) continue;
         auto m = static_cast<std::uint8_t>(mode[q]);
@@ -1535,8 +1538,9 @@ class Emitter {
     for (const StateId q : order) {
       if (mode[q] == kCharClosed) continue;
       fewest = std::min(fewest, ways(q, 0, 0));
+      if (deadline.Poll()) return -1;
     }
-    return fewest;
+    return deadline.PassedNow() ? -1 : fewest;
   }
   static bool AnyValueSchema(const json& j) {
     if (j.is_boolean()) return j.get<bool>();
@@ -1730,9 +1734,12 @@ class Emitter {
           StringConstraint uncounted = sc;
           uncounted.max_length.reset();
           auto body = AddStringExpr(&g_, uncounted, o_.lexical);
-          if (body.ok() && g_.expr(*body).kind == ExprKind::kByteDfa &&
-              g_.expr(*body).dfa != nullptr &&
-              FewestWaysWithinOneCharacter(*g_.expr(*body).dfa, *f.max_items) >= *f.max_items) {
+          const std::int64_t fewest =
+              body.ok() && g_.expr(*body).kind == ExprKind::kByteDfa && g_.expr(*body).dfa != nullptr
+                  ? FewestWaysWithinOneCharacter(*g_.expr(*body).dfa, *f.max_items, o_.deadline)
+                  : 0;
+          if (fewest < 0) return o_.deadline.Error(it.str_loc.empty() ? loc : it.str_loc);
+          if (fewest >= *f.max_items) {
             counted_body = *body;
             counted_max = static_cast<std::int32_t>(*sc.max_length);
             open = true;
