@@ -1518,6 +1518,7 @@ Status ComputeItemAutomata(CfgProgram* out) {
   p.item_automaton_of.clear();
   p.item_completions.clear();
   p.before_item.clear();
+  p.item_zero_twice.clear();
   if (!p.HasUniqueItems()) return Status::Ok();
   const std::int32_t nr = p.NumRules(), ns = p.num_states, nc = p.num_classes;
   std::vector<std::vector<StateId>> states(static_cast<std::size_t>(nr));
@@ -1533,6 +1534,16 @@ Status ComputeItemAutomata(CfgProgram* out) {
   p.item_automaton_of.assign(static_cast<std::size_t>(nr), -1);
   p.item_completions.assign(static_cast<std::size_t>(ns), CfgProgram::kNoCompletions);
   p.before_item.assign(static_cast<std::size_t>(ns), 0);
+  p.item_zero_twice.assign(static_cast<std::size_t>(nr), 0);
+  // Whether rule a's automaton, byte edges only, takes `text` from its start.
+  const auto takes = [&](std::int32_t a, std::string_view text) {
+    StateId s = p.rules[a].start;
+    for (const char c : text) {
+      if (s == CfgProgram::kDead) return false;
+      s = p.next[static_cast<std::size_t>(s) * nc + p.byte_class[static_cast<std::uint8_t>(c)]];
+    }
+    return s != CfgProgram::kDead && p.accepting[s] != 0;
+  };
   for (std::int32_t list = 0; list < nr; ++list) {
     const std::int32_t item = p.rules[list].unique_item;
     if (item < 0) continue;
@@ -1607,6 +1618,7 @@ Status ComputeItemAutomata(CfgProgram* out) {
       for (StateId s : own) p.item_completions[s] = CfgProgram::kNoCompletions;
     } else {
       p.item_automaton_of[a] = item;
+      if (takes(a, "0") && takes(a, "-0")) p.item_zero_twice[a] = 1;
     }
     // The list's states before an item: no way to accept without one more item.
     std::vector<std::uint8_t> free_end(static_cast<std::size_t>(ns), 0);  // accept w/o an item

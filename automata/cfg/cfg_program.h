@@ -171,6 +171,10 @@ struct CfgProgram {
   std::vector<std::int32_t> item_automaton_of;  // (sized iff HasUniqueItems())
   std::vector<std::int64_t> item_completions;
   std::vector<std::uint8_t> before_item;
+  // Per rule, for the item automata: 1 when the automaton takes both `0` and `-0` (an integer
+  // whose range holds 0), one value spelt two ways, so its values from the start are one fewer
+  // than its ways (item_completions counts ways).
+  std::vector<std::uint8_t> item_zero_twice;
 
   // Counted strings (ComputeLengthTables; empty when no rule has max_chars). For the states of
   // those rules: min_chars[s], the fewest characters that still finish the string from s

@@ -1125,8 +1125,9 @@ bool EarleyParser::CountedItemStaysNew(std::int32_t rule, std::int32_t item_orig
 bool EarleyParser::ListHasRoom(const EarleyItem& q) {
   const std::int32_t a = automaton_of_list_[q.rule];
   const StateId start = p_->rules[a].start;
-  const std::int64_t n = p_->item_completions[start];
+  std::int64_t n = p_->item_completions[start];
   if (n < 0) return true;  // (infinitely many values)
+  n -= p_->item_zero_twice[a];  // (ways to values: 0 and -0 are one)
   if (!ReadListTo(q.origin, num_sets() - 1)) return true;
   if (n > static_cast<std::int64_t>(unique_list_.size())) return true;
   return SomeNewCompletion(start, std::string());
