@@ -1622,6 +1622,9 @@ class Emitter {
     if (fl->never) return no;
     bool split_open = false;  // items of alternatives, each an open object or open string
     ExprId string_union = -1;  // items of alternatives that are strings of one automaton each
+    // Alternatives of which some are items of any type (AnyTypeItemsOpen): the item rule is
+    // the alternatives, those inlined (their literals run out in the item's own automaton).
+    std::vector<std::pair<Conj, bool>> split_any;  // (alternative, of any type)
     if (fl->split >= 0) {
       std::vector<std::pair<Conj, Facts>> alts;
       for (const Conj& alt : m_.Alternatives(*fl)) {
@@ -1637,7 +1640,29 @@ class Emitter {
       if (!u.ok()) return u.status();
       string_union = *u;
       if (string_union < 0) {
-        for (const auto& [conj, fx] : alts) {
+        // An alternative of any type that allows every object (no object keyword) holds every
+        // other alternative's objects, closed ones too: those add no value (conjure's items,
+        // an untyped pattern or a closed object).
+        bool every_object = false;
+        std::vector<bool> any_type(alts.size(), false);
+        for (std::size_t i = 0; i < alts.size(); ++i) {
+          const Facts& fx = alts[i].second;
+          if (fx.types == kTString || fx.types == kTObject) continue;
+          auto a = AnyTypeItemsOpen(fx, f.unique_loc);
+          if (!a.ok()) return a.status();
+          if (!*a) return no;
+          any_type[i] = true;
+          every_object = every_object ||
+                         ((fx.types & kTObject) != 0 && fx.obj.empty() && fx.required.empty() &&
+                          fx.min_props == 0 && !fx.max_props && fx.some_members.empty());
+        }
+        for (std::size_t i = 0; i < alts.size(); ++i) {
+          const auto& [conj, fx] = alts[i];
+          split_any.emplace_back(conj, any_type[i]);
+          if (any_type[i]) {
+            split_open = true;
+            continue;
+          }
           if (fx.types == kTString) {
             // (a string with no bound, pattern, format or excluded value: open)
             const StringConstraint sc = StringConstraintOf(fx);
@@ -1652,11 +1677,13 @@ class Emitter {
             if (fx.types != kTObject) return no;
             auto po = m_.PlanObject(fx);
             if (!po.ok()) return po.status();
-            if (!ObjectItemsOpen(fx, *po)) return no;
+            if (!ObjectItemsOpen(fx, *po) && !every_object) return no;
           }
           split_open = true;
         }
         if (!split_open) return no;
+        if (std::none_of(any_type.begin(), any_type.end(), [](bool b) { return b; }))
+          split_any.clear();
       }
     }
     auto items = split_open || string_union >= 0 ? Result<Facts>(Facts{}) : m_.BuildFacts(*fl);
@@ -1803,6 +1830,24 @@ class Emitter {
     if (counted_body >= 0) {
       item = RuleOf(counted_body, "ui");
       g_.rules[item].max_chars = counted_max;
+    } else if (!split_any.empty()) {
+      // Alternatives, some of any type: those inlined, the others called.
+      std::vector<ExprId> parts;
+      for (const auto& [conj, any] : split_any) {
+        auto e = CompileConj(conj, depth + 1);
+        if (!e.ok()) return e.status();
+        if (IsNever(*e)) continue;
+        ExprId part = *e;
+        if (any) {
+          const Expr& x = g_.expr(part);
+          if (x.kind != ExprKind::kRuleRef || g_.rules[x.rule].body < 0) return no;
+          part = g_.rules[x.rule].body;
+        }
+        parts.push_back(part);
+      }
+      if (parts.empty()) return no;
+      open_calls = true;
+      item = RuleOf(parts.size() == 1 ? parts[0] : Alt(std::move(parts)), "ui");
     } else if (open) {
       auto e = CompileConj(plan.rest, depth + 1);
       if (!e.ok()) return e.status();

@@ -631,6 +631,10 @@ TEST(UniqueItems, RandomWalksThroughListsOfObjects) {
 // at run time: numbers equal as the validator compares them (1 = 1.0 = 1e0, -0 = 0, integers
 // past 2^64 by their binary value), literals, strings, objects and arrays by value.
 const char* kAnyItems = R"({"type": "array", "items": {}, "uniqueItems": true})";
+const char* kUntypedOrClosed = R"({"type": "array", "uniqueItems": true, "items": {"anyOf": [
+    {"pattern": "^[A-Z]+$"},
+    {"type": "object", "additionalProperties": false, "required": ["value"],
+     "properties": {"value": {"pattern": "^[A-Z]+$"}, "docs": {"type": "string"}}}]}})";
 
 TEST(UniqueItems, AnyTypeItemsAgreeWithTheValidator) {
   const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
@@ -654,6 +658,13 @@ TEST(UniqueItems, AnyTypeItemsAgreeWithTheValidator) {
            "items": {"type": ["boolean", "null", "array"]}})",
        {R"([true,false,null,[]])", R"([true,false,null,[],[1]])", R"([[],[]])",
         R"([[true],[true]])", R"([false,false])", R"([[null],[false],[null]])"}},
+      // An untyped pattern or a closed object (JsonSchemaStore's conjure): the first holds every
+      // object, so the closed one adds none; a literal still runs out.
+      {kUntypedOrClosed,
+       {R"(["AB",{"value":"AB"},1,true])", R"(["AB","AB"])", R"([{"value":"X"},{"value":"X"}])",
+        R"([{"value":"X","docs":"d"},{"docs":"d","value":"X"}])", R"([{"value":"x"}])",
+        R"([true,null,true])", R"([{"other":1},{"value":"X"}])", R"(["ab"])",
+        R"([[1],{"value":[1]},[1.0]])"}},
       // minItems 3 over items that run out only along literals.
       {R"({"type": "array", "uniqueItems": true, "minItems": 3,
            "items": {"type": ["null", "integer"]}})",
@@ -677,12 +688,21 @@ TEST(UniqueItems, AnyTypeMasksEqualBruteForceNearRepeats) {
   const std::string schema = R"({"type": "object", "properties": {
       "any": {"type": "array", "uniqueItems": true, "items": {}},
       "num": {"type": "array", "uniqueItems": true, "items": {"type": "number"}},
-      "pat": {"type": "array", "uniqueItems": true, "items": {"pattern": "^[a-z]+$"}}},
+      "pat": {"type": "array", "uniqueItems": true, "items": {"pattern": "^[a-z]+$"}},
+      "oc": {"type": "array", "uniqueItems": true, "items": {"anyOf": [{"$ref": "#/$defs/upper"},
+             {"type": "object", "additionalProperties": false, "required": ["value"],
+              "properties": {"value": {"type": "string"}, "docs": {"type": "string"}}}]}},
+      "u": {"$ref": "#/$defs/upper"}, "v": {"type": "array", "items": {"$ref": "#/$defs/upper"}},
+      "oa": {"type": "array", "uniqueItems": true, "items": {"anyOf": [{},
+             {"type": "object", "additionalProperties": false,
+              "properties": {"k": {"type": "boolean"}}}]}}},
+    "$defs": {"upper": {"pattern": "^[A-Z]+$"}},
     "additionalProperties": false})";
   const std::vector<std::string> texts = {
       R"({"any": [true, 1, "t", [1], {"a": null}, null, 1.5, [true], false, {"a": [null]}, 2e0, []]})",
       R"({"num": [1, 10, 1.5, 15e-2, -1, 100, 0.5e1]})",
       R"({"pat": ["ab", 1, "abc", true, [1], {"x": "ab"}, null, "b", false, -0.5]})",
+      R"({"oc": ["A", {"value": "A"}, {"value": "A", "docs": "x"}, true, "B", {"k": null}, 2]})",
   };
   for (const char* vocab : {"llama3", "qwen2.5", "mistral"}) {
     auto g = testing::CompilerFor(vocab).CompileSchema(schema);
@@ -699,7 +719,12 @@ TEST(UniqueItems, AnyTypeMasksEqualBruteForceNearRepeats) {
              {R"({"num": [1, 10, 1)", "]", "0"},
              {R"({"num": [0.5, 5e-1)", "]", "2"},
              {R"({"pat": ["ab", null, )", "n", "t"},
-             {R"({"pat": ["ab", "ab)", "\"", "c"}}) {
+             {R"({"pat": ["ab", "ab)", "\"", "c"},
+             {R"({"oc": [{"value": "A"}, true, )", "t", "f"},
+             {R"({"oc": [{"value": "A"}, {"value": "A")", "}", ","},
+             {R"({"oc": ["A", "A)", "\"", "B"},
+             {R"({"oa": [{"k": true}, true, )", "t", "f"},
+             {R"({"oa": [{"k": true}, null, {"k": true)", "}", ","}}) {
       ExpectOutAndIn(*g, vocab, prefix, out, in);
     }
   }
@@ -714,6 +739,7 @@ TEST(UniqueItems, RandomWalksThroughListsOfAnyType) {
       R"({"type": "array", "uniqueItems": true, "items": {"type": ["boolean", "null", "array"]}})",
       R"({"type": "array", "uniqueItems": true, "minItems": 2,
           "items": {"type": ["boolean", "null", "number"]}})",
+      kUntypedOrClosed,
   };
   const long steps = std::max(20L, static_cast<long>(60 * testing::TestScale()));
   std::uint64_t seed = 57;
@@ -769,7 +795,8 @@ TEST(UniqueItems, WhatStaysRefused) {
                            R"("items": {"type": "object", "propertyNames": {"maxLength": 2}}})",
                            R"("items": {"type": "object", "additionalProperties": {"type": "integer"}}})",
                            R"("items": {"type": "object", "patternProperties": {"^x": {}}}})",
-                           R"("items": {"anyOf": [{"type": "object"}, {"type": "integer"}]}})",
+                           R"("items": {"anyOf": [{"type": "object"},
+                                                  {"type": "integer", "maximum": 3}]}})",
                            R"("items": {"anyOf": [{"type": "object"},
                                                   {"type": "string", "maxLength": 3}]}})",
                            R"("items": {"anyOf": [{"type": "object"},
