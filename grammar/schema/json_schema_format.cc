@@ -10,6 +10,7 @@
 
 #include "grammar/schema/json_schema.h"
 
+#include "grammar/regex/ecma_pattern.h"
 #include "grammar/schema/uri_regex.h"
 
 namespace lockstep::schema {
@@ -272,11 +273,9 @@ bool CheckFormat(const std::string& format, const std::string& value) {
   if (format == "iri") return Uri(value, true, false);
   if (format == "iri-reference") return Uri(value, true, true);
   if (format == "uri-template") return UriTemplate(value);
-  if (format == "regex") {
-    RE2::Options opt;
-    opt.set_log_errors(false);
-    return RE2(value, opt).ok();
-  }
+  // ECMAScript's pattern syntax, Unicode mode, with its early errors (grammar/regex/ecma_pattern.h;
+  // the schema compiler checks generated strings with the same checker).
+  if (format == "regex") return IsEcmaPattern(value);
   return true;
 }
 
