@@ -321,6 +321,7 @@ void PutProgram(Writer& w, const CfgProgram& p) {
     w.Put<std::int32_t>(r.unique_item);
     w.Put<std::uint8_t>(r.unique_open_calls);
     w.Put<std::int32_t>(r.max_chars);
+    w.Put<std::uint8_t>(r.ecma_pattern);
   }
   w.Put<std::int32_t>(p.num_states);
   w.Put<std::int32_t>(p.num_classes);
@@ -397,6 +398,10 @@ bool GetProgramShape(Reader& r, CfgProgram& p) {
     ri.max_chars = r.Get<std::int32_t>("rule max_chars");
     if (r.ok() && (ri.max_chars < -1 || (ri.max_chars >= 0 && ri.kind != CfgProgram::RuleKind::kDfa))) {
       r.Fail("rule max_chars out of range");
+    }
+    ri.ecma_pattern = r.Get<std::uint8_t>("rule ecma_pattern") != 0;
+    if (r.ok() && ri.ecma_pattern && ri.kind != CfgProgram::RuleKind::kDfa) {
+      r.Fail("rule ecma_pattern on a rule that is not an automaton");
     }
     p.rules.push_back(std::move(ri));
   }

@@ -142,12 +142,12 @@ Result<std::string> SchemaToGbnf(std::string_view schema_json, const CompileOpti
   auto g = SchemaGrammarUnder(schema_json, options, DeadlineOf(options), warnings,
                               /*for_gbnf=*/true);
   if (!g.ok()) return g.status();
-  // uniqueItems, and a maxLength counted beside a big pattern or format, are the matcher's
-  // checks at run time: GBNF has no way to say them.
+  // uniqueItems, a maxLength counted beside a big pattern or format, and `format: regex` are the
+  // matcher's checks at run time: GBNF has no way to say them.
   for (const std::string& at : g->checked_at_run_time) {
     const char* what =
-        "checked by lockstep's parser at run time (uniqueItems, or a maxLength counted beside "
-        "a pattern or format)";
+        "checked by lockstep's parser at run time (uniqueItems, a maxLength counted beside "
+        "a pattern or format, or format: regex)";
     if (!options.schema_lenient) {
       return Status(StatusCode::kUnsupported,
                     std::string(what) + "; a GBNF grammar cannot express it (lenient mode "

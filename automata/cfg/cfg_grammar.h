@@ -209,6 +209,24 @@ class CfgGrammar : public TokenAutomaton {
   void FilterUniqueItems(EarleyParser& parser, std::span<std::uint32_t> out) const;
   // Clears from `out` the tokens that break a counted string's maxLength (mask_cache.cc).
   void FilterCountedStrings(EarleyParser& parser, std::span<std::uint32_t> out) const;
+  // Clears from `out` the tokens after which a string checked as an ECMAScript pattern can no
+  // longer be a valid one (mask_cache.cc).
+  void FilterPatternStrings(EarleyParser& parser, std::span<std::uint32_t> out) const;
+  // What the pattern check makes of every token from one state of the checker (its local key:
+  // the same for every text that reads alike from here on). `failing`: the tokens a character
+  // of which fails the check before the string closes. `closing`: the trie nodes at which the
+  // string closes, every character before passing, and the bytes from the state to each (up to
+  // its quote, whose verdict is Complete() and depends on the whole text: taken per fill).
+  struct PatternVerdicts {
+    std::vector<std::uint32_t> failing;
+    std::vector<std::uint32_t> closing;
+    std::vector<std::uint32_t> path_begin;  // closing.size() + 1 offsets into paths
+    std::string paths;
+  };
+  std::shared_ptr<const PatternVerdicts> PatternVerdictsFor(
+      const EarleyParser::PatternRead& read) const;
+  const std::vector<std::uint8_t>& PlainSubtrees() const;
+  const std::vector<TokenId>& PatternOpeners() const;
   // The same mask by one walk of the whole token trie over the full parser: no position cache,
   // no signature cache. The fallback near the depth limit, and a cross-check for tests.
   void FullWalkMask(EarleyParser& parser, std::span<std::uint32_t> out) const;
@@ -587,6 +605,13 @@ class CfgGrammar : public TokenAutomaton {
   std::vector<std::uint8_t> list_counted_;
   // Per rule: a unique-items list of items of any type (CfgProgram::RuleInfo::unique_open_calls).
   std::vector<std::uint8_t> list_open_calls_;
+  // PatternVerdictsFor's, by local key (bounded by the cache budget, ReserveBytes).
+  mutable std::mutex pattern_mu_;
+  mutable std::once_flag plain_once_;
+  mutable std::vector<std::uint8_t> plain_subtrees_;  // PlainSubtrees()
+  mutable std::once_flag openers_once_;
+  mutable std::vector<TokenId> pattern_openers_;  // PatternOpeners()
+  mutable std::unordered_map<std::string, std::shared_ptr<const PatternVerdicts>> pattern_cache_;
 };
 
 // The grammar's CfgGrammar, or null when it is a regex.

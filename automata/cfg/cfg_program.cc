@@ -4,6 +4,7 @@
 #include "automata/cfg/cfg_program.h"
 
 #include <algorithm>
+#include <cstring>
 #include <deque>
 #include <map>
 #include <memory>
@@ -342,7 +343,8 @@ void Lowering::ComputePure(std::int64_t root) {
       if (x.kind == ExprKind::kRepeat && x.count) pure = false;  // a counter rule
     } else if (g_.rules[self - num_exprs].body < 0 ||
                g_.rules[self - num_exprs].unique_item >= 0 ||
-               g_.rules[self - num_exprs].max_chars >= 0) {
+               g_.rules[self - num_exprs].max_chars >= 0 ||
+               g_.rules[self - num_exprs].ecma_pattern) {
       pure = false;  // (a unique-items list stays a rule: its item calls are checked; a string
                      // of max_chars too: its items are counted)
     }
@@ -1317,14 +1319,16 @@ Status Lowering::LowerRules() {
     pr.info.unique_item = r.unique_item;
     pr.info.unique_open_calls = r.unique_item >= 0 && r.unique_open_calls;
     pr.info.max_chars = r.max_chars;
+    pr.info.ecma_pattern = r.ecma_pattern;
     pr.body = r.body;
-    if (r.max_chars >= 0) {
-      // A counted string is its automaton itself (the parser counts this rule's items), not a
-      // call of the rule a big automaton would get (shared with the uncounted uses of it).
+    if (r.max_chars >= 0 || r.ecma_pattern) {
+      // A counted or checked string is its automaton itself (the parser reads this rule's
+      // items), not a call of the rule a big automaton would get (shared with the other uses).
       const grammar::Expr& x = g_.expr(r.body);
       if (x.kind != ExprKind::kByteDfa || x.dfa == nullptr) {
-        return Status(StatusCode::kInternal,
-                      "rule '" + r.name + "' has max_chars but its body is not one automaton");
+        return Status(StatusCode::kInternal, "rule '" + r.name +
+                                                 "' has max_chars or ecma_pattern but its body "
+                                                 "is not one automaton");
       }
       pr.direct = x.dfa.get();
       pr.direct_owner = x.dfa;
@@ -1640,6 +1644,105 @@ Status ComputeItemAutomata(CfgProgram* out) {
     for (StateId s : states[list]) p.before_item[s] = free_end[s] ? 0 : 1;
   }
   return Status::Ok();
+}
+
+int JsonTextDecoder::Step(std::uint8_t b, char32_t* c) {
+  auto hex = [](std::uint8_t x) -> int {
+    if (x >= '0' && x <= '9') return x - '0';
+    if (x >= 'a' && x <= 'f') return x - 'a' + 10;
+    if (x >= 'A' && x <= 'F') return x - 'A' + 10;
+    return -1;
+  };
+  switch (mode) {
+    case kCharBeforeQuote:
+      if (b != '"') return kBad;
+      mode = kCharText;
+      return kNothing;
+    case kCharText:
+      if (lead != 0) {
+        // After a lead surrogate's escape only its trail's may come.
+        if (b != '\\') return kBad;
+        mode = kCharEscape;
+        return kNothing;
+      }
+      if (b == '"') {
+        mode = kCharClosed;
+        return kClosed;
+      }
+      if (b == '\\') {
+        mode = kCharEscape;
+        return kNothing;
+      }
+      if (b < 0x20) return kBad;
+      if (b < 0x80) {
+        *c = b;
+        return kChar;
+      }
+      if (b >= 0xF8 || b < 0xC2) return kBad;
+      mode = b >= 0xF0 ? kCharCont3 : b >= 0xE0 ? kCharCont2 : kCharCont1;
+      utf8_len = b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : 2;
+      acc = b & (b >= 0xF0 ? 0x07u : b >= 0xE0 ? 0x0Fu : 0x1Fu);
+      return kNothing;
+    case kCharEscape: {
+      if (lead != 0 && b != 'u') return kBad;
+      if (b == 'u') {
+        mode = kCharHex1;
+        acc = 0;
+        return kNothing;
+      }
+      static constexpr char kFrom[] = "\"\\/bfnrt";
+      static constexpr char kTo[] = "\"\\/\b\f\n\r\t";
+      const char* f = std::strchr(kFrom, b);
+      if (b == 0 || f == nullptr) return kBad;
+      mode = kCharText;
+      *c = static_cast<unsigned char>(kTo[f - kFrom]);
+      return kChar;
+    }
+    case kCharHex1:
+    case kCharHex2:
+    case kCharHex3:
+    case kCharHex4: {
+      const int h = hex(b);
+      if (h < 0) return kBad;
+      acc = acc << 4 | static_cast<std::uint32_t>(h);
+      if (mode != kCharHex4) {
+        ++mode;
+        return kNothing;
+      }
+      mode = kCharText;
+      if (lead != 0) {
+        if (acc < 0xDC00 || acc > 0xDFFF) return kBad;
+        *c = static_cast<char32_t>(0x10000 + ((lead - 0xD800) << 10) + (acc - 0xDC00));
+        lead = 0;
+        return kChar;
+      }
+      if (acc >= 0xD800 && acc <= 0xDBFF) {
+        lead = acc;
+        return kNothing;
+      }
+      if (acc >= 0xDC00 && acc <= 0xDFFF) return kBad;
+      *c = static_cast<char32_t>(acc);
+      return kChar;
+    }
+    case kCharCont1:
+    case kCharCont2:
+    case kCharCont3:
+      if ((b & 0xC0) != 0x80) return kBad;
+      acc = acc << 6 | (b & 0x3Fu);
+      if (mode != kCharCont1) {
+        --mode;
+        return kNothing;
+      }
+      mode = kCharText;
+      if (acc < (utf8_len == 4 ? 0x10000u : utf8_len == 3 ? 0x800u : 0x80u) ||
+          (acc >= 0xD800 && acc <= 0xDFFF) || acc > 0x10FFFF) {
+        return kBad;
+      }
+      *c = static_cast<char32_t>(acc);
+      return kChar;
+    default:
+      return kBad;
+  }
 }
 
 bool JsonCharStep(std::uint8_t* mode, std::uint8_t b) {

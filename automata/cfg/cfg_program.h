@@ -146,6 +146,9 @@ struct CfgProgram {
     // kDfa: the most characters this rule's JSON string may hold (grammar::Rule::max_chars),
     // counted by the parser; -1: none.
     std::int32_t max_chars = -1;
+    // kDfa: its JSON string's value must be an ECMAScript pattern (grammar::Rule::ecma_pattern),
+    // checked by the parser.
+    bool ecma_pattern = false;
   };
   // Whether some rule is a unique-items list (then masks take the run-time check into account:
   // CfgGrammar::FilterUniqueItems).
@@ -186,6 +189,14 @@ struct CfgProgram {
   bool HasCountedStrings() const {
     for (const RuleInfo& r : rules)
       if (r.max_chars >= 0) return true;
+    return false;
+  }
+
+  // Whether some rule's string must be an ECMAScript pattern (then masks take the run-time check
+  // into account: CfgGrammar::FilterPatternStrings).
+  bool HasPatternStrings() const {
+    for (const RuleInfo& r : rules)
+      if (r.ecma_pattern) return true;
     return false;
   }
 
@@ -238,6 +249,21 @@ enum JsonCharMode : std::uint8_t {
 };
 // Advances `mode` over byte b; returns whether b begins a character.
 bool JsonCharStep(std::uint8_t* mode, std::uint8_t b);
+
+// A JSON string's text decoded byte by byte into the code points of its value, for the checks
+// that read the value at run time (ECMAScript patterns). Any escape is read, `\uD83D\uDE00` as one
+// code point; a lead surrogate escape not followed by a trail one is ill-formed here (the string
+// automata spell such characters raw).
+struct JsonTextDecoder {
+  enum : int { kBad = -1, kNothing = 0, kChar = 1, kClosed = 2 };
+  std::uint8_t mode = kCharBeforeQuote;  // JsonCharMode
+  std::uint8_t utf8_len = 0;    // the bytes of the UTF-8 sequence under way
+  std::uint32_t acc = 0;        // \u digits, or a UTF-8 sequence, so far
+  std::uint32_t lead = 0;       // a lead surrogate waiting for its trail
+  // kChar (the code point in *c), kClosed (the closing quote), kNothing or kBad.
+  int Step(std::uint8_t b, char32_t* c);
+  bool operator==(const JsonTextDecoder&) const = default;
+};
 
 // Fills min_chars, char_mode and max_min_chars (after lowering, and after an artifact is read);
 // kInternal if a counted rule's automaton is not a JSON string.

@@ -57,6 +57,13 @@ EarleyParser::EarleyParser(const CfgProgram* program, std::int32_t max_depth,
       if (p_->rules[r].max_chars >= 0) unique_rule_[r] = 1;
     }
   }
+  if (p_->HasPatternStrings()) {
+    has_patterns_ = true;  // (its rules keep their origins too)
+    if (unique_rule_.empty()) unique_rule_.assign(static_cast<std::size_t>(p_->NumRules()), 0);
+    for (std::int32_t r = 0; r < p_->NumRules(); ++r) {
+      if (p_->rules[r].ecma_pattern) unique_rule_[r] = 1;
+    }
+  }
   // (ComputeItemAutomata sizes item_automaton_of exactly when the program has unique lists: no
   // scan of the rules for the others.)
   if (p_->item_automaton_of.empty()) return;
@@ -151,6 +158,13 @@ void EarleyParser::PopTo(std::int32_t num_sets) {
     unique_list_.Reset(-1);
   } else if (unique_list_.origin() >= 0) {
     unique_list_.PopTo(num_sets);
+  }
+  if (pattern_origin_ >= num_sets) {
+    pattern_origin_ = -1;
+    pattern_.clear();
+  } else if (pattern_origin_ >= 0 &&
+             pattern_.size() > static_cast<std::size_t>(num_sets - pattern_origin_)) {
+    pattern_.resize(static_cast<std::size_t>(num_sets - pattern_origin_));
   }
   if (count_origin_ >= num_sets) {
     count_origin_ = -1;
@@ -819,6 +833,8 @@ void EarleyParser::InitRoot() {
   unique_list_.Reset(-1);
   count_origin_ = -1;
   count_.clear();
+  pattern_origin_ = -1;
+  pattern_.clear();
   const CfgProgram::RuleInfo& r = p_->rules[p_->root];
   Add({p_->root, r.start, 0, 0});
   Closure(0, /*budgeted=*/false);  // bounded by the grammar, not by the input
@@ -831,6 +847,8 @@ void EarleyParser::InitLocal(std::int32_t rule, std::int32_t state, std::int32_t
   unique_list_.Reset(-1);
   count_origin_ = -1;
   count_.clear();
+  pattern_origin_ = -1;
+  pattern_.clear();
   Add({rule, state, -1, depth});
   Closure(0, /*budgeted=*/false);
 }
@@ -857,6 +875,14 @@ inline void EarleyParser::ScanByte(std::int32_t prev, std::uint8_t b) {
     if (has_counted_ && unique_checks_ && p_->rules[it.rule].max_chars >= 0 &&
         !LengthOk(it.rule, it.origin, prev, b, t)) {
       continue;  // (past the string's maxLength, or with no way to end within it)
+    }
+    if (has_patterns_ && unique_checks_ && p_->rules[it.rule].ecma_pattern) {
+      // (No text to read, a pushed completion on the way: FilterPatternStrings has none either.)
+      const PatternRead* read = PatternTo(it.origin, prev);
+      if (read != nullptr) {
+        PatternRead next = *read;
+        if (!PatternStep(&next, b)) continue;  // (no valid pattern begins so)
+      }
     }
     if (has_counted_items_ && unique_checks_ && counted_item_[it.rule] &&
         !CountedItemStaysNew(it.rule, it.origin, prev, b, t)) {
@@ -1139,6 +1165,103 @@ bool EarleyParser::CanEnd() const {
     if (it.rule == p_->root && it.origin == 0 && ItemAccepting(it)) return true;
   }
   return false;
+}
+
+// --- ECMAScript patterns -------------------------------------------------------------------------
+
+namespace {
+
+// Whether the character under way in `d` (a byte or more of it read) can still end as one the
+// checker takes: a token may end inside a character, and the string must not be left where no
+// way to finish it passes. The string automata spell characters canonically (raw, `\X`, or
+// `\u00XX` for a control character), so an escape ends as a control character, `"` or `\`.
+bool PartialCharViable(const JsonTextDecoder& d, const EcmaPatternChecker& check) {
+  auto some_of = [&](std::initializer_list<std::pair<char32_t, char32_t>> ranges) {
+    for (const auto& [lo, hi] : ranges) {
+      if (check.SomeStepIn(lo, hi)) return true;
+    }
+    return false;
+  };
+  switch (d.mode) {
+    case kCharText:
+      if (d.lead == 0) return true;
+      return check.SomeStepIn(0x10000 + ((d.lead - 0xD800) << 10),
+                              0x10000 + ((d.lead - 0xD800) << 10) + 0x3FF);
+    case kCharEscape:
+      return some_of({{0x00, 0x1F}, {'"', '"'}, {'\\', '\\'}});
+    case kCharHex1:
+      return some_of({{0x00, 0x1F}});
+    case kCharHex2:
+    case kCharHex3:
+      return d.acc == 0 && some_of({{0x00, 0x1F}});
+    case kCharHex4:
+      return d.acc == 0   ? some_of({{0x00, 0x07}, {0x0B, 0x0B}, {0x0E, 0x0F}})
+             : d.acc == 1 ? some_of({{0x10, 0x1F}})
+                          : false;
+    case kCharCont1:
+    case kCharCont2:
+    case kCharCont3: {
+      const int left = d.mode - kCharCont1 + 1;  // continuation bytes to go
+      const std::uint32_t lo = d.acc << (6 * left);
+      const std::uint32_t hi = lo | ((std::uint32_t{1} << (6 * left)) - 1);
+      const std::uint32_t least = d.utf8_len == 4 ? 0x10000 : d.utf8_len == 3 ? 0x800 : 0x80;
+      const std::uint32_t from = std::max(lo, least), to = std::min<std::uint32_t>(hi, 0x10FFFF);
+      return from <= to && check.SomeStepIn(from, to);
+    }
+    default:
+      return true;
+  }
+}
+
+}  // namespace
+
+bool EarleyParser::PatternStep(PatternRead* read, std::uint8_t b) {
+  if (read->dead) return false;
+  char32_t c = 0;
+  switch (read->text.Step(b, &c)) {
+    case JsonTextDecoder::kChar:
+      read->dead = !read->check.Step(c);
+      break;
+    case JsonTextDecoder::kClosed:
+      read->dead = !read->check.Complete();
+      break;
+    case JsonTextDecoder::kNothing:
+      read->dead = !PartialCharViable(read->text, read->check);
+      break;
+    default:
+      read->dead = true;
+  }
+  return !read->dead;
+}
+
+const EarleyParser::PatternRead* EarleyParser::PatternTo(std::int32_t origin,
+                                                         std::int32_t upto) {
+  if (origin < 0 || upto < origin) return nullptr;
+  if (pattern_origin_ != origin) {
+    pattern_origin_ = origin;
+    pattern_.assign(1, PatternRead{});
+  }
+  while (pattern_origin_ + static_cast<std::int32_t>(pattern_.size()) - 1 < upto) {
+    const std::int32_t b = meta_[pattern_origin_ + static_cast<std::int32_t>(pattern_.size())].byte;
+    if (b < 0) return nullptr;  // (a pushed completion or a special token: no text to read)
+    PatternRead next = pattern_.back();
+    PatternStep(&next, static_cast<std::uint8_t>(b));
+    pattern_.push_back(std::move(next));
+  }
+  return &pattern_[static_cast<std::size_t>(upto - origin)];
+}
+
+void EarleyParser::OpenPatternStrings(std::vector<PatternString>* out) {
+  out->clear();
+  if (!has_patterns_ || !unique_checks_) return;
+  const std::int32_t k = num_sets() - 1;
+  for (const EarleyItem& it : set(k)) {
+    if (!p_->rules[it.rule].ecma_pattern || it.origin < 0 || !p_->has_bytes[it.state]) continue;
+    if (p_->rules[it.rule].kind != CfgProgram::RuleKind::kDfa) continue;
+    const PatternRead* read = PatternTo(it.origin, k);
+    if (read == nullptr || read->dead) continue;
+    out->push_back({it.rule, it.state, it.origin, *read});
+  }
 }
 
 // --- string lengths ------------------------------------------------------------------------------

@@ -43,6 +43,13 @@
 // item's origin (its rule keeps its origins, like a unique-items list), incrementally; like the
 // unique-items checks it is made in parses from the root only, and masks take it into account
 // afterwards (CfgGrammar::FilterCountedStrings).
+// ECMAScript patterns. A rule with ecma_pattern (CfgProgram::RuleInfo::ecma_pattern: one JSON
+// string whose value must be a regular expression, `format: regex`) has its items checked: a
+// byte that completes a character after which no text makes the value a valid pattern
+// (EcmaPatternChecker::Step), or closes the string on a value that is not one (Complete), drops
+// the item. The checker's state is read from the bytes since the item's origin (its rule keeps
+// its origins), incrementally; parses from the root only, like the checks above, and masks take
+// it into account afterwards (CfgGrammar::FilterPatternStrings).
 // A per-step budget (max_step_items) bounds what is left: a byte (or special token, or pushed
 // completion) whose step creates or visits more items than that fails (items_exceeded), never a
 // hang.
@@ -59,6 +66,7 @@
 
 #include "automata/cfg/cfg_program.h"
 #include "automata/cfg/unique_items.h"
+#include "grammar/regex/ecma_pattern.h"
 
 namespace lockstep {
 
@@ -136,6 +144,24 @@ class EarleyParser {
   void OpenCountedStrings(std::vector<CountedString>* out);
   // The number of items of the last set that take bytes (a kDfa state with byte edges).
   std::int32_t ScanningItems() const;
+  // ECMAScript patterns (see above). Whether the program has strings checked as patterns.
+  bool has_pattern_strings() const { return has_patterns_; }
+  // A pattern string's text read so far: where its JSON text stands, and the checker of its
+  // value.
+  struct PatternRead {
+    JsonTextDecoder text;
+    EcmaPatternChecker check;
+    bool dead = false;  // some character or the closing quote failed the check
+  };
+  // The pattern strings under way in the last set (parses from the root only): each item of a
+  // checked rule there that can still take bytes, with its text read so far.
+  struct PatternString {
+    std::int32_t rule, state, origin;
+    PatternRead read;
+  };
+  void OpenPatternStrings(std::vector<PatternString>* out);
+  // Advances `read` over byte b: false when b leaves no valid pattern (the item would drop).
+  static bool PatternStep(PatternRead* read, std::uint8_t b);
   // The byte that made set k (-1: a special token, a pushed completion, set 0).
   std::int32_t set_byte(std::int32_t k) const { return meta_[k].byte; }
   // The unique-items lists open in the last set: (list rule, origin) of the items of list rules
@@ -280,6 +306,13 @@ class EarleyParser {
   // byte b to state t.
   bool LengthOk(std::int32_t rule, std::int32_t origin, std::int32_t prev, std::uint8_t b,
                 StateId t);
+  // ECMAScript patterns: the text read after set `upto` of the pattern string whose rule was
+  // predicted in set `origin` (pattern_ keeps them, from set pattern_origin_ on); null when a
+  // set on the way has no byte.
+  const PatternRead* PatternTo(std::int32_t origin, std::int32_t upto);
+  bool has_patterns_ = false;
+  std::int32_t pattern_origin_ = -1;
+  std::vector<PatternRead> pattern_;
   bool has_counted_ = false;
   std::int32_t count_origin_ = -1;
   std::vector<CharCount> count_;

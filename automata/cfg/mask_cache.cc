@@ -345,6 +345,7 @@ void CfgGrammar::FillMask(EarleyParser& parser, std::vector<std::int32_t>& sigs,
   FillMaskOfGrammar(parser, sigs, out);
   if (parser.has_unique_items()) FilterUniqueItems(parser, out);
   if (parser.has_counted_strings()) FilterCountedStrings(parser, out);
+  if (parser.has_pattern_strings()) FilterPatternStrings(parser, out);
 }
 
 void CfgGrammar::FillMaskOfGrammar(EarleyParser& parser, std::vector<std::int32_t>& sigs,
@@ -974,6 +975,234 @@ void CfgGrammar::FilterCountedStrings(EarleyParser& parser, std::span<std::uint3
   }
   parser.ClearLimitFlags();
   CurrentFillTrace().length_checks += checked;
+}
+
+}  // namespace lockstep
+
+namespace lockstep {
+
+// One walk of the token trie from the checker's state, each node's text read once: a node whose
+// byte fails the check takes its whole subtree with it, a node where the string closes is kept
+// with its path for the per-fill Complete(). Shared by every position, fill and grammar state
+// whose checker reads alike (the local key), so a string pays one walk per kind of place in a
+// pattern (after an atom, inside a class, after `{3,`...), not one per character.
+std::shared_ptr<const CfgGrammar::PatternVerdicts> CfgGrammar::PatternVerdictsFor(
+    const EarleyParser::PatternRead& read) const {
+  // (The decoder's partial character only where one is under way.)
+  const JsonTextDecoder& d = read.text;
+  const bool partial = d.mode >= kCharHex1 && d.mode <= kCharCont3;
+  std::string key = {static_cast<char>(d.mode),
+                     static_cast<char>(d.mode >= kCharCont1 && partial ? d.utf8_len : 0)};
+  for (const std::uint32_t x : {partial ? d.acc : 0u, d.lead}) {
+    key.append(reinterpret_cast<const char*>(&x), sizeof(x));
+  }
+  read.check.AppendLocalKey(&key);
+  {
+    std::lock_guard<std::mutex> lock(pattern_mu_);
+    if (auto f = pattern_cache_.find(key); f != pattern_cache_.end()) return f->second;
+  }
+  auto v = std::make_shared<PatternVerdicts>();
+  v->failing.assign(mask_words(), 0);
+  v->path_begin.push_back(0);
+  const std::span<const TokenTrie::Node> nodes = trie_->nodes();
+  const TokenId* toks = trie_->tokens().data();
+  const auto n = static_cast<std::uint32_t>(nodes.size());
+  auto mark_under = [&](std::uint32_t node) {
+    for (std::uint32_t j = nodes[node].token_begin; j < nodes[nodes[node].subtree_end].token_begin;
+         ++j) {
+      const TokenId t = toks[j];
+      if (t < width_) v->failing[static_cast<std::size_t>(t) >> 5] |= 1u << (t & 31);
+    }
+  };
+  const std::vector<std::uint8_t>& plain = PlainSubtrees();
+  // Where any run of plain characters goes on (between terms, in a class but after `a-`; at a
+  // character boundary or inside a UTF-8 sequence, which plain bytes finish), a subtree of plain
+  // bytes passes whole, unread: most of the vocabulary, in most places of a pattern.
+  auto free = [](const EarleyParser::PatternRead& r) {
+    return !r.dead && r.text.lead == 0 &&
+           (r.text.mode == kCharText ||
+            (r.text.mode >= kCharCont1 && r.text.mode <= kCharCont3)) &&
+           r.check.PlainRunsFree();
+  };
+  std::vector<EarleyParser::PatternRead> at_depth(1, read);  // [d]: the read after depth d
+  std::vector<std::uint8_t> free_at(1, free(read));
+  std::string path;
+  for (std::uint32_t i = 0; i < n;) {
+    const TokenTrie::Node& node = nodes[i];
+    if (node.depth == 0) {  // (the root, when the trie stores it)
+      ++i;
+      continue;
+    }
+    const std::size_t d = node.depth;
+    if (free_at[d - 1] && plain[i]) {
+      i = node.subtree_end;
+      continue;
+    }
+    if (at_depth.size() <= d) {
+      at_depth.resize(d + 1);
+      free_at.resize(d + 1);
+    }
+    EarleyParser::PatternRead& next = at_depth[d];
+    next = at_depth[d - 1];
+    path.resize(d - 1);
+    path.push_back(static_cast<char>(node.byte));
+    const bool closes = next.text.mode == kCharText && next.text.lead == 0 && node.byte == '"';
+    if (closes) {
+      // (Complete() depends on the whole text: the path is kept for the fill to finish.)
+      v->closing.push_back(i);
+      v->paths += path;
+      v->path_begin.push_back(static_cast<std::uint32_t>(v->paths.size()));
+      i = node.subtree_end;
+      continue;
+    }
+    if (!EarleyParser::PatternStep(&next, node.byte)) {
+      mark_under(i);
+      i = node.subtree_end;
+      continue;
+    }
+    free_at[d] = free(next);
+    ++i;
+  }
+  const auto bytes = static_cast<std::int64_t>(v->failing.size() * 4 + v->closing.size() * 8 +
+                                               v->paths.size() + key.size() + 128);
+  std::lock_guard<std::mutex> lock(pattern_mu_);
+  if (ReserveBytes(bytes)) pattern_cache_.try_emplace(key, v);
+  return v;
+}
+
+// Per trie node: its byte and every byte below it are plain, a character of a pattern that is
+// no syntax character, no `-`, and no quote, backslash or control byte of the JSON text (bytes
+// of non-ASCII characters are plain). Built once per grammar that has pattern strings.
+const std::vector<std::uint8_t>& CfgGrammar::PlainSubtrees() const {
+  std::call_once(plain_once_, [&] {
+    const std::span<const TokenTrie::Node> nodes = trie_->nodes();
+    const auto n = static_cast<std::uint32_t>(nodes.size());
+    auto plain_byte = [](std::uint8_t b) {
+      return b >= 0x20 && std::string_view("\"\\^$.*+?()[]{}|-").find(static_cast<char>(b)) ==
+                              std::string_view::npos;
+    };
+    plain_subtrees_.assign(n, 0);
+    for (std::uint32_t i = n; i-- > 0;) {
+      bool p = nodes[i].depth > 0 && plain_byte(nodes[i].byte);
+      for (std::uint32_t c = i + 1; p && c < nodes[i].subtree_end; c = nodes[c].subtree_end) {
+        p = plain_subtrees_[c] != 0;
+      }
+      plain_subtrees_[i] = p;
+    }
+  });
+  return plain_subtrees_;
+}
+
+// The pattern check (EarleyParser, "ECMAScript patterns") at the end of a mask: positions and
+// their caches are the grammar's without it (a superset); the tokens whose text fails it are
+// then taken out. Where the pattern string's item is the only one that takes a token's first
+// byte, every parse of the token reads its text through the check, and the check's verdict is
+// the token's; where another item takes that byte too (a string of another kind beside it), a
+// failing token is tried by the parser itself.
+void CfgGrammar::FilterPatternStrings(EarleyParser& parser, std::span<std::uint32_t> out) const {
+  thread_local std::vector<EarleyParser::PatternString> open;
+  parser.OpenPatternStrings(&open);
+  const std::int32_t k = parser.num_sets() - 1;
+  // First bytes another scanning item takes (then the parser decides).
+  std::array<std::uint64_t, 4> shared{};
+  for (const EarleyItem& it : parser.set(k)) {
+    const CfgProgram::RuleInfo& r = program_.rules[it.rule];
+    if (r.kind != CfgProgram::RuleKind::kDfa || !program_.has_bytes[it.state]) continue;
+    if (open.size() == 1 && r.ecma_pattern && it.origin == open[0].origin &&
+        it.state == open[0].state) {
+      continue;
+    }
+    for (int b = 0; b < 256; ++b) {
+      if (program_.Step(it.state, static_cast<std::uint8_t>(b)) != CfgProgram::kDead) {
+        shared[b >> 6] |= std::uint64_t{1} << (b & 63);
+      }
+    }
+  }
+  const std::int32_t base = parser.num_sets();
+  auto parser_takes = [&](TokenId t) {
+    bool ok = true;
+    for (const unsigned char b : vocab_->TokenBytes(t)) {
+      if (!parser.StepByte(b)) {
+        ok = false;
+        break;
+      }
+    }
+    parser.PopTo(base);
+    return ok;
+  };
+  auto drop = [&](TokenId t) {
+    if (t >= width_ || ((out[static_cast<std::size_t>(t) >> 5] >> (t & 31)) & 1) == 0) return;
+    const std::string_view bytes = vocab_->TokenBytes(t);
+    if (bytes.empty()) return;
+    const auto b0 = static_cast<std::uint8_t>(bytes[0]);
+    if (((shared[b0 >> 6] >> (b0 & 63)) & 1) != 0 && parser_takes(t)) return;
+    out[static_cast<std::size_t>(t) >> 5] &= ~(1u << (t & 31));
+  };
+  const std::span<const TokenTrie::Node> nodes = trie_->nodes();
+  const TokenId* toks = trie_->tokens().data();
+  std::int32_t checked = 0;
+  for (const EarleyParser::PatternString& ps : open) {
+    const std::shared_ptr<const PatternVerdicts> v = PatternVerdictsFor(ps.read);
+    const std::size_t words = std::min(v->failing.size(), out.size());
+    for (std::size_t w = 0; w < words; ++w) {
+      std::uint32_t hit = out[w] & v->failing[w];
+      while (hit != 0) {
+        const int bit = std::countr_zero(hit);
+        hit &= hit - 1;
+        ++checked;
+        drop(static_cast<TokenId>(w * 32 + static_cast<std::size_t>(bit)));
+      }
+    }
+    for (std::size_t c = 0; c < v->closing.size(); ++c) {
+      EarleyParser::PatternRead r = ps.read;
+      bool ok = true;
+      for (std::uint32_t j = v->path_begin[c]; j < v->path_begin[c + 1] && ok; ++j) {
+        ok = EarleyParser::PatternStep(&r, static_cast<std::uint8_t>(v->paths[j]));
+      }
+      if (ok) continue;
+      const std::uint32_t node = v->closing[c];
+      for (std::uint32_t j = nodes[node].token_begin;
+           j < nodes[nodes[node].subtree_end].token_begin; ++j) {
+        ++checked;
+        drop(toks[j]);
+      }
+    }
+  }
+  // Tokens that may open a pattern string and go on in it: their text after a quote is read
+  // from the checker's start, which some refuse (`"*`, `["+`, `":"(`): the parser decides those
+  // (the positions before a pattern string's quote hold them as the grammar allows them).
+  for (const TokenId t : PatternOpeners()) {
+    if (t >= width_ || ((out[static_cast<std::size_t>(t) >> 5] >> (t & 31)) & 1) == 0) continue;
+    ++checked;
+    if (!parser_takes(t)) out[static_cast<std::size_t>(t) >> 5] &= ~(1u << (t & 31));
+  }
+  parser.ClearLimitFlags();
+  CurrentFillTrace().length_checks += checked;
+}
+
+// The tokens whose text after one of their quotes, read as the start of a pattern string, fails
+// the check (up to the next quote, where the string would close). Built once per grammar that
+// has pattern strings (a pass over the tokens with a quote).
+const std::vector<TokenId>& CfgGrammar::PatternOpeners() const {
+  std::call_once(openers_once_, [&] {
+    for (TokenId t = 0; t < vocab_->size(); ++t) {
+      const std::string_view bytes = vocab_->TokenBytes(t);
+      bool fails = false;
+      for (std::size_t j = bytes.find('"'); j != std::string_view::npos && !fails;
+           j = bytes.find('"', j + 1)) {
+        EarleyParser::PatternRead r;
+        for (std::size_t i = j; i < bytes.size(); ++i) {
+          if (!EarleyParser::PatternStep(&r, static_cast<std::uint8_t>(bytes[i]))) {
+            fails = true;
+            break;
+          }
+          if (r.text.mode == kCharClosed) break;
+        }
+      }
+      if (fails) pattern_openers_.push_back(t);
+    }
+  });
+  return pattern_openers_;
 }
 
 }  // namespace lockstep

@@ -84,8 +84,9 @@ struct RelaxedKeyword {
 struct SchemaGrammar {
   grammar::Grammar grammar;
   std::vector<RelaxedKeyword> relaxed;  // empty unless options.lenient
-  // JSON Pointers of the uniqueItems keywords the grammar leaves to the parser's run-time check
-  // (grammar::Rule::unique_item): text grammars (GBNF) cannot express them.
+  // JSON Pointers of the keywords the grammar leaves to the parser's run-time checks (uniqueItems:
+  // grammar::Rule::unique_item; a counted maxLength: max_chars; `format: regex`: ecma_pattern):
+  // text grammars (GBNF) cannot express them.
   std::vector<std::string> checked_at_run_time;
 };
 

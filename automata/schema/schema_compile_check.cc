@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "automata/schema/schema_compile_internal.h"
+#include "grammar/regex/ecma_pattern.h"
 
 namespace lockstep::schema::internal {
 
@@ -617,6 +618,13 @@ Result<bool> Model::StringMatches(const StringConstraint& c, const std::string& 
         std::tuple(&c.also_formats, true, true), std::tuple(&c.not_formats, true, false)}) {
     LOCKSTEP_ASSIGN_OR_RETURN(bool ok, each(*list, format, want));
     if (!ok) return false;
+  }
+  if (c.format && *c.format == "regex") {
+    // (No automaton: the pattern syntax is checked as the validator checks it.)
+    if (!IsEcmaPattern(s)) return false;
+    StringConstraint rest;
+    rest.pattern = c.pattern;
+    return StringMatches(rest, s);
   }
   if (!c.pattern && !c.format) return true;
   std::string key = c.pattern.value_or("") + '\0' + c.format.value_or("") + (c.pattern ? "p" : "") +

@@ -1215,7 +1215,8 @@ Result<bool> Model::MergeStringFacts(Facts& f, const json* leaf, const std::stri
                                (IsOpenApiFormat(fmt) ? " (see --openapi-formats)" : "")});
       return true;
     }
-    if (!FormatSupported(fmt)) {
+    // (`regex` is checked at run time: the schema compiler's PatternString.)
+    if (!FormatSupported(fmt) && fmt != "regex") {
       if (!o_.lenient) {
         return Status(StatusCode::kUnsupported, "format \"" + fmt + "\" is not enforced",
                       KwLoc(leaf, k));

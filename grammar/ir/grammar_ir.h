@@ -95,6 +95,12 @@ struct Rule {
   // (automata/cfg/earley.h, "String lengths"). Never inlined, never merged with a rule of
   // another bound. -1: none.
   std::int32_t max_chars = -1;
+  // The rule is one JSON string (its body a kByteDfa that spans the quotes) whose value must be
+  // an ECMAScript regular expression (`format: regex`), checked by the parser at run time, one
+  // character at a time (automata/cfg/earley.h, "ECMAScript patterns"): its syntax is not
+  // context-free (`{3,2}`, `[z-a]`, back references past the groups). Never inlined, never
+  // merged with a rule without the check.
+  bool ecma_pattern = false;
 };
 
 struct Grammar {

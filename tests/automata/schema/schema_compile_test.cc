@@ -484,9 +484,12 @@ TEST(SchemaCompileErrors, UnsupportedKeywordsNameTheirPointer) {
                                    "uniqueItems": true}}})",
        "/properties/tags/uniqueItems"},
       {R"({"not": {"type": "array", "uniqueItems": true}})", "/not/uniqueItems"},
-      {R"({"$defs": {"s": {"type": "string", "format": "regex"}}, "$ref": "#/$defs/s"})",
+      // (format: regex is checked at run time, alone: not beside maxLength.)
+      {R"({"$defs": {"s": {"type": "string", "format": "regex", "maxLength": 4}},
+           "$ref": "#/$defs/s"})",
        "/$defs/s/format"},
-      {R"({"allOf": [{"type": "string"}, {"format": "regex"}]})", "/allOf/1/format"},
+      {R"({"allOf": [{"type": "string", "maxLength": 3}, {"format": "regex"}]})",
+       "/allOf/1/format"},
       {R"({"unevaluatedProperties": false, "anyOf": [{"properties": {"a": {}}}]})",
        "/unevaluatedProperties"},
       // The compiler's own keywords, written in a schema (a node reference out of range).
@@ -917,8 +920,9 @@ TEST(SchemaCompileFormats, UnknownFormatsAreAnnotationsWithAWarning) {
   // string", whatever the format says.
   ExpectExact(R"({"not": {"type": "string", "format": "semver"}})",
               {json("1.2.3"), json(1), json(nullptr)}, /*format_assertion=*/true);
-  // A format the validator asserts but no automaton enforces stays an error (strict mode).
-  Status st = CompileError(R"({"type": "string", "format": "regex"})");
+  // A format the validator asserts but the compiler cannot enforce there stays an error (strict
+  // mode): `regex` is checked at run time, but not beside maxLength.
+  Status st = CompileError(R"({"type": "string", "format": "regex", "maxLength": 5})");
   EXPECT_EQ(st.code(), StatusCode::kUnsupported) << st.ToString();
   EXPECT_EQ(st.location(), "/format");
 }
@@ -991,7 +995,7 @@ TEST(SchemaCompileErrors, LenientRelaxesAndReportsEachKeyword) {
   auto s = Schema::Load(
       R"({"properties": {"tags": {"type": "array", "items": {"type": "number", "maximum": 10},
                                   "uniqueItems": true},
-          "id": {"type": "string", "format": "regex"}}})");
+          "id": {"type": "string", "format": "regex", "maxLength": 8}}})");
   ASSERT_TRUE(s.ok());
   SchemaCompileOptions so;
   so.lenient = true;
