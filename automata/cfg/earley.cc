@@ -159,20 +159,17 @@ void EarleyParser::PopTo(std::int32_t num_sets) {
   } else if (unique_list_.origin() >= 0) {
     unique_list_.PopTo(num_sets);
   }
-  if (pattern_origin_ >= num_sets) {
-    pattern_origin_ = -1;
-    pattern_.clear();
-  } else if (pattern_origin_ >= 0 &&
-             pattern_.size() > static_cast<std::size_t>(num_sets - pattern_origin_)) {
-    pattern_.resize(static_cast<std::size_t>(num_sets - pattern_origin_));
-  }
-  if (count_origin_ >= num_sets) {
-    count_origin_ = -1;
-    count_.clear();
-  } else if (count_origin_ >= 0 &&
-             count_.size() > static_cast<std::size_t>(num_sets - count_origin_)) {
-    count_.resize(static_cast<std::size_t>(num_sets - count_origin_));
-  }
+  // The reads kept per set from an origin (string lengths, pattern strings) end where the sets do.
+  auto cut = [num_sets](std::int32_t& origin, auto& reads) {
+    if (origin >= num_sets) {
+      origin = -1;
+      reads.clear();
+    } else if (origin >= 0 && reads.size() > static_cast<std::size_t>(num_sets - origin)) {
+      reads.resize(static_cast<std::size_t>(num_sets - origin));
+    }
+  };
+  cut(pattern_origin_, pattern_);
+  cut(count_origin_, count_);
 }
 
 void EarleyParser::RebuildTable() {
@@ -1108,7 +1105,7 @@ bool EarleyParser::ItemStaysNew(std::int32_t rule, std::int32_t item_origin, Sta
       prefix.pop_back();
     }
     if (decoded) {
-      unique_prefix_.insert(0, "s");
+      unique_prefix_.insert(unique_prefix_.begin(), 's');  // (GCC 12: -Wrestrict misfires on "s")
       const auto k = static_cast<std::int64_t>(
           unique_list_.CountWithPrefix(unique_prefix_, static_cast<std::size_t>(n) + 1));
       step_items_ += 1 + k / 16;

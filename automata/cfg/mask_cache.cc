@@ -1010,8 +1010,7 @@ std::shared_ptr<const CfgGrammar::PatternVerdicts> CfgGrammar::PatternVerdictsFo
   auto mark_under = [&](std::uint32_t node) {
     for (std::uint32_t j = nodes[node].token_begin; j < nodes[nodes[node].subtree_end].token_begin;
          ++j) {
-      const TokenId t = toks[j];
-      if (t < width_) v->failing[static_cast<std::size_t>(t) >> 5] |= 1u << (t & 31);
+      if (toks[j] < width_) SetBit(v->failing, toks[j]);
     }
   };
   const std::vector<std::uint8_t>& plain = PlainSubtrees();
@@ -1131,7 +1130,7 @@ void CfgGrammar::FilterPatternStrings(EarleyParser& parser, std::span<std::uint3
     return ok;
   };
   auto drop = [&](TokenId t) {
-    if (t >= width_ || ((out[static_cast<std::size_t>(t) >> 5] >> (t & 31)) & 1) == 0) return;
+    if (t >= width_ || !TestBit(out.data(), t)) return;
     const std::string_view bytes = vocab_->TokenBytes(t);
     if (bytes.empty()) return;
     const auto b0 = static_cast<std::uint8_t>(bytes[0]);
@@ -1172,7 +1171,7 @@ void CfgGrammar::FilterPatternStrings(EarleyParser& parser, std::span<std::uint3
   // from the checker's start, which some refuse (`"*`, `["+`, `":"(`): the parser decides those
   // (the positions before a pattern string's quote hold them as the grammar allows them).
   for (const TokenId t : PatternOpeners()) {
-    if (t >= width_ || ((out[static_cast<std::size_t>(t) >> 5] >> (t & 31)) & 1) == 0) continue;
+    if (t >= width_ || !TestBit(out.data(), t)) continue;
     ++checked;
     if (!parser_takes(t)) out[static_cast<std::size_t>(t) >> 5] &= ~(1u << (t & 31));
   }

@@ -25,5 +25,6 @@ using mask_words::OrWords;
 using mask_words::SetBit;
 using mask_words::SetBitRecording;
 using mask_words::SkipWords;
+using mask_words::TestBit;
 
 }  // namespace lockstep::cfg_words
