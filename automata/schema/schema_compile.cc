@@ -206,14 +206,16 @@ class Emitter {
   // parser one character at a time (grammar::Rule::ecma_pattern; its syntax is not context-free).
   // Beside it only minLength: any text the check lets through can go on to a valid pattern, and
   // a valid pattern to a longer one, but a maxLength, a pattern or another format could leave a
-  // pattern begun with no way to finish within them.
+  // pattern begun with no way to finish within them. (Beside patterns and formats whose every
+  // value is a pattern the caller drops the format instead: ValuesAreEcmaPatterns.)
   Result<ExprId> PatternString(const StringConstraint& sc, const std::string& loc) {
     if (sc.max_length || sc.pattern || !sc.also_patterns.empty() || !sc.not_patterns.empty() ||
         !sc.also_formats.empty() || !sc.not_formats.empty() || !sc.excluded.empty()) {
       return Status(StatusCode::kUnsupported,
                     "format \"regex\" beside maxLength, a pattern, another format or excluded "
                     "values cannot be enforced exactly (the pattern syntax is checked at run "
-                    "time, alone)",
+                    "time, alone), unless every value of the patterns and formats beside it is "
+                    "a pattern, as far as an ASCII automaton shows",
                     loc);
     }
     // The string automaton of every value with minLength characters: the canonical spelling
@@ -415,16 +417,33 @@ class Emitter {
       for (const json& v : f.not_in)
         if (v.is_string()) sc.excluded.push_back(v.get<std::string>());
       std::optional<Result<ExprId>> pattern_string;
+      // `format: regex` first, wherever the merge of formats put it.
+      if (auto rx = std::find(sc.also_formats.begin(), sc.also_formats.end(), "regex");
+          sc.format && rx != sc.also_formats.end()) {
+        std::swap(*rx, *sc.format);
+      }
       if (sc.format && *sc.format == "regex") {
-        pattern_string = PatternString(sc, f.str_loc.empty() ? cur_loc_ : f.str_loc);
-        if (!pattern_string->ok() && m_.Relax(pattern_string->status())) {
-          // (Lenient: the string without the format, a superset.)
+        const std::string& loc = f.str_loc.empty() ? cur_loc_ : f.str_loc;
+        auto drop_format = [&sc] {
           sc.format.reset();
           if (!sc.also_formats.empty()) {
             sc.format = sc.also_formats.front();
             sc.also_formats.erase(sc.also_formats.begin());
           }
-          pattern_string.reset();
+        };
+        // Beside a pattern or format whose every value is a pattern, the format asserts
+        // nothing more: the string is theirs (o21780's time spans, `^(-?\d+\.)?\d+...$`).
+        if (sc.pattern || !sc.also_patterns.empty() || !sc.also_formats.empty()) {
+          auto implied = ValuesAreEcmaPatterns(sc, o_.lexical);
+          if (!implied.ok()) return WithLoc(implied.status(), loc);
+          if (implied->value_or(false)) drop_format();
+        }
+        if (sc.format && *sc.format == "regex") {
+          pattern_string = PatternString(sc, loc);
+          if (!pattern_string->ok() && m_.Relax(pattern_string->status())) {
+            drop_format();  // (lenient: the string without the format, a superset)
+            pattern_string.reset();
+          }
         }
       }
       if (pattern_string) {

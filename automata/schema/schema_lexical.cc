@@ -16,11 +16,13 @@
 #include <mutex>
 #include <optional>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
 #include "automata/regex/byte_nfa.h"
 #include "automata/regex/dfa_builder.h"
 #include "automata/schema/ir_nodes.h"
+#include "grammar/regex/ecma_pattern.h"
 #include "grammar/regex/lookahead.h"
 #include "grammar/regex/regex_parser.h"
 #include "grammar/base/utf8.h"
@@ -1526,6 +1528,71 @@ Result<std::shared_ptr<const ByteDfa>> FormatContentDfa(std::string_view format)
                   "format '" + std::string(format) + "' cannot be enforced exactly");
   }
   return CachedFormatDfa(format, false);
+}
+
+Result<std::optional<bool>> ValuesAreEcmaPatterns(const StringConstraint& c,
+                                                  const LexicalOptions& options) {
+  const DeadlineScope scope(options.deadline);
+  const std::optional<bool> kYes = true, kNo = false, kUndecided;
+  const std::int32_t max_states = options.max_dfa_states;
+  // The walk's own budget, so that an undecided one stays cheap: product states, and the length
+  // of a checker's key (groups open, names defined; past it the keys grow without end, as in
+  // `^[a(]+$`'s nesting).
+  const std::int64_t max_pairs = std::min<std::int64_t>(max_states, 20000);
+  constexpr std::size_t kMaxKeyBytes = 256;
+  std::vector<std::string> formats;
+  if (c.format && *c.format != "regex") formats.push_back(*c.format);
+  for (const std::string& f : c.also_formats) {
+    if (f != "regex") formats.push_back(f);
+  }
+  std::vector<std::string> patterns = c.also_patterns;
+  if (c.pattern) patterns.push_back(*c.pattern);
+  if (formats.size() + patterns.size() > Key().size()) return kUndecided;
+  LOCKSTEP_ASSIGN_OR_RETURN(auto held, FormatContentDfas(formats));
+  std::vector<ByteDfa> own(patterns.size());
+  std::vector<const ByteDfa*> parts;
+  for (const auto& d : held) parts.push_back(d.get());
+  for (std::size_t i = 0; i < patterns.size(); ++i) {
+    LOCKSTEP_ASSIGN_OR_RETURN(own[i], PatternContentDfa(patterns[i], max_states));
+    parts.push_back(&own[i]);
+  }
+  if (parts.empty()) return kNo;
+  ByteDfa both;
+  if (parts.size() > 1) {
+    LOCKSTEP_ASSIGN_OR_RETURN(both, ParallelIntersection(parts, max_states));
+    parts = {&both};
+  }
+  const ByteDfa& dfa = *parts[0];
+  if (dfa.start == ByteDfa::kDead) return kYes;  // no value at all
+  // Over every (state, checker) pair reached. The automaton is trimmed, so every transition it
+  // takes leads on to a value: a checker that dies on it, or stands in an accepting state with a
+  // text that is no whole pattern, is a value that is not a pattern.
+  std::vector<std::pair<StateId, EcmaPatternChecker>> todo;
+  std::unordered_set<std::string> seen;
+  std::string key;
+  auto add = [&](StateId s, const EcmaPatternChecker& ck) {
+    key.assign(reinterpret_cast<const char*>(&s), sizeof s);
+    ck.AppendKey(&key);
+    if (key.size() > kMaxKeyBytes) return false;
+    if (seen.insert(key).second) todo.emplace_back(s, ck);
+    return true;
+  };
+  add(dfa.start, EcmaPatternChecker());
+  while (!todo.empty()) {
+    auto [s, ck] = std::move(todo.back());
+    todo.pop_back();
+    if (CurrentDeadline().Poll()) return CurrentDeadline().Error("");
+    if (dfa.IsAccepting(s) && !ck.Complete()) return kNo;
+    for (int b = 0; b < 256; ++b) {
+      const StateId t = dfa.Step(s, static_cast<std::uint8_t>(b));
+      if (t == ByteDfa::kDead) continue;
+      if (b >= 0x80) return kUndecided;
+      EcmaPatternChecker next = ck;
+      if (!next.Step(static_cast<char32_t>(b))) return kNo;
+      if (!add(t, next) || static_cast<std::int64_t>(seen.size()) > max_pairs) return kUndecided;
+    }
+  }
+  return kYes;
 }
 
 namespace {

@@ -114,6 +114,17 @@ bool FormatSupported(std::string_view format);
 // escaping), built once per process and shared; kUnsupported for other formats.
 Result<std::shared_ptr<const ByteDfa>> FormatContentDfa(std::string_view format);
 
+// Whether every value of `c`'s patterns and formats (`format: regex` among them left out, and its
+// lengths and exclusions, which only narrow the set) is a valid ECMAScript pattern, so that
+// `format: regex` beside them asserts nothing more. Decided exactly, by running the pattern
+// checker (grammar/regex/ecma_pattern.h) over the automaton of their intersection, one product
+// state per (automaton state, checker state): true when every value is a pattern, false when
+// some value is not one; nullopt, undecided, when the walk meets a byte past ASCII or passes
+// max_dfa_states before it knows. False when `c` has no pattern and no other format (every
+// string: `[` is no pattern).
+Result<std::optional<bool>> ValuesAreEcmaPatterns(const StringConstraint& c,
+                                                  const LexicalOptions& options = {});
+
 // Canonical renderings under the formatting policy (for enum/const literals and for tests).
 std::string RenderJsonString(std::string_view utf8);
 // Integers and integer-valued doubles as integers; other doubles as plain decimals (shortest

@@ -761,6 +761,19 @@ void EcmaPatternChecker::AppendLocalKey(std::string* out) const {
   }
 }
 
+void EcmaPatternChecker::AppendKey(std::string* out) const {
+  AppendLocalKey(out);
+  out->push_back(static_cast<char>(in_decimal_));
+  for (std::uint32_t v : {captures_, backref_, max_backref_}) AppendRaw(v, out);
+  AppendRaw(static_cast<std::uint32_t>(refs_ ? refs_->size() : 0), out);
+  if (refs_) {
+    for (const std::string& r : *refs_) {
+      AppendRaw(static_cast<std::uint32_t>(r.size()), out);
+      out->append(r);
+    }
+  }
+}
+
 bool EcmaPatternChecker::PlainRunsFree() const {
   if (dead_ || no_digit_) return false;
   if (esc_ == Esc::kLead) {  // a class atom (the lead) ends, then the run goes on after it

@@ -36,6 +36,9 @@ class EcmaPatternChecker {
   // with equal keys give the same Step results for every continuation (Complete() may differ: the
   // key leaves out the capture count, the largest decimal escape and the \k names referenced).
   void AppendLocalKey(std::string* out) const;
+  // Appends a key of the whole state: two checkers with equal keys give the same Step results
+  // and the same Complete() for every continuation (the local key and what only Complete reads).
+  void AppendKey(std::string* out) const;
   // Every run of plain characters can follow: code points from U+0020 up other than the syntax
   // characters and `-` (a mask may then pass such tokens unread). Exact: when false, some one
   // plain character fails.

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "automata/schema/schema_lexical.h"
 #include "grammar/regex/ecma_pattern.h"
 #include "grammar/schema/json_schema.h"
 #include "lockstep/artifact.h"
@@ -183,7 +184,8 @@ TEST(FormatRegex, RandomWalksOnThreeVocabularies) {
 }
 
 // The check survives an artifact; the GBNF export cannot say it (strict refuses, lenient
-// warns); beside maxLength or a pattern the format stays refused, naming itself.
+// warns); beside maxLength or a pattern with values that are no patterns the format stays
+// refused, naming itself.
 TEST(FormatRegex, ArtifactGbnfAndWhatStaysRefused) {
   auto g = Compile("llama3", kRegex);
   ASSERT_NE(g, nullptr);
@@ -205,11 +207,91 @@ TEST(FormatRegex, ArtifactGbnfAndWhatStaysRefused) {
   EXPECT_FALSE(warnings.empty());
 
   for (const char* schema : {R"({"type": "string", "format": "regex", "maxLength": 9})",
-                             R"({"type": "string", "format": "regex", "pattern": "^a"})"}) {
+                             R"({"type": "string", "format": "regex", "pattern": "^a"})",
+                             R"({"type": "string", "format": "regex", "pattern": "^[a-z(]+$"})",
+                             R"({"type": "string", "format": "regex", "pattern": "^[a-zé]+$"})"}) {
     auto r = testing::CompilerFor("llama3").CompileSchema(schema);
     ASSERT_FALSE(r.ok()) << schema;
     EXPECT_EQ(r.status().code(), StatusCode::kUnsupported) << r.status().ToString();
     EXPECT_NE(r.status().message().find("regex"), std::string::npos) << r.status().ToString();
+  }
+}
+
+// Beside patterns and formats whose every value is a pattern, the format asserts nothing more
+// and the string is theirs (Github_hard's o21780: time spans). ValuesAreEcmaPatterns against
+// brute force: every string of up to 4 characters (69,905) over an alphabet of syntax
+// characters that the pattern matches (as the validator reads it), checked by IsEcmaPattern;
+// then compiled schemas against the validator and on random walks (sanitizers: 3 characters).
+TEST(FormatRegex, BesidePatternsWhoseValuesArePatterns) {
+  struct Case {
+    std::string pattern;
+    std::optional<bool> want;
+  };
+  const std::vector<Case> cases = {
+      {"^[0-9]+$", true},
+      {R"(^((?:-?0*\d+\.)?(?:0*)(?:2[0-3]|1[0-9]|[0-9]))(?::0*([0-5]?[0-9]))?$)", true},
+      {"^a{1,3}[|]?$", true},
+      {R"(^\\[dws]$)", true},
+      {"^[a-z(]+$", false},
+      {"^[*+?][0-9]*$", false},
+      {R"(^[\[\]a]{1,3}$)", false},
+      {R"(^\\[a-z]$)", false},  // `\d` is a pattern, `\a` is not (Unicode mode)
+      {"^[a-zé]+$", std::nullopt},
+  };
+  const std::string alphabet = "0a(|)[]{}\\-*,1d";
+  std::vector<std::string> strings = {""};
+  const std::size_t max_len = testing::TestScale() < 1 ? 3 : 4;  // (sanitizers: 4,369 strings)
+  for (std::size_t begin = 0, len = 0; len < max_len; ++len) {
+    const std::size_t end = strings.size();
+    for (std::size_t i = begin; i < end; ++i) {
+      for (char c : alphabet) strings.push_back(strings[i] + c);
+    }
+    begin = end;
+  }
+  for (const Case& c : cases) {
+    StringConstraint sc;
+    sc.pattern = c.pattern;
+    sc.format = "regex";
+    auto got = ValuesAreEcmaPatterns(sc);
+    ASSERT_TRUE(got.ok()) << c.pattern << ": " << got.status().ToString();
+    EXPECT_EQ(*got, c.want) << c.pattern;
+    if (!c.want) continue;
+    const std::string schema = json{{"type", "string"}, {"pattern", c.pattern}}.dump();
+    auto loaded = Schema::Load(schema);
+    ASSERT_TRUE(loaded.ok()) << schema;
+    auto v = Validator::Create(*loaded);
+    ASSERT_TRUE(v.ok());
+    std::string witness;
+    for (const std::string& s : strings) {
+      auto r = v->Validate(json(s));
+      ASSERT_TRUE(r.ok());
+      if (*r && !IsEcmaPattern(s)) {
+        witness = s;
+        break;
+      }
+    }
+    EXPECT_EQ(witness.empty(), *c.want) << c.pattern << ": witness '" << witness << "'";
+  }
+
+  const std::string time_span =
+      json{{"type", "string"}, {"format", "regex"}, {"minLength", 1}, {"pattern", cases[1].pattern}}
+          .dump();
+  const std::string date = R"({"allOf": [{"format": "date"}, {"format": "regex"}]})";
+  for (const std::string& schema : {time_span, date}) {
+    for (const char* text : {R"("12:30")", R"("-1.23:05:59")", R"("24:00")", R"("2024-02-29")",
+                             R"("2023-02-29")", R"("1(")", R"("")"}) {
+      auto g = Compile("llama3", schema);
+      ASSERT_NE(g, nullptr);
+      EXPECT_EQ(Feed("llama3", g, text, true), Valid(schema, text)) << schema << " " << text;
+    }
+  }
+  const long steps = std::max(20L, static_cast<long>(40 * testing::TestScale()));
+  std::uint64_t seed = 31;
+  for (const char* vocab : {"llama3", "qwen2.5", "mistral"}) {
+    auto g = Compile(vocab, time_span);
+    ASSERT_NE(g, nullptr);
+    testing::WalkStats st = testing::ExactnessWalks(g, steps, seed++, 16);
+    EXPECT_TRUE(st.Exact()) << vocab << ": " << st.Failure();
   }
 }
 

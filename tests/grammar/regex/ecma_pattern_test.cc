@@ -317,42 +317,97 @@ TEST(EcmaPatternTest, EveryLivePrefixHasACompletion) {
   EXPECT_LT(skipped, 50u);
 }
 
-// Equal local keys give equal Step results, two characters deep.
-TEST(EcmaPatternTest, EqualKeysStepAlike) {
-  const std::u32string alphabet = U"a0F9\\u{}()[]<>-,=:^$|*?+kpdbBxcLé";
+std::string WholeKey(const EcmaPatternChecker& c) {
+  std::string k;
+  c.AppendKey(&k);
+  return k;
+}
+
+// Live prefixes grouped by key (the local key, or with `whole` AppendKey's), up to four per key:
+// f(a, b, text_a, text_b) for the first checker of each group against each other one. Returns
+// the number of pairs.
+template <typename F>
+std::size_t ForPairsWithEqualKeys(bool whole, F f) {
   std::unordered_map<std::string, std::vector<std::u32string>> by_key;
   for (const std::u32string& p : LivePrefixes(1000)) {
     EcmaPatternChecker c;
     Feed(&c, p);
-    auto& v = by_key[Key(c)];
+    auto& v = by_key[whole ? WholeKey(c) : Key(c)];
     if (v.size() < 4) v.push_back(p);
   }
-  std::size_t pairs = 0, failures = 0;
+  std::size_t pairs = 0;
   for (const auto& [key, texts] : by_key) {
     for (std::size_t i = 1; i < texts.size(); ++i) {
       ++pairs;
       EcmaPatternChecker a, b;
       Feed(&a, texts[0]);
       Feed(&b, texts[i]);
-      for (char32_t x : alphabet) {
-        EcmaPatternChecker ax = a, bx = b;
-        const bool ra = ax.Step(x), rb = bx.Step(x);
-        bool same =
-            ra == rb && (!ra || Key(ax) == Key(bx)) && a.PlainRunsFree() == b.PlainRunsFree();
-        for (char32_t y : alphabet) {
-          if (!same || !ra) break;
-          EcmaPatternChecker axy = ax, bxy = bx;
-          same = axy.Step(y) == bxy.Step(y);
-        }
-        if (!same && ++failures <= 20) {
-          ADD_FAILURE() << Encode(texts[0]) << " and " << Encode(texts[i])
-                        << " share a key but differ after " << Encode(std::u32string(1, x));
-        }
-      }
+      f(a, b, texts[0], texts[i]);
     }
   }
+  return pairs;
+}
+
+// Equal local keys give equal Step results, two characters deep.
+TEST(EcmaPatternTest, EqualKeysStepAlike) {
+  const std::u32string alphabet = U"a0F9\\u{}()[]<>-,=:^$|*?+kpdbBxcLé";
+  std::size_t failures = 0;
+  const std::size_t pairs = ForPairsWithEqualKeys(false, [&](const EcmaPatternChecker& a,
+                                                             const EcmaPatternChecker& b,
+                                                             const std::u32string& ta,
+                                                             const std::u32string& tb) {
+    for (char32_t x : alphabet) {
+      EcmaPatternChecker ax = a, bx = b;
+      const bool ra = ax.Step(x), rb = bx.Step(x);
+      bool same =
+          ra == rb && (!ra || Key(ax) == Key(bx)) && a.PlainRunsFree() == b.PlainRunsFree();
+      for (char32_t y : alphabet) {
+        if (!same || !ra) break;
+        EcmaPatternChecker axy = ax, bxy = bx;
+        same = axy.Step(y) == bxy.Step(y);
+      }
+      if (!same && ++failures <= 20) {
+        ADD_FAILURE() << Encode(ta) << " and " << Encode(tb) << " share a key but differ after "
+                      << Encode(std::u32string(1, x));
+      }
+    }
+  });
   EXPECT_GT(pairs, 1000u);
   EXPECT_EQ(failures, 0u);
+}
+
+// Equal whole keys (AppendKey) give equal Complete() and Step results, two characters deep, and
+// a whole key tells apart what the local key leaves out (`(a)\\1` from `a\\1`).
+TEST(EcmaPatternTest, EqualWholeKeysCompleteAlike) {
+  const std::u32string alphabet = U"a0F9\\u{}()[]<>-,=:^$|*?+kpdbBxcL1é";
+  std::size_t failures = 0;
+  const std::size_t pairs = ForPairsWithEqualKeys(true, [&](const EcmaPatternChecker& a,
+                                                            const EcmaPatternChecker& b,
+                                                            const std::u32string& ta,
+                                                            const std::u32string& tb) {
+    bool same = a.Complete() == b.Complete();
+    for (char32_t x : alphabet) {
+      EcmaPatternChecker ax = a, bx = b;
+      same = same && ax.Step(x) == bx.Step(x) && ax.Complete() == bx.Complete() &&
+             WholeKey(ax) == WholeKey(bx);
+      for (char32_t y : alphabet) {
+        if (!same) break;
+        EcmaPatternChecker axy = ax, bxy = bx;
+        same = axy.Step(y) == bxy.Step(y) && axy.Complete() == bxy.Complete();
+      }
+    }
+    if (!same && ++failures <= 20) {
+      ADD_FAILURE() << Encode(ta) << " and " << Encode(tb)
+                    << " share a whole key but complete differently";
+    }
+  });
+  EXPECT_GT(pairs, 1000u);
+  EXPECT_EQ(failures, 0u);
+  EcmaPatternChecker with_group, without;
+  Feed(&with_group, U"(a)\\1");
+  Feed(&without, U"a\\1");
+  EXPECT_NE(with_group.Complete(), without.Complete());
+  EXPECT_NE(WholeKey(with_group), WholeKey(without));
 }
 
 // PlainRunsFree() is exact: when true, runs of plain characters all pass; when false, one fails.
