@@ -65,8 +65,9 @@ void Set(Table& t, int q, int from, int to, std::int16_t next) {
 }
 
 // A JSON string body: printable ASCII but `"` and `\` loop; `\` and an escape letter; UTF-8
-// sequences of two and three bytes; `"` leaves.
-Table StringBody() {
+// sequences of two and three bytes; `"` leaves. With `u_dies`, `\u` dies instead of leaving:
+// a region of the same byte set (TokenTrie keeps the tokens within it once for both).
+Table StringBody(bool u_dies = false) {
   Table t = NewTable(4);
   Set(t, 0, 0x20, 0x7F, 0);
   Set(t, 0, '"', '"', kExit);
@@ -74,9 +75,90 @@ Table StringBody() {
   Set(t, 0, 0xC2, 0xDF, 2);
   Set(t, 0, 0xE0, 0xEF, 3);
   for (int e : {'"', '\\', '/', 'b', 'f', 'n', 'r', 't'}) Set(t, 1, e, e, 0);
-  Set(t, 1, 'u', 'u', kExit);  // (the hex digits are walked on by the caller)
+  Set(t, 1, 'u', 'u', u_dies ? kDead : kExit);  // (the hex digits are walked on by the caller)
   Set(t, 2, 0x80, 0xBF, 0);
   Set(t, 3, 0x80, 0xBF, 2);
+  return t;
+}
+
+// Every well-formed UTF-8 character (Unicode, Table 3-7) loops in state 1, entered from state 0
+// on the same bytes (the shape of a grammar's string view); with `but`, one two-byte character
+// (C3 A9, `é`) dies instead, which no byte set tells.
+Table Utf8Body(bool but) {
+  Table t = NewTable(6);
+  for (int q : {0, 1}) {
+    Set(t, q, 0x20, 0x7F, 1);
+    Set(t, q, '"', '"', kExit);
+    Set(t, q, 0xC2, 0xDF, 2);
+    Set(t, q, 0xE0, 0xE0, 3);
+    Set(t, q, 0xE1, 0xEC, 4);
+    Set(t, q, 0xED, 0xED, 5);
+    Set(t, q, 0xEE, 0xEF, 4);
+  }
+  Set(t, 2, 0x80, 0xBF, 1);
+  Set(t, 3, 0xA0, 0xBF, 2);
+  Set(t, 4, 0x80, 0xBF, 2);
+  Set(t, 5, 0x80, 0x9F, 2);
+  // Four bytes: F0 90-BF, F1-F3 80-BF, F4 80-8F, then two continuation bytes (states 6, 7, 8).
+  t.resize(static_cast<std::size_t>(9) * 256, kDead);
+  for (int q : {0, 1}) {
+    Set(t, q, 0xF0, 0xF0, 6);
+    Set(t, q, 0xF1, 0xF3, 7);
+    Set(t, q, 0xF4, 0xF4, 8);
+  }
+  Set(t, 6, 0x90, 0xBF, 4);
+  Set(t, 7, 0x80, 0xBF, 4);
+  Set(t, 8, 0x80, 0x8F, 4);
+  if (but) {
+    // C3 goes to a state of its own where A9 dies.
+    t.resize(static_cast<std::size_t>(10) * 256, kDead);
+    Set(t, 0, 0xC3, 0xC3, 9);
+    Set(t, 1, 0xC3, 0xC3, 9);
+    Set(t, 9, 0x80, 0xBF, 1);
+    Set(t, 9, 0xA9, 0xA9, kDead);
+  }
+  return t;
+}
+
+// Adds to `t` every well-formed UTF-8 character from state q to state r (new states for the
+// continuation bytes, after the table's last).
+void AddUtf8(Table& t, int q, int r) {
+  auto fresh = [&t] {
+    const int n = static_cast<int>(t.size() / 256);
+    t.resize(t.size() + 256, kDead);
+    return n;
+  };
+  const int one = fresh(), two = fresh(), three = fresh();  // continuation bytes still to come
+  Set(t, one, 0x80, 0xBF, r);
+  Set(t, two, 0x80, 0xBF, one);
+  Set(t, three, 0x80, 0xBF, two);
+  Set(t, q, 0xC2, 0xDF, one);
+  Set(t, q, 0xE1, 0xEC, two);
+  Set(t, q, 0xEE, 0xEF, two);
+  Set(t, q, 0xF1, 0xF3, three);
+  const int e0 = fresh(), ed = fresh(), f0 = fresh(), f4 = fresh();
+  Set(t, q, 0xE0, 0xE0, e0);
+  Set(t, e0, 0xA0, 0xBF, one);
+  Set(t, q, 0xED, 0xED, ed);
+  Set(t, ed, 0x80, 0x9F, one);
+  Set(t, q, 0xF0, 0xF0, f0);
+  Set(t, f0, 0x90, 0xBF, two);
+  Set(t, q, 0xF4, 0xF4, f4);
+  Set(t, f4, 0x80, 0x8F, two);
+}
+
+// A string body of at least two characters: the first two are counted (states 0 and 1), then
+// the loop (state 2); `"` leaves from the loop only, `\` dies anywhere.
+Table CountedEntry() {
+  Table t = NewTable(3);
+  for (int q : {0, 1, 2}) {
+    Set(t, q, 0x20, 0x7F, q == 2 ? 2 : q + 1);
+    Set(t, q, '\\', '\\', kDead);
+    AddUtf8(t, q, q == 2 ? 2 : q + 1);
+  }
+  Set(t, 0, '"', '"', kDead);
+  Set(t, 1, '"', '"', kDead);
+  Set(t, 2, '"', '"', kExit);
   return t;
 }
 
@@ -133,8 +215,10 @@ void CheckRegions(const std::string& name) {
   const Vocabulary& v = **vocab;
   TokenTrie trie(v);
   const std::vector<std::pair<const char*, Table>> tables = {
-      {"string body", StringBody()}, {"words", Words()}, {"entry row", EntryRow()},
-      {"alternating", Alternating()}, {"narrow", Narrow()}};
+      {"string body", StringBody()}, {"string body, \\u dead", StringBody(true)},  // (one set)
+      {"words", Words()}, {"entry row", EntryRow()},
+      {"alternating", Alternating()}, {"narrow", Narrow()}, {"UTF-8 body", Utf8Body(false)},
+      {"UTF-8 body but one character", Utf8Body(true)}, {"counted entry", CountedEntry()}};
   for (const auto& [what, table] : tables) {
     // Every text token run over the table on its own: inside, or leaving from state q at byte d.
     std::vector<std::int8_t> inside(v.size(), 0);
