@@ -340,39 +340,6 @@ const TokenTrie::RegionView* TokenTrie::BuiltRegion(const std::vector<std::int16
   return f == regions_.end() ? nullptr : f->second.get();
 }
 
-const TokenTrie::WithinSet* TokenTrie::TokensWithin(const std::array<std::uint64_t, 2>& set,
-                                                     bool utf8) const {
-  const std::array<std::uint64_t, 3> key = {set[0], set[1], utf8 ? 1u : 0u};
-  {
-    std::lock_guard<std::mutex> lock(within_mu_);
-    for (const auto& [k, w] : within_sets_) {
-      if (k == key) return w.get();
-    }
-    if (within_sets_.size() >= 64) return nullptr;
-  }
-  auto w = std::make_unique<WithinSet>();
-  w->inside_bits = IdBits(tokens_);
-  const ByteSets& sets = byte_sets_;
-  const std::size_t too_many = tokens_.size() / 4;
-  for (std::size_t k = 0; k < tokens_.size(); ++k) {
-    if (sets.Within(k, set) || (utf8 && sets.WithinUtf8(k, set))) {
-      mask_words::SetBit(w->inside_bits, tokens_[k]);
-      ++w->inside_count;
-    } else if (w->others.size() < too_many) {
-      w->others.push_back(static_cast<std::uint32_t>(k));
-    } else {
-      w.reset();  // (remembered as no use)
-      break;
-    }
-  }
-  std::lock_guard<std::mutex> lock(within_mu_);
-  for (const auto& [k, had] : within_sets_) {
-    if (k == key) return had.get();
-  }
-  within_sets_.emplace_back(key, std::move(w));
-  return within_sets_.back().second.get();
-}
-
 const TokenTrie::RegionView* TokenTrie::Region(const std::vector<std::int16_t>& table,
                                                bool* built) const {
   {
@@ -417,17 +384,9 @@ const TokenTrie::RegionView* TokenTrie::Region(const std::vector<std::int16_t>& 
   const bool utf8_stays = Utf8Returns(table, {0, l}, l);
   const ByteSets& sets = byte_sets_;
   const std::size_t too_many = tokens_.size() / 4;
-  // Most tokens from the tokens within `stay`, kept per set; the others one by one.
-  const WithinSet* within = TokensWithin(stay, utf8_stays);
-  if (within != nullptr) {
-    view->inside_bits = within->inside_bits;
-    view->inside_count = within->inside_count;
-  }
-  const std::size_t count = within != nullptr ? within->others.size() : tokens_.size();
-  for (std::size_t i = 0; i < count && exits.size() <= too_many; ++i) {
-    const std::size_t k = within != nullptr ? within->others[i] : i;
+  for (std::size_t k = 0; k < tokens_.size() && exits.size() <= too_many; ++k) {
     const TokenId id = tokens_[k];
-    if (within == nullptr && (sets.Within(k, stay) || (utf8_stays && sets.WithinUtf8(k, stay)))) {
+    if (sets.Within(k, stay) || (utf8_stays && sets.WithinUtf8(k, stay))) {
       mask_words::SetBit(view->inside_bits, id);
       ++view->inside_count;
       continue;

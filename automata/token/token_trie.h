@@ -104,9 +104,8 @@ class TokenTrie {
   };
   // Thread-safe; the view lives as long as the trie. Null past the cache budget (1,024 views)
   // or when more than a quarter of the tokens leave the region (nothing to share). `built`, if
-  // given, is set when this call built the view (a pass over the tokens that their byte sets
-  // do not tell inside, kept per set: 0.2 ms on Llama-3 for a string body after the first
-  // view of its set, 0.5-0.8 ms for that first one).
+  // given, is set when this call built the view (a pass over every token: 0.5-0.8 ms on
+  // Llama-3 at the median, since most tokens are told by their byte sets).
   const RegionView* Region(const std::vector<std::int16_t>& table, bool* built = nullptr) const;
   // The view of `table` if it was built, else null (nothing is built).
   const RegionView* BuiltRegion(const std::vector<std::int16_t>& table) const;
@@ -197,20 +196,6 @@ class TokenTrie {
       return {text.data() + begin[k], begin[k + 1] - begin[k]};
     }
   };
-  // The tokens whose bytes lie within a set of ASCII bytes (and, with `utf8`, whole UTF-8
-  // characters), as bits, and the others by their index in tokens_: what Region takes from the
-  // byte sets, kept per set (string bodies of many kinds share the set and differ in their
-  // exits). At most 64 sets, each only when at most a quarter of the tokens are others.
-  struct WithinSet {
-    std::vector<std::uint32_t> inside_bits;
-    std::int32_t inside_count = 0;
-    std::vector<std::uint32_t> others;
-  };
-  // Null past the budget or when too many tokens are others.
-  const WithinSet* TokensWithin(const std::array<std::uint64_t, 2>& set, bool utf8) const;
-  mutable std::mutex within_mu_;
-  mutable std::vector<std::pair<std::array<std::uint64_t, 3>, std::unique_ptr<WithinSet>>>
-      within_sets_;
   ByteSets byte_sets_;
   mutable std::mutex attached_mu_;
   mutable std::shared_ptr<void> attached_;

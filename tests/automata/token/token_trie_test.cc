@@ -66,7 +66,7 @@ void Set(Table& t, int q, int from, int to, std::int16_t next) {
 
 // A JSON string body: printable ASCII but `"` and `\` loop; `\` and an escape letter; UTF-8
 // sequences of two and three bytes; `"` leaves. With `u_dies`, `\u` dies instead of leaving:
-// a region of the same byte set (TokenTrie keeps the tokens within it once for both).
+// a region of the same byte set, another view.
 Table StringBody(bool u_dies = false) {
   Table t = NewTable(4);
   Set(t, 0, 0x20, 0x7F, 0);
@@ -215,7 +215,7 @@ void CheckRegions(const std::string& name) {
   const Vocabulary& v = **vocab;
   TokenTrie trie(v);
   const std::vector<std::pair<const char*, Table>> tables = {
-      {"string body", StringBody()}, {"string body, \\u dead", StringBody(true)},  // (one set)
+      {"string body", StringBody()}, {"string body, \\u dead", StringBody(true)},
       {"words", Words()}, {"entry row", EntryRow()},
       {"alternating", Alternating()}, {"narrow", Narrow()}, {"UTF-8 body", Utf8Body(false)},
       {"UTF-8 body but one character", Utf8Body(true)}, {"counted entry", CountedEntry()}};
