@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "automata/token/mask_words.h"
+#include "automata/vocab/unicode.h"
 #include "automata/vocab/token_flags.h"
 #include "lockstep/bitmask.h"
 
@@ -18,8 +19,8 @@ namespace lockstep {
 
 namespace {
 
-// The well-formed UTF-8 sequences of two to four bytes (Unicode, Table 3-7): the byte ranges of
-// each position, lead byte first.
+// The well-formed UTF-8 sequences of two to four bytes (Unicode, Table 3-7, as
+// vocab::DecodeUtf8 reads them): the byte ranges of each position, lead byte first.
 struct Utf8Form {
   int len;
   std::array<std::array<std::uint8_t, 2>, 4> ranges;
@@ -34,31 +35,6 @@ constexpr std::array<Utf8Form, 8> kUtf8Forms = {{
     {4, {{{0xF1, 0xF3}, {0x80, 0xBF}, {0x80, 0xBF}, {0x80, 0xBF}}}},
     {4, {{{0xF4, 0xF4}, {0x80, 0x8F}, {0x80, 0xBF}, {0x80, 0xBF}}}},
 }};
-
-// Whether the bytes from 0x80 on in `bytes` are whole, well-formed UTF-8 sequences.
-bool WholeUtf8(std::string_view bytes) {
-  for (std::size_t i = 0; i < bytes.size();) {
-    const auto lead = static_cast<std::uint8_t>(bytes[i]);
-    if (lead < 0x80) {
-      ++i;
-      continue;
-    }
-    const Utf8Form* form = nullptr;
-    for (const Utf8Form& f : kUtf8Forms) {
-      if (lead >= f.ranges[0][0] && lead <= f.ranges[0][1]) form = &f;
-    }
-    if (form == nullptr || i + static_cast<std::size_t>(form->len) > bytes.size()) return false;
-    for (int p = 1; p < form->len; ++p) {
-      const auto b = static_cast<std::uint8_t>(bytes[i + static_cast<std::size_t>(p)]);
-      if (b < form->ranges[static_cast<std::size_t>(p)][0] ||
-          b > form->ranges[static_cast<std::size_t>(p)][1]) {
-        return false;
-      }
-    }
-    i += static_cast<std::size_t>(form->len);
-  }
-  return true;
-}
 
 // Whether every well-formed UTF-8 sequence of two to four bytes, run over a region's `table`
 // from any state of `from`, stays in the region (no dead, no exit) and ends in state `to`.
@@ -158,7 +134,10 @@ TokenTrie::TokenTrie(const Vocabulary& vocab) {
         byte_sets_.ascii[k][b >> 6] |= std::uint64_t{1} << (b & 63);
       }
     }
-    if (byte_sets_.high[k] != 0 && !WholeUtf8(entries[k].bytes)) byte_sets_.high[k] = 2;
+    if (byte_sets_.high[k] != 0 &&
+        vocab::FindInvalidUtf8(entries[k].bytes) != std::string_view::npos) {
+      byte_sets_.high[k] = 2;  // (not whole, well-formed UTF-8)
+    }
   }
   byte_sets_.begin[entries.size()] = static_cast<std::uint32_t>(byte_sets_.text.size());
   // Children lists (the root's last): node i's children are kids_[kids_begin_[i], kids_begin_[i+1]).
