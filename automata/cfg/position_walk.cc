@@ -52,12 +52,13 @@ class StackWalk {
     }
   };
 
-  explicit StackWalk(const CfgProgram* p) : p_(p) {}
+  explicit StackWalk(const CfgProgram* p) : p_(p) { front_.fill({-1, -1}); }
 
   // Ready for a walk: the tables of earlier walks stay unless they have grown past kKeep* (or
   // Forget was called). Lazily: the next Start clears them.
   void Reset() {
-    if (pool_.size() > kKeepPool || frames_.size() > kKeepFrames || memo_size_ > kKeepMemo) {
+    if (pool_.size() > kKeepPool || frames_.size() > kKeepFrames || memo_size_ > kKeepMemo ||
+        start_size_ > kKeepMemo) {
       fresh_walk_ = true;
     }
     failed = false;
@@ -67,14 +68,31 @@ class StackWalk {
     fresh_walk_ = true;
     failed = false;
   }
-  // The closed set of the single configuration (q, parent).
+  // The closed set of the single configuration (q, parent). Memoised like Step: a walk starts
+  // the stack at every trie node that enters a state with rule edges (each digit of a number
+  // value before the `ws` call after it: a thousand nodes of Llama-3's trie), and the closure
+  // is the same each time.
   std::int32_t Start(StateId q, std::int32_t parent) {
     Prepare();
+    const std::uint64_t key =
+        static_cast<std::uint64_t>(static_cast<std::uint32_t>(q)) << 32 |
+        static_cast<std::uint32_t>(parent);
+    std::size_t m = start_keys_.size() - 1;
+    std::size_t h = static_cast<std::size_t>((key * 0x9E3779B97F4A7C15ull) >> 20) & m;
+    while (start_keys_[h] != kNoStart) {
+      if (start_keys_[h] == key) return start_vals_[h];
+      h = (h + 1) & m;
+    }
     ClearCur();
     completed_ = false;
     Add(q, parent, 0);
     Close();
-    return InternSet();
+    const std::int32_t sid = InternSet();
+    if (failed) return sid;
+    start_keys_[h] = key;
+    start_vals_[h] = sid;
+    if (2 * ++start_size_ > start_keys_.size()) GrowStarts();
+    return sid;
   }
   // The closed set of counter `rule` after `count` repetitions as the position's own rule (a
   // counter position): its body entered afresh; the counter finishes once a body has.
@@ -89,6 +107,17 @@ class StackWalk {
   // The set after byte b from set `sid`; -1 if b leads nowhere.
   std::int32_t Step(std::int32_t sid, std::uint8_t b) {
     const std::int64_t key = static_cast<std::int64_t>(sid) * 256 + b;
+    // A small direct-mapped cache in front of the memo: a trie walk asks for the same few sets'
+    // steps node after node (siblings share their parent's set), and the memo, grown over the
+    // walks of a grammar to hundreds of kilobytes, misses the L1 cache on most of them.
+    FrontSlot& front = front_[static_cast<std::size_t>(
+        (static_cast<std::uint64_t>(key) * 0x9E3779B97F4A7C15ull) >> (64 - kFrontBits))];
+    if (front.key == key) return front.value;
+    const std::int32_t next = StepMemo(sid, b, key);
+    if (!failed) front = {key, next};
+    return next;
+  }
+  std::int32_t StepMemo(std::int32_t sid, std::uint8_t b, std::int64_t key) {
     std::size_t m = memo_keys_.size() - 1;
     std::size_t h = static_cast<std::size_t>(static_cast<std::uint64_t>(key) * 0x9E3779B97F4A7C15ull >> 20) & m;
     while (memo_keys_[h] >= 0) {
@@ -115,6 +144,79 @@ class StackWalk {
   }
   // The position's own rule may finish at this set.
   bool completed(std::int32_t sid) const { return set_completed_[sid] != 0; }
+  // Whether set `sid` surely takes any run of up to `need` bytes of trie subtree class k
+  // (TokenTrie::SubtreeClass): each byte of the class leads from the set to one same set, and
+  // so on `need` times, or to the set itself (a number's digits after its first digit: any
+  // run). Asked for the small classes only (digits, blanks), each step memoised, and followed
+  // only as far as `need` (the bytes below a trie node): a `ws` counter's chain of counts is
+  // stepped as deep as the deepest run of blanks below, as the walk would. Kept per set: the
+  // run known so far (a lower bound, or exact once the chain ended).
+  static constexpr std::int32_t kUnboundedRun = 255;
+  bool Takes(std::int32_t sid, int k, std::int32_t need) {
+    auto cache = [&](std::int32_t x) -> RunKnown& {
+      if (set_runs_.size() <= static_cast<std::size_t>(x)) set_runs_.resize(x + 1, RunCache{});
+      return set_runs_[x].run[k];
+    };
+    thread_local std::vector<std::int32_t> chain;
+    chain.clear();
+    std::int32_t x = sid;
+    std::int32_t tail = 0;     // the run known from x on
+    bool exact = false;        // ... and whether it is the whole run
+    while (true) {
+      const RunKnown c = cache(x);
+      tail = c.run;
+      exact = c.exact;
+      if (exact || static_cast<std::int32_t>(chain.size()) + tail >= need) break;
+      // One step on the class from x: the same set for every byte, or none.
+      std::int32_t next = -2;
+      for (const std::uint8_t b : TokenTrie::SubtreeClassBytes(k)) {
+        const std::int32_t t = Step(x, b);
+        if (failed) return false;
+        if (t < 0 || (next != -2 && t != next)) {
+          next = -1;
+          break;
+        }
+        next = t;
+      }
+      if (next < 0 || next == x) {
+        tail = next < 0 ? 0 : kUnboundedRun;
+        exact = true;
+        cache(x) = {static_cast<std::uint8_t>(tail), true};
+        break;
+      }
+      chain.push_back(x);
+      x = next;
+    }
+    // Back along the chain: each set takes one byte more than the one after it.
+    std::int32_t run = tail;
+    for (std::size_t j = chain.size(); j-- > 0;) {
+      run = std::min(run + 1, kUnboundedRun);
+      RunKnown& c = cache(chain[j]);
+      if (exact || run > c.run) c = {static_cast<std::uint8_t>(run), exact};
+    }
+    return run >= need;
+  }
+  // The bytes that lead on from set `sid` (a superset: the union of its states' first bytes,
+  // `first` per state), computed once per set: for sparse jumps in stack mode. The reference
+  // holds until the next set is interned.
+  const std::array<std::uint64_t, 4>& Bytes(
+      std::int32_t sid, const std::vector<std::array<std::uint64_t, 4>>& first,
+      std::int32_t* count) {
+    if (set_bytes_.size() <= static_cast<std::size_t>(sid)) set_bytes_.resize(sid + 1);
+    SetBytes& sb = set_bytes_[sid];
+    if (!sb.known) {
+      sb.bits = {};
+      for (std::uint32_t j = set_begin_[sid]; j < set_begin_[sid + 1]; ++j) {
+        const std::array<std::uint64_t, 4>& f = first[pool_[j].q];
+        for (int w = 0; w < 4; ++w) sb.bits[w] |= f[w];
+      }
+      sb.count = 0;
+      for (int w = 0; w < 4; ++w) sb.count += static_cast<std::uint16_t>(std::popcount(sb.bits[w]));
+      sb.known = true;
+    }
+    *count = sb.count;
+    return sb.bits;
+  }
 
   bool failed = false;
 
@@ -128,11 +230,31 @@ class StackWalk {
       pool_.clear();
       set_begin_.assign(1, 0);
       set_completed_.clear();
+      set_bytes_.clear();
+      set_runs_.clear();
       set_table_.assign(256, -1);
       memo_keys_.assign(1024, -1);
       memo_vals_.assign(1024, -1);
       memo_size_ = 0;
+      start_keys_.assign(256, kNoStart);
+      start_vals_.assign(256, -1);
+      start_size_ = 0;
+      front_.fill({-1, -1});
     }
+  }
+  void GrowStarts() {
+    std::vector<std::uint64_t> keys(start_keys_.size() * 2, kNoStart);
+    std::vector<std::int32_t> vals(keys.size(), -1);
+    const std::size_t m = keys.size() - 1;
+    for (std::size_t k = 0; k < start_keys_.size(); ++k) {
+      if (start_keys_[k] == kNoStart) continue;
+      std::size_t h = static_cast<std::size_t>((start_keys_[k] * 0x9E3779B97F4A7C15ull) >> 20) & m;
+      while (keys[h] != kNoStart) h = (h + 1) & m;
+      keys[h] = start_keys_[k];
+      vals[h] = start_vals_[k];
+    }
+    start_keys_ = std::move(keys);
+    start_vals_ = std::move(vals);
   }
 
   // Configurations per set: an object's optional members predict a few each (a 300-member
@@ -385,10 +507,35 @@ class StackWalk {
   std::vector<Config> pool_;  // interned sets: pool_[set_begin_[k], set_begin_[k + 1])
   std::vector<std::uint32_t> set_begin_;
   std::vector<std::uint8_t> set_completed_;
+  struct SetBytes {
+    std::array<std::uint64_t, 4> bits;
+    std::uint16_t count = 0;
+    bool known = false;
+  };
+  std::vector<SetBytes> set_bytes_;  // per set, filled by Bytes
+  struct RunKnown {
+    std::uint8_t run = 0;  // bytes of the class the set surely takes in a row (255: any number)
+    bool exact = false;    // run is all it takes (else a lower bound)
+  };
+  struct RunCache {
+    std::array<RunKnown, TokenTrie::kNumSubtreeClasses> run{};
+  };
+  std::vector<RunCache> set_runs_;  // per set: what Takes found, per class
   std::vector<std::int32_t> set_table_;
+  static constexpr int kFrontBits = 10;
+  struct FrontSlot {
+    std::int64_t key;  // set * 256 + byte, or -1
+    std::int32_t value;
+  };
+  std::array<FrontSlot, std::size_t{1} << kFrontBits> front_;  // (cleared with the memo)
   std::vector<std::int64_t> memo_keys_;  // (set * 256 + byte) -> next set (-1: dead)
   std::vector<std::int32_t> memo_vals_;
   std::size_t memo_size_ = 0;
+  // (q, parent) -> Start's set (kNoStart: an empty slot; no state is 2^32 - 1)
+  static constexpr std::uint64_t kNoStart = ~std::uint64_t{0};
+  std::vector<std::uint64_t> start_keys_;
+  std::vector<std::int32_t> start_vals_;
+  std::size_t start_size_ = 0;
 };
 
 }  // namespace
@@ -420,6 +567,7 @@ struct CfgGrammar::WalkFrame {
   // bytes allowed out of it.
   std::uint32_t jump_parent;
   const std::uint64_t* jump_allowed;
+  std::array<std::uint64_t, 4> stack_bytes;  // kStack: the set's bytes (jump_allowed points here)
 };
 
 // Scratch of one position's computation: local parsers by level (or the stack walk), accepted
@@ -427,6 +575,8 @@ struct CfgGrammar::WalkFrame {
 // One per thread, reused: a position's computation allocates nothing once it has warmed up.
 // Accepted ids a walk also collects as a list (sorting a longer list costs more than a scan).
 constexpr std::size_t kMaxListedIds = 256;
+constexpr int kLoopSlotBits = 8;
+constexpr std::uint32_t kMinSkipNodes = 16;  // nodes below a node whose subtree may be taken whole
 
 struct CfgGrammar::WalkScratch {
   // Ready for a position of `program` (whose grammar's serial number is `serial`: an address
@@ -460,6 +610,14 @@ struct CfgGrammar::WalkScratch {
   TailTrieBuilder tail_tries;
   // WalkTrie's path: one frame per trie depth.
   std::vector<WalkFrame> frames;
+  // TrieWalker::TakesBelow's answers per automaton state, stamped by `walk` (one per WalkTrie).
+  struct LoopSlot {
+    std::uint64_t walk = 0;
+    StateId state = -1;
+    std::uint8_t loops = 0;  // bit k: the state goes back to itself on every byte of class k
+  };
+  std::array<LoopSlot, std::size_t{1} << kLoopSlotBits> loop_slots{};
+  std::uint64_t walk = 0;
   std::vector<std::int32_t> splits;
 };
 
@@ -528,6 +686,12 @@ class CfgGrammar::TrieWalker {
   std::uint32_t Reject(const TokenTrie::Node& node, std::int32_t d);
   // The tokens ending at node i are accepted.
   [[gnu::always_inline]] void AcceptTokens(std::uint32_t i, const TokenTrie::Node& node);
+  // The tokens toks_[begin, end) are accepted.
+  [[gnu::noinline]] void AcceptRange(std::uint32_t begin, std::uint32_t end);
+  // From frame f, every run of up to `height` bytes of some class of `below` (TokenTrie::BelowIn)
+  // stays alive: the state goes back to itself on the class (automaton), the set takes that many
+  // (stack, StackWalk::Takes), or the repetition has that many left (a `ws` repeat).
+  [[gnu::noinline]] bool TakesBelow(const WalkFrame& f, std::uint8_t below, std::int32_t height);
 
   const CfgGrammar& g_;
   const CfgProgram& p_;
@@ -547,6 +711,7 @@ class CfgGrammar::TrieWalker {
   // position's tail trie, ComposeFromCallee), not at offsets_.
   const bool offsets_from_depths_;
   bool can_jump_ = false;
+  bool can_skip_ = false;  // whole subtrees by BelowIn (the trie's own nodes and tokens)
   WalkFrame* frames_ = nullptr;
 };
 
@@ -733,6 +898,59 @@ std::uint32_t CfgGrammar::TrieWalker::Reject(const TokenTrie::Node& node, std::i
   return node.subtree_end;
 }
 
+void CfgGrammar::TrieWalker::AcceptRange(std::uint32_t begin, std::uint32_t end) {
+  for (std::uint32_t j = begin; j < end; ++j) {
+    out_.bits[static_cast<std::size_t>(toks_[j]) >> 5] |= 1u << (toks_[j] & 31);
+    if (out_.ids.size() < out_.ids_limit) out_.ids.push_back(toks_[j]);
+  }
+  out_.accepted += static_cast<std::int32_t>(end - begin);
+}
+
+bool CfgGrammar::TrieWalker::TakesBelow(const WalkFrame& f, std::uint8_t below,
+                                         std::int32_t height) {
+  if (f.mode == WalkMode::kAutomaton) {
+    // (In the automaton the state has no rule edge; stepping a byte back to it keeps it so.)
+    // The classes the state loops on, asked once per state and walk (a direct-mapped cache
+    // stamped by walk): most trie nodes have a class below them (letters, digits), most states
+    // loop on none, and a node's question is then one table read.
+    WalkScratch::LoopSlot& slot =
+        out_.loop_slots[(static_cast<std::uint32_t>(f.state) * 0x9E3779B9u) >> (32 - kLoopSlotBits)];
+    if (slot.walk != out_.walk || slot.state != f.state) {
+      std::uint8_t loops = 0;
+      for (int k = 0; k < TokenTrie::kNumSubtreeClasses; ++k) {
+        bool all = true;
+        for (const std::uint8_t b : TokenTrie::SubtreeClassBytes(k)) {
+          if (p_.Step(f.state, b) != f.state) {
+            all = false;
+            break;
+          }
+        }
+        if (all) loops = static_cast<std::uint8_t>(loops | (1u << k));
+      }
+      slot = {out_.walk, f.state, loops};
+    }
+    return (slot.loops & below) != 0;
+  }
+  if (f.mode == WalkMode::kStack) {
+    // (Digits and blanks only: asking a set about a wider class steps it on bytes the walk may
+    // never take, each step a closure of its own.)
+    for (const int k : {TokenTrie::kDigits, TokenTrie::kWhitespace}) {
+      if (((below >> k) & 1) != 0 && out_.stack.Takes(f.stack_set, k, height)) return true;
+      if (out_.stack.failed) return false;
+    }
+    return false;
+  }
+  if (f.mode == WalkMode::kRepeat && ((below >> TokenTrie::kWhitespace) & 1) != 0) {
+    // Each blank of the repetition's class counts one more, up to its maximum.
+    const RepeatEdge& r = g_.repeat_edges_[g_.repeat_of_[f.state]];
+    for (const std::uint8_t b : TokenTrie::SubtreeClassBytes(TokenTrie::kWhitespace)) {
+      if (((r.bytes[b >> 6] >> (b & 63)) & 1) == 0) return false;
+    }
+    return r.max < 0 || r.max - f.count >= height;
+  }
+  return false;
+}
+
 inline void CfgGrammar::TrieWalker::AcceptTokens(std::uint32_t i, const TokenTrie::Node& node) {
   for (std::uint32_t j = node.token_begin; j < nodes_[i + 1].token_begin; ++j) {
     out_.bits[static_cast<std::size_t>(toks_[j]) >> 5] |= 1u << (toks_[j] & 31);
@@ -754,6 +972,9 @@ void CfgGrammar::TrieWalker::Run(std::uint32_t begin) {
   can_jump_ = offsets_ == nullptr && !offsets_from_depths_ &&
               nodes_.data() == g_.trie_->nodes().data() && begin == 0 &&
               !counter_ && start_depth_ == 0;
+  can_skip_ = offsets_ == nullptr && !offsets_from_depths_ &&
+              nodes_.data() == g_.trie_->nodes().data();
+  ++out_.walk;  // (a new stamp: the loop cache's answers were for another program's states)
   std::uint32_t i = begin;
   frames_[start_depth_].jump_parent = kNoJump;
   if (can_jump_ && Sparse(start_, TokenTrie::kRoot)) {
@@ -791,12 +1012,43 @@ void CfgGrammar::TrieWalker::Run(std::uint32_t begin) {
     AcceptTokens(i, node);
     if (completed) splits.push_back(d);
     f.jump_parent = kNoJump;
+    // Every byte below this node in a class on which the state (or stack set) goes back to
+    // itself (digits after a number's first digit, a run of hex digits): every token below is
+    // accepted, each prefix ending in this same state, and none dies, so none is uncertain
+    // either. Taken whole instead of node by node (a number's 1,110 digit tokens on Llama-3).
+    // (Only subtrees big enough to pay for the question: most nodes have a few nodes below.)
+    if (can_skip_ && node.subtree_end > i + kMinSkipNodes) [[unlikely]] {
+      if (const std::uint8_t below = g_.trie_->BelowIn(i);
+          below != 0 && TakesBelow(f, below, g_.trie_->HeightBelow(i))) {
+        AcceptRange(nodes_[i + 1].token_begin, nodes_[node.subtree_end].token_begin);
+        i = node.subtree_end;
+        continue;
+      }
+      if (out_.stack.failed) return;
+    }
     if (can_jump_ && f.mode == WalkMode::kAutomaton && splits.empty() && !HasNt(f.state) &&
         Sparse(f.state, i)) {
       f.jump_parent = i;
       f.jump_allowed = g_.first_bytes_[f.state].data();
       i = g_.trie_->NextChild(i, f.jump_allowed, -1, node.subtree_end);
       continue;
+    }
+    // In stack mode the same, on the bytes that lead on from any state of the set (a number's
+    // digits before the `ws` call after it, whitespace before a value): the children of the
+    // node on other bytes die, and with no split on the path they have no uncertain tokens.
+    if (can_jump_ && f.mode == WalkMode::kStack && splits.empty() && node.subtree_end > i + 1) {
+      if (const std::uint32_t kids = g_.trie_->NumChildren(i); kids > 8) {
+        std::int32_t count = 0;
+        const std::array<std::uint64_t, 4>& bytes =
+            out_.stack.Bytes(f.stack_set, g_.first_bytes_, &count);
+        if (static_cast<std::uint32_t>(count) * 8u < kids) {
+          f.stack_bytes = bytes;
+          f.jump_parent = i;
+          f.jump_allowed = f.stack_bytes.data();
+          i = g_.trie_->NextChild(i, f.jump_allowed, -1, node.subtree_end);
+          continue;
+        }
+      }
     }
     ++i;
   }
@@ -854,7 +1106,9 @@ bool CfgGrammar::PlainState(StateId t) const {
 
 bool CfgGrammar::EquivalentPlainStates(StateId x, StateId y, std::int64_t& work) const {
   const CfgProgram& p = program_;
-  std::vector<std::pair<StateId, StateId>> pairs = {{x, y}};
+  // (Scratch per thread: a key state's view asks dozens of these questions per position.)
+  thread_local std::vector<std::pair<StateId, StateId>> pairs;
+  pairs.assign(1, {x, y});
   for (std::size_t k = 0; k < pairs.size(); ++k) {
     const auto [a, b] = pairs[k];
     if (!PlainState(a) || !PlainState(b) || p.accepting[a] != p.accepting[b] ||
@@ -865,15 +1119,16 @@ bool CfgGrammar::EquivalentPlainStates(StateId x, StateId y, std::int64_t& work)
     if (work > kEquivalenceWork) return false;
     const TransitionRow ra = p.Row(a);
     const TransitionRow rb = p.Row(b);
-    for (std::int32_t c = 0; c < p.num_classes; ++c) {
-      if (ra[c] == rb[c]) continue;
-      if (ra[c] == CfgProgram::kDead || rb[c] == CfgProgram::kDead) return false;
-      if (std::find(pairs.begin(), pairs.end(), std::make_pair(ra[c], rb[c])) != pairs.end()) {
-        continue;
-      }
+    // Only the classes where the rows differ (a few of dozens), compared eight bytes at a time.
+    const bool same = ra.ForEachDifference(rb, p.num_classes, [&](std::int32_t c) {
+      const StateId u = ra[c], v = rb[c];
+      if (u == CfgProgram::kDead || v == CfgProgram::kDead) return false;
+      if (std::find(pairs.begin(), pairs.end(), std::make_pair(u, v)) != pairs.end()) return true;
       if (static_cast<std::int64_t>(pairs.size()) == kMaxEquivalentPairs) return false;
-      pairs.push_back({ra[c], rb[c]});
-    }
+      pairs.push_back({u, v});
+      return true;
+    });
+    if (!same) return false;
   }
   return true;
 }
@@ -1139,8 +1394,11 @@ bool CfgGrammar::RegionBuilder::NumberStates(std::vector<StateId>& states) {
   states.push_back(s_);
   for (std::size_t k = 0; k < states.size(); ++k) {
     const TransitionRow row = k == 0 ? entry_row_ : Row(states[k]);
+    StateId last = CfgProgram::kDead;  // the previous class's target, already numbered or not
     for (const std::int32_t c : g_.class_order_) {
       const StateId t = row[c];
+      if (t == last) continue;
+      last = t;
       if (t == CfgProgram::kDead || !Plain(t) || !InLoop(t) || region_index_.Find(t) >= 0) {
         continue;
       }
@@ -1159,13 +1417,19 @@ std::vector<std::int16_t> CfgGrammar::RegionBuilder::Table(
   std::array<std::int16_t, 256> by_class;
   for (std::size_t k = 0; k < states.size(); ++k) {
     const TransitionRow row = k == 0 ? entry_row_ : Row(states[k]);
+    StateId last = CfgProgram::kDead - 1;  // (no state)
+    std::int16_t last_entry = 0;
     for (std::int32_t c = 0; c < nc; ++c) {
       const StateId t = row[c];
-      const std::int32_t f = t == CfgProgram::kDead ? -1 : region_index_.Find(t);
-      by_class[c] = t == CfgProgram::kDead ? TokenTrie::kRegionDead
-                    : f >= 0               ? static_cast<std::int16_t>(f)
-                    : k == 0               ? TokenTrie::kRegionDead  // walked by the caller
-                                           : TokenTrie::kRegionExit;
+      if (t != last) {
+        last = t;
+        const std::int32_t f = t == CfgProgram::kDead ? -1 : region_index_.Find(t);
+        last_entry = t == CfgProgram::kDead ? TokenTrie::kRegionDead
+                     : f >= 0               ? static_cast<std::int16_t>(f)
+                     : k == 0               ? TokenTrie::kRegionDead  // walked by the caller
+                                            : TokenTrie::kRegionExit;
+      }
+      by_class[c] = last_entry;
     }
     for (int b = 0; b < 256; ++b) table[k * 256 + b] = by_class[p_.byte_class[b]];
   }

@@ -158,6 +158,65 @@ TokenTrie::TokenTrie(const Vocabulary& vocab) {
   kids_begin_[n] = static_cast<std::uint32_t>(kids_.size());
   list(0, n);
   kids_begin_[n + 1] = static_cast<std::uint32_t>(kids_.size());
+  // Per node, the classes every byte below it lies in: bottom-up (a node's subtree follows it),
+  // the classes of each child's byte and of what is below the child. A leaf: every class.
+  std::array<std::uint8_t, 256> byte_in{};
+  for (int b = 0; b < 256; ++b) {
+    for (int k = 0; k < kNumSubtreeClasses; ++k) {
+      if (InSubtreeClass(k, static_cast<std::uint8_t>(b))) byte_in[b] |= std::uint8_t(1u << k);
+    }
+  }
+  below_in_.assign(n + 1, 0);
+  height_below_.assign(n + 1, 0);
+  for (std::uint32_t i = n; i-- > 0;) {
+    std::uint8_t in = 0xFF;
+    int height = 0;
+    for (std::uint32_t c = i + 1; c < nodes_[i].subtree_end; c = nodes_[c].subtree_end) {
+      in &= byte_in[nodes_[c].byte] & below_in_[c];
+      height = std::max(height, 1 + height_below_[c]);
+    }
+    below_in_[i] = in;
+    height_below_[i] = static_cast<std::uint8_t>(std::min(height, 255));
+  }
+}
+
+std::span<const std::uint8_t> TokenTrie::SubtreeClassBytes(int k) {
+  static const std::array<std::vector<std::uint8_t>, kNumSubtreeClasses> bytes = [] {
+    std::array<std::vector<std::uint8_t>, kNumSubtreeClasses> out;
+    for (int c = 0; c < kNumSubtreeClasses; ++c) {
+      for (int b = 0; b < 256; ++b) {
+        if (InSubtreeClass(c, static_cast<std::uint8_t>(b))) out[c].push_back(static_cast<std::uint8_t>(b));
+      }
+    }
+    return out;
+  }();
+  return bytes[k];
+}
+
+bool TokenTrie::InSubtreeClass(int k, std::uint8_t b) {
+  const bool digit = b >= '0' && b <= '9';
+  const bool lower = b >= 'a' && b <= 'z';
+  const bool upper = b >= 'A' && b <= 'Z';
+  switch (k) {
+    case kDigits:
+      return digit;
+    case kHexDigits:
+      return digit || (b >= 'a' && b <= 'f') || (b >= 'A' && b <= 'F');
+    case kLowerLetters:
+      return lower;
+    case kLetters:
+      return lower || upper;
+    case kAlnum:
+      return digit || lower || upper;
+    case kWordChars:
+      return digit || lower || upper || b == '_';
+    case kPrintable:
+      return b >= 0x20 && b <= 0x7E && b != '"' && b != '\\';
+    case kWhitespace:
+      return b == '\t' || b == '\n' || b == '\r' || b == ' ';
+    default:
+      return false;
+  }
 }
 
 std::uint32_t TokenTrie::NextChild(std::uint32_t parent, const std::uint64_t* allowed,

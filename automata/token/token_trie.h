@@ -72,6 +72,28 @@ class TokenTrie {
     const std::uint32_t p = parent == kRoot ? static_cast<std::uint32_t>(num_nodes()) : parent;
     return {kids_.data() + kids_begin_[p], kids_.data() + kids_begin_[p + 1]};
   }
+  // Byte classes a subtree's bytes may all lie in: bit k of BelowIn(i) is set when every byte of
+  // every node below node i (not node i's own byte) is in class k. A walk at a state that goes
+  // back to itself on every byte of class k accepts such a subtree whole (a number's digits after
+  // its first digit, a run of hex digits) instead of stepping its nodes.
+  enum SubtreeClass : std::uint8_t {
+    kDigits,        // 0-9
+    kHexDigits,     // 0-9 A-F a-f
+    kLowerLetters,  // a-z
+    kLetters,       // A-Z a-z
+    kAlnum,         // 0-9 A-Z a-z
+    kWordChars,     // 0-9 A-Z a-z _
+    kPrintable,     // 0x20-0x7E but `"` and `\`: a JSON string's raw ASCII
+    kWhitespace,    // tab, line feed, carriage return, space: JSON's blanks
+    kNumSubtreeClasses
+  };
+  static_assert(kNumSubtreeClasses <= 8, "BelowIn is one byte");
+  static bool InSubtreeClass(int k, std::uint8_t b);
+  // The bytes of class k, in increasing order.
+  static std::span<const std::uint8_t> SubtreeClassBytes(int k);
+  std::uint8_t BelowIn(std::uint32_t i) const { return below_in_[i]; }
+  // The most bytes below node i on one path (0: a leaf), at most 255.
+  std::uint8_t HeightBelow(std::uint32_t i) const { return height_below_[i]; }
   std::uint32_t NumChildren(std::uint32_t parent) const {
     const std::uint32_t p = parent == kRoot ? static_cast<std::uint32_t>(num_nodes()) : parent;
     return kids_begin_[p + 1] - kids_begin_[p];
@@ -155,7 +177,7 @@ class TokenTrie {
   std::size_t MemoryBytes() const {
     return nodes_.capacity() * sizeof(Node) + tokens_.capacity() * sizeof(TokenId) +
            (kids_begin_.capacity() + kids_.capacity()) * sizeof(std::uint32_t) +
-           kid_bytes_.capacity() + byte_sets_.ascii.capacity() * 16 +
+           kid_bytes_.capacity() + below_in_.capacity() + height_below_.capacity() + byte_sets_.ascii.capacity() * 16 +
            byte_sets_.high.capacity() + byte_sets_.text.capacity() +
            byte_sets_.begin.capacity() * sizeof(std::uint32_t);
   }
@@ -167,6 +189,8 @@ class TokenTrie {
   std::vector<std::uint32_t> kids_begin_;  // per node, then the root, then the end
   std::vector<std::uint32_t> kids_;
   std::vector<std::uint8_t> kid_bytes_;
+  std::vector<std::uint8_t> below_in_;  // per node: BelowIn
+  std::vector<std::uint8_t> height_below_;  // per node: HeightBelow
 
   struct TableHash {
     std::size_t operator()(const std::vector<std::int16_t>& v) const;

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -226,6 +227,53 @@ TEST(SchemaPositions, ChainsBeforeAStringLoopEqualFullTrieWalk) {
 
 // Where the 2-byte layout ends: 65,535 states (targets up to 65,534, kept as target + 1) fit;
 // one more state does not.
+// The rows' differences, eight bytes of entries at a time (EquivalentPlainStates compares rows
+// this way), against a class-by-class comparison: narrow and wide tables, row widths that are
+// and are not a multiple of a word's entries, rows equal but for a few classes, and a visitor
+// that stops early.
+TEST(TransitionTable, RowDifferencesAreTheClassesWhereRowsDiffer) {
+  std::mt19937 rng(20261205);
+  for (const bool wide : {false, true}) {
+    for (const std::int32_t nc : {1, 3, 4, 7, 8, 9, 31, 88, 129}) {
+      const std::int32_t n = 12;
+      TransitionTable t;
+      t.Assign(n, nc, wide);
+      ASSERT_EQ(t.narrow(), !wide);
+      // Row 0 random; every other row a copy with a few classes changed (to another state or dead).
+      std::uniform_int_distribution<std::int32_t> state(-1, n - 1), cls(0, nc - 1), few(0, 3);
+      for (std::int32_t c = 0; c < nc; ++c) t.Set(c, state(rng));
+      for (StateId s = 1; s < n; ++s) {
+        for (std::int32_t c = 0; c < nc; ++c) t.Set(static_cast<std::size_t>(s) * nc + c, t[c]);
+        for (std::int32_t k = few(rng); k > 0; --k) {
+          t.Set(static_cast<std::size_t>(s) * nc + cls(rng), state(rng));
+        }
+      }
+      for (StateId a = 0; a < n; ++a) {
+        for (StateId b = 0; b < n; ++b) {
+          const TransitionRow ra = t.Row(a, nc), rb = t.Row(b, nc);
+          std::vector<std::int32_t> expected, got;
+          for (std::int32_t c = 0; c < nc; ++c) {
+            if (ra[c] != rb[c]) expected.push_back(c);
+          }
+          EXPECT_TRUE(ra.ForEachDifference(rb, nc, [&](std::int32_t c) {
+            got.push_back(c);
+            return true;
+          }));
+          EXPECT_EQ(got, expected) << "rows " << a << ", " << b << ", " << nc << " classes";
+          if (expected.empty()) continue;
+          // Stopped at the first difference: false, and no class after it visited.
+          std::vector<std::int32_t> first;
+          EXPECT_FALSE(ra.ForEachDifference(rb, nc, [&](std::int32_t c) {
+            first.push_back(c);
+            return false;
+          }));
+          EXPECT_EQ(first, std::vector<std::int32_t>{expected[0]});
+        }
+      }
+    }
+  }
+}
+
 TEST(TransitionTable, NarrowUpTo65535States) {
   TransitionTable t;
   t.Assign(65535, 2);

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -49,6 +51,53 @@ void CheckTrie(const std::string& name) {
   EXPECT_EQ(trie.num_tokens(), text_tokens);
   EXPECT_GT(text_tokens, static_cast<std::size_t>((*vocab)->size()) * 9 / 10);
 }
+
+// BelowIn against the tokens themselves: for every node, the classes that hold every byte any
+// token has after the node on its path (a leaf: every class), and each class's bytes against
+// its definition.
+void CheckBelowIn(const std::string& name) {
+  auto vocab = Vocabulary::Load(name);
+  ASSERT_TRUE(vocab.ok()) << vocab.status().ToString();
+  TokenTrie trie(**vocab);
+  auto nodes = trie.nodes();
+  std::array<std::uint8_t, 256> byte_in{};
+  for (int k = 0; k < TokenTrie::kNumSubtreeClasses; ++k) {
+    const auto bytes = TokenTrie::SubtreeClassBytes(k);
+    for (int b = 0; b < 256; ++b) {
+      const bool in = std::find(bytes.begin(), bytes.end(), b) != bytes.end();
+      ASSERT_EQ(in, TokenTrie::InSubtreeClass(k, static_cast<std::uint8_t>(b))) << k << " " << b;
+      if (in) byte_in[b] |= static_cast<std::uint8_t>(1u << k);
+    }
+  }
+  EXPECT_EQ(TokenTrie::SubtreeClassBytes(TokenTrie::kDigits).size(), 10u);
+  EXPECT_EQ(TokenTrie::SubtreeClassBytes(TokenTrie::kHexDigits).size(), 22u);
+  EXPECT_EQ(TokenTrie::SubtreeClassBytes(TokenTrie::kPrintable).size(), 93u);
+  std::vector<std::uint8_t> expected(trie.num_nodes(), 0xFF);
+  std::vector<std::uint32_t> path;  // node index per depth - 1
+  std::string bytes;
+  std::size_t narrowed = 0;
+  for (std::uint32_t j = 0; j < trie.num_nodes(); ++j) {
+    path.resize(nodes[j].depth - 1);
+    bytes.resize(nodes[j].depth - 1);
+    path.push_back(j);
+    bytes.push_back(static_cast<char>(nodes[j].byte));
+    if (trie.TokensAt(j).empty()) continue;
+    // The ancestor at depth p has bytes[p..] below it on this token's path.
+    std::uint8_t in = 0xFF;
+    for (std::size_t p = bytes.size(); p-- > 1;) {
+      in &= byte_in[static_cast<std::uint8_t>(bytes[p])];
+      expected[path[p - 1]] &= in;
+    }
+  }
+  for (std::uint32_t i = 0; i < trie.num_nodes(); ++i) {
+    ASSERT_EQ(trie.BelowIn(i), expected[i]) << name << " node " << i;
+    narrowed += expected[i] != 0xFF && expected[i] != 0;
+  }
+  EXPECT_GT(narrowed, 1000u) << name;  // (the digits' and the letters' subtrees, at least)
+}
+
+TEST(TokenTrieTest, BelowInHoldsTheClassesOfEveryByteBelowLlama3) { CheckBelowIn("llama3"); }
+TEST(TokenTrieTest, BelowInHoldsTheClassesOfEveryByteBelowGpt2) { CheckBelowIn("gpt2"); }
 
 TEST(TokenTrieTest, Llama3HoldsEveryTextTokenOnce) { CheckTrie("llama3"); }
 TEST(TokenTrieTest, MistralSharesNodesForDuplicateBytes) { CheckTrie("mistral"); }
