@@ -180,44 +180,62 @@ TokenTrie::TokenTrie(const Vocabulary& vocab) {
   }
 }
 
-std::span<const std::uint8_t> TokenTrie::SubtreeClassBytes(int k) {
-  static const std::array<std::vector<std::uint8_t>, kNumSubtreeClasses> bytes = [] {
-    std::array<std::vector<std::uint8_t>, kNumSubtreeClasses> out;
-    for (int c = 0; c < kNumSubtreeClasses; ++c) {
-      for (int b = 0; b < 256; ++b) {
-        if (InSubtreeClass(c, static_cast<std::uint8_t>(b))) out[c].push_back(static_cast<std::uint8_t>(b));
-      }
-    }
-    return out;
-  }();
-  return bytes[k];
-}
+namespace {
 
-bool TokenTrie::InSubtreeClass(int k, std::uint8_t b) {
+// TokenTrie::InSubtreeClass, usable in constant expressions.
+constexpr bool InClass(int k, std::uint8_t b) {
   const bool digit = b >= '0' && b <= '9';
   const bool lower = b >= 'a' && b <= 'z';
   const bool upper = b >= 'A' && b <= 'Z';
   switch (k) {
-    case kDigits:
+    case TokenTrie::kDigits:
       return digit;
-    case kHexDigits:
+    case TokenTrie::kHexDigits:
       return digit || (b >= 'a' && b <= 'f') || (b >= 'A' && b <= 'F');
-    case kLowerLetters:
+    case TokenTrie::kLowerLetters:
       return lower;
-    case kLetters:
+    case TokenTrie::kLetters:
       return lower || upper;
-    case kAlnum:
+    case TokenTrie::kAlnum:
       return digit || lower || upper;
-    case kWordChars:
+    case TokenTrie::kWordChars:
       return digit || lower || upper || b == '_';
-    case kPrintable:
+    case TokenTrie::kPrintable:
       return b >= 0x20 && b <= 0x7E && b != '"' && b != '\\';
-    case kWhitespace:
+    case TokenTrie::kWhitespace:
       return b == '\t' || b == '\n' || b == '\r' || b == ' ';
     default:
       return false;
   }
 }
+
+// The bytes of each class, built at compile time: a constant with nothing to destroy, read by
+// walks on any thread, background workers included, until the process ends (a function-local
+// static vector was destroyed at exit under a walk still running: ThreadSanitizer's race).
+struct ClassBytes {
+  std::array<std::array<std::uint8_t, 256>, TokenTrie::kNumSubtreeClasses> bytes{};
+  std::array<std::uint16_t, TokenTrie::kNumSubtreeClasses> size{};
+};
+
+constexpr ClassBytes MakeClassBytes() {
+  ClassBytes c;
+  for (int k = 0; k < TokenTrie::kNumSubtreeClasses; ++k) {
+    for (int b = 0; b < 256; ++b) {
+      if (InClass(k, static_cast<std::uint8_t>(b))) c.bytes[k][c.size[k]++] = static_cast<std::uint8_t>(b);
+    }
+  }
+  return c;
+}
+
+constexpr ClassBytes kClassBytes = MakeClassBytes();
+
+}  // namespace
+
+std::span<const std::uint8_t> TokenTrie::SubtreeClassBytes(int k) {
+  return {kClassBytes.bytes[k].data(), kClassBytes.size[k]};
+}
+
+bool TokenTrie::InSubtreeClass(int k, std::uint8_t b) { return InClass(k, b); }
 
 std::uint32_t TokenTrie::NextChild(std::uint32_t parent, const std::uint64_t* allowed,
                                    int after, std::uint32_t none) const {
