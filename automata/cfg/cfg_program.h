@@ -101,9 +101,6 @@ class TransitionRow {
     return true;
   }
 
- public:
-
- private:
   const std::uint16_t* narrow_ = nullptr;
   const StateId* wide_ = nullptr;
 };

@@ -931,6 +931,9 @@ bool CfgGrammar::TrieWalker::TakesBelow(const WalkFrame& f, std::uint8_t below,
     }
     return (slot.loops & below) != 0;
   }
+  // (Below, a run is bounded: HeightBelow saturates at 255, so a subtree that deep is not
+  // known to fit a bounded run, and is walked.)
+  if (height >= StackWalk::kUnboundedRun) return false;
   if (f.mode == WalkMode::kStack) {
     // (Digits and blanks only: asking a set about a wider class steps it on bytes the walk may
     // never take, each step a closure of its own.)
