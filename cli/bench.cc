@@ -19,6 +19,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -45,6 +46,7 @@ constexpr const char* kBenchHelp =
                       [--interleave] [--threads N] [--batch N] [--check] [--lenient] [--compact]
                       [--no-share] [--precompute] [--no-background] [--step-us N] [--cpu-time]
                       [--timeout-ms N] [--per-schema FILE.jsonl] [--per-mask FILE.jsonl]
+                      [--probe TEST:STEP|FILE.jsonl]
 
 Replays MaskBench-style files ({"schema": ..., "tests": [{"valid": bool, "data": ...}]}) through
 the JSON Schema compiler and the matcher, on one thread, and times every token mask.
@@ -121,8 +123,18 @@ BM_SchemaTraceMask).
   --per-mask FILE        writes one JSON line per fill of a valid replay, in replay order:
                          file, test index, token step (the number of ids: EOS), µs and its
                          trace (as the slowest fill's in --per-schema), so that a tail can be
-                         traced fill by fill. Single-thread replays only (not with --threads,
-                         --batch)
+                         traced fill by fill, and "probe": true on the fills --probe named.
+                         Single-thread replays only (not with --threads, --batch)
+  --probe TEST:STEP      the fill at token step STEP of test TEST (as --per-mask numbers them) of
+                         every file replayed runs inside a function of its own,
+                         lockstep_bench_probe_fill, so that a profiler can look at that fill
+                         alone, e.g. with one file: valgrind --tool=callgrind
+                         --toggle-collect='*lockstep_bench_probe_fill*' lockstep bench
+                         --maskbench FILE --traces T --no-background --probe 0:12
+  --probe FILE.jsonl     the same for every fill a line of FILE names ({"file", "test", "step"},
+                         as --per-mask writes them; other keys ignored): e.g. the fills over 50 µs
+                         of an earlier run, profiled together (replays are deterministic, so the
+                         same fills meet the same positions first, with --no-background)
   --json                 print one JSON object on stdout instead of the table
 
 Instances are rendered compactly under the formatting policy (docs/json-schema-compiler.md):
@@ -460,7 +472,15 @@ struct FillRecord {
   std::size_t test = 0;  // the instance's index in the file's "tests"
   std::size_t step = 0;  // the token index the mask was for (ids.size(): EOS)
   FillTrace trace;
+  bool probed = false;  // run by lockstep_bench_probe_fill (--probe)
 };
+
+// The fill --probe names, in a function of its own for a profiler's toggle (not inlined, not
+// folded into another).
+[[gnu::noinline]] void lockstep_bench_probe_fill(Matcher& m, std::vector<std::uint32_t>& mask) {
+  m.FillNextTokenBitmask(mask);
+  asm volatile("" ::: "memory");
+}
 
 // One sequence through a fresh matcher: fill (timed), check the token, accept; EOS last.
 // `cold_first_fill` >= 0 replaces the time of the first fill (see the help text). Stops early,
@@ -472,20 +492,29 @@ std::optional<bool> Replay(const std::shared_ptr<const CompiledGrammar>& g, cons
                            TokenId eos, std::vector<std::uint32_t>& mask, double cold_first_fill,
                            Clock::time_point deadline, std::int64_t step_us, Samples* valid,
                            Samples* schema_valid, Samples* all, FillRecord* slowest,
-                           std::vector<FillRecord>* fills) {
+                           std::vector<FillRecord>* fills, std::int64_t probe_step,
+                           const std::set<std::pair<std::int64_t, std::int64_t>>* probes) {
   Matcher m(g);
   const std::vector<TokenId>& ids = inst.ids;
+  const auto test = static_cast<std::int64_t>(inst.test);
   for (std::size_t k = 0; k <= ids.size(); ++k) {
     if (Clock::now() > deadline) return std::nullopt;
     const double t0 = NowNs();
-    m.FillNextTokenBitmask(mask);
+    const auto step = static_cast<std::int64_t>(k);
+    const bool probed =
+        step == probe_step || (probes != nullptr && probes->count({test, step}) != 0);
+    if (probed) {
+      lockstep_bench_probe_fill(m, mask);
+    } else {
+      m.FillNextTokenBitmask(mask);
+    }
     double ns = NowNs() - t0;
     if (k == 0 && cold_first_fill >= 0) ns = cold_first_fill;
     if (valid != nullptr) {
       valid->Add(ns);
       schema_valid->Add(ns);
       if (ns > slowest->ns || fills != nullptr) {
-        const FillRecord f{ns, inst.test, k, Matcher::LastFillTrace()};
+        const FillRecord f{ns, inst.test, k, Matcher::LastFillTrace(), probed};
         if (ns > slowest->ns) *slowest = f;
         if (fills != nullptr) fills->push_back(f);
       }
@@ -600,6 +629,9 @@ struct BenchFlags {
   std::string per_schema;       // --per-schema FILE.jsonl, or empty
   std::string per_mask;         // --per-mask FILE.jsonl, or empty
   std::string traces;
+  std::int64_t probe_test = -1, probe_step = -1;  // --probe TEST:STEP
+  // --probe FILE.jsonl: per file name, the (test, step) pairs to probe.
+  std::map<std::string, std::set<std::pair<std::int64_t, std::int64_t>>> probes;
 };
 
 // What one schema did: for --per-schema, the timeouts and the failures.
@@ -646,8 +678,9 @@ ojson TraceJson(const FillTrace& t) {
 }
 
 ojson FillJson(const FillRecord& f) {
-  return ojson{
-      {"test", f.test}, {"step", f.step}, {"us", f.ns / 1000.0}, {"trace", TraceJson(f.trace)}};
+  ojson o{{"test", f.test}, {"step", f.step}, {"us", f.ns / 1000.0}, {"trace", TraceJson(f.trace)}};
+  if (f.probed) o["probe"] = true;
+  return o;
 }
 
 ojson RecordJson(const SchemaFile& f, const SchemaRecord& r) {
@@ -732,6 +765,57 @@ Result<BenchFlags> ParseBenchFlags(const Args& args) {
     }
   }
   if (args.Has("traces")) f.traces = args.Get("traces");
+  if (args.Has("probe") && args.Get("probe").ends_with(".jsonl")) {
+    const std::string path = args.Get("probe");
+    std::ifstream in(path);
+    if (!in) return Status(StatusCode::kIoError, "cannot read " + path, "--probe");
+    std::string text;
+    for (std::int64_t line_no = 1; std::getline(in, text); ++line_no) {
+      if (text.empty()) continue;
+      const ojson j = ojson::parse(text, nullptr, /*allow_exceptions=*/false);
+      const auto file = j.is_object() ? j.find("file") : j.end();
+      const auto test = j.is_object() ? j.find("test") : j.end();
+      const auto step = j.is_object() ? j.find("step") : j.end();
+      if (file == j.end() || !file->is_string() || test == j.end() ||
+          !test->is_number_unsigned() || step == j.end() || !step->is_number_unsigned()) {
+        return Status(StatusCode::kInvalidArgument,
+                      path + ":" + std::to_string(line_no) +
+                          ": want a JSON object with \"file\" (a string), \"test\" and \"step\" "
+                          "(non-negative integers)",
+                      "--probe");
+      }
+      f.probes[file->get<std::string>()].insert(
+          {test->get<std::int64_t>(), step->get<std::int64_t>()});
+    }
+    if (f.batched) {
+      return Status(StatusCode::kInvalidArgument,
+                    "--probe marks a single-thread replay's fill: not with --threads or --batch",
+                    "--probe");
+    }
+  } else if (args.Has("probe")) {
+    const std::string v = args.Get("probe");
+    const std::size_t colon = v.find(':');
+    char* end = nullptr;
+    long long test = -1, step = -1;
+    if (colon != std::string::npos) {
+      test = std::strtoll(v.c_str(), &end, 10);
+      if (end != v.c_str() + colon) test = -1;
+      step = std::strtoll(v.c_str() + colon + 1, &end, 10);
+      if (*end != '\0' || colon + 1 == v.size()) step = -1;
+    }
+    if (test < 0 || step < 0) {
+      return Status(StatusCode::kInvalidArgument,
+                    "--probe wants TEST:STEP, two non-negative integers, e.g. 0:12, got '" + v + "'",
+                    "--probe");
+    }
+    if (f.batched) {
+      return Status(StatusCode::kInvalidArgument,
+                    "--probe marks a single-thread replay's fill: not with --threads or --batch",
+                    "--probe");
+    }
+    f.probe_test = test;
+    f.probe_step = step;
+  }
   return f;
 }
 
@@ -896,6 +980,8 @@ class BenchRun {
   // first replay's first fill.
   void ReplaySchema(std::size_t fi, const std::shared_ptr<const CompiledGrammar>& g) {
     SchemaRecord& r = records_[fi];
+    const auto probed = flags_.probes.find(schemas_[fi].name);
+    const auto* probes = probed == flags_.probes.end() ? nullptr : &probed->second;
     double cold = cold_fill_[fi];
     const auto t0 = Clock::now();
     const Clock::time_point deadline = DeadlineFor(flags_, r);
@@ -911,7 +997,9 @@ class BenchRun {
         const std::optional<bool> ok =
             Replay(g, inst, eos_, mask_, valid ? cold : -1.0, deadline, flags_.step_us,
                    valid ? &mask_valid_ : nullptr, &r.mask_valid, &mask_all_, &r.slowest,
-                   flags_.per_mask.empty() ? nullptr : &r.fills);
+                   flags_.per_mask.empty() ? nullptr : &r.fills,
+                   static_cast<std::int64_t>(inst.test) == flags_.probe_test ? flags_.probe_step : -1,
+                   probes);
         if (valid) cold = -1.0;
         if (!ok) {
           out_of_time = true;
@@ -1199,7 +1287,7 @@ int Bench(int argc, char** argv) {
   Args args({"maskbench", "traces", "tokenizer", "logits-width", "threads", "batch", "timeout-ms",
              "per-schema", "per-mask", "step-us", "compile-timeout", "schema-draft",
              "any-order-max-properties", "max-oneof-overlaps", "max-some-member-requirements",
-             "max-exprs"},
+             "max-exprs", "probe"},
             {"json", "check", "help", "lenient", "openapi-formats", "compact", "any-order",
              "interleave", "no-share", "precompute", "no-background", "cpu-time"},
             {{"-h", "help"}});

@@ -421,6 +421,10 @@ void CfgGrammar::ComputeFollow() {
   std::vector<std::uint8_t> null_rule(static_cast<std::size_t>(p.NumRules()));
   for (std::int32_t r = 0; r < p.NumRules(); ++r) null_rule[r] = p.rules[r].nullable;
   CloseOverEdges(edges, starts, {}, {}, null_state_, null_rule, [] { return false; });
+  plain_state_.assign(p.num_states, 0);
+  for (StateId s = 0; s < p.num_states; ++s) {
+    plain_state_[s] = p.nt_begin[s] == p.nt_begin[s + 1] && null_state_[s] == 0;
+  }
   // The bytes of each byte class.
   std::vector<ByteBits> class_bytes(p.num_classes, ByteBits{});
   for (int b = 0; b < 256; ++b) class_bytes[p.byte_class[b]][b >> 6] |= std::uint64_t{1} << (b & 63);

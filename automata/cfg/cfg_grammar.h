@@ -487,6 +487,9 @@ class CfgGrammar : public TokenAutomaton {
   // null_state_[s]: the rule can finish from DFA state s without a byte; first_bytes_[s]: the
   // bytes that can come first from s (through rule edges too).
   std::vector<std::uint8_t> null_state_;
+  // plain_state_[s]: no rule edge and null_state_[s] == 0 (PlainState): a walk steps on from s
+  // by its bytes alone (TrieWalker::PlainRun).
+  std::vector<std::uint8_t> plain_state_;
   std::vector<std::array<std::uint64_t, 4>> first_bytes_;
   std::vector<std::int32_t> class_size_;  // bytes per byte class
   std::vector<std::int32_t> class_order_;  // the byte classes in the order of their first byte

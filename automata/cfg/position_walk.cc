@@ -610,6 +610,8 @@ struct CfgGrammar::WalkScratch {
   TailTrieBuilder tail_tries;
   // WalkTrie's path: one frame per trie depth.
   std::vector<WalkFrame> frames;
+  // TrieWalker::PlainRun's states per depth (frames are written only where it hands back).
+  std::vector<StateId> plain_states;
   // TrieWalker::TakesBelow's answers per automaton state, stamped by `walk` (one per WalkTrie).
   struct LoopSlot {
     std::uint64_t walk = 0;
@@ -686,6 +688,12 @@ class CfgGrammar::TrieWalker {
   std::uint32_t Reject(const TokenTrie::Node& node, std::int32_t d);
   // The tokens ending at node i are accepted.
   [[gnu::always_inline]] void AcceptTokens(std::uint32_t i, const TokenTrie::Node& node);
+  // The nodes below node i (accepted, its frame a plain automaton state: in the position's own
+  // rule, no rule edge, no split on the path) while they stay plain: one automaton step each.
+  // Returns the first node it leaves to the general loop (not stepped: a state with a rule edge
+  // or one that may finish the rule, or a subtree big enough for Run's questions), or the end
+  // of i's subtree.
+  std::uint32_t PlainRun(std::uint32_t i, std::uint32_t stop);
   // The tokens toks_[begin, end) are accepted.
   [[gnu::noinline]] void AcceptRange(std::uint32_t begin, std::uint32_t end);
   // From frame f, every run of up to `height` bytes of some class of `below` (TokenTrie::BelowIn)
@@ -965,6 +973,7 @@ inline void CfgGrammar::TrieWalker::AcceptTokens(std::uint32_t i, const TokenTri
 void CfgGrammar::TrieWalker::Run(std::uint32_t begin) {
   const std::size_t maxd = static_cast<std::size_t>(g_.trie_->max_depth()) + 2;
   if (out_.frames.size() < maxd) out_.frames.resize(maxd);
+  if (out_.plain_states.size() < maxd) out_.plain_states.resize(maxd);
   frames_ = out_.frames.data();
   if (!Begin()) return;
   std::vector<std::int32_t>& splits = out_.splits;
@@ -1053,8 +1062,55 @@ void CfgGrammar::TrieWalker::Run(std::uint32_t begin) {
         }
       }
     }
+    // Below a plain state with no split on the path: the tight loop (most of a walk's nodes
+    // are a string's, a number's or a literal's bytes).
+    if (f.mode == WalkMode::kAutomaton && f.stack_parent == StackWalk::kBottom &&
+        splits.empty() && !HasNt(f.state)) {
+      i = PlainRun(i, std::min(node.subtree_end, end_));
+      continue;
+    }
     ++i;
   }
+}
+
+std::uint32_t CfgGrammar::TrieWalker::PlainRun(std::uint32_t i, std::uint32_t stop) {
+  // What Run does for such a node, without its questions: StepAutomaton from a plain frame
+  // (EnterState with no rule edge and no completion), Reject with no split on the path and no
+  // jump (the frames set here jump nowhere), AcceptTokens. A node that is not that, or whose
+  // subtree is big enough for a whole-subtree or sparse-jump question, goes back to Run
+  // unstepped, the frames of its path written (Run steps it from its parent's frame, and later
+  // nodes from their parents'). Their path bytes are not: Reject reads a frame's byte only
+  // below a split, and no split is on a path through here.
+  const std::uint8_t* plain = g_.plain_state_.data();
+  StateId* st = out_.plain_states.data();
+  const std::int32_t d0 = nodes_[i].depth;
+  st[d0] = frames_[d0].state;
+  std::uint32_t j = i + 1;
+  while (j < stop) {
+    const TokenTrie::Node& n = nodes_[j];
+    const std::int32_t d = n.depth;
+    const StateId t = p_.Step(st[d - 1], n.byte);
+    if (t == CfgProgram::kDead) {
+      j = n.subtree_end;
+      continue;
+    }
+    if (plain[t] == 0 || n.subtree_end > j + kMinSkipNodes) [[unlikely]] {
+      const WalkFrame& top = frames_[d0];
+      for (std::int32_t k = d0 + 1; k < d; ++k) {
+        WalkFrame& f = frames_[k];
+        f.mode = WalkMode::kAutomaton;
+        f.state = st[k];
+        f.stack_parent = StackWalk::kBottom;
+        f.parsers_used = top.parsers_used;
+        f.jump_parent = kNoJump;
+      }
+      return j;
+    }
+    st[d] = t;
+    AcceptTokens(j, n);
+    ++j;
+  }
+  return j;
 }
 
 // Walks the depth-first trie nodes[begin, end) (token ranges into `toks`; offsets[t] is where
@@ -1103,9 +1159,7 @@ struct StateIndex {
 // its escapes and UTF-8 continuations, say), numbered breadth-first from s so that equal
 // regions of different grammars have equal tables. Empty when it would not pay: no wide loop
 // at s or one byte after it (a literal), or too many states.
-bool CfgGrammar::PlainState(StateId t) const {
-  return program_.nt_begin[t] == program_.nt_begin[t + 1] && !null_state_[t];
-}
+bool CfgGrammar::PlainState(StateId t) const { return plain_state_[t] != 0; }
 
 bool CfgGrammar::EquivalentPlainStates(StateId x, StateId y, std::int64_t& work) const {
   const CfgProgram& p = program_;

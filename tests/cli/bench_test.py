@@ -60,6 +60,14 @@ class Bench(unittest.TestCase):
             f.write(text)
         return path
 
+    def write_two_files(self, sub=""):
+        """a.json (SCHEMA) and b.json (an array of integers: two valid tests, one invalid)."""
+        self.write(os.path.join(sub, "a.json"), json.dumps({"schema": SCHEMA, "tests": TESTS}))
+        self.write(os.path.join(sub, "b.json"), json.dumps({
+            "schema": {"type": "array", "items": {"type": "integer"}},
+            "tests": [{"valid": True, "data": [1, 22, 333]}, {"valid": True, "data": []},
+                      {"valid": False, "data": ["x"]}]}))
+
     def bench_json(self, *args):
         code, out, err = run("--json", *args)
         self.assertEqual(code, 0, err)
@@ -164,11 +172,7 @@ class Bench(unittest.TestCase):
             self.assertIn("compile deadline of 1 ms passed", error)
 
     def test_per_schema_and_per_mask_lines_agree_with_the_run(self):
-        self.write("a.json", json.dumps({"schema": SCHEMA, "tests": TESTS}))
-        self.write("b.json", json.dumps({
-            "schema": {"type": "array", "items": {"type": "integer"}},
-            "tests": [{"valid": True, "data": [1, 22, 333]}, {"valid": True, "data": []},
-                      {"valid": False, "data": ["x"]}]}))
+        self.write_two_files()
         per_schema = os.path.join(self.dir.name, "schemas.jsonl")
         per_mask = os.path.join(self.dir.name, "masks.jsonl")
         r = self.bench_json("--maskbench", self.dir.name, "--per-schema", per_schema,
@@ -206,6 +210,52 @@ class Bench(unittest.TestCase):
                            "--threads", "2")
         self.assertEqual(code, 2)
         self.assertIn("--per-mask", err)
+
+    def test_probe_marks_the_fills_it_names_and_changes_nothing_else(self):
+        data = os.path.join(self.dir.name, "data")
+        os.mkdir(data)
+        self.write_two_files("data")
+
+        def masks(*probe):
+            per_mask = os.path.join(self.dir.name, "masks.jsonl")
+            r = self.bench_json("--maskbench", data, "--per-mask", per_mask,
+                                "--no-background", *probe)
+            with open(per_mask) as f:
+                return r, [json.loads(line) for line in f]
+
+        plain, lines = masks()
+        self.assertFalse(any("probe" in m for m in lines))
+        # TEST:STEP: that fill of every file (b.json's test 1, [], has steps 0 and 1 only).
+        r, probed = masks("--probe", "0:2")
+        self.assertEqual([(os.path.basename(m["file"]), m["test"], m["step"])
+                          for m in probed if m.get("probe")],
+                         [("a.json", 0, 2), ("b.json", 0, 2)])
+        # A list of fills, as --per-mask wrote them: the slowest three of the plain run.
+        wanted = sorted(lines, key=lambda m: -m["us"])[:3]
+        listed = self.write("slow.jsonl", "".join(json.dumps(m) + "\n" for m in wanted))
+        r2, probed2 = masks("--probe", listed)
+        self.assertEqual(sorted((m["file"], m["test"], m["step"]) for m in probed2
+                                if m.get("probe")),
+                         sorted((m["file"], m["test"], m["step"]) for m in wanted))
+        # The same replays, fill for fill, and the same verdicts.
+        for run_r, run_lines in ((r, probed), (r2, probed2)):
+            self.assertEqual([(m["file"], m["test"], m["step"]) for m in run_lines],
+                             [(m["file"], m["test"], m["step"]) for m in lines])
+            self.assertEqual(run_r["valid"], plain["valid"])
+            self.assertEqual(run_r["invalid"], plain["invalid"])
+        bad_line = self.write("bad.jsonl", json.dumps(wanted[0]) + "\n" +
+                              json.dumps({"file": "a.json", "test": -1, "step": 2}) + "\n")
+        for bad, words in (("0", "TEST:STEP"), ("a:1", "TEST:STEP"), ("1:", "TEST:STEP"),
+                           ("-1:2", "TEST:STEP"), (bad_line, bad_line + ":2"),
+                           (os.path.join(self.dir.name, "none.jsonl"), "none.jsonl")):
+            with self.subTest(bad=bad):
+                code, _, err = run("--maskbench", data, "--probe", bad)
+                self.assertEqual(code, 2, err)
+                self.assertIn("--probe", err)
+                self.assertIn(words, err)
+        code, _, err = run("--maskbench", data, "--probe", "0:2", "--threads", "2")
+        self.assertEqual(code, 2)
+        self.assertIn("--probe", err)
 
     def test_bad_traces_line_exits_2_with_location(self):
         path = self.write("person.json", json.dumps({"schema": SCHEMA, "tests": TESTS}))
