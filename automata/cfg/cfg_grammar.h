@@ -132,6 +132,14 @@ struct SharedPositions {
   };
   std::unordered_map<PositionKey, std::shared_ptr<const ProgramPositions>, PositionKey::Hash>
       programs;
+  // The pattern check's tables (CfgGrammar::FilterPatternStrings), which depend on the
+  // vocabulary alone, made on first use: per trie node, whether its subtree holds plain pattern
+  // bytes only (PlainSubtrees); the tokens that open a string whose text the checker refuses
+  // (PatternOpeners). Per grammar they cost each pattern grammar's first such fill 1.5-2 ms.
+  std::once_flag pattern_plain_once;
+  std::vector<std::uint8_t> pattern_plain_subtrees;
+  std::once_flag pattern_openers_once;
+  std::vector<TokenId> pattern_openers;
   // The vocabulary's background thread (CompileOptions::background_positions), made on first
   // use. Last, so that it is destroyed first.
   std::unique_ptr<PositionWorker> worker;
@@ -225,6 +233,7 @@ class CfgGrammar : public TokenAutomaton {
   };
   std::shared_ptr<const PatternVerdicts> PatternVerdictsFor(
       const EarleyParser::PatternRead& read) const;
+  // The vocabulary's (SharedPositions), made by the first grammar that asks.
   const std::vector<std::uint8_t>& PlainSubtrees() const;
   const std::vector<TokenId>& PatternOpeners() const;
   // The same mask by one walk of the whole token trie over the full parser: no position cache,
@@ -432,7 +441,8 @@ class CfgGrammar : public TokenAutomaton {
   // The key of s; nullopt also when !may_wait and the background worker is hashing (a fill).
   std::optional<PositionKey> KeyOf(StateId s, bool may_wait = true) const;
   // KeyOf's work, under key_mu_, hashing at most `max_work` states (PositionKeyer::Key).
-  std::optional<PositionKey> KeyLocked(StateId s, std::int64_t max_work) const;
+  std::optional<PositionKey> KeyLocked(StateId s, std::int64_t max_work,
+                                       std::int64_t rule_work = -1) const;
   // What a fill may hash to get a key (0.15-0.4 µs a state), and no rule whose hashing would
   // not end within it; past it the fill walks the position without a key, and the background
   // worker hashes without a bound. The first fill (a grammar's first mask, beside the host's
@@ -442,6 +452,21 @@ class CfgGrammar : public TokenAutomaton {
   // 87-92; never the whole of a 27k-state Kubernetes schema at once, 100 ms).
   static constexpr std::int64_t kFirstFillKeyWork = 4096;
   static constexpr std::int64_t kForegroundKeyWork = 256;
+  // The bound is the fill's, not each key's: a fill that walks dozens of new positions (an
+  // object's optional members after a comma) asks a key for each, and at 256 states each had
+  // hashed 11,940 states, 28 M instructions against 2.4 M for its walks (JsonSchemaStore
+  // `testenvironments`, 2.3 ms). FillKeyBudget, held by FillMask, keeps what is left of it on
+  // the fill's thread; the first fill's root key has its own kFirstFillKeyWork.
+  class FillKeyBudget {
+   public:
+    FillKeyBudget();
+    ~FillKeyBudget();
+    FillKeyBudget(const FillKeyBudget&) = delete;
+    FillKeyBudget& operator=(const FillKeyBudget&) = delete;
+
+   private:
+    std::int64_t saved_;
+  };
   // Every state's key, computed at once by the background worker; read without a lock once
   // keys_ready_ is set.
   mutable std::atomic<bool> keys_ready_{false};
@@ -610,10 +635,6 @@ class CfgGrammar : public TokenAutomaton {
   std::vector<std::uint8_t> list_open_calls_;
   // PatternVerdictsFor's, by local key (bounded by the cache budget, ReserveBytes).
   mutable std::mutex pattern_mu_;
-  mutable std::once_flag plain_once_;
-  mutable std::vector<std::uint8_t> plain_subtrees_;  // PlainSubtrees()
-  mutable std::once_flag openers_once_;
-  mutable std::vector<TokenId> pattern_openers_;  // PatternOpeners()
   mutable std::unordered_map<std::string, std::shared_ptr<const PatternVerdicts>> pattern_cache_;
 };
 

@@ -20,6 +20,10 @@ class CfgGrammarPeer {
  public:
   explicit CfgGrammarPeer(const CfgGrammar& g) : g_(g) {}
 
+  // The bounds on a fill's hashing for keys (states).
+  static constexpr std::int64_t kFirstFillKeyWork = CfgGrammar::kFirstFillKeyWork;
+  static constexpr std::int64_t kForegroundKeyWork = CfgGrammar::kForegroundKeyWork;
+
   // The position of DFA state s through the caches (shared positions included), and the same
   // computed afresh by a walk of the token trie.
   const CfgPosition* PositionOfState(StateId s) const {

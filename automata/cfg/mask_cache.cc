@@ -342,6 +342,7 @@ void CfgGrammar::GroupCounterKernels(std::int32_t k, std::vector<EarleyItem>& li
 
 void CfgGrammar::FillMask(EarleyParser& parser, std::vector<std::int32_t>& sigs,
                           std::span<std::uint32_t> out) const {
+  const FillKeyBudget key_budget;
   FillMaskOfGrammar(parser, sigs, out);
   if (parser.has_unique_items()) FilterUniqueItems(parser, out);
   if (parser.has_counted_strings()) FilterCountedStrings(parser, out);
@@ -1071,25 +1072,29 @@ std::shared_ptr<const CfgGrammar::PatternVerdicts> CfgGrammar::PatternVerdictsFo
 
 // Per trie node: its byte and every byte below it are plain, a character of a pattern that is
 // no syntax character, no `-`, and no quote, backslash or control byte of the JSON text (bytes
-// of non-ASCII characters are plain). Built once per grammar that has pattern strings.
+// of non-ASCII characters are plain). Built once per vocabulary, by the first grammar that
+// has pattern strings (SharedPositions).
 const std::vector<std::uint8_t>& CfgGrammar::PlainSubtrees() const {
-  std::call_once(plain_once_, [&] {
+  SharedPositions& shared = trie_->Attached<SharedPositions>();
+  std::call_once(shared.pattern_plain_once, [&] {
     const std::span<const TokenTrie::Node> nodes = trie_->nodes();
     const auto n = static_cast<std::uint32_t>(nodes.size());
-    auto plain_byte = [](std::uint8_t b) {
-      return b >= 0x20 && std::string_view("\"\\^$.*+?()[]{}|-").find(static_cast<char>(b)) ==
-                              std::string_view::npos;
-    };
-    plain_subtrees_.assign(n, 0);
+    std::array<std::uint8_t, 256> plain_byte{};
+    for (int b = 0x20; b < 256; ++b) plain_byte[b] = 1;
+    for (const char c : std::string_view("\"\\^$.*+?()[]{}|-")) {
+      plain_byte[static_cast<std::uint8_t>(c)] = 0;
+    }
+    std::vector<std::uint8_t>& plain = shared.pattern_plain_subtrees;
+    plain.assign(n, 0);
     for (std::uint32_t i = n; i-- > 0;) {
-      bool p = nodes[i].depth > 0 && plain_byte(nodes[i].byte);
+      bool p = nodes[i].depth > 0 && plain_byte[nodes[i].byte] != 0;
       for (std::uint32_t c = i + 1; p && c < nodes[i].subtree_end; c = nodes[c].subtree_end) {
-        p = plain_subtrees_[c] != 0;
+        p = plain[c] != 0;
       }
-      plain_subtrees_[i] = p;
+      plain[i] = p;
     }
   });
-  return plain_subtrees_;
+  return shared.pattern_plain_subtrees;
 }
 
 // The pattern check (EarleyParser, "ECMAScript patterns") at the end of a mask: positions and
@@ -1180,10 +1185,12 @@ void CfgGrammar::FilterPatternStrings(EarleyParser& parser, std::span<std::uint3
 }
 
 // The tokens whose text after one of their quotes, read as the start of a pattern string, fails
-// the check (up to the next quote, where the string would close). Built once per grammar that
-// has pattern strings (a pass over the tokens with a quote).
+// the check (up to the next quote, where the string would close). Built once per vocabulary,
+// by the first grammar that has pattern strings (a pass over the tokens with a quote).
 const std::vector<TokenId>& CfgGrammar::PatternOpeners() const {
-  std::call_once(openers_once_, [&] {
+  SharedPositions& shared = trie_->Attached<SharedPositions>();
+  std::call_once(shared.pattern_openers_once, [&] {
+    std::vector<TokenId>& openers = shared.pattern_openers;
     for (TokenId t = 0; t < vocab_->size(); ++t) {
       const std::string_view bytes = vocab_->TokenBytes(t);
       bool fails = false;
@@ -1198,10 +1205,10 @@ const std::vector<TokenId>& CfgGrammar::PatternOpeners() const {
           if (r.text.mode == kCharClosed) break;
         }
       }
-      if (fails) pattern_openers_.push_back(t);
+      if (fails) openers.push_back(t);
     }
   });
-  return pattern_openers_;
+  return shared.pattern_openers;
 }
 
 }  // namespace lockstep

@@ -227,8 +227,10 @@ PositionKeyer::H PositionKeyer::RuleHash(std::int32_t rule) {
                                ? 0
                                : PassWork(rule_begin_[rule + 1] - rule_begin_[rule]);
     if (over_bounded_[rule] || work_ + n > call_limit_) {
-      over_bounded_[rule] = 1;
-      for (const std::int32_t caller : rule_stack_) over_bounded_[caller] = 1;
+      if (over_bounded_[rule] || work_ + n > rule_limit_) {
+        over_bounded_[rule] = 1;
+        for (const std::int32_t caller : rule_stack_) over_bounded_[caller] = 1;
+      }
       aborted_ = true;
       return H{0, 0, true};
     }
@@ -626,13 +628,16 @@ std::optional<PositionKey> PositionKeyer::KnownKey(StateId s,
 
 std::optional<PositionKey> PositionKeyer::Key(StateId s,
                                               const std::array<std::uint64_t, 4>& follow,
-                                              std::int64_t max_work) {
+                                              std::int64_t max_work, std::int64_t rule_work) {
   const std::int32_t rule = p_->state_rule[s];
   if (rule_state_[rule] != 2) {
+    if (rule_work < 0) rule_work = max_work;
     call_limit_ = max_work >= INT64_MAX - work_ ? INT64_MAX : work_ + max_work;
+    rule_limit_ = rule_work >= INT64_MAX - work_ ? INT64_MAX : work_ + rule_work;
     aborted_ = false;
     RuleHash(rule);  // at the bottom of the stack: independent
     call_limit_ = INT64_MAX;
+    rule_limit_ = INT64_MAX;
     if (aborted_) {
       aborted_ = false;
       return std::nullopt;

@@ -81,8 +81,11 @@ class PositionKeyer {
   // nullopt when it has none (see above). `max_work` bounds this call's hashing (states hashed):
   // past it the call gives up and returns nullopt, keeping the rules it finished, so that a later
   // call goes on from there (a fill asks with a small bound, the background worker with none).
+  // A rule that alone would take more than `rule_work` (default: max_work) is given up for good
+  // by bounded calls; one that fits rule_work but not what is left of max_work (a fill that
+  // hashed for other positions already) is only left for a later call.
   std::optional<PositionKey> Key(StateId s, const std::array<std::uint64_t, 4>& follow,
-                                 std::int64_t max_work = INT64_MAX);
+                                 std::int64_t max_work = INT64_MAX, std::int64_t rule_work = -1);
 
   static constexpr std::size_t kMaxCycle = 4096;
   // The budget of states hashed (Pass) over the keyer's life: this many times the program's
@@ -163,6 +166,7 @@ class PositionKeyer {
   // Per rule: a bounded Key call gave up on it, or on a rule it calls, before hashing it.
   std::vector<std::uint8_t> over_bounded_;
   std::int64_t call_limit_ = INT64_MAX;  // work_ at which the current Key call gives up
+  std::int64_t rule_limit_ = INT64_MAX;  // a rule past it is over_bounded_ (Key's rule_work)
   bool aborted_ = false;                 // the current Key call gave up
 };
 

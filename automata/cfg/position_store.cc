@@ -15,6 +15,12 @@
 namespace lockstep {
 using namespace cfg_words;  // NOLINT: the word kernels of this folder
 
+namespace {
+// What the fill running on this thread may still hash for keys (CfgGrammar::FillKeyBudget);
+// -1 outside fills.
+thread_local std::int64_t t_fill_key_work_left = -1;
+}  // namespace
+
 std::uint64_t CfgPosition::ContentHash() const {
   // Four independent multiply lanes over the bits (a 4,008-word mask in well under a
   // microsecond), then the short lists.
@@ -82,16 +88,33 @@ std::optional<PositionKey> CfgGrammar::KeyOf(StateId s, bool may_wait) const {
   } else if (!lock.try_lock()) {
     return std::nullopt;
   }
-  const std::int64_t before = keyer_ ? keyer_->work() : 0;
-  std::optional<PositionKey> key = KeyLocked(
-      s, s == program_.rules[program_.root].start ? kFirstFillKeyWork : kForegroundKeyWork);
-  if (keyer_) CurrentFillTrace().key_states += static_cast<std::int32_t>(keyer_->work() - before);
+  const bool had_keyer = keyer_ != nullptr;
+  const std::int64_t before = had_keyer ? keyer_->work() : 0;
+  const bool root_start = s == program_.rules[program_.root].start;
+  const std::int64_t rule_work = root_start ? kFirstFillKeyWork : kForegroundKeyWork;
+  // Inside a fill, what is left of the fill's bound (FillKeyBudget); elsewhere (the background
+  // worker, a precompute) each key's.
+  const bool counted = !root_start && t_fill_key_work_left >= 0;
+  const std::int64_t max_work = counted ? std::min(rule_work, t_fill_key_work_left) : rule_work;
+  std::optional<PositionKey> key = KeyLocked(s, max_work, rule_work);
+  // (A keyer copied from the store's snapshot starts with the snapshot's work: not this call's.)
+  const std::int64_t done =
+      keyer_ && (had_keyer || !keys_from_store_) ? keyer_->work() - before : 0;
+  if (counted) t_fill_key_work_left = std::max<std::int64_t>(0, t_fill_key_work_left - done);
+  CurrentFillTrace().key_states += static_cast<std::int32_t>(done);
   return key;
 }
 
-std::optional<PositionKey> CfgGrammar::KeyLocked(StateId s, std::int64_t max_work) const {
+CfgGrammar::FillKeyBudget::FillKeyBudget() : saved_(t_fill_key_work_left) {
+  t_fill_key_work_left = kForegroundKeyWork;
+}
+
+CfgGrammar::FillKeyBudget::~FillKeyBudget() { t_fill_key_work_left = saved_; }
+
+std::optional<PositionKey> CfgGrammar::KeyLocked(StateId s, std::int64_t max_work,
+                                                 std::int64_t rule_work) const {
   const std::array<std::uint64_t, 4>& follow = follow_bits_[program_.state_rule[s]];
-  if (keyer_) return keyer_->Key(s, follow, max_work);
+  if (keyer_) return keyer_->Key(s, follow, max_work, rule_work);
   // The first key hashes most of the grammar's automata (0.1 ms for a tool schema). The same
   // program compiled before left its keyer in the store: read from it while it knows the
   // state, copy it when it does not.
@@ -107,10 +130,10 @@ std::optional<PositionKey> CfgGrammar::KeyLocked(StateId s, std::int64_t max_wor
     if (key_snapshot_->Known(s, program_)) return key_snapshot_->KnownKey(s, follow);
     keyer_ = std::make_unique<PositionKeyer>(*key_snapshot_, &program_);
     key_snapshot_.reset();
-    return keyer_->Key(s, follow, max_work);
+    return keyer_->Key(s, follow, max_work, rule_work);
   }
   keyer_ = std::make_unique<PositionKeyer>(&program_);
-  std::optional<PositionKey> key = keyer_->Key(s, follow, max_work);
+  std::optional<PositionKey> key = keyer_->Key(s, follow, max_work, rule_work);
   // Copied for the store only when the store takes it (the copy's size is the keyer's), and
   // outside the store's lock: a big program's keyer is megabytes, and every fill's store
   // lookup waits on that lock (keyer_ itself is under key_mu_, which the caller holds).

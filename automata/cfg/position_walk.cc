@@ -11,6 +11,8 @@
 #include <limits>
 #include <string>
 #include <string_view>
+#include <type_traits>
+#include <vector>
 
 #include "automata/cfg/tail_sort.h"
 #include "automata/cfg/word_kernels.h"
@@ -616,7 +618,10 @@ struct CfgGrammar::WalkScratch {
   struct LoopSlot {
     std::uint64_t walk = 0;
     StateId state = -1;
-    std::uint8_t loops = 0;  // bit k: the state goes back to itself on every byte of class k
+    bool loops_known = false;
+    std::uint8_t loops = 0;       // bit k: the state goes back to itself on every byte of class k
+    std::uint8_t runs_known = 0;  // bit k: runs[k] is known
+    std::array<std::uint8_t, TokenTrie::kNumSubtreeClasses> runs{};  // TrieWalker::ClassRun
   };
   std::array<LoopSlot, std::size_t{1} << kLoopSlotBits> loop_slots{};
   std::uint64_t walk = 0;
@@ -694,12 +699,31 @@ class CfgGrammar::TrieWalker {
   // or one that may finish the rule, or a subtree big enough for Run's questions), or the end
   // of i's subtree.
   std::uint32_t PlainRun(std::uint32_t i, std::uint32_t stop);
+  // PlainRun over the program's transition entries as stored (TransitionTable: narrow entries
+  // hold the target plus one, wide ones the target), read through raw pointers: the loop runs
+  // once per node, and the table's form is the same for the whole walk.
+  template <typename Entry>
+  std::uint32_t PlainRunOf(std::uint32_t i, std::uint32_t stop);
   // The tokens toks_[begin, end) are accepted.
   [[gnu::noinline]] void AcceptRange(std::uint32_t begin, std::uint32_t end);
   // From frame f, every run of up to `height` bytes of some class of `below` (TokenTrie::BelowIn)
   // stays alive: the state goes back to itself on the class (automaton), the set takes that many
   // (stack, StackWalk::Takes), or the repetition has that many left (a `ws` repeat).
   [[gnu::noinline]] bool TakesBelow(const WalkFrame& f, std::uint8_t below, std::int32_t height);
+  // The subtree classes (TokenTrie::BelowIn) on every byte of which automaton state s goes back
+  // to itself.
+  std::uint8_t LoopClasses(StateId s);
+  // How many bytes of class k automaton state s surely takes: every run of that many or fewer
+  // stays alive (by the byte transitions alone, so every token of such bytes is accepted);
+  // kEndlessRun when every run does (a loop), at most kEndlessRun - 1 otherwise.
+  std::uint8_t ClassRun(StateId s, int k);
+  static constexpr int kEndlessRun = 255;
+  // A subtree below a node at automaton state s, its bytes in the classes `below`, at most
+  // `height` deep (TokenTrie::HeightBelow), is accepted whole: a class the state loops on, or
+  // one it takes runs of `height` bytes of (the characters a `maxLength` leaves).
+  bool AutomatonTakes(StateId s, std::uint8_t below, std::int32_t height);
+  // This walk's cache slot of state s (emptied when it held another state or walk).
+  WalkScratch::LoopSlot& SlotOf(StateId s);
 
   const CfgGrammar& g_;
   const CfgProgram& p_;
@@ -914,31 +938,135 @@ void CfgGrammar::TrieWalker::AcceptRange(std::uint32_t begin, std::uint32_t end)
   out_.accepted += static_cast<std::int32_t>(end - begin);
 }
 
+CfgGrammar::WalkScratch::LoopSlot& CfgGrammar::TrieWalker::SlotOf(StateId s) {
+  WalkScratch::LoopSlot& slot =
+      out_.loop_slots[(static_cast<std::uint32_t>(s) * 0x9E3779B9u) >> (32 - kLoopSlotBits)];
+  if (slot.walk != out_.walk || slot.state != s) {
+    slot.walk = out_.walk;
+    slot.state = s;
+    slot.loops_known = false;
+    slot.runs_known = 0;
+  }
+  return slot;
+}
+
+std::uint8_t CfgGrammar::TrieWalker::LoopClasses(StateId s) {
+  // Asked once per state and walk (a direct-mapped cache stamped by walk): most trie nodes have
+  // a class below them (letters, digits), most states loop on none, and a node's question is
+  // then one table read.
+  WalkScratch::LoopSlot& slot = SlotOf(s);
+  if (!slot.loops_known) {
+    std::uint8_t loops = 0;
+    for (int k = 0; k < TokenTrie::kNumSubtreeClasses; ++k) {
+      bool all = true;
+      for (const std::uint8_t b : TokenTrie::SubtreeClassBytes(k)) {
+        if (p_.Step(s, b) != s) {
+          all = false;
+          break;
+        }
+      }
+      if (all) loops = static_cast<std::uint8_t>(loops | (1u << k));
+    }
+    slot.loops = loops;
+    slot.loops_known = true;
+  }
+  return slot.loops;
+}
+
+std::uint8_t CfgGrammar::TrieWalker::ClassRun(StateId s, int k) {
+  {
+    const WalkScratch::LoopSlot& slot = SlotOf(s);
+    if (((slot.runs_known >> k) & 1) != 0) return slot.runs[k];
+  }
+  // Breadth-first by layers: layer i holds the states that i bytes of the class reach from s.
+  // The run is the first layer with a dead state, less one; endless once a layer holds only
+  // states of earlier layers (their successors are all known alive). A layer of one state
+  // whose run is known ends it (a chain of counted characters: each state's run is the next
+  // one's plus one). Bounded: at most kMaxLayer states a layer and kMaxSeen in all, else the
+  // layers known alive are the answer (a lower bound: the walk then goes node by node).
+  constexpr int kMaxLayer = 4;
+  constexpr int kMaxSeen = 64;
+  const std::span<const std::uint8_t> bytes = TokenTrie::SubtreeClassBytes(k);
+  std::array<StateId, kMaxLayer> layer{s}, next{};
+  std::array<StateId, kMaxSeen> seen{s};
+  int n_layer = 1, n_seen = 1;
+  int run = 0;
+  for (int i = 0;; ++i) {
+    int n_next = 0;
+    bool dead = false, wide = false;
+    for (int x = 0; x < n_layer && !dead && !wide; ++x) {
+      for (const std::uint8_t b : bytes) {
+        const StateId t = p_.Step(layer[x], b);
+        if (t == CfgProgram::kDead) {
+          dead = true;
+          break;
+        }
+        if (std::find(next.begin(), next.begin() + n_next, t) != next.begin() + n_next) continue;
+        if (n_next == kMaxLayer) {
+          wide = true;
+          break;
+        }
+        next[n_next++] = t;
+      }
+    }
+    if (dead) {
+      run = i;
+      break;
+    }
+    if (wide) {
+      run = i + 1;
+      break;
+    }
+    bool all_seen = true;
+    for (int x = 0; x < n_next && all_seen; ++x) {
+      all_seen = std::find(seen.begin(), seen.begin() + n_seen, next[x]) != seen.begin() + n_seen;
+    }
+    if (all_seen) {
+      run = kEndlessRun;
+      break;
+    }
+    if (i + 1 >= kEndlessRun - 1) {
+      run = kEndlessRun - 1;
+      break;
+    }
+    if (n_next == 1) {
+      const WalkScratch::LoopSlot& other =
+          out_.loop_slots[(static_cast<std::uint32_t>(next[0]) * 0x9E3779B9u) >>
+                          (32 - kLoopSlotBits)];
+      if (other.walk == out_.walk && other.state == next[0] && ((other.runs_known >> k) & 1)) {
+        run = other.runs[k] == kEndlessRun ? kEndlessRun
+                                           : std::min(kEndlessRun - 1, i + 1 + other.runs[k]);
+        break;
+      }
+    }
+    if (n_seen + n_next > kMaxSeen) {
+      run = i + 1;
+      break;
+    }
+    for (int x = 0; x < n_next; ++x) seen[n_seen++] = next[x];
+    layer = next;
+    n_layer = n_next;
+  }
+  WalkScratch::LoopSlot& slot = SlotOf(s);
+  slot.runs[k] = static_cast<std::uint8_t>(run);
+  slot.runs_known = static_cast<std::uint8_t>(slot.runs_known | (1u << k));
+  return slot.runs[k];
+}
+
+bool CfgGrammar::TrieWalker::AutomatonTakes(StateId s, std::uint8_t below, std::int32_t height) {
+  if ((LoopClasses(s) & below) != 0) return true;
+  // (HeightBelow saturates at 255: a subtree that deep is taken only by an endless run.)
+  for (int k = 0; k < TokenTrie::kNumSubtreeClasses; ++k) {
+    if (((below >> k) & 1) == 0) continue;
+    const std::uint8_t run = ClassRun(s, k);
+    if (run == kEndlessRun || (height < kEndlessRun && run >= height)) return true;
+  }
+  return false;
+}
+
 bool CfgGrammar::TrieWalker::TakesBelow(const WalkFrame& f, std::uint8_t below,
                                          std::int32_t height) {
-  if (f.mode == WalkMode::kAutomaton) {
-    // (In the automaton the state has no rule edge; stepping a byte back to it keeps it so.)
-    // The classes the state loops on, asked once per state and walk (a direct-mapped cache
-    // stamped by walk): most trie nodes have a class below them (letters, digits), most states
-    // loop on none, and a node's question is then one table read.
-    WalkScratch::LoopSlot& slot =
-        out_.loop_slots[(static_cast<std::uint32_t>(f.state) * 0x9E3779B9u) >> (32 - kLoopSlotBits)];
-    if (slot.walk != out_.walk || slot.state != f.state) {
-      std::uint8_t loops = 0;
-      for (int k = 0; k < TokenTrie::kNumSubtreeClasses; ++k) {
-        bool all = true;
-        for (const std::uint8_t b : TokenTrie::SubtreeClassBytes(k)) {
-          if (p_.Step(f.state, b) != f.state) {
-            all = false;
-            break;
-          }
-        }
-        if (all) loops = static_cast<std::uint8_t>(loops | (1u << k));
-      }
-      slot = {out_.walk, f.state, loops};
-    }
-    return (slot.loops & below) != 0;
-  }
+  if (f.mode == WalkMode::kAutomaton) return AutomatonTakes(f.state, below, height);
   // (Below, a run is bounded: HeightBelow saturates at 255, so a subtree that deep is not
   // known to fit a bounded run, and is walked.)
   if (height >= StackWalk::kUnboundedRun) return false;
@@ -1074,6 +1202,11 @@ void CfgGrammar::TrieWalker::Run(std::uint32_t begin) {
 }
 
 std::uint32_t CfgGrammar::TrieWalker::PlainRun(std::uint32_t i, std::uint32_t stop) {
+  return p_.next.narrow() ? PlainRunOf<std::uint16_t>(i, stop) : PlainRunOf<StateId>(i, stop);
+}
+
+template <typename Entry>
+std::uint32_t CfgGrammar::TrieWalker::PlainRunOf(std::uint32_t i, std::uint32_t stop) {
   // What Run does for such a node, without its questions: StepAutomaton from a plain frame
   // (EnterState with no rule edge and no completion), Reject with no split on the path and no
   // jump (the frames set here jump nowhere), AcceptTokens. A node that is not that, or whose
@@ -1081,20 +1214,50 @@ std::uint32_t CfgGrammar::TrieWalker::PlainRun(std::uint32_t i, std::uint32_t st
   // unstepped, the frames of its path written (Run steps it from its parent's frame, and later
   // nodes from their parents'). Their path bytes are not: Reject reads a frame's byte only
   // below a split, and no split is on a path through here.
+  static_assert(CfgProgram::kDead == -1);
+  constexpr StateId kBias = std::is_same_v<Entry, std::uint16_t> ? 1 : 0;
+  const Entry* next = static_cast<const Entry*>(p_.next.data());
+  const std::uint8_t* byte_class = p_.byte_class.data();
+  const std::size_t num_classes = static_cast<std::size_t>(p_.num_classes);
   const std::uint8_t* plain = g_.plain_state_.data();
+  const TokenTrie::Node* nodes = nodes_.data();
+  const TokenId* toks = toks_;
+  std::uint32_t* bits = out_.bits.data();
+  std::vector<TokenId>& ids = out_.ids;
+  std::size_t ids_room = out_.ids_limit > ids.size() ? out_.ids_limit - ids.size() : 0;
+  std::int32_t accepted = 0;
   StateId* st = out_.plain_states.data();
-  const std::int32_t d0 = nodes_[i].depth;
+  const std::int32_t d0 = nodes[i].depth;
   st[d0] = frames_[d0].state;
   std::uint32_t j = i + 1;
   while (j < stop) {
-    const TokenTrie::Node& n = nodes_[j];
+    const TokenTrie::Node& n = nodes[j];
     const std::int32_t d = n.depth;
-    const StateId t = p_.Step(st[d - 1], n.byte);
-    if (t == CfgProgram::kDead) {
+    const StateId t =
+        static_cast<StateId>(next[static_cast<std::size_t>(st[d - 1]) * num_classes +
+                                  byte_class[n.byte]]) -
+        kBias;
+    if (t < 0) {
       j = n.subtree_end;
       continue;
     }
-    if (plain[t] == 0 || n.subtree_end > j + kMinSkipNodes) [[unlikely]] {
+    bool hand_back = plain[t] == 0;
+    if (!hand_back && n.subtree_end > j + kMinSkipNodes) [[unlikely]] {
+      // Run's questions for a big subtree, asked here: taken whole (every byte below in a
+      // class the state loops on), or a sparse jump (handed back: Run sets it up). Neither:
+      // stepped on here.
+      if (const std::uint8_t below = can_skip_ ? g_.trie_->BelowIn(j) : 0;
+          below != 0 && AutomatonTakes(t, below, g_.trie_->HeightBelow(j))) {
+        out_.accepted += accepted;
+        accepted = 0;
+        AcceptRange(n.token_begin, nodes[n.subtree_end].token_begin);
+        ids_room = out_.ids_limit > ids.size() ? out_.ids_limit - ids.size() : 0;
+        j = n.subtree_end;
+        continue;
+      }
+      hand_back = can_jump_ && Sparse(t, j);
+    }
+    if (hand_back) [[unlikely]] {
       const WalkFrame& top = frames_[d0];
       for (std::int32_t k = d0 + 1; k < d; ++k) {
         WalkFrame& f = frames_[k];
@@ -1104,12 +1267,23 @@ std::uint32_t CfgGrammar::TrieWalker::PlainRun(std::uint32_t i, std::uint32_t st
         f.parsers_used = top.parsers_used;
         f.jump_parent = kNoJump;
       }
-      return j;
+      break;
     }
     st[d] = t;
-    AcceptTokens(j, n);
+    // AcceptTokens, its counts kept here.
+    const std::uint32_t tokens_end = nodes[j + 1].token_begin;
+    for (std::uint32_t k = n.token_begin; k < tokens_end; ++k) {
+      const TokenId tok = toks[k];
+      bits[static_cast<std::size_t>(tok) >> 5] |= 1u << (tok & 31);
+      if (ids_room != 0) {
+        ids.push_back(tok);
+        --ids_room;
+      }
+      ++accepted;
+    }
     ++j;
   }
+  out_.accepted += accepted;
   return j;
 }
 

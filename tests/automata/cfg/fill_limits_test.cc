@@ -204,6 +204,56 @@ TEST(FillLimits, AStringBodyViewIsReadyWithTheCompiler) {
   CompareAlong(*g, R"({"city": "Paris \"Nord\"", "n": 12})");
 }
 
+// The bound on hashing for keys is the fill's, not each key's: a fill that walks dozens of new
+// positions at once (after `{` of an object of 60 optional members, each a definition of its
+// own) asks a key for each, and hashed some 6,700 states at 256 a key (1.4 ms of a 2 ms
+// per-mask budget). Every fill after the first hashes at most kForegroundKeyWork states, the
+// first that plus its root's kFirstFillKeyWork; the hashing left over is spread over later
+// fills, and the masks stay exact.
+TEST(FillLimits, AFillHashesForKeysWithinOneBound) {
+  std::ostringstream schema, text;
+  schema << R"({"type": "object", "$defs": {)";
+  constexpr int kMembers = 60;
+  for (int i = 0; i < kMembers; ++i) {
+    schema << (i > 0 ? ", " : "") << "\"d" << i << R"(": {"type": "object", "properties": {"a)"
+           << i << R"(": {"type": "string"}, "b)" << i << R"(": {"type": "integer"}, "c)" << i
+           << R"(": {"enum": ["x)" << i << R"(", "y)" << i << R"("]}}})";
+  }
+  schema << R"(}, "properties": {)";
+  for (int i = 0; i < kMembers; ++i) {
+    schema << (i > 0 ? ", " : "") << "\"p" << i << R"(": {"$ref": "#/$defs/d)" << i << "\"}";
+  }
+  schema << "}}";
+  text << "{";
+  for (int i = 0; i < kMembers; i += 7) {
+    text << (i > 0 ? "," : "") << "\"p" << i << R"(":{"a)" << i << R"(":"v","b)" << i << "\":" << i
+         << "}";
+  }
+  text << "}";
+  GrammarCompiler fresh(Llama3());
+  CompileOptions o;
+  o.background_positions = false;
+  auto g = fresh.CompileSchema(schema.str(), o);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  Matcher m(*g);
+  std::vector<std::uint32_t> mask(CfgOf(**g)->mask_words());
+  const std::vector<TokenId> ids = Encode(text.str());
+  std::int64_t later = 0;
+  for (std::size_t k = 0; k <= ids.size(); ++k) {
+    m.FillNextTokenBitmask(mask);
+    const std::int64_t hashed = Matcher::LastFillTrace().key_states;
+    const std::int64_t bound = CfgGrammarPeer::kForegroundKeyWork +
+                               (k == 0 ? CfgGrammarPeer::kFirstFillKeyWork : 0);
+    EXPECT_LE(hashed, bound) << "fill before token " << k;
+    if (k > 0) later += hashed;
+    if (k == ids.size()) break;
+    ASSERT_TRUE(m.AcceptToken(ids[k])) << "token " << k;
+  }
+  EXPECT_GT(later, CfgGrammarPeer::kForegroundKeyWork)
+      << "the object's members should need more hashing than one fill's bound";
+  EXPECT_EQ(CompareAlong(*g, text.str()), 0);
+}
+
 // A grammar's positions are looked up in the vocabulary's store by keys that hash its rules.
 // The first fill hashes them (it has a prefill's time), so that the second, which has to fit
 // between two decoding steps, looks its position up without hashing; and the second grammar of

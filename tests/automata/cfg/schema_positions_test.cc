@@ -194,34 +194,66 @@ TEST(SchemaPositions, ObjectsOfManyOptionalMembersEqualFullTrieWalk) {
   EXPECT_GE(steps, 30);
 }
 
-// A string of minLength k beside a pattern counts its first k characters in states of their own
-// before the pattern's loop: each such state's position comes from a region that starts at it
-// and holds the chain (RegionBuilder::FindAnchor). Values that close early, run through the
-// chain with escapes and multi-byte characters, and go on past it, against full trie walks.
-TEST(SchemaPositions, ChainsBeforeAStringLoopEqualFullTrieWalk) {
+// Each string schema as member "v" of an object beside a plain string "w", each value as v's
+// (JSON text, escapes included), replayed against full trie walks (ReplayAgainstFullWalk).
+void ReplayStringValues(const std::vector<const char*>& value_schemas,
+                        const std::vector<const char*>& values, long& steps) {
   auto vocab = Vocabulary::Load("llama3");
   ASSERT_TRUE(vocab.ok()) << vocab.status().ToString();
   GrammarCompiler compiler(*vocab);
-  long steps = 0;
-  for (const char* value : {R"({"type": "string", "minLength": 3, "maxLength": 64, "pattern": "[A-z]+"})",
-                            R"({"type": "string", "minLength": 5, "pattern": "^[a-z0-9_]+$"})",
-                            R"({"type": "string", "minLength": 2, "pattern": "x"})",
-                            R"({"type": "string", "minLength": 4, "maxLength": 6, "pattern": "\\w"})"}) {
+  for (const char* value : value_schemas) {
     const std::string schema = std::string(R"({"type": "object", "properties": {"v": )") + value +
                                R"(, "w": {"type": "string"}}, "required": ["v"]})";
     auto g = compiler.CompileSchema(schema);
     ASSERT_TRUE(g.ok()) << schema << ": " << g.status().ToString();
     const CfgGrammar& cfg = *CfgOf(**g);
-    for (const char* v : {"Asia", "abcde_fgh", "xx", R"(x\u00e9y)", R"(ab\"cd\\ex)", "éàü_xyz",
-                          "a1b2", "Hello world x", R"(\n\txyz)", "ab"}) {
+    for (const char* v : values) {
       const std::string instance = std::string(R"({"v": ")") + v + R"(", "w": "z"})";
       auto ids = (*vocab)->Encode(instance);
       ASSERT_TRUE(ids.ok());
       ReplayAgainstFullWalk(cfg, **vocab, *ids, schema + " " + instance, /*check_cache=*/true,
                             /*must_allow=*/false, steps);
-      if (HasFatalFailure()) return;
+      if (::testing::Test::HasFatalFailure()) return;
     }
   }
+}
+
+// A string of minLength k beside a pattern counts its first k characters in states of their own
+// before the pattern's loop: each such state's position comes from a region that starts at it
+// and holds the chain (RegionBuilder::FindAnchor). Values that close early, run through the
+// chain with escapes and multi-byte characters, and go on past it, against full trie walks.
+TEST(SchemaPositions, ChainsBeforeAStringLoopEqualFullTrieWalk) {
+  long steps = 0;
+  ReplayStringValues(
+      {R"({"type": "string", "minLength": 3, "maxLength": 64, "pattern": "[A-z]+"})",
+       R"({"type": "string", "minLength": 5, "pattern": "^[a-z0-9_]+$"})",
+       R"({"type": "string", "minLength": 2, "pattern": "x"})",
+       R"({"type": "string", "minLength": 4, "maxLength": 6, "pattern": "\\w"})"},
+      {"Asia", "abcde_fgh", "xx", R"(x\u00e9y)", R"(ab\"cd\\ex)", "éàü_xyz", "a1b2",
+       "Hello world x", R"(\n\txyz)", "ab"},
+      steps);
+  if (HasFatalFailure()) return;
+  EXPECT_GE(steps, 150);
+}
+
+// A string of maxLength under 64 counts its characters down in states of their own (the
+// product of its automaton with the bound): a walk at such a state takes a trie subtree whole
+// when every run of its bytes' class that deep stays alive (TrieWalker::ClassRun: the
+// characters left), and steps it node by node otherwise. Values that stop short of the bound,
+// reach it, would pass it, and carry escapes, spaces and multi-byte characters, against full
+// trie walks.
+TEST(SchemaPositions, StringsShortOfTheirMaxLengthEqualFullTrieWalk) {
+  long steps = 0;
+  ReplayStringValues(
+      {R"({"type": "string", "maxLength": 32, "pattern": "^(\\d+\\.\\d+\\.\\d+.*)$"})",
+       R"({"type": "string", "maxLength": 12})",
+       R"({"type": "string", "minLength": 2, "maxLength": 20, "pattern": "^[a-z ]+$"})",
+       R"({"type": "string", "maxLength": 40, "pattern": "^\\w+(-\\w+)*$"})"},
+      {"1.2.3", "1.2.3-beta.1+build.20261206", "10.20.30 and then some words", "abc",
+       "hello world here", "a-b-c_d-e", R"(x\u00e9y)", "éàü xyz", R"(1.2.3\"q\\z)",
+       "abcdefghijklmnopqrstuvwxyz0123456789abcdef"},
+      steps);
+  if (HasFatalFailure()) return;
   EXPECT_GE(steps, 150);
 }
 

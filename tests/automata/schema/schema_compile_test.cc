@@ -1453,19 +1453,35 @@ TEST(SharedPositions, KeysOfAProgramCompiledAgainComeFromTheStore) {
 // finish within that bound (a pass over a rule runs to its end), and must then give up on the
 // same rule at once when asked again; an unbounded call afterwards (the background worker's)
 // still gives every state the key a fresh keyer gives it.
-TEST(SharedPositions, ABoundedKeyCallStartsNoRuleItCannotFinish) {
-  std::string props;
-  for (int i = 0; i < 12; ++i) {
-    props += (i ? ", " : "") + std::string("\"member_") + std::to_string(i) + R"(": {"type": "integer"})";
+// An object of 12 integer members: its rule (the program's biggest, far over a bound of 16
+// states) and the states of each rule.
+struct TwelveMembers {
+  TwelveMembers() {
+    std::string props;
+    for (int i = 0; i < 12; ++i) {
+      props += (i ? ", " : "") + std::string("\"member_") + std::to_string(i) +
+               R"(": {"type": "integer"})";
+    }
+    auto compiled = Compiler().CompileSchema(R"({"type": "object", "properties": {)" + props + "}}");
+    EXPECT_TRUE(compiled.ok()) << compiled.status().message();
+    if (!compiled.ok()) return;
+    g = *compiled;
+    const CfgProgram& program = CfgOf(*g)->program();
+    size.assign(program.NumRules(), 0);
+    for (StateId s = 0; s < program.num_states; ++s) ++size[program.state_rule[s]];
+    big = static_cast<std::int32_t>(std::max_element(size.begin(), size.end()) - size.begin());
   }
-  auto g = Compiler().CompileSchema(R"({"type": "object", "properties": {)" + props + "}}");
-  ASSERT_TRUE(g.ok()) << g.status().message();
-  const CfgProgram& program = CfgOf(**g)->program();
-  // The biggest rule (the object's), and its states.
-  std::vector<std::int32_t> size(program.NumRules(), 0);
-  for (StateId s = 0; s < program.num_states; ++s) ++size[program.state_rule[s]];
-  const std::int32_t big =
-      static_cast<std::int32_t>(std::max_element(size.begin(), size.end()) - size.begin());
+  std::shared_ptr<const CompiledGrammar> g;
+  std::vector<std::int32_t> size;
+  std::int32_t big = -1;
+};
+
+TEST(SharedPositions, ABoundedKeyCallStartsNoRuleItCannotFinish) {
+  const TwelveMembers twelve;
+  ASSERT_NE(twelve.g, nullptr);
+  const CfgProgram& program = CfgOf(*twelve.g)->program();
+  const std::vector<std::int32_t>& size = twelve.size;
+  const std::int32_t big = twelve.big;
   ASSERT_GT(size[big], 32) << "the object's rule should be far over the bound below";
   const std::array<std::uint64_t, 4> follow = {1, 0, 0, 0};
   PositionKeyer bounded(&program), fresh(&program);
@@ -1484,6 +1500,31 @@ TEST(SharedPositions, ABoundedKeyCallStartsNoRuleItCannotFinish) {
     keyed += a.has_value();
   }
   EXPECT_GT(keyed, size[big] / 2);
+}
+
+// A fill's bound is shared by its keys: a key asked when little of it is left gives up on a rule
+// that fits a whole bound (rule_work) but not what is left (max_work), and only for that call;
+// a rule too big for a whole bound is given up for good, as above.
+TEST(SharedPositions, ARuleOverWhatIsLeftOfAFillsBoundIsOnlyPutOff) {
+  const TwelveMembers twelve;
+  ASSERT_NE(twelve.g, nullptr);
+  const CfgProgram& program = CfgOf(*twelve.g)->program();
+  ASSERT_GT(twelve.size[twelve.big], 32);
+  const StateId start = program.rules[twelve.big].start;
+  const std::array<std::uint64_t, 4> follow = {1, 0, 0, 0};
+  const std::int64_t whole = 1 << 20;
+  PositionKeyer put_off(&program), given_up(&program), fresh(&program);
+  EXPECT_FALSE(put_off.Key(start, follow, /*max_work=*/16, /*rule_work=*/whole).has_value());
+  EXPECT_EQ(put_off.work(), 0);
+  const std::optional<PositionKey> later = put_off.Key(start, follow, whole);
+  ASSERT_TRUE(later.has_value()) << "a rule put off by one fill was given up for good";
+  const std::optional<PositionKey> expected = fresh.Key(start, follow);
+  ASSERT_TRUE(expected.has_value());
+  EXPECT_TRUE(*later == *expected);
+  EXPECT_FALSE(given_up.Key(start, follow, /*max_work=*/16).has_value());
+  EXPECT_FALSE(given_up.Key(start, follow, whole).has_value())
+      << "a rule over a whole bound is asked again by bounded calls";
+  EXPECT_TRUE(given_up.Key(start, follow).has_value()) << "an unbounded call keys it";
 }
 
 // The fingerprint that identifies a program for the keyer store changes with every field the
