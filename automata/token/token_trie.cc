@@ -364,7 +364,8 @@ const TokenTrie::CountedView* TokenTrie::Counted(const std::vector<std::int16_t>
           unit[static_cast<std::size_t>(q) * 256 + static_cast<std::uint8_t>(bytes[d])];
       if (t == kRegionDead) {
         if (q == 0 && units > 0) {  // between units, on a byte no unit starts with
-          view->exits.push_back({id, units, static_cast<std::uint16_t>(d)});
+          view->exits.push_back({id, units, static_cast<std::uint16_t>(d),
+                                 static_cast<std::uint8_t>(bytes[d])});
         }
         break;
       }

@@ -152,6 +152,7 @@ class TokenTrie {
       TokenId id;
       std::uint16_t units;   // whole units before it leaves
       std::uint16_t offset;  // where it leaves, in its bytes
+      std::uint8_t byte;     // the byte it leaves on (bytes[offset])
     };
     std::vector<Exit> exits;  // by units
   };
