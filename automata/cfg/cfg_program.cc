@@ -344,7 +344,8 @@ void Lowering::ComputePure(std::int64_t root) {
     } else if (g_.rules[self - num_exprs].body < 0 ||
                g_.rules[self - num_exprs].unique_item >= 0 ||
                g_.rules[self - num_exprs].max_chars >= 0 ||
-               g_.rules[self - num_exprs].ecma_pattern) {
+               g_.rules[self - num_exprs].ecma_pattern ||
+               g_.rules[self - num_exprs].called) {
       pure = false;  // (a unique-items list stays a rule: its item calls are checked; a string
                      // of max_chars too: its items are counted)
     }

@@ -482,6 +482,15 @@ class Emitter {
     if (f.types & kTNumber) {
       auto e = NumberExpr(f);
       if (!e.ok()) return e;
+      // A number value is a rule of its own, called where it is used (grammar::Rule::called):
+      // its positions are then the rule's, the same in every grammar with that number, and a
+      // member's value position is composed from them (`"price":` then a number) instead of
+      // walked anew in each grammar.
+      if (g_.expr(*e).kind != ExprKind::kRuleRef && !IsNever(*e)) {
+        const RuleId r = RuleOf(*e, "n");
+        g_.rules[r].called = true;
+        e = Ref(r);
+      }
       alts.push_back(*e);
     }
     if (f.types & kTObject) {

@@ -101,6 +101,11 @@ struct Rule {
   // context-free (`{3,2}`, `[z-a]`, back references past the groups). Never inlined, never
   // merged with a rule without the check.
   bool ecma_pattern = false;
+  // The rule stays a rule where it is referenced (never inlined into its callers, though it is
+  // pure terminals): a JSON Schema's number value, whose positions are then the rule's own,
+  // the same in every grammar that calls it, and composed at each call site
+  // (CfgGrammar::ComputePosition) instead of walked there again.
+  bool called = false;
 };
 
 struct Grammar {

@@ -257,6 +257,7 @@ class Pass {
     for (std::size_t r = 0; r < n; ++r) {
       if (g_.rules[r].max_chars >= 0) inline_[r] = false;  // (its items are counted)
       if (g_.rules[r].ecma_pattern) inline_[r] = false;  // (its items are checked)
+      if (g_.rules[r].called) inline_[r] = false;
     }
     height_.assign(g_.exprs.size(), -1);
 
@@ -381,6 +382,7 @@ class Pass {
       if (open_item[r]) key += "open-item#" + std::to_string(r) + "#";
       if (g_.rules[r].max_chars >= 0) key += "chars#" + std::to_string(g_.rules[r].max_chars) + "#";
       if (g_.rules[r].ecma_pattern) key += "ecma#";
+      if (g_.rules[r].called) key += "called#";
       Key(out_, new_body_[r], &key, find);
       if (key == keys[r]) continue;
       if (auto old = table.find(keys[r]);
@@ -529,7 +531,7 @@ bool MayChangeAgain(const Grammar& g, const NormalizeOptions& options) {
     std::vector<bool> kept(n, false);  // (Rule::unique_item: never inlined)
     for (std::size_t r = 0; r < n; ++r) {
       if (g.rules[r].unique_item >= 0) kept[r] = kept[g.rules[r].unique_item] = true;
-      if (g.rules[r].max_chars >= 0 || g.rules[r].ecma_pattern) kept[r] = true;
+      if (g.rules[r].max_chars >= 0 || g.rules[r].ecma_pattern || g.rules[r].called) kept[r] = true;
     }
     for (std::size_t r = 0; r < n; ++r) {
       if (static_cast<RuleId>(r) != g.root && uses[r] == 1 && !cyclic[r] && !kept[r]) return true;

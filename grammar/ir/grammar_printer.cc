@@ -300,6 +300,7 @@ bool StructurallyEqual(const Grammar& a, const Grammar& b) {
     if (a.rules[i].unique_open_calls != b.rules[i].unique_open_calls) return false;
     if (a.rules[i].max_chars != b.rules[i].max_chars) return false;
     if (a.rules[i].ecma_pattern != b.rules[i].ecma_pattern) return false;
+    if (a.rules[i].called != b.rules[i].called) return false;
     if (!ExprEqual(a, a.rules[i].body, b, b.rules[i].body)) return false;
   }
   return true;

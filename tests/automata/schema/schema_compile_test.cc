@@ -1449,6 +1449,39 @@ TEST(SharedPositions, KeysOfAProgramCompiledAgainComeFromTheStore) {
               static_cast<long long>(compared));
 }
 
+// A number value is a rule of its own (grammar::Rule::called), so its positions are the same
+// whatever member it is the value of and whatever follows it: a grammar takes them from another
+// grammar of the vocabulary instead of walking the trie again (inlined into the member, each
+// number state was a position of its grammar alone). Its masks stay exact.
+TEST(SharedPositions, NumberValuesAreTakenFromOtherGrammars) {
+  CompileOptions quiet;
+  quiet.background_positions = false;  // (every key made by the fills themselves)
+  const std::string a = R"({"type": "object", "properties": {"price": {"type": "number"},
+      "name": {"type": "string"}}, "required": ["price", "name"]})";
+  const std::string b = R"({"type": "object", "properties": {"tags": {"type": "array",
+      "items": {"type": "string"}}, "weight": {"type": "number"}, "unit": {"enum": ["kg", "lb"]}},
+      "required": ["weight"]})";
+  const std::vector<std::string> numbers = {"", "1", "12", "-", "-0", "3.", "3.25", "1e", "1e+5"};
+  std::int32_t shared_in_b = 0;
+  for (const auto& [text, member] : {std::pair{a, "price"}, std::pair{b, "weight"}}) {
+    auto g = Compiler().CompileSchema(text, quiet);
+    ASSERT_TRUE(g.ok()) << g.status().ToString();
+    for (const std::string& n : numbers) {
+      Matcher m(*g);
+      const std::string prefix = std::string("{\"") + member + "\": " + n;
+      ASSERT_TRUE(m.AcceptString(prefix)) << prefix;
+      std::vector<std::uint32_t> fast(BitmaskWords((*g)->logits_width()));
+      ASSERT_TRUE(m.FillNextTokenBitmask(fast));
+      EXPECT_EQ(testing::AllowedIds(testing::BruteForceMask(m)), testing::AllowedIds(fast))
+          << prefix;
+    }
+    if (text == b) shared_in_b = (*g)->Stats().shared_positions;
+  }
+  // The number's start (a member's value composed from it), its digits, its fraction and its
+  // exponent: positions of the number rule, which the first grammar left in the store.
+  EXPECT_GE(shared_in_b, 4);
+}
+
 // A fill's key call has a bound on the states it hashes. It must not start a rule it cannot
 // finish within that bound (a pass over a rule runs to its end), and must then give up on the
 // same rule at once when asked again; an unbounded call afterwards (the background worker's)
