@@ -341,13 +341,8 @@ void Lowering::ComputePure(std::int64_t root) {
       if (x.kind == ExprKind::kSpecialToken) pure = false;
       if (x.kind == ExprKind::kRuleRef && (x.rule < 0 || x.rule >= num_rules)) pure = false;
       if (x.kind == ExprKind::kRepeat && x.count) pure = false;  // a counter rule
-    } else if (g_.rules[self - num_exprs].body < 0 ||
-               g_.rules[self - num_exprs].unique_item >= 0 ||
-               g_.rules[self - num_exprs].max_chars >= 0 ||
-               g_.rules[self - num_exprs].ecma_pattern ||
-               g_.rules[self - num_exprs].called) {
-      pure = false;  // (a unique-items list stays a rule: its item calls are checked; a string
-                     // of max_chars too: its items are counted)
+    } else if (g_.rules[self - num_exprs].body < 0 || g_.rules[self - num_exprs].KeptWhole()) {
+      pure = false;  // (a rule kept whole is never inlined: grammar::Rule::KeptWhole)
     }
     for_each_dep(self, [&](std::int64_t d) { pure = pure && pure_memo_[d] == 1; });
     pure_memo_[self] = pure ? 1 : 0;

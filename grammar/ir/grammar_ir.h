@@ -106,6 +106,12 @@ struct Rule {
   // the same in every grammar that calls it, and composed at each call site
   // (CfgGrammar::ComputePosition) instead of walked there again.
   bool called = false;
+
+  // Whether the rule stays a rule wherever it is referenced, never inlined into its callers: a
+  // unique-items list (its item calls are checked), a string of max_chars (its characters are
+  // counted), an ecma_pattern string (its text is checked), a called rule. (A list's item rule
+  // stays one too; the list says which.)
+  bool KeptWhole() const { return unique_item >= 0 || max_chars >= 0 || ecma_pattern || called; }
 };
 
 struct Grammar {

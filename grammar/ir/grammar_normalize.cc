@@ -247,17 +247,11 @@ class Pass {
       inline_[r] = options_.inline_single_use && reachable[r] &&
                    static_cast<RuleId>(r) != g_.root && uses[r] == 1 && !cyclic[r];
     }
-    // A unique-items list and its item rule stay rules: the parser checks the item's completion
-    // into the list (Rule::unique_item).
+    // Rules kept whole stay rules (Rule::KeptWhole), and so does a unique-items list's item rule:
+    // the parser checks the item's completion into the list (Rule::unique_item).
     for (std::size_t r = 0; r < n; ++r) {
-      if (g_.rules[r].unique_item < 0) continue;
-      inline_[r] = false;
-      inline_[g_.rules[r].unique_item] = false;
-    }
-    for (std::size_t r = 0; r < n; ++r) {
-      if (g_.rules[r].max_chars >= 0) inline_[r] = false;  // (its items are counted)
-      if (g_.rules[r].ecma_pattern) inline_[r] = false;  // (its items are checked)
-      if (g_.rules[r].called) inline_[r] = false;
+      if (g_.rules[r].KeptWhole()) inline_[r] = false;
+      if (g_.rules[r].unique_item >= 0) inline_[g_.rules[r].unique_item] = false;
     }
     height_.assign(g_.exprs.size(), -1);
 
@@ -528,10 +522,10 @@ bool MayChangeAgain(const Grammar& g, const NormalizeOptions& options) {
   const std::vector<std::vector<RuleId>>& edges = graph.edges;
   if (options.inline_single_use) {
     const std::vector<bool> cyclic = CyclicRules(edges);
-    std::vector<bool> kept(n, false);  // (Rule::unique_item: never inlined)
+    std::vector<bool> kept(n, false);  // (Rule::KeptWhole, and a list's item rule)
     for (std::size_t r = 0; r < n; ++r) {
-      if (g.rules[r].unique_item >= 0) kept[r] = kept[g.rules[r].unique_item] = true;
-      if (g.rules[r].max_chars >= 0 || g.rules[r].ecma_pattern || g.rules[r].called) kept[r] = true;
+      if (g.rules[r].KeptWhole()) kept[r] = true;
+      if (g.rules[r].unique_item >= 0) kept[g.rules[r].unique_item] = true;
     }
     for (std::size_t r = 0; r < n; ++r) {
       if (static_cast<RuleId>(r) != g.root && uses[r] == 1 && !cyclic[r] && !kept[r]) return true;
