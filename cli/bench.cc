@@ -672,6 +672,8 @@ ojson TraceJson(const FillTrace& t) {
                {"tail_nodes", t.tail_nodes},
                {"tails_reused", t.tails_reused},
                {"unique_checks", t.unique_checks},
+               {"unique_searches", t.unique_searches},
+               {"unique_search_over", t.unique_search_over},
                {"length_checks", t.length_checks},
                {"key_states", t.key_states},
                {"restored", t.restored}};

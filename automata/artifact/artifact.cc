@@ -320,6 +320,7 @@ void PutProgram(Writer& w, const CfgProgram& p) {
     w.Put<std::uint8_t>(r.nullable);
     w.Put<std::int32_t>(r.unique_item);
     w.Put<std::uint8_t>(r.unique_open_calls);
+    w.Put<std::uint8_t>(r.unique_search);
     w.Put<std::int32_t>(r.max_chars);
     w.Put<std::uint8_t>(r.ecma_pattern);
   }
@@ -395,6 +396,8 @@ bool GetProgramShape(Reader& r, CfgProgram& p) {
     }
     ri.unique_open_calls = r.Get<std::uint8_t>("rule unique_open_calls") != 0;
     if (r.ok() && ri.unique_open_calls && ri.unique_item < 0) r.Fail("rule unique_open_calls without an item");
+    ri.unique_search = r.Get<std::uint8_t>("rule unique_search") != 0;
+    if (r.ok() && ri.unique_search && ri.unique_item < 0) r.Fail("rule unique_search without an item");
     ri.max_chars = r.Get<std::int32_t>("rule max_chars");
     if (r.ok() && (ri.max_chars < -1 || (ri.max_chars >= 0 && ri.kind != CfgProgram::RuleKind::kDfa))) {
       r.Fail("rule max_chars out of range");

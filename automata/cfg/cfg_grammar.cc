@@ -312,6 +312,7 @@ CfgGrammar::CfgGrammar(std::shared_ptr<const Vocabulary> vocab,
       if (program_.item_automaton_of[a] >= 0) item_runs_out[program_.item_automaton_of[a]] = 1;
     list_counted_.assign(static_cast<std::size_t>(nr), 0);
     list_open_calls_.assign(static_cast<std::size_t>(nr), 0);
+    list_search_.assign(static_cast<std::size_t>(nr), 0);
     for (std::int32_t r = 0; r < nr; ++r) {
       const std::int32_t item = program_.rules[r].unique_item;
       // (Items of any type run out only along a literal: FilterUniqueItems sees to those.)
@@ -319,6 +320,7 @@ CfgGrammar::CfgGrammar(std::shared_ptr<const Vocabulary> vocab,
         list_runs_out_[r] = 1;
       if (item >= 0 && program_.rules[item].max_chars >= 0) list_counted_[r] = 1;
       if (item >= 0 && program_.rules[r].unique_open_calls) list_open_calls_[r] = 1;
+      if (item >= 0 && program_.rules[r].unique_search) list_search_[r] = 1, has_search_lists_ = true;
     }
     in_unique_list_.assign(static_cast<std::size_t>(nr), 0);
     std::vector<std::int32_t> work;

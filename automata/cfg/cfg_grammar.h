@@ -215,6 +215,20 @@ class CfgGrammar : public TokenAutomaton {
                          std::span<std::uint32_t> out) const;
   // Clears from `out` the tokens the parser's unique-items check refuses (mask_cache.cc).
   void FilterUniqueItems(EarleyParser& parser, std::span<std::uint32_t> out) const;
+  // Lists of closed objects (CfgProgram::RuleInfo::unique_search): clears from `out` the tokens
+  // after which the list open since `origin` has no new way to finish its item under way
+  // (automata/cfg/unique_search.h), searching within what is left of `*budget`.
+  void SearchUniqueItems(EarleyParser& parser, std::int32_t origin, std::span<std::uint32_t> out,
+                         std::int64_t* budget) const;
+  // Lists of closed objects open at the parser's end: whether each can still finish its item
+  // under way with a new value (a byte that leaves one with only repeats is refused by
+  // AcceptToken as by the mask). False with `*error` set when the search ran past
+  // kUniqueSearchBudget.
+  bool SearchedListsLive(EarleyParser& parser, Status* error) const;
+  bool has_search_lists() const { return has_search_lists_; }
+  // The bytes a fill's searches for new items (SearchUniqueItems) may try in all; past it the
+  // tokens left are left out of the mask (FillTrace::unique_search_over).
+  static constexpr std::int64_t kUniqueSearchBudget = 1 << 16;
   // Clears from `out` the tokens that break a counted string's maxLength (mask_cache.cc).
   void FilterCountedStrings(EarleyParser& parser, std::span<std::uint32_t> out) const;
   // Clears from `out` the tokens after which a string checked as an ECMAScript pattern can no
@@ -633,6 +647,9 @@ class CfgGrammar : public TokenAutomaton {
   std::vector<std::uint8_t> list_counted_;
   // Per rule: a unique-items list of items of any type (CfgProgram::RuleInfo::unique_open_calls).
   std::vector<std::uint8_t> list_open_calls_;
+  // Per rule: a unique-items list of closed objects (CfgProgram::RuleInfo::unique_search).
+  std::vector<std::uint8_t> list_search_;
+  bool has_search_lists_ = false;
   // PatternVerdictsFor's, by local key (bounded by the cache budget, ReserveBytes).
   mutable std::mutex pattern_mu_;
   mutable std::unordered_map<std::string, std::shared_ptr<const PatternVerdicts>> pattern_cache_;

@@ -1314,6 +1314,7 @@ Status Lowering::LowerRules() {
     pr.info.name = r.name;
     pr.info.unique_item = r.unique_item;
     pr.info.unique_open_calls = r.unique_item >= 0 && r.unique_open_calls;
+    pr.info.unique_search = r.unique_item >= 0 && r.unique_search;
     pr.info.max_chars = r.max_chars;
     pr.info.ecma_pattern = r.ecma_pattern;
     pr.body = r.body;

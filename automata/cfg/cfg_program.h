@@ -171,6 +171,9 @@ struct CfgProgram {
     // kDfa with unique_item: its item's calls lead to infinitely many values each
     // (grammar::Rule::unique_open_calls): the item rule is its own item automaton.
     bool unique_open_calls = false;
+    // kDfa with unique_item: its items can run out of values along their calls (closed objects;
+    // grammar::Rule::unique_search): masks search for a new way to finish each.
+    bool unique_search = false;
     // kDfa: the most characters this rule's JSON string may hold (grammar::Rule::max_chars),
     // counted by the parser; -1: none.
     std::int32_t max_chars = -1;

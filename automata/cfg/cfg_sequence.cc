@@ -70,6 +70,10 @@ class CfgSequence final : public TokenSequence {
       BackTo(before);
       return {};
     }
+    if (g_.has_search_lists() && !g_.SearchedListsLive(p, error)) {
+      BackTo(before);
+      return {};
+    }
     return {Step::kTaken, p.num_sets()};
   }
 

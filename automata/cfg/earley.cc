@@ -890,6 +890,22 @@ inline void EarleyParser::ScanByte(std::int32_t prev, std::uint8_t b) {
   }
 }
 
+void EarleyParser::LiveBytes(std::bitset<256>* out) const {
+  thread_local std::vector<std::uint8_t> live;
+  const std::int32_t nc = p_->num_classes;
+  live.assign(static_cast<std::size_t>(nc), 0);
+  const std::int32_t k = num_sets() - 1;
+  for (const EarleyItem& it : set(k)) {
+    if (p_->rules[it.rule].kind != CfgProgram::RuleKind::kDfa || !p_->has_bytes[it.state]) continue;
+    const TransitionRow row = p_->next.Row(it.state, nc);
+    for (std::int32_t c = 0; c < nc; ++c)
+      if (row[c] != CfgProgram::kDead) live[c] = 1;
+  }
+  out->reset();
+  for (int b = 0; b < 256; ++b)
+    if (live[p_->byte_class[b]]) out->set(static_cast<std::size_t>(b));
+}
+
 bool EarleyParser::StepByte(std::uint8_t b) {
   const std::int32_t prev = num_sets() - 1;
   BeginSet();
@@ -994,17 +1010,23 @@ const UniqueListItems* EarleyParser::ReadUniqueList(std::int32_t origin) {
 
 void EarleyParser::OpenUniqueLists(std::span<const std::uint8_t> inside,
                                    std::vector<std::pair<std::int32_t, std::int32_t>>* out,
-                                   std::size_t max) const {
+                                   std::size_t max, bool deep) const {
   out->clear();
   if (!has_unique_) return;
   // The sets of the last one's items' origins, and of theirs, four levels up (a string item's
   // character under way inside its length counter is three levels below its list), at most 16
   // sets, through items of rules inside lists only: every list item found there is open on
   // some parse (a list from a dead parse too, which only adds tokens for the filter to check).
-  std::int32_t sets[16];
-  std::size_t nsets = 0, level_begin = 0;
-  sets[nsets++] = num_sets() - 1;
-  for (int level = 0; level < 5 && level_begin < nsets; ++level) {
+  // Deep: every level up, each set once (a list of closed objects must be found from anywhere
+  // inside its item: CfgGrammar::FilterUniqueItems).
+  thread_local std::vector<std::int32_t> sets;
+  sets.clear();
+  const std::size_t max_sets = deep ? static_cast<std::size_t>(num_sets()) : 16;
+  const int max_level = deep ? std::numeric_limits<int>::max() : 4;
+  std::size_t level_begin = 0;
+  sets.push_back(num_sets() - 1);
+  std::size_t nsets = 1;
+  for (int level = 0; level <= max_level && level_begin < nsets; ++level) {
     const std::size_t level_end = nsets;
     for (std::size_t x = level_begin; x < level_end; ++x) {
       const std::int32_t o = sets[x];
@@ -1013,10 +1035,14 @@ void EarleyParser::OpenUniqueLists(std::span<const std::uint8_t> inside,
           const std::pair<std::int32_t, std::int32_t> v{q.rule, q.origin};
           if (std::find(out->begin(), out->end(), v) == out->end()) out->push_back(v);
         }
-        if (level == 4 || q.origin < 0 || q.origin >= o || nsets == 16 || !inside[q.rule]) {
+        if (level == max_level || q.origin < 0 || q.origin >= o || nsets == max_sets ||
+            !inside[q.rule]) {
           continue;
         }
-        if (std::find(sets, sets + nsets, q.origin) == sets + nsets) sets[nsets++] = q.origin;
+        if (std::find(sets.begin(), sets.end(), q.origin) == sets.end()) {
+          sets.push_back(q.origin);
+          ++nsets;
+        }
       }
     }
     level_begin = level_end;

@@ -56,6 +56,7 @@
 #pragma once
 
 #include <array>
+#include <bitset>
 #include <cstdint>
 #include <limits>
 #include <span>
@@ -89,6 +90,9 @@ class EarleyParser {
 
   // Each appends one set and returns true, or returns false and leaves the parser unchanged.
   bool StepByte(std::uint8_t b);
+  // The bytes some item of the last set can scan (StepByte refuses every other byte; one of
+  // these may still be refused, by a check or a dead parse).
+  void LiveBytes(std::bitset<256>* out) const;
   bool StepSpecial(std::int32_t special_index);
   // One token over the token edges that take it (take[i] != 0: edge i does): one set.
   bool StepTokenEdges(std::span<const std::uint8_t> take);
@@ -166,11 +170,12 @@ class EarleyParser {
   std::int32_t set_byte(std::int32_t k) const { return meta_[k].byte; }
   // The unique-items lists open in the last set: (list rule, origin) of the items of list rules
   // in it and in the origin sets of its items (an item of the list's item rule, or of a rule
-  // such an item calls), distinct, at most `max`. `inside[r]`: rule r is a list or reachable
+  // such an item calls), distinct, at most `max`; `deep`: from any depth below them (else up to
+  // four levels). `inside[r]`: rule r is a list or reachable
   // from one (only such items are followed up to their origins).
   void OpenUniqueLists(std::span<const std::uint8_t> inside,
                        std::vector<std::pair<std::int32_t, std::int32_t>>* out,
-                       std::size_t max = 8) const;
+                       std::size_t max = 8, bool deep = false) const;
   // The items of the list whose rule was predicted in set `origin`, read up to the last set
   // (its scan then shows the item under way); null when that text is not all bytes.
   const UniqueListItems* ReadUniqueList(std::int32_t origin);

@@ -6,9 +6,11 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <string>
 #include <unordered_map>
 
+#include "automata/cfg/unique_search.h"
 #include "automata/cfg/word_kernels.h"
 #include "grammar/base/utf8.h"
 
@@ -737,8 +739,11 @@ void CfgGrammar::FilterUniqueItems(EarleyParser& parser, std::span<std::uint32_t
   thread_local std::vector<std::pair<std::int32_t, std::int32_t>> lists;
   thread_local std::vector<TokenId> check;
   thread_local std::vector<UniqueWalkState> stack;
-  parser.OpenUniqueLists(in_unique_list_, &lists);
+  // (Lists of closed objects: every list open, from any depth inside their items.)
+  parser.OpenUniqueLists(in_unique_list_, &lists, has_search_lists_ ? 64 : 8, has_search_lists_);
   check.clear();
+  thread_local std::vector<std::int32_t> searched;  // origins of open lists of closed objects
+  searched.clear();
   const auto in_mask = [&](TokenId id) {
     return id >= 0 && id < width_ && ((out[id >> 5] >> (id & 31)) & 1) != 0;
   };
@@ -758,8 +763,13 @@ void CfgGrammar::FilterUniqueItems(EarleyParser& parser, std::span<std::uint32_t
     const bool finite = list_runs_out_[rule] != 0 || list_counted_[rule] != 0;
     runs_out = runs_out || list_runs_out_[rule] != 0;
     const UniqueListItems* items = parser.ReadUniqueList(origin);
-    if (items != nullptr &&
-        (items->scan().depth > 0 || SomeKeyStartsWith(items->keys(), std::string(1, 'o')))) {
+    if (has_search_lists_ && list_search_[rule] != 0) {
+      // Closed objects: searched below, once the other lists are done (it steps the parser);
+      // a string item beside them goes on as in the other lists.
+      searched.push_back(origin);
+      if (items != nullptr && items->scan().depth > 0) continue;
+    } else if (items != nullptr &&
+               (items->scan().depth > 0 || SomeKeyStartsWith(items->keys(), std::string(1, 'o')))) {
       // A list with objects (whose items are open: any of them can take one more member, so
       // the check as items complete is all it takes): the tokens in the mask that close an item
       // equal to an earlier one, read as text from where the list stands.
@@ -878,6 +888,10 @@ void CfgGrammar::FilterUniqueItems(EarleyParser& parser, std::span<std::uint32_t
     for (TokenId id : runs_out ? commas.comma : commas.other)
       if (in_mask(id)) check.push_back(id);
   }
+  if (!searched.empty()) {
+    std::int64_t budget = kUniqueSearchBudget;
+    for (std::int32_t origin : searched) SearchUniqueItems(parser, origin, out, &budget);
+  }
   if (check.empty()) return;
   std::sort(check.begin(), check.end());
   check.erase(std::unique(check.begin(), check.end()), check.end());
@@ -895,6 +909,238 @@ void CfgGrammar::FilterUniqueItems(EarleyParser& parser, std::span<std::uint32_t
   }
   parser.ClearLimitFlags();
   CurrentFillTrace().unique_checks += static_cast<std::int32_t>(check.size());
+}
+
+namespace {
+
+// The view (unique_search.h) of the list open since `origin`, at the parser's end: its earlier
+// object items copied into `earlier` (the view reads them through `earlier_sv`); false when
+// the list's text is not all bytes.
+bool ReadListView(EarleyParser& parser, std::int32_t origin, std::vector<std::string>& earlier,
+                  std::vector<std::string_view>& earlier_sv, std::optional<ItemView>& view) {
+  const UniqueListItems* items = parser.ReadUniqueList(origin);
+  if (items == nullptr) return false;
+  earlier.clear();
+  for (const auto& entry : items->keys()) {
+    const std::string& key = entry.first;
+    if (key.size() > 1 && key[0] == 'o' && key[1] == '{') earlier.push_back(key.substr(1));
+  }
+  earlier_sv.assign(earlier.begin(), earlier.end());
+  const UniqueListScan& scan = items->scan();
+  // (String items seen: the list takes them, and they are open.)
+  const bool strings = scan.in_string || SomeKeyStartsWith(items->keys(), "s");
+  bool need = true;  // between items: after the list's start or a comma
+  if (scan.depth == 0 && !scan.in_string && !scan.in_bare) {
+    for (std::int32_t k = parser.num_sets() - 1; k > origin; --k) {
+      const std::int32_t b = parser.set_byte(k);
+      if (b == ' ' || b == '\t' || b == '\n' || b == '\r') continue;
+      need = b == ',';
+      break;
+    }
+  }
+  view.emplace(&earlier_sv, need, strings);
+  if (scan.depth > 0 || scan.in_string || scan.in_bare) {
+    for (char c : scan.raw) view->Step(static_cast<std::uint8_t>(c));  // (the item under way)
+  }
+  return true;
+}
+
+}  // namespace
+
+void CfgGrammar::SearchUniqueItems(EarleyParser& parser, std::int32_t origin,
+                                   std::span<std::uint32_t> out, std::int64_t* budget) const {
+  thread_local std::vector<std::string> earlier, earlier_after;
+  thread_local std::vector<std::string_view> earlier_sv, earlier_after_sv;
+  thread_local std::vector<TokenId> candidates, closing;  // closing: an item closes in them
+  thread_local std::vector<std::optional<ItemView>> stack;
+  std::optional<ItemView> start;
+  if (!ReadListView(parser, origin, earlier, earlier_sv, start)) return;
+  if (start->phase() == ItemView::Phase::kOther) return;
+  const auto in_mask = [&](TokenId id) {
+    return id >= 0 && id < width_ && ((out[id >> 5] >> (id & 31)) & 1) != 0;
+  };
+  candidates.clear();
+  closing.clear();
+  // Tokens in which an object item closes (the parser checks it new; what follows it in the
+  // token is searched from the token's end: `closing`), and tokens in which one opens and stays
+  // open (after a string item, `"a",{"`: `candidates` when the view is not settled after them),
+  // found by the list's brackets and strings alone.
+  const UniqueListScan& scan = parser.ReadUniqueList(origin)->scan();
+  const TokenTrie::CommaQuoteTokens& marks = trie_->CommaQuotes(*vocab_);
+  const auto opens_or_closes = [&scan](std::string_view bytes) {
+    std::int32_t depth = scan.depth;
+    bool in_string = scan.depth > 0 ? scan.struct_string : scan.in_string;
+    bool escape = scan.depth > 0 ? scan.struct_escape : scan.escape;
+    bool opened = false;
+    for (unsigned char c : bytes) {
+      if (in_string) {
+        if (escape) {
+          escape = false;
+        } else if (c == '\\') {
+          escape = true;
+        } else if (c == '"') {
+          in_string = false;
+        }
+      } else if (c == '"') {
+        in_string = true;
+      } else if (c == '{' || c == '[') {
+        opened = opened || depth == 0;
+        ++depth;
+      } else if ((c == '}' || c == ']') && depth > 0 && --depth == 0) {
+        return 2;
+      }
+    }
+    return opened ? 1 : 0;
+  };
+  for (TokenId id : marks.brace) {
+    const std::string_view bytes = vocab_->TokenBytes(id);
+    if (!in_mask(id) || opens_or_closes(bytes) != 2) continue;
+    // The view says whether the item closes new (no earlier item consistent with it, no key
+    // repeated); then only a dead end after it needs the parser: an item to come that the view
+    // cannot settle, or another object item opened in the token.
+    ItemView v = *start;
+    bool sure = true, closed = false;
+    for (unsigned char c : bytes) {
+      const bool inside = v.phase() == ItemView::Phase::kObject;
+      v.Step(c);
+      if (inside && v.phase() != ItemView::Phase::kObject) {
+        sure = sure && !closed && v.consistent() == 0 && !v.repeated_key();
+        closed = true;
+      } else if (closed && v.phase() == ItemView::Phase::kObject) {
+        sure = false;
+      }
+    }
+    if (!sure || !v.Settled()) closing.push_back(id);
+  }
+  if (scan.depth == 0) {
+    // (Inside an object item no other one opens before it closes.)
+    for (TokenId id : marks.open_brace) {
+      const std::string_view bytes = vocab_->TokenBytes(id);
+      if (!in_mask(id) || opens_or_closes(bytes) != 1) continue;
+      ItemView v = *start;
+      for (unsigned char c : bytes) v.Step(c);
+      if (!v.Settled()) candidates.push_back(id);
+    }
+  }
+  // The other tokens after which the view is not settled: depth-first over the trie, a subtree
+  // left where the view settles for good (a string item, whose way out into an object item is
+  // above; an object no earlier item is consistent with: only a `}` could change that, and those
+  // tokens are above; the list's end) or where its item closes (above too).
+  const auto for_good = [](const ItemView& v) {
+    return v.phase() == ItemView::Phase::kOther || v.phase() == ItemView::Phase::kString ||
+           (v.phase() == ItemView::Phase::kObject && v.Settled());
+  };
+  if (!for_good(*start)) {
+    const std::span<const TokenTrie::Node> nodes = trie_->nodes();
+    const std::uint32_t n = static_cast<std::uint32_t>(trie_->num_nodes());
+    stack.resize(static_cast<std::size_t>(trie_->max_depth()) + 1);
+    stack[0] = start;
+    for (std::uint32_t i = 0; i < n;) {
+      const TokenTrie::Node& node = nodes[i];
+      std::optional<ItemView>& v = stack[node.depth];
+      v = stack[node.depth - 1];
+      const bool inside = v->phase() == ItemView::Phase::kObject;
+      v->Step(node.byte);
+      if (for_good(*v) || (inside && v->phase() != ItemView::Phase::kObject)) {
+        i = node.subtree_end;
+        continue;
+      }
+      if (!v->Settled()) {
+        for (TokenId id : trie_->TokensAt(i))
+          if (in_mask(id)) candidates.push_back(id);
+      }
+      ++i;
+    }
+  }
+  if (candidates.empty() && closing.empty()) return;
+  std::sort(candidates.begin(), candidates.end());
+  candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
+  std::sort(closing.begin(), closing.end());
+  // (The walk leaves the tokens in which an item closes: a token is in one list or the other.)
+  const std::size_t walked = candidates.size();
+  candidates.insert(candidates.end(), closing.begin(), closing.end());
+  FillTrace& trace = CurrentFillTrace();
+  const std::int32_t base = parser.num_sets();
+  // Ways found so far, from the start (a candidate's bytes without blanks, then the way found
+  // after it): a candidate whose bytes begin one tries its rest first. Tokens that differ in
+  // blanks, or that take a few more bytes of the same way, then cost a replay, not a search.
+  thread_local std::vector<std::string> ways;
+  thread_local std::string way;
+  ways.clear();
+  // Tokens of blanks between two tokens of the text (whitespace: the ways on are the same after
+  // them) share the answer of the start itself, searched once.
+  int start_found = -1;
+  for (std::size_t c = 0; c < candidates.size(); ++c) {
+    const TokenId id = candidates[c];
+    const std::string_view bytes = vocab_->TokenBytes(id);
+    if (start->AtBoundary() && WithoutBlanks(*start, bytes).empty()) {
+      if (start_found < 0) {
+        const SearchResult r = SearchNewItem(parser, *start, budget, &way);
+        start_found = r == SearchResult::kFound ? 1 : 0;
+        if (r == SearchResult::kOver) ++trace.unique_search_over;
+        if (start_found == 1 && ways.size() < 16) ways.push_back(way);
+      }
+      if (start_found == 0) out[id >> 5] &= ~(1u << (id & 31));
+      continue;
+    }
+    bool ok = true;
+    for (unsigned char c : bytes) {
+      if (!parser.StepByte(c)) {
+        ok = false;
+        break;
+      }
+    }
+    std::optional<ItemView> after;
+    if (ok && c < walked) {
+      // (No item closes in the token: the earlier items are the start's.)
+      after = start;
+      for (unsigned char b : bytes) after->Step(b);
+    }
+    if (ok && (after.has_value() ||
+               ReadListView(parser, origin, earlier_after, earlier_after_sv, after))) {
+      const std::string read = WithoutBlanks(*start, bytes);
+      bool replayed = false;
+      for (std::size_t w = ways.size(); w-- > 0 && !replayed;) {
+        if (ways[w].size() < read.size() || ways[w].compare(0, read.size(), read) != 0) continue;
+        replayed = ReplayWay(parser, *after, std::string_view(ways[w]).substr(read.size()), budget);
+      }
+      if (!replayed) {
+        const SearchResult r = SearchNewItem(parser, *after, budget, &way);
+        ok = r == SearchResult::kFound;
+        if (r == SearchResult::kOver) ++trace.unique_search_over;
+        if (ok && ways.size() < 16) ways.push_back(read + way);
+      }
+    }
+    parser.PopTo(base);
+    if (!ok) out[id >> 5] &= ~(1u << (id & 31));
+  }
+  parser.ClearLimitFlags();
+  trace.unique_checks += static_cast<std::int32_t>(candidates.size());
+  trace.unique_searches += static_cast<std::int32_t>(candidates.size());
+}
+
+bool CfgGrammar::SearchedListsLive(EarleyParser& parser, Status* error) const {
+  thread_local std::vector<std::pair<std::int32_t, std::int32_t>> lists;
+  thread_local std::vector<std::string> earlier;
+  thread_local std::vector<std::string_view> earlier_sv;
+  parser.OpenUniqueLists(in_unique_list_, &lists, 64, true);
+  std::int64_t budget = kUniqueSearchBudget;
+  for (const auto& [rule, origin] : lists) {
+    if (list_search_[rule] == 0) continue;
+    std::optional<ItemView> view;
+    if (!ReadListView(parser, origin, earlier, earlier_sv, view)) continue;
+    const SearchResult r = SearchNewItem(parser, *view, &budget);
+    parser.ClearLimitFlags();
+    if (r == SearchResult::kFound) continue;
+    if (r == SearchResult::kOver && error != nullptr) {
+      *error = Status(StatusCode::kResourceLimit,
+                      "the search for a new item of a uniqueItems list of closed objects tried "
+                      "more than " + std::to_string(kUniqueSearchBudget) + " bytes",
+                      "byte " + std::to_string(parser.num_sets() - 1));
+    }
+    return false;
+  }
+  return true;
 }
 
 // A counted string's bound (CfgProgram::RuleInfo::max_chars) at the end of a mask: positions

@@ -223,6 +223,14 @@ bool UniqueKey(std::string_view text, std::string* key) {
   return true;
 }
 
+bool CanonicalValue(std::string_view text, std::string* out) {
+  const nlohmann::json v = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (v.is_discarded()) return false;
+  out->clear();
+  AppendCanonical(v, out);
+  return true;
+}
+
 bool PlainInteger(std::string_view text) {
   std::size_t i = !text.empty() && text[0] == '-' ? 1 : 0;
   const std::size_t digits = text.size() - i;

@@ -38,6 +38,10 @@ bool DecodeJsonString(std::string_view text, std::string* out);
 // not one JSON value.
 bool UniqueKey(std::string_view text, std::string* key);
 
+// The canonical form of one JSON value's text, as in an object's key without its leading 'o'
+// (members sorted, strings sized, numbers canonical); false when `text` is not one JSON value.
+bool CanonicalValue(std::string_view text, std::string* out);
+
 // `text` is an integer of at most 18 digits as JSON writes it (`-?(0|[1-9][0-9]*)`): its key
 // is its text ("x" + text; "-0" as "0"), and every key of a longer text of digits is another.
 bool PlainInteger(std::string_view text);

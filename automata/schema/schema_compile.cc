@@ -1376,15 +1376,14 @@ class Emitter {
     const char* kWhy =
         "uniqueItems is enforced on items of one kind spelt one way: strings (maxLength "
         "counted at run time), integers, an enum of scalars, alternatives of strings of one "
-        "automaton each, objects that can always take one more member (no "
-        "additionalProperties false, propertyNames, patternProperties or maxProperties), or "
-        "items of any type whose every kind is open but for literals (numbers with no bound "
-        "or multipleOf, open strings and objects, arrays with no array keyword, null, "
-        "booleans), checked as they complete, with minItems at most 1 where the values can "
-        "run out and minItems and maxItems at most 1024 apart; or on items drawn from a small "
-        "finite set (enum, const, boolean, null; at most 10 values), by the grammar. Objects "
-        "that can run out of values (closed ones), bounded numbers and constrained arrays are "
-        "not";
+        "automaton each, objects (open ones checked as they complete, closed ones by a "
+        "search for a new way to finish), alternatives of objects and open strings, or items "
+        "of any type whose every kind is open but for literals (numbers with no bound or "
+        "multipleOf, open strings and objects, arrays with no array keyword, null, booleans), "
+        "with minItems at most 1 where the values can run out and minItems and maxItems at "
+        "most 1024 apart; or on items drawn from a small finite set (enum, const, boolean, "
+        "null; at most 10 values), by the grammar. Bounded numbers, constrained arrays, and "
+        "closed objects beside items of any type are not";
     std::vector<json> all;
     std::vector<std::vector<int>> allowed;  // per position (prefix..., rest): indices in `all`
     for (std::size_t i = 0; i <= plan.prefix.size(); ++i) {
@@ -1697,6 +1696,9 @@ class Emitter {
     if (!fl.ok()) return fl.status();
     if (fl->never) return no;
     bool split_open = false;  // items of alternatives, each an open object or open string
+    // Objects that can run out of values (closed ones) among the items: masks search for a new
+    // way to finish each item (grammar::Rule::unique_search).
+    bool search = false;
     ExprId string_union = -1;  // items of alternatives that are strings of one automaton each
     // Alternatives of which some are items of any type (AnyTypeItemsOpen): the item rule is
     // the alternatives, those inlined (their literals run out in the item's own automaton).
@@ -1753,13 +1755,14 @@ class Emitter {
             if (fx.types != kTObject) return no;
             auto po = m_.PlanObject(fx);
             if (!po.ok()) return po.status();
-            if (!ObjectItemsOpen(fx, *po) && !every_object) return no;
+            if (!ObjectItemsOpen(fx, *po) && !every_object) search = true;
           }
           split_open = true;
         }
         if (!split_open) return no;
         if (std::none_of(any_type.begin(), any_type.end(), [](bool b) { return b; }))
           split_any.clear();
+        if (search && !split_any.empty()) return no;  // (literals and closed objects: not done)
       }
     }
     auto items = split_open || string_union >= 0 ? Result<Facts>(Facts{}) : m_.BuildFacts(*fl);
@@ -1865,7 +1868,7 @@ class Emitter {
       // the declared ones), so the check as items complete is exact.
       auto plan_o = m_.PlanObject(it);
       if (!plan_o.ok()) return plan_o.status();
-      if (!ObjectItemsOpen(it, *plan_o)) return no;
+      search = !ObjectItemsOpen(it, *plan_o);
       open = true;
     } else if (it.types == kTInt) {
       auto e = NumberExpr(it);
@@ -1899,6 +1902,9 @@ class Emitter {
     }
     if (!open && body < 0) return no;
     if (finite && f.min_items >= 2) return no;  // (counting the values left: not done)
+    // (A search looks for one new item: with minItems 2 or more, the items after it would need
+    // one too.)
+    if (search && f.min_items >= 2) return no;
     const std::int64_t min_i = std::max<std::int64_t>(f.min_items, 1);
     const std::optional<std::int64_t> max_i = f.max_items;
     if (min_i - 1 > kMaxUniqueBound || (max_i && *max_i - min_i > kMaxUniqueBound)) return no;
@@ -1944,6 +1950,7 @@ class Emitter {
     const RuleId list = NewRule("ul" + std::to_string(g_.rules.size()));
     g_.rules[list].unique_item = item;
     g_.rules[list].unique_open_calls = open_calls;
+    g_.rules[list].unique_search = search;
     auto next = [&] { return Seq({Comma(), Ref(item)}); };
     std::vector<ExprId> parts = {Ws(), Ref(item)};
     for (std::int64_t i = 1; i < min_i; ++i) parts.push_back(next());

@@ -531,6 +531,7 @@ const TokenTrie::CommaQuoteTokens& TokenTrie::CommaQuotes(const Vocabulary& voca
           comma_quotes_.brace_pairs.push_back(id);
       }
       if (bytes.find(']') != std::string_view::npos) comma_quotes_.bracket.push_back(id);
+      if (bytes.find('{') != std::string_view::npos) comma_quotes_.open_brace.push_back(id);
       for (std::size_t i = 0; i < bytes.size(); ++i) {
         if (bytes[i] != ',' && bytes[i] != '[') continue;
         std::size_t j = i + 1;

@@ -52,6 +52,8 @@ class TokenTrie {
   struct CommaQuoteTokens {
     std::vector<TokenId> opening, other, comma;
     std::vector<TokenId> brace, brace_pairs;
+    // Every text token with a `{` (an object item may open in them).
+    std::vector<TokenId> open_brace;
     // Tokens with a `]` (an array item may end in them), and tokens in which a comma or an
     // opening bracket is followed, after blanks, by the start of a literal (`,t`, `, nul`,
     // `,false`, `, true,`): an item of any type there may have only `true`, `false` or `null`

@@ -89,6 +89,10 @@ struct Rule {
   // literals of items of any type). The item rule is then the item automaton itself, its calls
   // counted as infinitely many ways (CfgProgram::item_completions).
   bool unique_open_calls = false;
+  // With unique_item: the items can run out of values along their calls too (closed objects:
+  // a prefix may have only repeats of earlier items left to finish with), so masks search for a
+  // new way to finish (CfgGrammar::FilterUniqueItems, automata/cfg/unique_search.h).
+  bool unique_search = false;
   // The rule is one JSON string (its body a kByteDfa that spans the quotes) whose content may
   // have at most this many characters (code points), counted by the parser at run time: a
   // maxLength that would multiply a pattern's or a format's automaton past its state budget

@@ -373,6 +373,7 @@ class Pass {
       // (A unique-items list keys apart from every other rule: its item check is its own.)
       if (g_.rules[r].unique_item >= 0) key = "unique#" + std::to_string(r) + "#";
       if (g_.rules[r].unique_open_calls) key += "open#";
+      if (g_.rules[r].unique_search) key += "search#";
       if (open_item[r]) key += "open-item#" + std::to_string(r) + "#";
       if (g_.rules[r].max_chars >= 0) key += "chars#" + std::to_string(g_.rules[r].max_chars) + "#";
       if (g_.rules[r].ecma_pattern) key += "ecma#";

@@ -298,6 +298,7 @@ bool StructurallyEqual(const Grammar& a, const Grammar& b) {
     if (a.rules[i].name != b.rules[i].name) return false;
     if (a.rules[i].unique_item != b.rules[i].unique_item) return false;
     if (a.rules[i].unique_open_calls != b.rules[i].unique_open_calls) return false;
+    if (a.rules[i].unique_search != b.rules[i].unique_search) return false;
     if (a.rules[i].max_chars != b.rules[i].max_chars) return false;
     if (a.rules[i].ecma_pattern != b.rules[i].ecma_pattern) return false;
     if (a.rules[i].called != b.rules[i].called) return false;

@@ -26,7 +26,7 @@
 
 namespace lockstep {
 
-inline constexpr std::uint32_t kArtifactFormatVersion = 6;
+inline constexpr std::uint32_t kArtifactFormatVersion = 7;
 
 struct ArtifactInfo {
   std::uint32_t format_version = 0;
