@@ -289,6 +289,7 @@ CfgGrammar::CfgGrammar(std::shared_ptr<const Vocabulary> vocab,
   } else {
     depth_margin_ = 0;
   }
+  unique_search_budget_ = std::max<std::int64_t>(options.max_unique_search_bytes, 0);
   for (std::int32_t s = 0; s < program_.num_states; ++s) dfa_positions_[s].store(nullptr);
   for (std::int32_t c = 0; c < kNumChunks; ++c) final_chunks_[c].store(nullptr);
   for (std::int32_t r = 0; r < program_.NumRules() && !program_.max_min_chars.empty(); ++r) {

@@ -223,12 +223,9 @@ class CfgGrammar : public TokenAutomaton {
   // Lists of closed objects open at the parser's end: whether each can still finish its item
   // under way with a new value (a byte that leaves one with only repeats is refused by
   // AcceptToken as by the mask). False with `*error` set when the search ran past
-  // kUniqueSearchBudget.
+  // CompileOptions::max_unique_search_bytes.
   bool SearchedListsLive(EarleyParser& parser, Status* error) const;
   bool has_search_lists() const { return has_search_lists_; }
-  // The bytes a fill's searches for new items (SearchUniqueItems) may try in all; past it the
-  // tokens left are left out of the mask (FillTrace::unique_search_over).
-  static constexpr std::int64_t kUniqueSearchBudget = 1 << 16;
   // Clears from `out` the tokens that break a counted string's maxLength (mask_cache.cc).
   void FilterCountedStrings(EarleyParser& parser, std::span<std::uint32_t> out) const;
   // Clears from `out` the tokens after which a string checked as an ECMAScript pattern can no
@@ -650,6 +647,10 @@ class CfgGrammar : public TokenAutomaton {
   // Per rule: a unique-items list of closed objects (CfgProgram::RuleInfo::unique_search).
   std::vector<std::uint8_t> list_search_;
   bool has_search_lists_ = false;
+  // CompileOptions::max_unique_search_bytes: the bytes a fill's searches for new items
+  // (SearchUniqueItems) may try in all, and those after one accepted token; past it the tokens
+  // left are left out of the mask (FillTrace::unique_search_over).
+  std::int64_t unique_search_budget_ = 65536;
   // PatternVerdictsFor's, by local key (bounded by the cache budget, ReserveBytes).
   mutable std::mutex pattern_mu_;
   mutable std::unordered_map<std::string, std::shared_ptr<const PatternVerdicts>> pattern_cache_;

@@ -889,7 +889,7 @@ void CfgGrammar::FilterUniqueItems(EarleyParser& parser, std::span<std::uint32_t
       if (in_mask(id)) check.push_back(id);
   }
   if (!searched.empty()) {
-    std::int64_t budget = kUniqueSearchBudget;
+    std::int64_t budget = unique_search_budget_;
     for (std::int32_t origin : searched) SearchUniqueItems(parser, origin, out, &budget);
   }
   if (check.empty()) return;
@@ -1124,7 +1124,7 @@ bool CfgGrammar::SearchedListsLive(EarleyParser& parser, Status* error) const {
   thread_local std::vector<std::string> earlier;
   thread_local std::vector<std::string_view> earlier_sv;
   parser.OpenUniqueLists(in_unique_list_, &lists, 64, true);
-  std::int64_t budget = kUniqueSearchBudget;
+  std::int64_t budget = unique_search_budget_;
   for (const auto& [rule, origin] : lists) {
     if (list_search_[rule] == 0) continue;
     std::optional<ItemView> view;
@@ -1135,7 +1135,9 @@ bool CfgGrammar::SearchedListsLive(EarleyParser& parser, Status* error) const {
     if (r == SearchResult::kOver && error != nullptr) {
       *error = Status(StatusCode::kResourceLimit,
                       "the search for a new item of a uniqueItems list of closed objects tried "
-                      "more than " + std::to_string(kUniqueSearchBudget) + " bytes",
+                      "more than max_unique_search_bytes (" +
+                          std::to_string(unique_search_budget_) +
+                          ") bytes; raise it in CompileOptions",
                       "byte " + std::to_string(parser.num_sets() - 1));
     }
     return false;

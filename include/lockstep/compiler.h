@@ -42,6 +42,13 @@ struct CompileOptions {
   // reports kResourceLimit naming this option), never a hang. Counted repetitions of ambiguous
   // or nullable bodies stay far below it (docs/grammars.md, "Bounded sets").
   std::int32_t max_earley_items_per_byte = 100000;
+  // JSON Schemas with uniqueItems over closed objects: the bytes the searches for a new way to
+  // finish an item may try in one mask fill, and after one accepted token
+  // (docs/json-schema-compiler.md, "Objects that can run out of values"). Past it, a fill leaves
+  // the tokens still to search out of the mask (FillTrace::unique_search_over) and AcceptToken
+  // refuses the token (kResourceLimit naming this option). Real-world lists use a few hundred.
+  // A grammar loaded from an artifact runs with the default.
+  std::int64_t max_unique_search_bytes = 65536;
   // Grammars: a bounded repetition of terminals ([ \t\n\r]{0,32}) is unrolled inside the rule's
   // byte automaton while it stays under this many NFA states, else it runs as a native counter
   // rule. 0 = automatic: 2048 for grammars (fewer stack-dependent tokens, faster masks) and 256

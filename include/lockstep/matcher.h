@@ -29,9 +29,9 @@ struct FillTrace {
   std::int32_t tails_reused = 0;      // positions whose tails' verdict was checked before
   std::int32_t unique_checks = 0;     // tokens run through the parser for uniqueItems
   std::int32_t unique_searches = 0;   //   of which searched for a new item (closed objects)
-  // Tokens left out because the search for a new item ran past its budget (kUniqueSearchBudget
-  // bytes tried per fill, automata/cfg/cfg_grammar.h): the mask may then miss a valid token,
-  // never let a dead end through.
+  // Tokens left out because the search for a new item ran past its budget
+  // (CompileOptions::max_unique_search_bytes tried per fill): the mask may then miss a valid
+  // token, never let a dead end through.
   std::int32_t unique_search_over = 0;
   std::int32_t length_checks = 0;     // tokens checked against a maxLength counted at run time
   std::int32_t key_states = 0;        // automaton states hashed here to key positions

@@ -154,6 +154,45 @@ TEST(UniqueClosedObjects, EveryClosedKindCompilesAndFillsUp) {
   }
 }
 
+// The searches' budget names itself: past max_unique_search_bytes a fill leaves the tokens it
+// could not decide out of the mask (never a dead end in), FillTrace counts them, and
+// AcceptToken refuses such a token with kResourceLimit naming the option.
+TEST(UniqueClosedObjects, TheSearchBudgetNamesItself) {
+  CompileOptions tight;
+  tight.max_unique_search_bytes = 3;
+  auto g = testing::CompilerFor("llama3").CompileSchema(kSix, tight);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  auto roomy = testing::CompilerFor("llama3").CompileSchema(kSix);
+  ASSERT_TRUE(roomy.ok()) << roomy.status().ToString();
+  // (After three items the view is settled; a comma asks for a fourth, {"k":"x"} or
+  // {"k":"y","f":...}, which takes a search of more than 3 bytes to find.)
+  const std::string prefix = R"([{"k":"y"},{"k":"x","f":true},{"k":"x","f":false})";
+  const int width = testing::CompilerFor("llama3").vocabulary().logits_width();
+  Matcher m(*g), full(*roomy);
+  ASSERT_TRUE(m.AcceptString(prefix));
+  ASSERT_TRUE(full.AcceptString(prefix));
+  testing::Mask tight_mask(BitmaskWords(width)), full_mask(BitmaskWords(width));
+  m.FillNextTokenBitmask(tight_mask);
+  const FillTrace trace = Matcher::LastFillTrace();
+  full.FillNextTokenBitmask(full_mask);
+  EXPECT_GT(trace.unique_search_over, 0);
+  EXPECT_EQ(full_mask, testing::BruteForceMask(full));
+  for (std::size_t w = 0; w < tight_mask.size(); ++w) {
+    EXPECT_EQ(tight_mask[w] & ~full_mask[w], 0u) << "a token out of the full mask in the tight one";
+  }
+  EXPECT_NE(tight_mask, full_mask);
+  // The comma: the full search finds a fourth item; the tight one gives up, and says so.
+  const std::vector<TokenId> comma = unique_checks::Encode("llama3", ",");
+  ASSERT_EQ(comma.size(), 1u);
+  EXPECT_TRUE(unique_checks::Allowed(full_mask, comma[0]));
+  EXPECT_FALSE(unique_checks::Allowed(tight_mask, comma[0]));
+  EXPECT_TRUE(full.AcceptToken(comma[0]));
+  EXPECT_FALSE(m.AcceptToken(comma[0]));
+  EXPECT_EQ(m.last_error().code(), StatusCode::kResourceLimit) << m.last_error().ToString();
+  EXPECT_NE(m.last_error().message().find("max_unique_search_bytes"), std::string::npos)
+      << m.last_error().ToString();
+}
+
 // A search looks for one new item: with minItems 2 or more the items after it would need one
 // too, which stays an error.
 TEST(UniqueClosedObjects, MinItemsOfTwoStaysRefused) {
