@@ -592,7 +592,8 @@ struct CfgGrammar::WalkScratch {
     }
     use_parser = false;
     if (stack.failed) stack.Forget();
-    bits.assign(words, 0);
+    if (!bits_clean || bits.size() != words) bits.assign(words, 0);
+    bits_clean = false;
     ids.clear();
     ids_limit = max_ids;
     unc.clear();
@@ -602,6 +603,7 @@ struct CfgGrammar::WalkScratch {
   std::vector<std::unique_ptr<EarleyParser>> parsers;
   StackWalk stack{nullptr};
   bool use_parser = false;  // the stack walk gave up on this position: Earley only
+  bool bits_clean = false;  // every word of bits is zero (PositionFromScratch cleared its ids')
   std::vector<std::uint32_t> bits;
   // The accepted ids as well, while they are few (ids.size() == accepted): a short list needs
   // no scan of the bits.
@@ -1486,8 +1488,9 @@ StateId CfgGrammar::RegionBuilder::FindAnchor() {
   // literal that runs into a string body (a key's opening quote after `{`) is no chain, and its
   // table would be one per grammar with nothing to share.
   StateId x = s_;
+  std::vector<std::pair<std::int32_t, StateId>> later;
   for (int i = 0; i < kMaxChain; ++i) {
-    const auto next = g_.SuccessorsByBytes(x);
+    const auto& next = i == 0 ? targets : (later = g_.SuccessorsByBytes(x));  // (s's: above)
     if (next.empty() || -next[0].first < kWideLoop) break;
     const StateId t = next[0].second;
     if (t == s_ || !Plain(t)) break;
@@ -2164,6 +2167,11 @@ std::unique_ptr<CfgPosition> CfgGrammar::PositionFromScratch(WalkScratch& scratc
       std::sort(pos->accepted_list.begin(), pos->accepted_list.end());
       pos->accepted_list.erase(std::unique(pos->accepted_list.begin(), pos->accepted_list.end()),
                                pos->accepted_list.end());
+      if (pos->accepted_list.size() == static_cast<std::size_t>(accepted)) {
+        // (The ids are every bit set: clearing their words leaves the scratch clean.)
+        for (TokenId t : pos->accepted_list) bits[static_cast<std::size_t>(t) >> 5] = 0;
+        scratch.bits_clean = true;
+      }
     } else {
       // Fewer ids than words: most words are zero, skipped eight at a time.
       pos->accepted_list.reserve(static_cast<std::size_t>(accepted));
