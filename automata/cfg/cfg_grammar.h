@@ -66,6 +66,9 @@
 
 namespace lockstep {
 
+class ItemView;  // automata/cfg/unique_search.h
+struct UniqueListScan;  // automata/cfg/unique_items.h
+
 
 struct CfgPosition {
   // Accepted tokens: a bitset (PaddedBitmaskWords) or a sorted list, whichever is smaller.
@@ -215,11 +218,28 @@ class CfgGrammar : public TokenAutomaton {
                          std::span<std::uint32_t> out) const;
   // Clears from `out` the tokens the parser's unique-items check refuses (mask_cache.cc).
   void FilterUniqueItems(EarleyParser& parser, std::span<std::uint32_t> out) const;
+  // FilterUniqueItems' tokens to check with the parser, of one list open at the parser's end
+  // (its reader `items`), added to `*check`: those of `out` that close an object item which may
+  // equal an earlier one (ObjectListTokens), and those along which a string, number or literal
+  // item may repeat an earlier one (ScalarListTokens: a walk of the trie). `any_type`: the
+  // list's items may be of any type; `finite`: they can run out of values (or are counted).
+  void ObjectListTokens(const UniqueListItems& items, bool any_type,
+                        std::span<const std::uint32_t> out, std::vector<TokenId>* check) const;
+  void ScalarListTokens(const UniqueListItems& items, bool finite, bool any_type,
+                        std::span<const std::uint32_t> out, std::vector<TokenId>* check) const;
   // Lists of closed objects (CfgProgram::RuleInfo::unique_search): clears from `out` the tokens
   // after which the list open since `origin` has no new way to finish its item under way
   // (automata/cfg/unique_search.h), searching within what is left of `*budget`.
   void SearchUniqueItems(EarleyParser& parser, std::int32_t origin, std::span<std::uint32_t> out,
                          std::int64_t* budget) const;
+  // SearchUniqueItems' candidates, sorted, from the view at the parser's end (`start`, of the
+  // list whose scan is `scan`): the tokens of `out` after which the view is not settled and no
+  // item closes (`walked`: a trie walk, and the tokens that open an object item after a string
+  // one), and those in which an item closes that the view cannot call new and settled
+  // (`closing`).
+  void UnsettledTokens(const ItemView& start, const UniqueListScan& scan,
+                       std::span<const std::uint32_t> out, std::vector<TokenId>* walked,
+                       std::vector<TokenId>* closing) const;
   // Lists of closed objects open at the parser's end: whether each can still finish its item
   // under way with a new value (a byte that leaves one with only repeats is refused by
   // AcceptToken as by the mask). False with `*error` set when the search ran past

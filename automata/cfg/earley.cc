@@ -891,19 +891,22 @@ inline void EarleyParser::ScanByte(std::int32_t prev, std::uint8_t b) {
 }
 
 void EarleyParser::LiveBytes(std::bitset<256>* out) const {
-  thread_local std::vector<std::uint8_t> live;
   const std::int32_t nc = p_->num_classes;
-  live.assign(static_cast<std::size_t>(nc), 0);
+  out->reset();
   const std::int32_t k = num_sets() - 1;
   for (const EarleyItem& it : set(k)) {
     if (p_->rules[it.rule].kind != CfgProgram::RuleKind::kDfa || !p_->has_bytes[it.state]) continue;
-    const TransitionRow row = p_->next.Row(it.state, nc);
-    for (std::int32_t c = 0; c < nc; ++c)
-      if (row[c] != CfgProgram::kDead) live[c] = 1;
+    auto found = live_bytes_.find(it.state);
+    if (found == live_bytes_.end()) {
+      if (live_bytes_.size() >= kMaxLiveStates) live_bytes_.clear();
+      std::bitset<256> bytes;
+      const TransitionRow row = p_->next.Row(it.state, nc);
+      for (int b = 0; b < 256; ++b)
+        if (row[p_->byte_class[b]] != CfgProgram::kDead) bytes.set(static_cast<std::size_t>(b));
+      found = live_bytes_.emplace(it.state, bytes).first;
+    }
+    *out |= found->second;
   }
-  out->reset();
-  for (int b = 0; b < 256; ++b)
-    if (live[p_->byte_class[b]]) out->set(static_cast<std::size_t>(b));
 }
 
 bool EarleyParser::StepByte(std::uint8_t b) {

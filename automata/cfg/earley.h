@@ -62,6 +62,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -397,6 +398,10 @@ class EarleyParser {
   std::vector<std::size_t> order_;
   std::vector<std::uint8_t> drop_;
   std::array<std::uint64_t, 64> seen_{};
+  // LiveBytes' answer per DFA state met (a search for a new unique item asks at every byte it
+  // tries); dropped past kMaxLiveStates entries.
+  static constexpr std::size_t kMaxLiveStates = 4096;
+  mutable std::unordered_map<StateId, std::bitset<256>> live_bytes_;
 };
 
 }  // namespace lockstep

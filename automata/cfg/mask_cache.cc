@@ -735,24 +735,25 @@ WalkStep StepWalk(UniqueWalkState& st, std::uint8_t b, const UniqueListItems::Ke
 
 }  // namespace
 
+namespace {
+
+bool InMask(std::span<const std::uint32_t> out, std::int32_t width, TokenId id) {
+  return id >= 0 && id < width && ((out[id >> 5] >> (id & 31)) & 1) != 0;
+}
+
+}  // namespace
+
 void CfgGrammar::FilterUniqueItems(EarleyParser& parser, std::span<std::uint32_t> out) const {
   thread_local std::vector<std::pair<std::int32_t, std::int32_t>> lists;
   thread_local std::vector<TokenId> check;
-  thread_local std::vector<UniqueWalkState> stack;
   // (Lists of closed objects: every list open, from any depth inside their items.)
   parser.OpenUniqueLists(in_unique_list_, &lists, has_search_lists_ ? 64 : 8, has_search_lists_);
   check.clear();
   thread_local std::vector<std::int32_t> searched;  // origins of open lists of closed objects
   searched.clear();
-  const auto in_mask = [&](TokenId id) {
-    return id >= 0 && id < width_ && ((out[id >> 5] >> (id & 31)) & 1) != 0;
-  };
-  const std::span<const TokenTrie::Node> nodes = trie_->nodes();
-  const std::uint32_t n = static_cast<std::uint32_t>(trie_->num_nodes());
   const TokenTrie::CommaQuoteTokens& commas = trie_->CommaQuotes(*vocab_);
   bool runs_out = false;  // a list open whose items can run out
   bool other_lists = false;  // a list open that is not one of objects
-  thread_local std::unordered_map<std::string, ObjectKeyMemo> object_memo;
   for (const auto& [rule, origin] : lists) {
     // Lists whose items can run out: a token may also leave the item under way (or the next
     // one, after a comma) with only repeats to finish with. Such a token follows an earlier
@@ -762,6 +763,7 @@ void CfgGrammar::FilterUniqueItems(EarleyParser& parser, std::span<std::uint32_t
     // out.)
     const bool finite = list_runs_out_[rule] != 0 || list_counted_[rule] != 0;
     runs_out = runs_out || list_runs_out_[rule] != 0;
+    const bool any_type = list_open_calls_[rule] != 0;
     const UniqueListItems* items = parser.ReadUniqueList(origin);
     if (has_search_lists_ && list_search_[rule] != 0) {
       // Closed objects: searched below, once the other lists are done (it steps the parser);
@@ -770,123 +772,31 @@ void CfgGrammar::FilterUniqueItems(EarleyParser& parser, std::span<std::uint32_t
       if (items != nullptr && items->scan().depth > 0) continue;
     } else if (items != nullptr &&
                (items->scan().depth > 0 || SomeKeyStartsWith(items->keys(), std::string(1, 'o')))) {
-      // A list with objects (whose items are open: any of them can take one more member, so
-      // the check as items complete is all it takes): the tokens in the mask that close an item
-      // equal to an earlier one, read as text from where the list stands.
-      object_memo.clear();
-      const UniqueListScan& scan = items->scan();
-      // (A string or bare item under way, beside objects: the text read from here is not an
-      // object's, so each such token goes to the parser.)
-      const bool scalar = scan.in_string || scan.in_bare;
-      for (TokenId id : commas.brace) {
-        if (in_mask(id) && (scalar || ObjectTokenRepeats(scan, items->keys(),
-                                                         vocab_->TokenBytes(id), object_memo))) {
-          check.push_back(id);
-        }
-      }
-      // (Items of any type: arrays too, which end with a bracket.)
-      if (list_open_calls_[rule]) {
-        for (TokenId id : commas.bracket) {
-          if (in_mask(id) && (scalar || ObjectTokenRepeats(scan, items->keys(),
-                                                           vocab_->TokenBytes(id), object_memo))) {
-            check.push_back(id);
-          }
-        }
-      }
+      ObjectListTokens(*items, any_type, out, &check);
       // Inside an object item no string or bare item is under way; between items, the list
       // may also hold strings (open ones beside objects): the walk below.
-      if (scan.depth > 0) continue;
+      if (items->scan().depth > 0) continue;
     }
     other_lists = true;
-    const bool any_type = list_open_calls_[rule] != 0;
     // Items of any type: a token that starts an item after a comma may leave it with only a
     // literal to finish with, which an earlier item (or one the token completes) may be.
     if (any_type) {
       for (TokenId id : commas.literal_after)
-        if (in_mask(id)) check.push_back(id);
+        if (InMask(out, width_, id)) check.push_back(id);
     }
     if (items == nullptr || items->size() == 0) continue;
-    // (A reference into the parser's list reader: nothing reads another list or steps the parser
-    // during this list's walk.)
-    const UniqueListItems::Keys& keys = items->keys();
-    const BareKeys bare = ReadBareKeys(keys, any_type);
-    // The walk's state at the parse's end: between items, or inside the item under way.
-    UniqueWalkState start;
-    const UniqueListScan& scan = items->scan();
-    if (scan.in_bare) {
-      start.mode = 4;
-      start.key = "x" + scan.raw;
-      if (!BareMayRepeat(keys, start.key, bare)) continue;  // (comma tokens cover the rest)
-    } else if (scan.in_string) {
-      std::string raw = scan.raw;
-      if (scan.escape) raw.pop_back();  // (the backslash: the walk takes it from mode 2)
-      // The decoded value so far: the raw text closed, unless it ends inside a \u escape.
-      const std::size_t u = raw.rfind("\\u");
-      std::size_t keep = raw.size();
-      if (u != std::string::npos && raw.size() - u < 6) keep = u;
-      std::string value;
-      if (!DecodeJsonString(raw.substr(0, keep) + '"', &value)) {
-        // (Not expected: the text of a string under way decodes. Check every token with a quote.)
-        for (std::uint32_t i = 0; i < n; i = nodes[i].subtree_end) {
-          for (TokenId id : trie_->TokensUnder(i)) {
-            if (in_mask(id) && vocab_->TokenBytes(id).find('"') != std::string_view::npos)
-              check.push_back(id);
-          }
-        }
-        continue;
-      }
-      start.key = "s" + value;
-      start.mode = scan.escape ? 2 : 1;
-      if (keep < raw.size()) {  // inside \uXXXX: its digits so far
-        start.mode = 3;
-        for (std::size_t i = keep + 2; i < raw.size(); ++i) {
-          start.cp = start.cp * 16 +
-                     static_cast<std::uint32_t>(JsonHexDigit(static_cast<std::uint8_t>(raw[i])));
-          ++start.hex;
-        }
-      }
-      if (!SomeKeyStartsWith(keys, start.key)) continue;  // (comma tokens cover the rest)
-    }
-    // Depth-first over the trie, the walk state of each depth on `stack`.
-    stack.resize(static_cast<std::size_t>(trie_->max_depth()) + 1);
-    stack[0] = start;
-    for (std::uint32_t i = 0; i < n;) {
-      const TokenTrie::Node& node = nodes[i];
-      UniqueWalkState& st = stack[node.depth];
-      st = stack[node.depth - 1];
-      switch (StepWalk(st, node.byte, keys, bare)) {
-        case WalkStep::kOn:
-          // (A bare item completes at its last byte, and may have no way on: `0`. A literal's
-          // prefix has one way on.)
-          if (finite || (st.mode == 4 && (BareKeyIn(keys, st.key) ||
-                                          (any_type && LiteralLeftIsKey(keys, st.key))))) {
-            for (TokenId id : trie_->TokensAt(i))
-              if (in_mask(id)) check.push_back(id);
-          }
-          ++i;
-          break;
-        case WalkStep::kDead:
-          i = node.subtree_end;
-          break;
-        case WalkStep::kDuplicate:
-        case WalkStep::kUnsure:
-          for (TokenId id : trie_->TokensUnder(i))
-            if (in_mask(id)) check.push_back(id);
-          i = node.subtree_end;
-          break;
-      }
-    }
+    ScalarListTokens(*items, finite, any_type, out, &check);
   }
   // Tokens that complete a second item: in a list open at the end of the text (any of them), or
   // in one the token opens itself (those with a bracket first; the only ones when no list is
   // open). With items that can run out, every token with a comma.
   for (TokenId id : commas.opening)
-    if (in_mask(id)) check.push_back(id);
+    if (InMask(out, width_, id)) check.push_back(id);
   for (TokenId id : commas.brace_pairs)  // (two object items completed in one token)
-    if (in_mask(id)) check.push_back(id);
+    if (InMask(out, width_, id)) check.push_back(id);
   if (other_lists) {
     for (TokenId id : runs_out ? commas.comma : commas.other)
-      if (in_mask(id)) check.push_back(id);
+      if (InMask(out, width_, id)) check.push_back(id);
   }
   if (!searched.empty()) {
     std::int64_t budget = unique_search_budget_;
@@ -911,21 +821,129 @@ void CfgGrammar::FilterUniqueItems(EarleyParser& parser, std::span<std::uint32_t
   CurrentFillTrace().unique_checks += static_cast<std::int32_t>(check.size());
 }
 
+void CfgGrammar::ObjectListTokens(const UniqueListItems& items, bool any_type,
+                                  std::span<const std::uint32_t> out,
+                                  std::vector<TokenId>* check) const {
+  // A list with objects (whose items are open: any of them can take one more member, so the
+  // check as items complete is all it takes): the tokens in the mask that close an item equal
+  // to an earlier one, read as text from where the list stands.
+  thread_local std::unordered_map<std::string, ObjectKeyMemo> object_memo;
+  object_memo.clear();
+  const UniqueListScan& scan = items.scan();
+  const TokenTrie::CommaQuoteTokens& commas = trie_->CommaQuotes(*vocab_);
+  // (A string or bare item under way, beside objects: the text read from here is not an
+  // object's, so each such token goes to the parser.)
+  const bool scalar = scan.in_string || scan.in_bare;
+  const auto add = [&](std::span<const TokenId> ids) {
+    for (TokenId id : ids) {
+      if (InMask(out, width_, id) &&
+          (scalar || ObjectTokenRepeats(scan, items.keys(), vocab_->TokenBytes(id), object_memo))) {
+        check->push_back(id);
+      }
+    }
+  };
+  add(commas.brace);
+  if (any_type) add(commas.bracket);  // (items of any type: arrays too, which end with `]`)
+}
+
+void CfgGrammar::ScalarListTokens(const UniqueListItems& items, bool finite, bool any_type,
+                                  std::span<const std::uint32_t> out,
+                                  std::vector<TokenId>* check) const {
+  thread_local std::vector<UniqueWalkState> stack;
+  const std::span<const TokenTrie::Node> nodes = trie_->nodes();
+  const std::uint32_t n = static_cast<std::uint32_t>(trie_->num_nodes());
+  // (A reference into the parser's list reader: nothing reads another list or steps the parser
+  // during this list's walk.)
+  const UniqueListItems::Keys& keys = items.keys();
+  const BareKeys bare = ReadBareKeys(keys, any_type);
+  // The walk's state at the parse's end: between items, or inside the item under way.
+  UniqueWalkState start;
+  const UniqueListScan& scan = items.scan();
+  if (scan.in_bare) {
+    start.mode = 4;
+    start.key = "x" + scan.raw;
+    if (!BareMayRepeat(keys, start.key, bare)) return;  // (comma tokens cover the rest)
+  } else if (scan.in_string) {
+    std::string raw = scan.raw;
+    if (scan.escape) raw.pop_back();  // (the backslash: the walk takes it from mode 2)
+    // The decoded value so far: the raw text closed, unless it ends inside a \u escape.
+    const std::size_t u = raw.rfind("\\u");
+    std::size_t keep = raw.size();
+    if (u != std::string::npos && raw.size() - u < 6) keep = u;
+    std::string value;
+    if (!DecodeJsonString(raw.substr(0, keep) + '"', &value)) {
+      // (Not expected: the text of a string under way decodes. Check every token with a quote.)
+      for (std::uint32_t i = 0; i < n; i = nodes[i].subtree_end) {
+        for (TokenId id : trie_->TokensUnder(i)) {
+          if (InMask(out, width_, id) && vocab_->TokenBytes(id).find('"') != std::string_view::npos)
+            check->push_back(id);
+        }
+      }
+      return;
+    }
+    start.key = "s" + value;
+    start.mode = scan.escape ? 2 : 1;
+    if (keep < raw.size()) {  // inside \uXXXX: its digits so far
+      start.mode = 3;
+      for (std::size_t i = keep + 2; i < raw.size(); ++i) {
+        start.cp = start.cp * 16 +
+                   static_cast<std::uint32_t>(JsonHexDigit(static_cast<std::uint8_t>(raw[i])));
+        ++start.hex;
+      }
+    }
+    if (!SomeKeyStartsWith(keys, start.key)) return;  // (comma tokens cover the rest)
+  }
+  // Depth-first over the trie, the walk state of each depth on `stack`.
+  stack.resize(static_cast<std::size_t>(trie_->max_depth()) + 1);
+  stack[0] = start;
+  for (std::uint32_t i = 0; i < n;) {
+    const TokenTrie::Node& node = nodes[i];
+    UniqueWalkState& st = stack[node.depth];
+    st = stack[node.depth - 1];
+    switch (StepWalk(st, node.byte, keys, bare)) {
+      case WalkStep::kOn:
+        // (A bare item completes at its last byte, and may have no way on: `0`. A literal's
+        // prefix has one way on.)
+        if (finite || (st.mode == 4 && (BareKeyIn(keys, st.key) ||
+                                        (any_type && LiteralLeftIsKey(keys, st.key))))) {
+          for (TokenId id : trie_->TokensAt(i))
+            if (InMask(out, width_, id)) check->push_back(id);
+        }
+        ++i;
+        break;
+      case WalkStep::kDead:
+        i = node.subtree_end;
+        break;
+      case WalkStep::kDuplicate:
+      case WalkStep::kUnsure:
+        for (TokenId id : trie_->TokensUnder(i))
+          if (InMask(out, width_, id)) check->push_back(id);
+        i = node.subtree_end;
+        break;
+    }
+  }
+}
+
 namespace {
 
 // The view (unique_search.h) of the list open since `origin`, at the parser's end: its earlier
-// object items copied into `earlier` (the view reads them through `earlier_sv`); false when
-// the list's text is not all bytes.
-bool ReadListView(EarleyParser& parser, std::int32_t origin, std::vector<std::string>& earlier,
-                  std::vector<std::string_view>& earlier_sv, std::optional<ItemView>& view) {
+// object items copied into `earlier` (the view reads them through `earlier_sv`); the list's
+// reader, or null when the list's text is not all bytes. (The reader is the parser's: valid
+// until the parser reads another list or steps.) Buffers are reused from call to call.
+const UniqueListItems* ReadListView(EarleyParser& parser, std::int32_t origin,
+                                    std::vector<std::string>& earlier,
+                                    std::vector<std::string_view>& earlier_sv,
+                                    std::optional<ItemView>& view) {
   const UniqueListItems* items = parser.ReadUniqueList(origin);
-  if (items == nullptr) return false;
-  earlier.clear();
+  if (items == nullptr) return nullptr;
+  std::size_t n = 0;
   for (const auto& entry : items->keys()) {
     const std::string& key = entry.first;
-    if (key.size() > 1 && key[0] == 'o' && key[1] == '{') earlier.push_back(key.substr(1));
+    if (key.size() < 2 || key[0] != 'o' || key[1] != '{') continue;
+    if (n == earlier.size()) earlier.emplace_back();
+    earlier[n++].assign(key, 1);
   }
-  earlier_sv.assign(earlier.begin(), earlier.end());
+  earlier_sv.assign(earlier.begin(), earlier.begin() + static_cast<std::ptrdiff_t>(n));
   const UniqueListScan& scan = items->scan();
   // (String items seen: the list takes them, and they are open.)
   const bool strings = scan.in_string || SomeKeyStartsWith(items->keys(), "s");
@@ -938,99 +956,112 @@ bool ReadListView(EarleyParser& parser, std::int32_t origin, std::vector<std::st
       break;
     }
   }
-  view.emplace(&earlier_sv, need, strings);
+  if (view.has_value()) {
+    view->Reset(&earlier_sv, need, strings);
+  } else {
+    view.emplace(&earlier_sv, need, strings);
+  }
   if (scan.depth > 0 || scan.in_string || scan.in_bare) {
     for (char c : scan.raw) view->Step(static_cast<std::uint8_t>(c));  // (the item under way)
   }
-  return true;
+  return items;
+}
+
+// 1 when an object item opens in `bytes` (read from where the list stands) and stays open,
+// 2 when the item under way (or one opened in them) closes in them, else 0: by the list's
+// brackets and strings alone.
+int OpensOrCloses(const UniqueListScan& scan, std::string_view bytes) {
+  std::int32_t depth = scan.depth;
+  bool in_string = scan.depth > 0 ? scan.struct_string : scan.in_string;
+  bool escape = scan.depth > 0 ? scan.struct_escape : scan.escape;
+  bool opened = false;
+  for (unsigned char c : bytes) {
+    if (in_string) {
+      if (escape) {
+        escape = false;
+      } else if (c == '\\') {
+        escape = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      opened = opened || depth == 0;
+      ++depth;
+    } else if ((c == '}' || c == ']') && depth > 0 && --depth == 0) {
+      return 2;
+    }
+  }
+  return opened ? 1 : 0;
+}
+
+// Whether the item that closes in `bytes` (OpensOrCloses 2), read from `start`, needs no search:
+// the view says it closed new (no earlier item consistent with it, no key repeated), and after
+// it the view is settled with no other object item opened in the token.
+bool ClosesNewAndSettles(const ItemView& start, std::string_view bytes) {
+  thread_local std::optional<ItemView> v;  // (assigned into: its buffers are reused)
+  v = start;
+  bool sure = true, closed = false;
+  for (unsigned char c : bytes) {
+    const bool inside = v->phase() == ItemView::Phase::kObject;
+    v->Step(c);
+    if (inside && v->phase() != ItemView::Phase::kObject) {
+      sure = sure && !closed && v->consistent() == 0 && !v->repeated_key();
+      closed = true;
+    } else if (closed && v->phase() == ItemView::Phase::kObject) {
+      sure = false;
+    }
+  }
+  return sure && v->Settled();
+}
+
+// Whether the view read from `start` is settled after `bytes`.
+bool SettledAfter(const ItemView& start, std::string_view bytes) {
+  thread_local std::optional<ItemView> v;
+  v = start;
+  for (unsigned char c : bytes) v->Step(c);
+  return v->Settled();
+}
+
+// Where the view settles for good below a trie node (its subtree is left): a string item, whose
+// way out into an object item is a token with a brace; an object no earlier item is consistent
+// with (only a `}` could change that, and tokens with one are read apart); the list's end.
+bool SettledForGood(const ItemView& v) {
+  return v.phase() == ItemView::Phase::kOther || v.phase() == ItemView::Phase::kString ||
+         (v.phase() == ItemView::Phase::kObject && v.Settled());
 }
 
 }  // namespace
 
-void CfgGrammar::SearchUniqueItems(EarleyParser& parser, std::int32_t origin,
-                                   std::span<std::uint32_t> out, std::int64_t* budget) const {
-  thread_local std::vector<std::string> earlier, earlier_after;
-  thread_local std::vector<std::string_view> earlier_sv, earlier_after_sv;
-  thread_local std::vector<TokenId> candidates, closing;  // closing: an item closes in them
-  thread_local std::vector<std::optional<ItemView>> stack;
-  std::optional<ItemView> start;
-  if (!ReadListView(parser, origin, earlier, earlier_sv, start)) return;
-  if (start->phase() == ItemView::Phase::kOther) return;
-  const auto in_mask = [&](TokenId id) {
-    return id >= 0 && id < width_ && ((out[id >> 5] >> (id & 31)) & 1) != 0;
-  };
-  candidates.clear();
-  closing.clear();
+void CfgGrammar::UnsettledTokens(const ItemView& start, const UniqueListScan& scan,
+                                 std::span<const std::uint32_t> out,
+                                 std::vector<TokenId>* walked,
+                                 std::vector<TokenId>* closing) const {
+  const auto in_mask = [&](TokenId id) { return InMask(out, width_, id); };
+  walked->clear();
+  closing->clear();
   // Tokens in which an object item closes (the parser checks it new; what follows it in the
-  // token is searched from the token's end: `closing`), and tokens in which one opens and stays
-  // open (after a string item, `"a",{"`: `candidates` when the view is not settled after them),
-  // found by the list's brackets and strings alone.
-  const UniqueListScan& scan = parser.ReadUniqueList(origin)->scan();
+  // token is searched from the token's end), and tokens in which one opens and stays open (after
+  // a string item, `"a",{"`), found by the list's brackets and strings alone.
   const TokenTrie::CommaQuoteTokens& marks = trie_->CommaQuotes(*vocab_);
-  const auto opens_or_closes = [&scan](std::string_view bytes) {
-    std::int32_t depth = scan.depth;
-    bool in_string = scan.depth > 0 ? scan.struct_string : scan.in_string;
-    bool escape = scan.depth > 0 ? scan.struct_escape : scan.escape;
-    bool opened = false;
-    for (unsigned char c : bytes) {
-      if (in_string) {
-        if (escape) {
-          escape = false;
-        } else if (c == '\\') {
-          escape = true;
-        } else if (c == '"') {
-          in_string = false;
-        }
-      } else if (c == '"') {
-        in_string = true;
-      } else if (c == '{' || c == '[') {
-        opened = opened || depth == 0;
-        ++depth;
-      } else if ((c == '}' || c == ']') && depth > 0 && --depth == 0) {
-        return 2;
-      }
-    }
-    return opened ? 1 : 0;
-  };
   for (TokenId id : marks.brace) {
     const std::string_view bytes = vocab_->TokenBytes(id);
-    if (!in_mask(id) || opens_or_closes(bytes) != 2) continue;
-    // The view says whether the item closes new (no earlier item consistent with it, no key
-    // repeated); then only a dead end after it needs the parser: an item to come that the view
-    // cannot settle, or another object item opened in the token.
-    ItemView v = *start;
-    bool sure = true, closed = false;
-    for (unsigned char c : bytes) {
-      const bool inside = v.phase() == ItemView::Phase::kObject;
-      v.Step(c);
-      if (inside && v.phase() != ItemView::Phase::kObject) {
-        sure = sure && !closed && v.consistent() == 0 && !v.repeated_key();
-        closed = true;
-      } else if (closed && v.phase() == ItemView::Phase::kObject) {
-        sure = false;
-      }
-    }
-    if (!sure || !v.Settled()) closing.push_back(id);
+    if (!in_mask(id) || OpensOrCloses(scan, bytes) != 2) continue;
+    if (!ClosesNewAndSettles(start, bytes)) closing->push_back(id);
   }
   if (scan.depth == 0) {
     // (Inside an object item no other one opens before it closes.)
     for (TokenId id : marks.open_brace) {
       const std::string_view bytes = vocab_->TokenBytes(id);
-      if (!in_mask(id) || opens_or_closes(bytes) != 1) continue;
-      ItemView v = *start;
-      for (unsigned char c : bytes) v.Step(c);
-      if (!v.Settled()) candidates.push_back(id);
+      if (in_mask(id) && OpensOrCloses(scan, bytes) == 1 && !SettledAfter(start, bytes))
+        walked->push_back(id);
     }
   }
   // The other tokens after which the view is not settled: depth-first over the trie, a subtree
-  // left where the view settles for good (a string item, whose way out into an object item is
-  // above; an object no earlier item is consistent with: only a `}` could change that, and those
-  // tokens are above; the list's end) or where its item closes (above too).
-  const auto for_good = [](const ItemView& v) {
-    return v.phase() == ItemView::Phase::kOther || v.phase() == ItemView::Phase::kString ||
-           (v.phase() == ItemView::Phase::kObject && v.Settled());
-  };
-  if (!for_good(*start)) {
+  // left where the view settles for good or where its item closes (those tokens are above).
+  if (!SettledForGood(start)) {
+    thread_local std::vector<std::optional<ItemView>> stack;
     const std::span<const TokenTrie::Node> nodes = trie_->nodes();
     const std::uint32_t n = static_cast<std::uint32_t>(trie_->num_nodes());
     stack.resize(static_cast<std::size_t>(trie_->max_depth()) + 1);
@@ -1041,21 +1072,34 @@ void CfgGrammar::SearchUniqueItems(EarleyParser& parser, std::int32_t origin,
       v = stack[node.depth - 1];
       const bool inside = v->phase() == ItemView::Phase::kObject;
       v->Step(node.byte);
-      if (for_good(*v) || (inside && v->phase() != ItemView::Phase::kObject)) {
+      if (SettledForGood(*v) || (inside && v->phase() != ItemView::Phase::kObject)) {
         i = node.subtree_end;
         continue;
       }
       if (!v->Settled()) {
         for (TokenId id : trie_->TokensAt(i))
-          if (in_mask(id)) candidates.push_back(id);
+          if (in_mask(id)) walked->push_back(id);
       }
       ++i;
     }
   }
+  std::sort(walked->begin(), walked->end());
+  walked->erase(std::unique(walked->begin(), walked->end()), walked->end());
+  std::sort(closing->begin(), closing->end());
+}
+
+void CfgGrammar::SearchUniqueItems(EarleyParser& parser, std::int32_t origin,
+                                   std::span<std::uint32_t> out, std::int64_t* budget) const {
+  thread_local std::vector<std::string> earlier, earlier_after;
+  thread_local std::vector<std::string_view> earlier_sv, earlier_after_sv;
+  thread_local std::vector<TokenId> candidates, closing;  // closing: an item closes in them
+  thread_local std::optional<ItemView> start_view, after;
+  const UniqueListItems* items = ReadListView(parser, origin, earlier, earlier_sv, start_view);
+  if (items == nullptr) return;
+  const ItemView& start = *start_view;
+  if (start.phase() == ItemView::Phase::kOther) return;
+  UnsettledTokens(start, items->scan(), out, &candidates, &closing);
   if (candidates.empty() && closing.empty()) return;
-  std::sort(candidates.begin(), candidates.end());
-  candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
-  std::sort(closing.begin(), closing.end());
   // (The walk leaves the tokens in which an item closes: a token is in one list or the other.)
   const std::size_t walked = candidates.size();
   candidates.insert(candidates.end(), closing.begin(), closing.end());
@@ -1065,42 +1109,50 @@ void CfgGrammar::SearchUniqueItems(EarleyParser& parser, std::int32_t origin,
   // after it): a candidate whose bytes begin one tries its rest first. Tokens that differ in
   // blanks, or that take a few more bytes of the same way, then cost a replay, not a search.
   thread_local std::vector<std::string> ways;
-  thread_local std::string way;
-  ways.clear();
+  thread_local std::string way, read;
+  std::size_t num_ways = 0;
+  const auto keep_way = [&](std::string_view prefix) {
+    if (num_ways == 16) return;
+    if (num_ways == ways.size()) ways.emplace_back();
+    ways[num_ways].assign(prefix);
+    ways[num_ways++] += way;
+  };
   // Tokens of blanks between two tokens of the text (whitespace: the ways on are the same after
   // them) share the answer of the start itself, searched once.
   int start_found = -1;
   for (std::size_t c = 0; c < candidates.size(); ++c) {
     const TokenId id = candidates[c];
     const std::string_view bytes = vocab_->TokenBytes(id);
-    if (start->AtBoundary() && WithoutBlanks(*start, bytes).empty()) {
+    WithoutBlanks(start, bytes, &read);
+    if (start.AtBoundary() && read.empty()) {
       if (start_found < 0) {
-        const SearchResult r = SearchNewItem(parser, *start, budget, &way);
+        const SearchResult r = SearchNewItem(parser, start, budget, &way);
         start_found = r == SearchResult::kFound ? 1 : 0;
         if (r == SearchResult::kOver) ++trace.unique_search_over;
-        if (start_found == 1 && ways.size() < 16) ways.push_back(way);
+        if (start_found == 1) keep_way({});
       }
       if (start_found == 0) out[id >> 5] &= ~(1u << (id & 31));
       continue;
     }
     bool ok = true;
-    for (unsigned char c : bytes) {
-      if (!parser.StepByte(c)) {
+    for (unsigned char b : bytes) {
+      if (!parser.StepByte(b)) {
         ok = false;
         break;
       }
     }
-    std::optional<ItemView> after;
+    bool viewed = false;
     if (ok && c < walked) {
       // (No item closes in the token: the earlier items are the start's.)
       after = start;
       for (unsigned char b : bytes) after->Step(b);
+      viewed = true;
+    } else if (ok) {
+      viewed = ReadListView(parser, origin, earlier_after, earlier_after_sv, after) != nullptr;
     }
-    if (ok && (after.has_value() ||
-               ReadListView(parser, origin, earlier_after, earlier_after_sv, after))) {
-      const std::string read = WithoutBlanks(*start, bytes);
+    if (viewed) {
       bool replayed = false;
-      for (std::size_t w = ways.size(); w-- > 0 && !replayed;) {
+      for (std::size_t w = num_ways; w-- > 0 && !replayed;) {
         if (ways[w].size() < read.size() || ways[w].compare(0, read.size(), read) != 0) continue;
         replayed = ReplayWay(parser, *after, std::string_view(ways[w]).substr(read.size()), budget);
       }
@@ -1108,7 +1160,7 @@ void CfgGrammar::SearchUniqueItems(EarleyParser& parser, std::int32_t origin,
         const SearchResult r = SearchNewItem(parser, *after, budget, &way);
         ok = r == SearchResult::kFound;
         if (r == SearchResult::kOver) ++trace.unique_search_over;
-        if (ok && ways.size() < 16) ways.push_back(read + way);
+        if (ok) keep_way(read);
       }
     }
     parser.PopTo(base);
@@ -1127,8 +1179,8 @@ bool CfgGrammar::SearchedListsLive(EarleyParser& parser, Status* error) const {
   std::int64_t budget = unique_search_budget_;
   for (const auto& [rule, origin] : lists) {
     if (list_search_[rule] == 0) continue;
-    std::optional<ItemView> view;
-    if (!ReadListView(parser, origin, earlier, earlier_sv, view)) continue;
+    thread_local std::optional<ItemView> view;
+    if (ReadListView(parser, origin, earlier, earlier_sv, view) == nullptr) continue;
     const SearchResult r = SearchNewItem(parser, *view, &budget);
     parser.ClearLimitFlags();
     if (r == SearchResult::kFound) continue;

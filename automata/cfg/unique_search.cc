@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <bitset>
+#include <optional>
 
 #include "automata/cfg/earley.h"
 #include "automata/cfg/unique_items.h"
@@ -129,6 +130,20 @@ bool StringValue(std::string_view v, std::string_view* bytes) {
 ItemView::ItemView(const std::vector<std::string_view>* earlier, bool need, bool strings)
     : earlier_(earlier), phase_(need ? Phase::kNeed : Phase::kDone), strings_(strings) {}
 
+void ItemView::Reset(const std::vector<std::string_view>* earlier, bool need, bool strings) {
+  earlier_ = earlier;
+  phase_ = need ? Phase::kNeed : Phase::kDone;
+  strings_ = strings;
+  frames_.clear();
+  consistent_.clear();
+  repeated_key_ = in_key_ = escape_ = false;
+  leaf_ = Leaf::kNone;
+  hex_left_ = 0;
+  raw_.clear();
+  decoded_.clear();
+  decoded_exact_ = true;
+}
+
 std::string_view ItemView::At(std::string_view e, bool inner) const {
   std::string_view v = e;
   for (std::size_t i = 0; i < frames_.size(); ++i) {
@@ -151,10 +166,14 @@ void ItemView::Filter(bool inner, F keep) {
 
 void ItemView::StartObjectItem() {
   phase_ = Phase::kObject;
-  frames_.clear();
-  frames_.emplace_back();
-  frames_.back().object = true;
-  frames_.back().expect_key = true;
+  frames_.resize(1);  // (the frame's buffers are kept)
+  Frame& f = frames_[0];
+  f.object = true;
+  f.expect_key = true;
+  f.expect_colon = f.after_value = false;
+  f.key.clear();
+  f.count = 0;
+  f.keys.clear();
   consistent_.clear();
   for (std::size_t i = 0; i < earlier_->size(); ++i) consistent_.push_back(static_cast<std::int32_t>(i));
   repeated_key_ = in_key_ = escape_ = false;
@@ -382,14 +401,17 @@ const std::array<std::uint8_t, 256>& SearchOrder() {
 
 }  // namespace
 
-bool ReplayWay(EarleyParser& parser, ItemView view, std::string_view bytes, std::int64_t* budget) {
-  if (view.SettledOutsideArrays()) return true;
+bool ReplayWay(EarleyParser& parser, const ItemView& from, std::string_view bytes,
+               std::int64_t* budget) {
+  if (from.SettledOutsideArrays()) return true;
+  thread_local std::optional<ItemView> view;  // (assigned into: its buffers are reused)
+  view = from;
   const std::int32_t base = parser.num_sets();
   bool found = false;
   for (unsigned char b : bytes) {
     if (--*budget < 0 || !parser.StepByte(b)) break;
-    view.Step(b);
-    if (view.SettledOutsideArrays()) {
+    view->Step(b);
+    if (view->SettledOutsideArrays()) {
       found = true;
       break;
     }
@@ -398,13 +420,14 @@ bool ReplayWay(EarleyParser& parser, ItemView view, std::string_view bytes, std:
   return found;
 }
 
-std::string WithoutBlanks(ItemView view, std::string_view bytes) {
-  std::string out;
+void WithoutBlanks(const ItemView& from, std::string_view bytes, std::string* out) {
+  thread_local std::optional<ItemView> view;
+  view = from;
+  out->clear();
   for (unsigned char b : bytes) {
-    if (!Blank(b) || view.InString()) out.push_back(static_cast<char>(b));
-    view.Step(b);
+    if (!Blank(b) || view->InString()) out->push_back(static_cast<char>(b));
+    view->Step(b);
   }
-  return out;
 }
 
 SearchResult SearchNewItem(EarleyParser& parser, const ItemView& view, std::int64_t* budget,
@@ -416,38 +439,50 @@ SearchResult SearchNewItem(EarleyParser& parser, const ItemView& view, std::int6
     std::size_t next = 0;
     std::bitset<256> live;  // the bytes the parser can scan here (the others are not tried)
   };
-  std::vector<Entry> stack;
-  stack.push_back({view, 0, {}});
-  parser.LiveBytes(&stack.back().live);
+  // The path's entries are stack[0, depth); the entries past it keep their buffers for the
+  // next push (a search runs per candidate token, many per fill: no allocation once warm).
+  thread_local std::vector<Entry> stack;
+  if (stack.empty()) stack.push_back({view, 0, {}});
+  stack[0].view = view;
+  stack[0].next = 0;
+  std::size_t depth = 1;
+  parser.LiveBytes(&stack[0].live);
   const std::int32_t base = parser.num_sets();
   SearchResult result = SearchResult::kNone;
-  while (!stack.empty()) {
-    const std::int32_t taken = static_cast<std::int32_t>(stack.size()) - 1;  // bytes so far
-    Entry& top = stack.back();
-    if (top.next == order.size()) {
-      stack.pop_back();
+  while (depth > 0) {
+    const std::int32_t taken = static_cast<std::int32_t>(depth) - 1;  // bytes so far
+    const std::size_t top = depth - 1;
+    if (stack[top].next == order.size()) {
+      --depth;
       if (taken > 0) parser.PopTo(base + taken - 1);
       continue;
     }
-    const std::uint8_t b = order[top.next++];
-    if (!top.live.test(b) || (Blank(b) && !top.view.InString())) continue;
+    const std::uint8_t b = order[stack[top].next++];
+    if (!stack[top].live.test(b) || (Blank(b) && !stack[top].view.InString())) continue;
     if (--*budget < 0) {
       result = SearchResult::kOver;
       break;
     }
     if (!parser.StepByte(b)) continue;
-    ItemView v = top.view;  // (top is not used after the push below)
+    if (depth == stack.size()) {
+      stack.push_back({stack[top].view, 0, {}});  // (the entry is copied before the vector grows)
+    } else {
+      stack[depth].view = stack[top].view;
+      stack[depth].next = 0;
+    }
+    ItemView& v = stack[depth++].view;
     v.Step(b);
     if (v.SettledOutsideArrays()) {
       result = SearchResult::kFound;
       if (path != nullptr) {
         path->clear();
-        for (std::size_t d = 0; d < stack.size(); ++d) path->push_back(static_cast<char>(order[stack[d].next - 1]));
+        for (std::size_t d = 0; d + 1 < depth; ++d) {
+          path->push_back(static_cast<char>(order[stack[d].next - 1]));
+        }
       }
       break;
     }
-    stack.push_back({std::move(v), 0, {}});
-    parser.LiveBytes(&stack.back().live);
+    parser.LiveBytes(&stack[depth - 1].live);
   }
   parser.PopTo(base);
   return result;

@@ -37,6 +37,8 @@ class ItemView {
   // A view between items; `earlier` must outlive it. `strings`: the list takes string items
   // (open ones), so an item to come can always be new.
   ItemView(const std::vector<std::string_view>* earlier, bool need, bool strings);
+  // As a view constructed so, keeping its buffers.
+  void Reset(const std::vector<std::string_view>* earlier, bool need, bool strings);
   // Reads one byte of the list's text.
   void Step(std::uint8_t b);
   Phase phase() const { return phase_; }
@@ -123,9 +125,11 @@ SearchResult SearchNewItem(EarleyParser& parser, const ItemView& view, std::int6
 // Whether `bytes`, taken by the parser from its end, lead the view to settle outside arrays
 // (a way found before, tried again: ItemView::SettledOutsideArrays at some byte, every byte up
 // to it taken). Each byte counts against `*budget`. The parser is left as it was.
-bool ReplayWay(EarleyParser& parser, ItemView view, std::string_view bytes, std::int64_t* budget);
+bool ReplayWay(EarleyParser& parser, const ItemView& view, std::string_view bytes,
+               std::int64_t* budget);
 
-// The bytes of `bytes` that the view reads as more than blanks between tokens, read from `view`.
-std::string WithoutBlanks(ItemView view, std::string_view bytes);
+// The bytes of `bytes` that the view reads as more than blanks between tokens, read from `view`,
+// into `*out`.
+void WithoutBlanks(const ItemView& view, std::string_view bytes, std::string* out);
 
 }  // namespace lockstep
