@@ -98,7 +98,7 @@ static_assert(static_cast<int>(lockstep::SchemaDraft::k7) == LOCKSTEP_SCHEMA_DRA
 static_assert(static_cast<int>(lockstep::SchemaDraft::k4) == LOCKSTEP_SCHEMA_DRAFT_4);
 static_assert(static_cast<int>(lockstep::SchemaDraft::k6) == LOCKSTEP_SCHEMA_DRAFT_6);
 static_assert(static_cast<int>(lockstep::SchemaDraft::k2019_09) == LOCKSTEP_SCHEMA_DRAFT_2019_09);
-// Fields are only ever appended: schema_max_some_member_requirements is the last.
+// Fields are only ever appended: max_unique_search_bytes is the last.
 static_assert(offsetof(lockstep_compile_options, schema_default_draft) ==
               offsetof(lockstep_compile_options, schema_openapi_formats) + sizeof(int32_t));
 static_assert(offsetof(lockstep_compile_options, max_program_states) >
@@ -111,6 +111,8 @@ static_assert(offsetof(lockstep_compile_options, schema_max_oneof_overlaps) >
               offsetof(lockstep_compile_options, schema_any_order_max_properties));
 static_assert(offsetof(lockstep_compile_options, schema_max_some_member_requirements) >
               offsetof(lockstep_compile_options, schema_max_oneof_overlaps));
+static_assert(offsetof(lockstep_compile_options, max_unique_search_bytes) >
+              offsetof(lockstep_compile_options, schema_max_some_member_requirements));
 static_assert(static_cast<int>(lockstep::SchemaMemberOrder::kDeclared) ==
               LOCKSTEP_MEMBER_ORDER_DECLARED);
 static_assert(static_cast<int>(lockstep::SchemaMemberOrder::kAny) == LOCKSTEP_MEMBER_ORDER_ANY);
@@ -207,6 +209,7 @@ lockstep::CompileOptions ToCompileOptions(const lockstep_compile_options& o) {
   c.schema_any_order_max_properties = o.schema_any_order_max_properties;
   c.schema_max_oneof_overlaps = o.schema_max_oneof_overlaps;
   c.schema_max_some_member_requirements = o.schema_max_some_member_requirements;
+  c.max_unique_search_bytes = o.max_unique_search_bytes;
   c.max_nfa_states = o.max_nfa_states;
   c.max_repeat = o.max_repeat;
   c.precompute_masks = o.precompute_masks != 0;
@@ -235,7 +238,8 @@ lockstep_status CheckCompileOptions(const char* function, const lockstep_compile
       o.max_earley_items_per_byte <= 0 || o.compile_timeout_ms < 0 ||
       o.max_program_states <= 0 || o.schema_any_order_max_properties < 0 ||
       o.schema_any_order_max_properties > 63 || o.schema_max_oneof_overlaps < 0 ||
-      o.schema_max_some_member_requirements < 0 || o.schema_max_some_member_requirements > 16) {
+      o.schema_max_some_member_requirements < 0 || o.schema_max_some_member_requirements > 16 ||
+      o.max_unique_search_bytes < 0) {
     return InvalidArgument(function, "a budget in lockstep_compile_options is out of range");
   }
   if (!IsSchemaDraft(o.schema_default_draft)) {
@@ -566,6 +570,7 @@ void lockstep_compile_options_init(lockstep_compile_options* options) {
   options->schema_any_order_max_properties = d.schema_any_order_max_properties;
   options->schema_max_oneof_overlaps = d.schema_max_oneof_overlaps;
   options->schema_max_some_member_requirements = d.schema_max_some_member_requirements;
+  options->max_unique_search_bytes = d.max_unique_search_bytes;
 }
 
 lockstep_status lockstep_cancel_token_create(lockstep_cancel_token** out) {

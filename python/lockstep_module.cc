@@ -802,9 +802,14 @@ void BindCompile(py::module_& m) {
          bool openapi_formats, const std::string& default_draft, std::int32_t max_dfa_states,
          std::int64_t max_program_states, const std::string& member_order,
          std::int32_t any_order_max_properties, std::int32_t max_oneof_overlaps,
-         std::int32_t max_some_member_requirements, std::int64_t max_exprs) {
+         std::int32_t max_some_member_requirements, std::int64_t max_exprs,
+         std::int64_t max_unique_search_bytes) {
         const std::string text = JsonText(schema, "schema");
         CompileOptions o;
+        if (max_unique_search_bytes < 0) {
+          throw py::value_error("max_unique_search_bytes must be >= 0");
+        }
+        o.max_unique_search_bytes = max_unique_search_bytes;
         o.schema_member_order = MemberOrderArg(member_order);
         if (any_order_max_properties < 0 || any_order_max_properties > 63) {
           throw py::value_error("any_order_max_properties must be in 0..63");
@@ -845,6 +850,7 @@ void BindCompile(py::module_& m) {
       py::arg("max_some_member_requirements") =
           CompileOptions{}.schema_max_some_member_requirements,
       py::arg("max_exprs") = CompileOptions{}.schema_max_exprs,
+      py::arg("max_unique_search_bytes") = CompileOptions{}.max_unique_search_bytes,
       (std::string(
            "Compiles a JSON Schema (str, or a dict/list/bool serialised with json.dumps). "
            "A keyword that cannot be enforced exactly raises lockstep.Error naming its "
@@ -861,7 +867,10 @@ void BindCompile(py::module_& m) {
            "it); max_some_member_requirements (default 3, at most 16): the most negated "
            "additionalProperties / patternProperties / propertyNames on one object; max_exprs "
            "(default 2000000): grammar expressions built from the schema. Past any of them, a "
-           "resource limit naming it.") + kStatesDoc +
+           "resource limit naming it. max_unique_search_bytes (default 65536): bytes the "
+           "searches for a new item of a uniqueItems list of closed objects may try per fill "
+           "and per accepted token; past it the fill leaves the undecided tokens out and "
+           "accepting raises a resource limit naming it.") + kStatesDoc +
        kBudgetDoc)
           .c_str());
   m.def(

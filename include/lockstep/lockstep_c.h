@@ -180,6 +180,11 @@ typedef struct lockstep_compile_options {
    * member breaks it") on one object, default 3, at most 16 (2^n member chains); past it,
    * LOCKSTEP_RESOURCE_LIMIT naming this field. */
   int32_t schema_max_some_member_requirements;
+  /* schemas: bytes that the searches for a new item of a uniqueItems list of closed objects
+   * may try per mask fill, and after each accepted token (default 65536; 0..). Past it a fill
+   * leaves the undecided tokens out of the mask, and accepting refuses with
+   * LOCKSTEP_RESOURCE_LIMIT naming this field (docs/json-schema-compiler.md). */
+  int64_t max_unique_search_bytes;
 } lockstep_compile_options;
 
 /* The object member orders (the values of the C++ lockstep::SchemaMemberOrder). */

@@ -385,6 +385,48 @@ TEST_F(CapiTest, SchemaCombinatorBudgets) {
   }
 }
 
+// max_unique_search_bytes (appended last): the searches for a new item of a uniqueItems list of
+// closed objects stop past it. With 3 bytes, the comma that asks for a fourth item of
+// {"k": x|y, "f"?: boolean} (two of its six values left) is refused with RESOURCE_LIMIT naming
+// the field; with the default it is taken; a caller built before the field gets the default; a
+// negative budget is refused.
+TEST_F(CapiTest, UniqueSearchBudget) {
+  const std::string schema = R"({"type": "array", "uniqueItems": true, "items": {"type": "object",
+      "additionalProperties": false, "required": ["k"],
+      "properties": {"k": {"enum": ["x", "y"]}, "f": {"type": "boolean"}}}})";
+  const char* prefix = R"([{"k":"y"},{"k":"x","f":true},{"k":"x","f":false})";
+  lockstep_compile_options co;
+  lockstep_compile_options_init(&co);
+  EXPECT_EQ(co.max_unique_search_bytes, 65536);
+  const auto comma_after_prefix = [&](const lockstep_compile_options& options) {
+    lockstep_grammar* g = nullptr;
+    EXPECT_EQ(lockstep_compile_schema(vocab_, schema.data(), schema.size(), &options, &g),
+              LOCKSTEP_OK)
+        << lockstep_last_error();
+    lockstep_matcher* m = nullptr;
+    EXPECT_EQ(lockstep_matcher_create(g, &m), LOCKSTEP_OK);
+    EXPECT_EQ(lockstep_matcher_accept_string(m, prefix, std::strlen(prefix)), LOCKSTEP_OK)
+        << lockstep_last_error();
+    const lockstep_status st = lockstep_matcher_accept_string(m, ",", 1);
+    const std::string error = st == LOCKSTEP_OK ? "" : lockstep_last_error();
+    lockstep_matcher_free(m);
+    lockstep_grammar_free(g);
+    return std::pair{st, error};
+  };
+  EXPECT_EQ(comma_after_prefix(co).first, LOCKSTEP_OK);
+  co.max_unique_search_bytes = 3;
+  const auto [status, error] = comma_after_prefix(co);
+  EXPECT_EQ(status, LOCKSTEP_RESOURCE_LIMIT) << error;
+  EXPECT_NE(error.find("max_unique_search_bytes"), std::string::npos) << error;
+  co.struct_size = offsetof(lockstep_compile_options, max_unique_search_bytes);
+  EXPECT_EQ(comma_after_prefix(co).first, LOCKSTEP_OK);
+  lockstep_compile_options_init(&co);
+  co.max_unique_search_bytes = -1;
+  lockstep_grammar* g = nullptr;
+  EXPECT_EQ(lockstep_compile_schema(vocab_, schema.data(), schema.size(), &co, &g),
+            LOCKSTEP_INVALID_ARGUMENT);
+}
+
 // schema_member_order and schema_any_order_max_properties (appended last): declared order by
 // default; LOCKSTEP_MEMBER_ORDER_ANY takes the members in any order, each at most once, up to
 // the property limit (past it, RESOURCE_LIMIT naming it); a caller built before the fields gets

@@ -483,6 +483,30 @@ class MaskTest(unittest.TestCase):
         self.assertEqual(cm.exception.code, "resource limit")
         self.assertIn("schema_max_exprs", cm.exception.message)
 
+    def test_unique_search_budget(self):
+        # The searches for a new item of a uniqueItems list of closed objects: with 3 bytes,
+        # the comma that asks for a fourth item of {"k": x|y, "f"?: boolean} is out of the mask
+        # and refused; with the default budget it is in and taken.
+        v = vocab()
+        schema = {"type": "array", "uniqueItems": True, "items": {
+            "type": "object", "additionalProperties": False, "required": ["k"],
+            "properties": {"k": {"enum": ["x", "y"]}, "f": {"type": "boolean"}}}}
+        prefix = '[{"k":"y"},{"k":"x","f":true},{"k":"x","f":false}'
+        comma = v.encode(",")
+        self.assertEqual(len(comma), 1)
+        for budget, allowed in ((None, True), (3, False)):
+            kwargs = {} if budget is None else {"max_unique_search_bytes": budget}
+            g = lockstep.compile_schema(v, schema, **kwargs)
+            m = lockstep.Matcher(g)
+            self.assertTrue(m.accept_string(prefix))
+            mask = np.zeros(g.bitmask_words, dtype=np.int32)
+            m.fill_next_token_bitmask(mask)
+            word = int(mask[comma[0] >> 5]) & 0xFFFFFFFF
+            self.assertEqual(bool((word >> (comma[0] & 31)) & 1), allowed, budget)
+            self.assertEqual(m.accept_token(comma[0]), allowed, budget)
+        with self.assertRaises(ValueError):
+            lockstep.compile_schema(v, schema, max_unique_search_bytes=-1)
+
     def test_default_draft(self):
         # Draft-04's boolean exclusiveMaximum: malformed in 2020-12 (the default), exclusive in
         # draft-04; the grammar and the validator agree on it.
