@@ -50,13 +50,19 @@ namespace {
 
 PyObject* g_error_type = nullptr;  // lockstep.Error, created at import
 
-// Raises lockstep.Error(str(status)) with .code (StatusCodeName), .location and .message set.
-[[noreturn]] void Raise(const Status& status) {
+// lockstep.Error(str(status)) with .code (StatusCodeName), .location and .message set.
+py::object ErrorObject(const Status& status) {
   py::object type = py::reinterpret_borrow<py::object>(g_error_type);
   py::object err = type(status.ToString());
   err.attr("code") = StatusCodeName(status.code());
   err.attr("location") = status.location();
   err.attr("message") = status.message();
+  return err;
+}
+
+// Raises ErrorObject(status).
+[[noreturn]] void Raise(const Status& status) {
+  py::object err = ErrorObject(status);
   PyErr_SetObject(g_error_type, err.ptr());
   throw py::error_already_set();
 }
@@ -1071,6 +1077,16 @@ void BindMatcher(py::module_& m) {
           },
           py::arg("ids"),
           "How many of `ids` would be accepted in order from here, without changing the state.")
+      .def_property_readonly(
+          "last_error",
+          [](const PyMatcher& pm) -> py::object {
+            const Status& e = pm.matcher.last_error();
+            return e.ok() ? py::object(py::none()) : ErrorObject(e);
+          },
+          "Why the last refused accept_token / accept_string was refused when it was not a "
+          "plain rejection, as a lockstep.Error (not raised): e.g. code 'resource limit' when a "
+          "budget ran out (max_nesting_depth, max_earley_items_per_byte, "
+          "max_unique_search_bytes). None otherwise.")
       .def_property_readonly(
           "num_steps", [](const PyMatcher& pm) { return pm.matcher.NumSteps(); },
           "Accepted steps that rollback() can undo.");

@@ -504,6 +504,17 @@ class MaskTest(unittest.TestCase):
             word = int(mask[comma[0] >> 5]) & 0xFFFFFFFF
             self.assertEqual(bool((word >> (comma[0] & 31)) & 1), allowed, budget)
             self.assertEqual(m.accept_token(comma[0]), allowed, budget)
+            if allowed:
+                self.assertIsNone(m.last_error)
+            else:
+                # Refused for the budget, not as invalid: last_error says which.
+                self.assertIsInstance(m.last_error, lockstep.Error)
+                self.assertEqual(m.last_error.code, "resource limit")
+                self.assertIn("max_unique_search_bytes", m.last_error.message)
+        # A plain rejection (a repeat of the first item) leaves no error.
+        m = lockstep.Matcher(lockstep.compile_schema(v, schema))
+        self.assertFalse(m.accept_string('[{"k":"x"},{"k":"x"}'))
+        self.assertIsNone(m.last_error)
         with self.assertRaises(ValueError):
             lockstep.compile_schema(v, schema, max_unique_search_bytes=-1)
 
