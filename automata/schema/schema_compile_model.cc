@@ -4,6 +4,8 @@
 // semantics. Used by schema_compile.cc (grammar emission and RenderInstance).
 #include <algorithm>
 #include <cmath>
+#include <iterator>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -194,6 +196,47 @@ bool IsTrivial(const json& j) {
 }
 }  // namespace
 
+const Model::NodeKeys& Model::KeysOf(const json* j) const {
+  auto [it, fresh] = node_keys_.try_emplace(j);
+  if (!fresh) return it->second;
+  // Sorted by name, for a binary search per member.
+  static constexpr std::pair<std::string_view, NodeKey> kNames[] = {
+      {"$dynamicRef", kKeyDynamicRef},
+      {"$ls:absent", kKeyLsAbsent},
+      {"$ls:node", kKeyLsNode},
+      {"$ls:types", kKeyLsTypes},
+      {"$ref", kKeyRef},
+      {"allOf", kKeyAllOf},
+      {"anyOf", kKeyAnyOf},
+      {"const", kKeyConst},
+      {"dependencies", kKeyDependencies},
+      {"dependentRequired", kKeyDependentRequired},
+      {"dependentSchemas", kKeyDependentSchemas},
+      {"enum", kKeyEnum},
+      {"if", kKeyIf},
+      {"not", kKeyNot},
+      {"oneOf", kKeyOneOf},
+      {"properties", kKeyProperties},
+      {"required", kKeyRequired},
+      {"type", kKeyType},
+      {"unevaluatedItems", kKeyUnevaluatedItems},
+      {"unevaluatedProperties", kKeyUnevaluatedProperties},
+  };
+  static_assert(std::size(kNames) == kNumNodeKeys);
+  static_assert(std::is_sorted(std::begin(kNames), std::end(kNames),
+                               [](const auto& a, const auto& b) { return a.first < b.first; }));
+  NodeKeys& keys = it->second;
+  keys.fill(nullptr);
+  if (!j->is_object()) return keys;
+  for (auto m = j->begin(); m != j->end(); ++m) {
+    const std::string_view name = m.key();
+    auto f = std::lower_bound(std::begin(kNames), std::end(kNames), name,
+                              [](const auto& e, std::string_view n) { return e.first < n; });
+    if (f != std::end(kNames) && f->first == name) keys[f->second] = &*m;
+  }
+  return keys;
+}
+
 Result<Flat> Model::Expand(const Conj& in) {
   Flat flat;
   bool draft7 = s_.draft() == Draft::k7;
@@ -219,15 +262,16 @@ Result<Flat> Model::Expand(const Conj& in) {
       continue;
     }
     if (!j.is_object() || j.empty()) continue;
+    const NodeKeys& keys = KeysOf(n.j);
     bool original = s_.Info(n.j) != nullptr;
     if (!(n.skip & kSkipRef)) {
-      if (j.contains("$ref")) {
+      if (keys[kKeyRef] != nullptr) {
         const json* t = s_.RefTarget(n.j);
         if (!t) return Status(StatusCode::kInvalidSchema, "unresolved $ref", KwLoc(n.j, "$ref"));
         work.push_back({t, 0});
         if (draft7 && original) continue;  // draft-07: $ref overrides its siblings
       }
-      if (!draft7 && j.contains("$dynamicRef")) {
+      if (!draft7 && keys[kKeyDynamicRef] != nullptr) {
         const json* t = s_.DynamicRefTarget(n.j);
         if (!t) {
           return Status(StatusCode::kInvalidSchema, "unresolved $dynamicRef",
@@ -241,26 +285,27 @@ Result<Flat> Model::Expand(const Conj& in) {
         }
         work.push_back({t, 0});
       }
-      if (const json* ids = Kw(j, "$ls:node")) {
+      if (const json* ids = keys[kKeyLsNode]) {
         for (const json& i : *ids) work.push_back({table_[i.get<int>()], 0});
       }
     }
     if (!(n.skip & kSkipAllOf)) {
-      if (const json* all = Kw(j, "allOf"); all && all->is_array()) {
+      if (const json* all = keys[kKeyAllOf]; all && all->is_array()) {
         for (auto it = all->rbegin(); it != all->rend(); ++it) work.push_back({&*it, 0});
       }
     }
     if (!(n.skip & kSkipRewrite)) {
-      static const char* kRewritten[] = {"not",
-                                         "oneOf",
-                                         "if",
-                                         "dependentRequired",
-                                         "dependentSchemas",
-                                         "dependencies",
-                                         "unevaluatedProperties",
-                                         "unevaluatedItems"};
-      for (const char* kw : kRewritten) {
-        if (!j.contains(kw)) continue;
+      static constexpr std::pair<const char*, NodeKey> kRewritten[] = {
+          {"not", kKeyNot},
+          {"oneOf", kKeyOneOf},
+          {"if", kKeyIf},
+          {"dependentRequired", kKeyDependentRequired},
+          {"dependentSchemas", kKeyDependentSchemas},
+          {"dependencies", kKeyDependencies},
+          {"unevaluatedProperties", kKeyUnevaluatedProperties},
+          {"unevaluatedItems", kKeyUnevaluatedItems}};
+      for (const auto& [kw, key] : kRewritten) {
+        if (keys[key] == nullptr) continue;
         auto r = Rewrite(n.j, kw);
         if (!r.ok()) return r.status();
         if (*r) work.push_back({*r, 0});
@@ -294,7 +339,8 @@ Result<Flat> Model::Expand(const Conj& in) {
   for (const json* j : order) {
     std::uint16_t sk = skips[j];
     flat.leaves.push_back({j, sk});
-    if (flat.split < 0 && !(sk & kSkipAnyOf) && j->contains("anyOf")) {
+    if (flat.split < 0 && !(sk & kSkipAnyOf) && j->is_object() &&
+        KeysOf(j)[kKeyAnyOf] != nullptr) {
       flat.split = static_cast<int>(flat.leaves.size()) - 1;
     }
   }
@@ -306,20 +352,25 @@ bool Model::Contradictory(const std::vector<const json*>& leaves) const {
   std::vector<const std::string*> required, absent;
   std::vector<const json*> value_sets;  // enum arrays; a const as a one-value "set" below
   std::vector<const json*> consts;
+  std::vector<const json*> with_props;  // the leaves' `properties` (objects, not empty)
   for (const json* j : leaves) {
     if (!j->is_object()) continue;
-    if (const json* t = Kw(*j, "type")) types &= TypeBits(*t);
-    if (const json* t = Kw(*j, "$ls:types"); t && t->is_number_integer()) {
+    const NodeKeys& keys = KeysOf(j);
+    if (const json* t = keys[kKeyType]) types &= TypeBits(*t);
+    if (const json* t = keys[kKeyLsTypes]; t && t->is_number_integer()) {
       types &= t->get<std::uint8_t>();
     }
-    for (auto [kw, out] : {std::pair{"required", &required}, std::pair{"$ls:absent", &absent}}) {
-      if (const json* r = Kw(*j, kw); r && r->is_array()) {
+    for (auto [kw, out] : {std::pair{kKeyRequired, &required}, std::pair{kKeyLsAbsent, &absent}}) {
+      if (const json* r = keys[kw]; r && r->is_array()) {
         for (const json& x : *r)
           if (x.is_string()) out->push_back(&x.get_ref<const std::string&>());
       }
     }
-    if (const json* e = Kw(*j, "enum"); e && e->is_array()) value_sets.push_back(e);
-    if (const json* c = Kw(*j, "const")) consts.push_back(c);
+    if (const json* e = keys[kKeyEnum]; e && e->is_array()) value_sets.push_back(e);
+    if (const json* c = keys[kKeyConst]) consts.push_back(c);
+    if (const json* props = keys[kKeyProperties]; props && props->is_object() && !props->empty()) {
+      with_props.push_back(props);
+    }
   }
   // The required names, sorted and once each.
   std::vector<std::string_view> names;
@@ -338,12 +389,11 @@ bool Model::Contradictory(const std::vector<const json*>& leaves) const {
   // the common shape: two `if`s taken together with a negated one (which requires `kind`) are
   // cut here, so the alternatives grow with the number of kinds, not 2^kinds.
   if ((types & kTObject) && !names.empty()) {
-    for (std::string_view r : names) {
+    for (std::string_view r : with_props.empty() ? std::span<const std::string_view>()
+                                                 : std::span<const std::string_view>(names)) {
       std::vector<const json*> vals;
       bool constrained = false;
-      for (const json* j : leaves) {
-        const json* props = j->is_object() ? Kw(*j, "properties") : nullptr;
-        if (props == nullptr || !props->is_object()) continue;
+      for (const json* props : with_props) {
         auto p = props->find(std::string(r));
         // (A subschema with $ref is left alone: in draft-07 its siblings would not apply.)
         if (p == props->end() || !p->is_object() || p->contains("$ref")) continue;
@@ -1079,6 +1129,24 @@ bool MergeValueFacts(Facts& f, const std::string& k, const json& v) {
   return true;
 }
 
+// The keywords the Merge*Facts below know (every name they compare `k` with: keep the two in
+// step). BuildFacts skips any other member at once instead of comparing it with all of them;
+// most subschemas of a real schema carry a description, a title, a $ref or an applicator.
+bool IsFactKeyword(std::string_view k) {
+  static constexpr std::string_view kNames[] = {
+      "$ls:absent",       "$ls:notFormat",       "$ls:notIn",         "$ls:notMultipleOf",
+      "$ls:notPattern",   "$ls:someMember",      "$ls:types",         "additionalItems",
+      "additionalProperties", "const",           "contains",          "enum",
+      "exclusiveMaximum", "exclusiveMinimum",    "format",            "items",
+      "maxItems",         "maxLength",           "maxProperties",     "maximum",
+      "minItems",         "minLength",           "minProperties",     "minimum",
+      "multipleOf",       "pattern",             "patternProperties", "prefixItems",
+      "properties",       "propertyNames",       "required",          "type",
+      "unevaluatedItems", "unevaluatedProperties", "uniqueItems"};
+  static_assert(std::is_sorted(std::begin(kNames), std::end(kNames)));
+  return std::binary_search(std::begin(kNames), std::end(kNames), k);
+}
+
 // The object keywords: counts, required and absent names; *in_obj when the leaf constrains the
 // members (properties, patternProperties, ...: planned from f.obj).
 bool MergeObjectFacts(Facts& f, const std::string& k, const json& v, bool draft7, bool* in_obj) {
@@ -1111,6 +1179,7 @@ Result<Facts> Model::BuildFacts(const Flat& flat) {
     if (!j.is_object()) continue;
     bool in_obj = false, in_arr = false;
     for (auto& [k, v] : j.items()) {
+      if (!IsFactKeyword(k)) continue;
       if (MergeValueFacts(f, k, v) || MergeObjectFacts(f, k, v, draft7, &in_obj)) continue;
       LOCKSTEP_ASSIGN_OR_RETURN(bool merged, MergeNumberFacts(f, leaf.j, k, v));
       if (merged) continue;
