@@ -310,13 +310,13 @@ class Emitter {
     // that made two strings was most of the time of conjunction-heavy schemas; and only for a
     // conjunction met for the first time: sorting every lookup's locations was a fifth of the
     // compile of JsonSchemaStore's task.json, 3,840 rules.)
-    std::vector<std::pair<std::string, Node>> by_loc;
+    std::vector<std::pair<const std::string*, Node>> by_loc;
     by_loc.reserve(c.size());
-    for (const Node& n : c) by_loc.emplace_back(m_.Loc(n.j), n);
+    for (const Node& n : c) by_loc.emplace_back(&m_.CachedLoc(n.j), n);
     std::stable_sort(by_loc.begin(), by_loc.end(),
-                     [](const auto& a, const auto& b) { return a.first < b.first; });
+                     [](const auto& a, const auto& b) { return *a.first < *b.first; });
     for (std::size_t i = 0; i < c.size(); ++i) c[i] = by_loc[i].second;
-    std::string loc = c.empty() ? "" : m_.Loc(c[0].j);
+    std::string loc = c.empty() ? "" : *by_loc[0].first;
     if (o_.deadline.Poll()) return o_.deadline.Error(loc);
     if (depth > o_.max_depth) {
       return Status(
@@ -918,7 +918,9 @@ class Emitter {
     auto ref = [&](const State& s) {
       auto [it, fresh] = rule_of.try_emplace(s, -1);
       if (fresh) {
-        it->second = NewRule("a" + std::to_string(g_.rules.size()));
+        std::string name = "a";  // (not "a" + ...: GCC 12 warns, wrongly, of overlapping memcpy)
+        name += std::to_string(g_.rules.size());
+        it->second = NewRule(name);
         todo.emplace_back(s, it->second);
       }
       return Ref(it->second);

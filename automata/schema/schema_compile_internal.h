@@ -176,6 +176,9 @@ class Model {
   }
 
   std::string Loc(const json* j) const;
+  // Loc(j), computed once per node and kept for the Model's life (a conjunction's nodes are
+  // sorted by location each time one is compiled).
+  const std::string& CachedLoc(const json* j);
   std::string KwLoc(const json* j, const std::string& kw) const {
     return Loc(j) + JsonPointerSegmentOf(kw);
   }
@@ -373,6 +376,7 @@ class Model {
   // (`j` an object.)
   const NodeKeys& KeysOf(const json* j) const;
   mutable std::unordered_map<const json*, NodeKeys> node_keys_;
+  std::unordered_map<const json*, std::string> loc_cache_;
 
   const Schema& s_;
   SchemaCompileOptions o_;

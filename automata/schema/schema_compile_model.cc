@@ -146,6 +146,12 @@ std::string Model::Loc(const json* j) const {
   return it == synth_loc_.end() ? "" : it->second;
 }
 
+const std::string& Model::CachedLoc(const json* j) {
+  auto [it, fresh] = loc_cache_.try_emplace(j);
+  if (fresh) it->second = Loc(j);
+  return it->second;
+}
+
 void Model::RegisterLocs(const json* j, const std::string& loc) {
   if (s_.Info(j)) return;
   synth_loc_.emplace(j, loc);
@@ -237,18 +243,62 @@ const Model::NodeKeys& Model::KeysOf(const json* j) const {
   return keys;
 }
 
+namespace {
+// The nodes one expansion has met: open addressing, no allocation per node (a std::set's was a
+// twentieth of a big schema's compile).
+class NodeSet {
+ public:
+  // True when n was not in the set.
+  bool Insert(const Node& n) {
+    if ((size_ + 1) * 2 > slots_.size()) Grow();
+    if (Place(slots_, n)) {
+      ++size_;
+      return true;
+    }
+    return false;
+  }
+
+ private:
+  static std::size_t Hash(const Node& n) {
+    const std::uint64_t x = (static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(n.j)) ^
+                             (std::uint64_t{n.skip} << 48)) *
+                            0x9E3779B97F4A7C15ull;
+    return static_cast<std::size_t>(x >> 32);
+  }
+  static bool Place(std::vector<Node>& slots, const Node& n) {
+    const std::size_t mask = slots.size() - 1;
+    for (std::size_t i = Hash(n) & mask;; i = (i + 1) & mask) {
+      if (slots[i].j == nullptr) {
+        slots[i] = n;
+        return true;
+      }
+      if (slots[i] == n) return false;
+    }
+  }
+  void Grow() {
+    std::vector<Node> bigger(std::max<std::size_t>(64, slots_.size() * 2));
+    for (const Node& n : slots_) {
+      if (n.j != nullptr) Place(bigger, n);
+    }
+    slots_ = std::move(bigger);
+  }
+  std::vector<Node> slots_;  // (j null: empty; a node's j never is)
+  std::size_t size_ = 0;
+};
+}  // namespace
+
 Result<Flat> Model::Expand(const Conj& in) {
   Flat flat;
   bool draft7 = s_.draft() == Draft::k7;
   std::vector<Node> work(in.rbegin(), in.rend());
-  std::set<Node> seen;
+  NodeSet seen;
   std::vector<const json*> order;
   std::unordered_map<const json*, std::uint16_t> skips;
   std::size_t steps = 0;
   while (!work.empty()) {
     Node n = work.back();
     work.pop_back();
-    if (!seen.insert(n).second) continue;
+    if (!seen.Insert(n)) continue;
     if (++steps > 1000000) {
       return Status(StatusCode::kResourceLimit, "schema expansion too large", Loc(n.j));
     }
