@@ -113,7 +113,9 @@ BM_SchemaTraceMask).
                          not replayed. Default: no budget of the bench's own (compiles still
                          stop at CompileOptions' default deadline, counted as timed out too)
   --per-schema FILE      writes one JSON line per schema: file, status (compiled, failed,
-                         timeout), error, compile_us and first_mask_us, mask_us {p50, max, n}
+                         timeout), error, compile_us and first_mask_us, compile_phases_us
+                         {source: the schema to a normalised grammar, lowering: its rules to
+                         automata, tables: the runtime's tables}, mask_us {p50, max, n}
                          of its valid replays, the slowest fill (test index, token step, µs and
                          its trace: what the fill did, Matcher::LastFillTrace: positions walked,
                          through a string-body view or the parser, views built, positions from
@@ -691,6 +693,13 @@ ojson RecordJson(const SchemaFile& f, const SchemaRecord& r) {
   auto us = [](double v) { return v < 0 ? ojson(nullptr) : ojson(v); };
   o["compile_us"] = us(r.compile_us);
   o["first_mask_us"] = us(r.first_mask_us);
+  if (r.stats.is_grammar) {
+    // Where the compile went (CompiledGrammarStats): the schema compiled to a normalised
+    // grammar, its rules lowered into automata, the runtime's tables.
+    o["compile_phases_us"] = {{"source", r.stats.source_ms * 1000},
+                              {"lowering", r.stats.compile_ms * 1000},
+                              {"tables", r.stats.tables_ms * 1000}};
+  }
   const Samples::Summary m = r.mask_valid.Summarize();
   o["mask_us"] = m.n == 0 ? ojson{{"p50", nullptr}, {"max", nullptr}, {"n", 0}}
                           : ojson{{"p50", m.p50}, {"max", m.max}, {"n", m.n}};

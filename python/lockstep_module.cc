@@ -727,6 +727,8 @@ void BindCompiledGrammar(py::module_& m) {
         d["byte_classes"] = s.byte_classes;
         d["accepting_states"] = s.accepting_states;
         d["compile_ms"] = s.compile_ms;
+        d["source_ms"] = s.source_ms;
+        d["tables_ms"] = s.tables_ms;
         d["cached_masks"] = s.cached_masks;
         d["mask_cache_bytes"] = s.mask_cache_bytes;
         d["rules"] = s.rules;

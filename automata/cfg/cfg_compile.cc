@@ -11,18 +11,27 @@
 
 namespace lockstep {
 
+namespace {
+
+double MsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
 Result<std::shared_ptr<const CompiledGrammar>> CompileGrammarIrUnder(
     const GrammarCompiler& compiler, const grammar::Grammar& ir, const CompileOptions& options,
-    const CompileDeadline& deadline) {
+    const CompileDeadline& deadline, double source_ms) {
   auto t0 = std::chrono::steady_clock::now();
   Result<CfgProgram> program =
       CompileCfg(ir, compiler.vocabulary(), CfgOptionsFrom(options, deadline));
   if (!program.ok()) return program.status();
-  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                  .count();
+  const double ms = MsSince(t0);
+  t0 = std::chrono::steady_clock::now();
   auto cfg = std::make_unique<CfgGrammar>(compiler.vocabulary_ptr(),
                                           GrammarAccess::Trie(compiler),
                                           std::move(program).value(), options, ms, &deadline);
+  cfg->SetPhaseTimes(source_ms, MsSince(t0));
   if (!cfg->FoldStoppedAt().empty()) {
     return deadline.Error("rule '" + cfg->FoldStoppedAt() + "' (folding its states for tokens)");
   }
@@ -61,6 +70,7 @@ Result<std::shared_ptr<const CompiledGrammar>> GrammarCompiler::CompileGrammar(
                   "unknown grammar syntax '" + std::string(syntax) + "' (auto, gbnf, lark)");
   }
   const CompileDeadline deadline = DeadlineOf(options);
+  const auto t0 = std::chrono::steady_clock::now();
   grammar::GrammarParseOptions po;
   po.max_repeat = options.max_repeat;
   Result<grammar::Grammar> ir = grammar::ParseGrammar(text, sx, po);
@@ -69,7 +79,7 @@ Result<std::shared_ptr<const CompiledGrammar>> GrammarCompiler::CompileGrammar(
     warnings->insert(warnings->end(), ir->warnings.begin(), ir->warnings.end());
   }
   grammar::DropUnreachableRules(*ir);  // unused rules are warnings: never lowered
-  return CompileGrammarIrUnder(*this, *ir, options, deadline);
+  return CompileGrammarIrUnder(*this, *ir, options, deadline, MsSince(t0));
 }
 
 schema::SchemaCompileOptions schema::SchemaOptionsFrom(const CompileOptions& options,
@@ -125,8 +135,10 @@ Result<std::shared_ptr<const CompiledGrammar>> GrammarCompiler::CompileSchema(
     std::string_view schema_json, const CompileOptions& options,
     std::vector<std::string>* warnings) const {
   const CompileDeadline deadline = DeadlineOf(options);
+  const auto t0 = std::chrono::steady_clock::now();
   auto g = SchemaGrammarUnder(schema_json, options, deadline, warnings);
   if (!g.ok()) return g.status();
+  const double source_ms = MsSince(t0);
   CompileOptions lowered = options;
   if (lowered.max_unrolled_states <= 0) lowered.max_unrolled_states = kSchemaUnrolledStates;
   // A schema's counts (maxLength, maxItems, maxProperties...) lower to native counter rules whose
@@ -134,7 +146,7 @@ Result<std::shared_ptr<const CompiledGrammar>> GrammarCompiler::CompileSchema(
   // automata have their own state budgets), so max_repeat, which bounds repetitions written in
   // grammar and regex text, does not apply to them: 2^31 does (the schema compiler's check).
   lowered.max_repeat = std::numeric_limits<std::int32_t>::max();
-  return CompileGrammarIrUnder(*this, g->grammar, lowered, deadline);
+  return CompileGrammarIrUnder(*this, g->grammar, lowered, deadline, source_ms);
 }
 
 Result<std::string> SchemaToGbnf(std::string_view schema_json, const CompileOptions& options,

@@ -581,6 +581,8 @@ CfgStats CfgGrammar::Stats() const {
   }
   s.cache_bytes = cache_bytes_.load();
   s.compile_ms = compile_ms_;
+  s.source_ms = source_ms_;
+  s.tables_ms = tables_ms_;
   return s;
 }
 
@@ -599,6 +601,8 @@ CompiledGrammarStats CfgGrammar::CompiledStats() const {
   s.dfa_states = c.states;
   s.byte_classes = c.byte_classes;
   s.compile_ms = c.compile_ms;
+  s.source_ms = c.source_ms;
+  s.tables_ms = c.tables_ms;
   s.cached_masks = c.cached_masks;
   s.mask_cache_bytes = c.cache_bytes;
   s.rules = c.rules;

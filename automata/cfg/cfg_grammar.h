@@ -161,6 +161,7 @@ struct CfgStats {
   std::int32_t signatures = 0;
   std::int64_t cache_bytes = 0;
   double compile_ms = 0;
+  double source_ms = 0, tables_ms = 0;  // (CompiledGrammarStats)
 };
 
 // A grammar already in the IR (what the JSON Schema compiler produces), compiled for the
@@ -170,9 +171,10 @@ Result<std::shared_ptr<const CompiledGrammar>> CompileGrammarIr(const GrammarCom
                                                                 const CompileOptions& options = {});
 // The same under a deadline the caller started (a compile made of several phases, such as
 // CompileSchema or CompileStructured, runs under one).
+// `source_ms`: the time the caller took to make `ir` (CompiledGrammarStats::source_ms).
 Result<std::shared_ptr<const CompiledGrammar>> CompileGrammarIrUnder(
     const GrammarCompiler& compiler, const grammar::Grammar& ir, const CompileOptions& options,
-    const CompileDeadline& deadline);
+    const CompileDeadline& deadline, double source_ms = 0);
 
 class CfgGrammar : public TokenAutomaton {
  public:
@@ -299,6 +301,11 @@ class CfgGrammar : public TokenAutomaton {
   void WaitForBackground() const;
   bool BackgroundDone() const { return bg_done_.load(std::memory_order_acquire); }
   CfgStats Stats() const;
+  // The compile's other phases (CompiledGrammarStats::source_ms, tables_ms), for Stats.
+  void SetPhaseTimes(double source_ms, double tables_ms) {
+    source_ms_ = source_ms;
+    tables_ms_ = tables_ms;
+  }
 
  private:
   friend class ArtifactCodec;  // automata/artifact/artifact.cc reads and restores the caches
@@ -438,6 +445,7 @@ class CfgGrammar : public TokenAutomaton {
   CfgProgram program_;
   CompileOptions options_;
   double compile_ms_;
+  double source_ms_ = 0, tables_ms_ = 0;  // set by CompileGrammarIrUnder (SetPhaseTimes)
   std::int32_t width_;
   std::int32_t max_depth_;
   std::int64_t max_step_items_;

@@ -126,7 +126,7 @@ struct CompiledGrammarStats {
   std::int32_t dfa_states = 0;       // regex: including the dead state; grammar: all rule DFAs
   std::int32_t byte_classes = 0;
   std::int32_t accepting_states = 0;
-  double compile_ms = 0;             // regex -> minimal byte DFA
+  double compile_ms = 0;             // regex -> minimal byte DFA; grammar: rules -> automata
   std::int32_t cached_masks = 0;     // states whose token mask is cached now
   std::int64_t mask_cache_bytes = 0;
   // Grammars only.
@@ -137,6 +137,14 @@ struct CompiledGrammarStats {
   std::int64_t accepted_tokens = 0;   // context-independent accepted, summed over positions
   std::int64_t uncertain_tokens = 0;  // (token, split) pairs checked against the stack
   std::int32_t signatures = 0;        // distinct parser states interned
+  // Grammars: the rest of the compile's time, in ms, beside compile_ms (its rules lowered into
+  // byte automata). source_ms: the grammar text parsed into the IR, or the JSON Schema loaded
+  // and compiled into a normalised grammar (0 when the IR was given, or for an artifact);
+  // tables_ms: the runtime's tables built from the automata (follow sets, repetition edges,
+  // states folded for tokens, the program's fingerprint; 0 for an artifact). A compile's time
+  // is about their sum, so a slow compile says which phase to look at.
+  double source_ms = 0;
+  double tables_ms = 0;
 };
 
 class TokenTrie;

@@ -241,6 +241,15 @@ class ArtifactTest(unittest.TestCase):
                 self.assertEqual(finish, "eos")
                 self.assertEqual(ids, ref)
 
+    def test_stats_say_where_the_compile_went(self):
+        g = lockstep.compile_schema(vocab(), schema_text())
+        s = g.stats()
+        for phase in ("source_ms", "compile_ms", "tables_ms"):
+            self.assertGreater(s[phase], 0, phase)
+        # An artifact is not compiled: it has no phases of its own.
+        loaded = lockstep.load_artifact(vocab(), g.to_bytes())
+        self.assertEqual(loaded.stats()["source_ms"], 0)
+
     def test_bad_artifacts_raise(self):
         data = lockstep.compile_regex(vocab(), "[0-9]{3}").to_bytes()
         for bad, needle in ((data[: len(data) // 2], "truncated"),
