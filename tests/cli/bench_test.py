@@ -189,6 +189,11 @@ class Bench(unittest.TestCase):
                  "tails", "restore", "union"}
         for name, rec in schemas.items():
             self.assertEqual(rec["status"], "compiled")
+            # The compile's phases, each timed, within the compile they are part of.
+            phases = rec["compile_phases_us"]
+            self.assertEqual(sorted(phases), ["lowering", "source", "tables"])
+            self.assertTrue(all(v > 0 for v in phases.values()), phases)
+            self.assertLessEqual(sum(phases.values()), rec["compile_us"])
             mine = [m for m in masks if os.path.basename(m["file"]) == name]
             self.assertEqual(len(mine), rec["mask_us"]["n"], name)
             slowest = max(mine, key=lambda m: m["us"])
