@@ -348,7 +348,8 @@ class Model {
   // subschemas about twenty keywords, and the same subschemas come back in thousands of
   // conjunctions: one map lookup per keyword each time was a third of the compile of
   // JsonSchemaStore's task.json (3,842 rules). Subschemas are never changed once made (the
-  // schema's own, and Own's, kept in a deque), so their addresses are their identity.
+  // schema's own, and MakeSynth's, kept in a deque), so their addresses are their identity.
+  // (One compile's Model is used by one thread: the caches are not locked.)
   enum NodeKey : std::uint8_t {
     kKeyRef,
     kKeyDynamicRef,
@@ -373,7 +374,7 @@ class Model {
     kNumNodeKeys
   };
   using NodeKeys = std::array<const json*, kNumNodeKeys>;
-  // (`j` an object.)
+  // (All null for a `j` that is not an object.)
   const NodeKeys& KeysOf(const json* j) const;
   mutable std::unordered_map<const json*, NodeKeys> node_keys_;
   std::unordered_map<const json*, std::string> loc_cache_;
