@@ -223,15 +223,19 @@ Result<ObjectPlan> Model::PlanObject(const Facts& f) {
   // A name's rank is the least (group, where, place) it is offered at. `where` numbers the
   // subschemas' locations in their sorted order (equal locations alike): comparing the numbers
   // orders as comparing the locations did, without copying a location per name.
-  std::vector<std::pair<std::string, std::size_t>> locs;  // (location, index in f.obj)
-  for (std::size_t x = 0; x < f.obj.size(); ++x) {
-    const json* props = Kw(*f.obj[x], "properties");
-    if (props && props->is_object()) locs.emplace_back(Loc(f.obj[x]), x);
+  // (Each subschema's keywords looked up once, not once per key: an object of 30 names under
+  // seven merged subschemas asked them 1,500 times.)
+  const std::vector<PropSource> sources = PropSources(f);
+  std::vector<std::pair<const std::string*, std::size_t>> locs;  // (location, index in f.obj)
+  for (std::size_t x = 0; x < sources.size(); ++x) {
+    if (sources[x].props != nullptr) locs.emplace_back(&CachedLoc(sources[x].j), x);
   }
-  std::sort(locs.begin(), locs.end());
+  std::sort(locs.begin(), locs.end(), [](const auto& a, const auto& b) {
+    return *a.first != *b.first ? *a.first < *b.first : a.second < b.second;
+  });
   std::vector<std::size_t> where_of(f.obj.size(), 0);
   for (std::size_t n = 0, ordinal = 0; n < locs.size(); ++n) {
-    if (n > 0 && locs[n].first != locs[n - 1].first) ++ordinal;
+    if (n > 0 && *locs[n].first != *locs[n - 1].first) ++ordinal;
     where_of[locs[n].second] = ordinal;
   }
   using Rank = std::tuple<int, std::size_t, std::size_t>;
@@ -241,10 +245,10 @@ Result<ObjectPlan> Model::PlanObject(const Facts& f) {
     auto [it, added] = rank.emplace(k, key);
     if (!added && key < it->second) it->second = key;
   };
-  for (std::size_t x = 0; x < f.obj.size(); ++x) {
-    const json* j = f.obj[x];
-    const json* props = Kw(*j, "properties");
-    if (!props || !props->is_object()) continue;
+  for (std::size_t x = 0; x < sources.size(); ++x) {
+    const json* j = sources[x].j;
+    const json* props = sources[x].props;
+    if (props == nullptr) continue;
     const std::size_t where = where_of[x];
     std::size_t i = 0;
     const NodeInfo* info = s_.Info(j);
@@ -271,9 +275,6 @@ Result<ObjectPlan> Model::PlanObject(const Facts& f) {
   order.reserve(ranked.size());
   for (const auto& [r, k] : ranked) order.push_back(*k);
   p.declared.insert(order.begin(), order.end());
-  // (Each subschema's keywords looked up once, not once per key: an object of 30 names under
-  // seven merged subschemas asked them 1,500 times.)
-  const std::vector<PropSource> sources = PropSources(f);
   for (const std::string& k : order) {
     Member m;
     m.key = k;
