@@ -449,6 +449,14 @@ void CfgGrammar::ComputeFollow() {
       class_order_.push_back(c);
     }
   }
+  for (int b = 0; b < 256; ++b) {
+    const std::int32_t c = p.byte_class[b];
+    if (!class_runs_.empty() && class_runs_.back().second == c) {
+      class_runs_.back().first = static_cast<std::uint8_t>(b);
+    } else {
+      class_runs_.emplace_back(static_cast<std::uint8_t>(b), c);
+    }
+  }
   ComputeRepeatEdges(class_bytes);
   follow_bits_.assign(follow.begin(), follow.end());
   follow_.assign(p.NumRules(), std::array<bool, 256>{});

@@ -330,7 +330,7 @@ class CfgGrammar : public TokenAutomaton {
   void UnionOf(const CfgPosition* const* positions, std::int32_t n,
                std::span<std::uint32_t> out) const;
   // A position: one walk of the token trie from the item's state (WalkTrie), or, when the state
-  // lies in a wide byte loop (RegionTable), the vocabulary's shared view of that region plus a
+  // lies in a wide byte loop (RegionRuns), the vocabulary's shared view of that region plus a
   // walk of only the tokens that leave it.
   std::unique_ptr<CfgPosition> ComputePosition(const EarleyItem& it, bool regions = true) const;
   struct WalkScratch;
@@ -374,7 +374,7 @@ class CfgGrammar : public TokenAutomaton {
   // s (it starts from the loop's anchor), which the caller takes out and walks; follow: first
   // bytes whose results may be right, below which s's path and the view's are followed
   // (FollowBesideView).
-  // RegionTable's steps. A plain state has no rule edge and cannot finish its rule without a
+  // RegionRuns' steps. A plain state has no rule edge and cannot finish its rule without a
   // byte. Plain states x and y are equivalent when they have the same acceptance and, class by
   // class, both dead or equivalent again, states that are not plain being the same state (a
   // rule's automaton is not minimised: a string body's first character, `minLength: 1`, has
@@ -386,6 +386,42 @@ class CfgGrammar : public TokenAutomaton {
   static constexpr std::int64_t kMaxEquivalentPairs = 64, kEquivalenceWork = 64 * 256;
   bool EquivalentPlainStates(StateId x, StateId y, std::int64_t& work) const;
   std::vector<std::pair<std::int32_t, StateId>> SuccessorsByBytes(StateId x) const;
+  // A region's table in run form (TokenTrie::TableOfRuns), interned per grammar, with its view
+  // once looked up.
+  struct RegionKey {
+    std::vector<std::int16_t> runs;
+    mutable std::atomic<const TokenTrie::RegionView*> view{nullptr};
+  };
+  // RegionBuilder's work for a wide loop entered by its anchor's own row: the loop's states,
+  // their numbering and the table, the same for every state that enters that way (the anchor
+  // itself, a state before it that goes where it goes, a state a view of its own would not
+  // pay for). A grammar's strings meet the same anchor at several positions (Glaive: half of
+  // the plans), each of which explored, numbered and tabled the loop again (about 130,000
+  // instructions for a JSON string body's 27 states). Per grammar, bounded by
+  // kAnchorRegionBytes (past it, plans are built as before).
+  struct AnchorRegion {
+    std::vector<StateId> loop;      // the loop's states (RegionBuilder's InLoop)
+    std::vector<StateId> numbered;  // region states 1.. (0 is the position's own state)
+    std::shared_ptr<const RegionKey> key;
+  };
+  static constexpr std::int64_t kAnchorRegionBytes = std::int64_t{1} << 20;
+  std::shared_ptr<const AnchorRegion> FindAnchorRegion(StateId anchor) const;
+  // The key interned (null past the budget).
+  std::shared_ptr<const RegionKey> KeepAnchorRegion(StateId anchor, std::vector<StateId> loop,
+                                                    std::vector<StateId> numbered,
+                                                    const std::vector<std::int16_t>& runs) const;
+  mutable std::mutex anchor_mu_;
+  mutable std::unordered_map<StateId, std::shared_ptr<const AnchorRegion>> anchor_regions_;
+  struct RunsHash {
+    std::size_t operator()(const std::vector<std::int16_t>& runs) const {
+      std::uint64_t h = 0x9E3779B97F4A7C15ull ^ runs.size();
+      for (const std::int16_t v : runs) h = (h ^ static_cast<std::uint16_t>(v)) * 0x100000001B3ull;
+      return static_cast<std::size_t>(h ^ (h >> 29));
+    }
+  };
+  mutable std::unordered_map<std::vector<std::int16_t>, std::shared_ptr<const RegionKey>, RunsHash>
+      region_keys_;
+  mutable std::int64_t anchor_region_bytes_ = 0;
   class RegionBuilder;
   // First bytes on which s differs from the view's entry row (the anchor's) but goes to a plain
   // state, where the two paths are followed together below (FollowBesideView).
@@ -395,10 +431,12 @@ class CfgGrammar : public TokenAutomaton {
     std::array<std::uint64_t, 4> bytes{}, viewed{};
     StateId anchor = CfgProgram::kDead;
   };
-  std::vector<std::int16_t> RegionTable(StateId s, std::vector<StateId>& states,
+  // The table of s's region in run form (TokenTrie::TableOfRuns), empty when there is none.
+  std::vector<std::int16_t> RegionRuns(StateId s, std::vector<StateId>& states,
                                         std::array<std::uint64_t, 4>& first_exits,
                                         std::array<std::uint64_t, 4>& removed,
-                                        RegionFollow& follow) const;
+                                        RegionFollow& follow,
+                                        std::shared_ptr<const RegionKey>* interned = nullptr) const;
   // A trie node below which a view's results do not hold for the position's state: its tokens
   // are taken out of them and walked from `from`, the (plain) state at the node's parent, at
   // depth `depth` (the parent's).
@@ -408,7 +446,7 @@ class CfgGrammar : public TokenAutomaton {
     std::int32_t depth;
   };
   // s's path and the view's (from follow.anchor's row, through the region `states` of
-  // RegionTable) followed together over the trie below the first bytes follow.bytes, while
+  // RegionRuns) followed together over the trie below the first bytes follow.bytes, while
   // they differ and both are in plain states: the nodes where they part for good (s dies where
   // the view goes on, or leaves the region elsewhere) are `leaves`. A first byte whose subtree
   // takes more than a bounded walk or has too many leaves moves to `removed` (taken out whole).
@@ -417,15 +455,16 @@ class CfgGrammar : public TokenAutomaton {
   // Trie children stepped in all (a first byte still followed past them is taken out whole, and
   // so are those after it), and leaves under one first byte.
   static constexpr std::int32_t kFollowSteps = 4096, kFollowLeaves = 32;
-  // How the position of s uses a view: RegionTable, FollowBesideView, and the choice. The table
-  // is empty (no view: s's position is a walk of the trie) when there is none, or when the
-  // first bytes taken out of its results whole hold more tokens than those it keeps (a key
+  // How the position of s uses a view: RegionRuns, FollowBesideView, and the choice. The table
+  // (in run form) is empty (no view: s's position is a walk of the trie) when there is none, or
+  // when the first bytes taken out of its results whole hold more tokens than those it keeps (a key
   // choice's state that sends a few letters into a string body and nothing else; a count of
   // characters whose paths never join the loop's).
   std::vector<std::int16_t> RegionPlan(StateId s, std::vector<StateId>& states,
                                        std::array<std::uint64_t, 4>& first_exits,
                                        std::array<std::uint64_t, 4>& removed,
-                                       std::vector<ViewLeaf>& leaves) const;
+                                       std::vector<ViewLeaf>& leaves,
+                                       std::shared_ptr<const RegionKey>* interned = nullptr) const;
   // The interned signature of set k (-1: none, over the budget). sigs[j] caches set j's
   // (kUnsigned: not computed yet); only the sets on k's origin chains are computed.
   static constexpr std::int32_t kUnsigned = -2;
@@ -557,6 +596,8 @@ class CfgGrammar : public TokenAutomaton {
   std::vector<std::array<std::uint64_t, 4>> first_bytes_;
   std::vector<std::int32_t> class_size_;  // bytes per byte class
   std::vector<std::int32_t> class_order_;  // the byte classes in the order of their first byte
+  // The bytes as maximal runs of one class, in byte order: (last byte, class).
+  std::vector<std::pair<std::uint8_t, std::int32_t>> class_runs_;
   std::vector<std::uint16_t> first_count_;  // per state: bytes in first_bytes_
   bool FirstByte(StateId s, std::uint8_t b) const {
     return (first_bytes_[s][b >> 6] >> (b & 63)) & 1;

@@ -38,12 +38,17 @@ class CfgGrammarPeer {
     return g_.ComputePosition({g_.program_.state_rule[s], s, 0, 0}, /*regions=*/false);
   }
   int RegionUseOfState(StateId s) const { return g_.RegionUseOfState(s); }
+  // The anchors whose loop the grammar keeps (CfgGrammar::AnchorRegion).
+  std::size_t AnchorRegionsKept() const {
+    std::lock_guard<std::mutex> lock(g_.anchor_mu_);
+    return g_.anchor_regions_.size();
+  }
   // The table of the region view the position of s uses (empty: none).
   std::vector<std::int16_t> RegionTableOfState(StateId s) const {
     std::vector<StateId> states;
     std::array<std::uint64_t, 4> first_exits, removed;
     std::vector<CfgGrammar::ViewLeaf> leaves;
-    return g_.RegionPlan(s, states, first_exits, removed, leaves);
+    return TokenTrie::TableOfRuns(g_.RegionPlan(s, states, first_exits, removed, leaves));
   }
   // For a position of s from a view: the first bytes whose subtrees are taken out of the view's
   // results whole, those below which s's path is followed beside the view's
@@ -61,7 +66,7 @@ class CfgGrammarPeer {
     if (g_.RegionPlan(s, states, first_exits, removed, leaves).empty()) return cuts;
     CfgGrammar::RegionFollow follow;
     std::array<std::uint64_t, 4> unused_exits, unused_removed;
-    g_.RegionTable(s, states, unused_exits, unused_removed, follow);
+    g_.RegionRuns(s, states, unused_exits, unused_removed, follow);
     for (int b = 0; b < 256; ++b) {
       const bool whole = (removed[b >> 6] >> (b & 63)) & 1;
       if (whole) cuts.first_bytes.push_back(static_cast<std::uint8_t>(b));

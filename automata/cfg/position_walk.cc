@@ -1385,7 +1385,7 @@ std::vector<std::pair<std::int32_t, StateId>> CfgGrammar::SuccessorsByBytes(Stat
   return targets;
 }
 
-// RegionTable's steps, over one question (the region of `s`): the anchor on the wide loop, the
+// RegionRuns' steps, over one question (the region of `s`): the anchor on the wide loop, the
 // loop's states, the row s enters the loop by, the canonical numbering, the table.
 class CfgGrammar::RegionBuilder {
  public:
@@ -1394,6 +1394,8 @@ class CfgGrammar::RegionBuilder {
   std::vector<std::int16_t> Build(std::vector<StateId>& states,
                                   std::array<std::uint64_t, 4>& first_exits,
                                   std::array<std::uint64_t, 4>& removed, RegionFollow& follow);
+  // The run form Build returned, interned with its anchor's (when s entered by the anchor's row).
+  std::shared_ptr<const RegionKey> interned;
 
  private:
   // Bytes on a self-loop that make a loop worth sharing. 16: a pattern's `[a-z0-9-]+` (37
@@ -1405,7 +1407,11 @@ class CfgGrammar::RegionBuilder {
 
   TransitionRow Row(StateId t) const { return p_.Row(t); }
   bool Plain(StateId t) const { return g_.PlainState(t); }
+  // (A state with fewer first bytes has no wide loop, and no state equivalent to one: most
+  // states a fill meets, a literal's, are told so without reading their rows.)
+  bool FewBytes(StateId t) const { return g_.first_count_[t] < kWideLoop; }
   bool WideLoop(StateId t) const {
+    if (FewBytes(t)) return false;
     const TransitionRow row = Row(t);
     int loop = 0;
     for (std::int32_t c = 0; c < p_.num_classes; ++c) loop += row[c] == t ? g_.class_size_[c] : 0;
@@ -1436,11 +1442,10 @@ class CfgGrammar::RegionBuilder {
   // whether s goes where the anchor goes (same_). With `force`, the anchor's row whatever s
   // does (the caller follows s's differences beside the view).
   void ChooseEntryRow(bool force);
-  // The table of the states numbered (NumberStates), entering by entry_row_.
-  std::vector<std::int16_t> Table(const std::vector<StateId>& states) const;
-  // states: s, then the loop's states breadth-first in byte order (canonical); false if the
-  // region has more than kMaxRegion states.
-  bool NumberStates(std::vector<StateId>& states);
+  // states: s, then the loop's states breadth-first in byte order (canonical), and the table of
+  // the states numbered, entering by entry_row_, in run form (TokenTrie::TableOfRuns); false if
+  // the region has more than kMaxRegion states.
+  bool NumberStates(std::vector<StateId>& states, std::vector<std::int16_t>& runs);
   bool RegionTarget(StateId t) const {
     return t != CfgProgram::kDead && Plain(t) && region_index_.Find(t) >= 0;
   }
@@ -1468,7 +1473,7 @@ StateId CfgGrammar::RegionBuilder::FindAnchor() {
   for (std::size_t k = 0; k < targets.size() && k < 8; ++k) {
     if (WideLoop(targets[k].second)) return targets[k].second;
   }
-  if (!targets.empty()) {
+  if (!targets.empty() && !FewBytes(targets[0].second)) {
     // Two bytes before the loop: s's main successor is the body's first character, a state
     // equivalent to the loop's (`minLength: 1`). s then uses the loop's view as a state one
     // byte before it does (ChooseEntryRow).
@@ -1489,7 +1494,7 @@ StateId CfgGrammar::RegionBuilder::FindAnchor() {
   // table would be one per grammar with nothing to share.
   StateId x = s_;
   std::vector<std::pair<std::int32_t, StateId>> later;
-  for (int i = 0; i < kMaxChain; ++i) {
+  for (int i = 0; i < kMaxChain && !FewBytes(x); ++i) {
     const auto& next = i == 0 ? targets : (later = g_.SuccessorsByBytes(x));  // (s's: above)
     if (next.empty() || -next[0].first < kWideLoop) break;
     const StateId t = next[0].second;
@@ -1516,6 +1521,7 @@ void CfgGrammar::RegionBuilder::ExploreLoop() {
   const std::int32_t nc = p_.num_classes;
   // Forward from the anchor through plain states (bounded), keeping the edges.
   std::vector<std::pair<std::int16_t, std::int16_t>> edges;  // (to, from), distinct
+  edges.reserve(256);
   std::array<std::int16_t, kMaxExplored> last_from;
   last_from.fill(-1);
   insert(anchor_);
@@ -1623,51 +1629,55 @@ void CfgGrammar::RegionBuilder::ChooseEntryRow(bool force) {
 }
 
 // The loop's states follow s, numbered breadth-first in byte order (each class at its first
-// byte): canonical. (s is among them too when it is on the loop.)
-bool CfgGrammar::RegionBuilder::NumberStates(std::vector<StateId>& states) {
+// byte): canonical. (s is among them too when it is on the loop.) A row's targets are numbered
+// as the row is read, so its entries are known then: the table comes in the same pass.
+bool CfgGrammar::RegionBuilder::NumberStates(std::vector<StateId>& states,
+                                             std::vector<std::int16_t>& runs) {
+  runs.clear();
   states.push_back(s_);
-  for (std::size_t k = 0; k < states.size(); ++k) {
-    const TransitionRow row = k == 0 ? entry_row_ : Row(states[k]);
-    StateId last = CfgProgram::kDead;  // the previous class's target, already numbered or not
-    for (const std::int32_t c : g_.class_order_) {
-      const StateId t = row[c];
-      if (t == last) continue;
-      last = t;
-      if (t == CfgProgram::kDead || !Plain(t) || !InLoop(t) || region_index_.Find(t) >= 0) {
-        continue;
-      }
-      if (states.size() == kMaxRegion) return false;
-      region_index_.Insert(t, static_cast<std::int16_t>(states.size()));
-      states.push_back(t);
-    }
-  }
-  return true;
-}
-
-std::vector<std::int16_t> CfgGrammar::RegionBuilder::Table(
-    const std::vector<StateId>& states) const {
-  const std::int32_t nc = p_.num_classes;
-  std::vector<std::int16_t> table(states.size() * 256);
   std::array<std::int16_t, 256> by_class;
   for (std::size_t k = 0; k < states.size(); ++k) {
     const TransitionRow row = k == 0 ? entry_row_ : Row(states[k]);
+    // (State 0's first bytes that leave the region are walked by the caller.)
+    const std::int16_t outside = k == 0 ? TokenTrie::kRegionDead : TokenTrie::kRegionExit;
     StateId last = CfgProgram::kDead - 1;  // (no state)
-    std::int16_t last_entry = 0;
-    for (std::int32_t c = 0; c < nc; ++c) {
+    std::int16_t entry = 0;
+    for (const std::int32_t c : g_.class_order_) {
       const StateId t = row[c];
       if (t != last) {
         last = t;
-        const std::int32_t f = t == CfgProgram::kDead ? -1 : region_index_.Find(t);
-        last_entry = t == CfgProgram::kDead ? TokenTrie::kRegionDead
-                     : f >= 0               ? static_cast<std::int16_t>(f)
-                     : k == 0               ? TokenTrie::kRegionDead  // walked by the caller
-                                            : TokenTrie::kRegionExit;
+        if (t == CfgProgram::kDead) {
+          entry = TokenTrie::kRegionDead;
+        } else if (!Plain(t) || !InLoop(t)) {
+          entry = outside;
+        } else {
+          std::int32_t f = region_index_.Find(t);
+          if (f < 0) {
+            if (states.size() == kMaxRegion) return false;
+            f = static_cast<std::int32_t>(states.size());
+            region_index_.Insert(t, static_cast<std::int16_t>(f));
+            states.push_back(t);
+          }
+          entry = static_cast<std::int16_t>(f);
+        }
       }
-      by_class[c] = last_entry;
+      by_class[c] = entry;
     }
-    for (int b = 0; b < 256; ++b) table[k * 256 + b] = by_class[p_.byte_class[b]];
+    // The row's runs over the bytes' class runs (a few dozen, where the row is 256 entries).
+    std::int16_t run = by_class[g_.class_runs_[0].second];
+    std::uint8_t end = 0;
+    for (const auto& [run_end, c] : g_.class_runs_) {
+      if (by_class[c] != run) {
+        runs.push_back(run);
+        runs.push_back(end);
+        run = by_class[c];
+      }
+      end = run_end;
+    }
+    runs.push_back(run);
+    runs.push_back(255);
   }
-  return table;
+  return true;
 }
 
 std::vector<std::int16_t> CfgGrammar::RegionBuilder::Build(
@@ -1683,65 +1693,153 @@ std::vector<std::int16_t> CfgGrammar::RegionBuilder::Build(
   // The region is s and the anchor's loop (a string body with its escapes and UTF-8
   // continuations). What follows the loop (the closing quote, the next key's literal) is left
   // out, so that every grammar's string body has the same table; tokens that leave are walked
-  // on from where they leave.
-  ExploreLoop();
+  // on from where they leave. A loop met before from the same anchor is the grammar's
+  // (AnchorRegion; not for a chain, whose loop holds s's chain too).
+  const std::shared_ptr<const AnchorRegion> known =
+      chain_start_ ? nullptr : g_.FindAnchorRegion(anchor_);
+  if (known != nullptr) {
+    explored_ = known->loop;
+    for (std::size_t k = 0; k < explored_.size(); ++k) {
+      explored_index_.Insert(explored_[k], static_cast<std::int16_t>(k));
+    }
+    back_.assign(explored_.size(), 1);
+  } else {
+    ExploreLoop();
+  }
   first_exits.fill(0);
   removed.fill(0);
   ChooseEntryRow(/*force=*/false);
-  if (!NumberStates(states)) return {};
-  std::vector<std::int16_t> table = Table(states);
-  if (!chain_start_ && !as_anchor_ && s_ != anchor_ && g_.trie_->BuiltRegion(table) == nullptr) {
-    // A state of the loop other than the anchor (a pattern's count of hex digits, where any
-    // other byte goes back to the anchor), or a state before it that enters it elsewhere, whose
-    // own view is not built: the anchor's view (built once, shared by every such state), s's
-    // differences followed beside it, rather than a view of its own (a pass over every token,
-    // about 1 ms, for each state of the loop a fill meets).
-    region_index_ = StateIndex<9>();
-    states.clear();
-    ChooseEntryRow(/*force=*/true);
-    if (!NumberStates(states)) return {};
-    table = Table(states);
+  std::vector<std::int16_t> table;
+  // The region entered by the anchor's row (entry_row_): the same for every s.
+  auto by_anchor_row = [&]() -> bool {
+    if (known != nullptr) {
+      states.assign(1, s_);
+      states.insert(states.end(), known->numbered.begin(), known->numbered.end());
+      for (std::size_t k = 1; k < states.size(); ++k) {
+        region_index_.Insert(states[k], static_cast<std::int16_t>(k));
+      }
+      table = known->key->runs;
+      interned = known->key;
+      return true;
+    }
+    if (!NumberStates(states, table)) return false;
+    if (!chain_start_) {
+      std::vector<StateId> loop;
+      for (std::size_t k = 0; k < explored_.size(); ++k) {
+        if (back_[k]) loop.push_back(explored_[k]);
+      }
+      interned =
+          g_.KeepAnchorRegion(anchor_, std::move(loop), {states.begin() + 1, states.end()}, table);
+    }
+    return true;
+  };
+  if (as_anchor_ || s_ == anchor_) {
+    if (!by_anchor_row()) return {};
+  } else {
+    if (!NumberStates(states, table)) return {};
+    if (!chain_start_ && g_.trie_->BuiltRegionOfRuns(table) == nullptr) {
+      // A state of the loop other than the anchor (a pattern's count of hex digits, where any
+      // other byte goes back to the anchor), or a state before it that enters it elsewhere,
+      // whose own view is not built: the anchor's view (built once, shared by every such
+      // state), s's differences followed beside it, rather than a view of its own (a pass over
+      // every token, about 1 ms, for each state of the loop a fill meets).
+      region_index_ = StateIndex<9>();
+      states.clear();
+      ChooseEntryRow(/*force=*/true);
+      if (!by_anchor_row()) return {};
+    }
   }
   const TransitionRow srow = Row(s_);
   const TransitionRow arow = Row(anchor_);
-  for (int b = 0; b < 256; ++b) {
-    const std::int32_t c = p_.byte_class[b];
-    const std::uint64_t bit = std::uint64_t{1} << (b & 63);
-    // The view has a result for b (its entry row goes into the region) that holds for s.
-    const bool viewed = as_anchor_ && same_[c] && RegionTarget(arow[c]);
-    const bool differs = as_anchor_ && RegionTarget(arow[c]) && !same_[c];
+  // Per class, then per byte.
+  enum : std::uint8_t { kViewed = 1, kFollowed = 2, kFirstExit = 4, kRemoved = 8 };
+  std::array<std::uint8_t, 256> class_flags;
+  for (std::int32_t c = 0; c < p_.num_classes; ++c) {
+    const StateId t = srow[c];
+    const bool into = as_anchor_ && RegionTarget(arow[c]);
+    // The view has a result for c (its entry row goes into the region) that holds for s.
+    const bool viewed = into && same_[c];
+    const bool differs = into && !same_[c];
+    std::uint8_t f = RegionTarget(entry_row_[c]) ? kViewed : 0;
     // Where s differs from the anchor on a first byte but goes to a plain state (a key that is
     // not one of the declared names, after `n` when `name` is declared), the caller follows
     // s's path beside the view's (FollowBesideView).
-    if (RegionTarget(entry_row_[c])) follow.viewed[b >> 6] |= bit;
-    if (differs && srow[c] != CfgProgram::kDead && Plain(srow[c]) &&
-        p_.sp_begin[srow[c]] == p_.sp_begin[srow[c] + 1]) {
-      follow.bytes[b >> 6] |= bit;
-      continue;
+    if (differs && t != CfgProgram::kDead && Plain(t) && p_.sp_begin[t] == p_.sp_begin[t + 1]) {
+      f |= kFollowed;
+    } else {
+      if (t != CfgProgram::kDead && !RegionTarget(t) && !viewed) f |= kFirstExit;
+      if (differs) f |= kRemoved;
     }
-    if (srow[c] != CfgProgram::kDead && !RegionTarget(srow[c]) && !viewed) {
-      first_exits[b >> 6] |= bit;
-    }
-    if (differs) removed[b >> 6] |= bit;
+    class_flags[c] = f;
+  }
+  for (int b = 0; b < 256; ++b) {
+    const std::uint8_t f = class_flags[p_.byte_class[b]];
+    if (f == 0) continue;
+    const std::uint64_t bit = std::uint64_t{1} << (b & 63);
+    if (f & kViewed) follow.viewed[b >> 6] |= bit;
+    if (f & kFollowed) follow.bytes[b >> 6] |= bit;
+    if (f & kFirstExit) first_exits[b >> 6] |= bit;
+    if (f & kRemoved) removed[b >> 6] |= bit;
   }
   follow.anchor = anchor_;
   return table;
 }
 
-std::vector<std::int16_t> CfgGrammar::RegionTable(StateId s, std::vector<StateId>& states,
-                                                  std::array<std::uint64_t, 4>& first_exits,
-                                                  std::array<std::uint64_t, 4>& removed,
-                                                  RegionFollow& follow) const {
-  return RegionBuilder(*this, s).Build(states, first_exits, removed, follow);
+std::shared_ptr<const CfgGrammar::AnchorRegion> CfgGrammar::FindAnchorRegion(StateId anchor) const {
+  std::lock_guard<std::mutex> lock(anchor_mu_);
+  auto f = anchor_regions_.find(anchor);
+  return f == anchor_regions_.end() ? nullptr : f->second;
+}
+
+std::shared_ptr<const CfgGrammar::RegionKey> CfgGrammar::KeepAnchorRegion(
+    StateId anchor, std::vector<StateId> loop, std::vector<StateId> numbered,
+    const std::vector<std::int16_t>& runs) const {
+  std::lock_guard<std::mutex> lock(anchor_mu_);
+  if (auto f = anchor_regions_.find(anchor); f != anchor_regions_.end()) {
+    return f->second->key;  // (another thread's, the same)
+  }
+  auto kept = std::make_shared<AnchorRegion>();
+  std::int64_t bytes =
+      64 + static_cast<std::int64_t>((loop.size() + numbered.size()) * sizeof(StateId));
+  if (auto k = region_keys_.find(runs); k != region_keys_.end()) {
+    kept->key = k->second;  // (a grammar has a few kinds of string body)
+  } else {
+    bytes += 64 + static_cast<std::int64_t>(2 * runs.size() * sizeof(std::int16_t));
+  }
+  if (anchor_region_bytes_ + bytes > kAnchorRegionBytes) return nullptr;
+  if (kept->key == nullptr) {
+    auto k = std::make_shared<RegionKey>();
+    k->runs = runs;
+    kept->key = k;
+    region_keys_.emplace(runs, kept->key);
+  }
+  kept->loop = std::move(loop);
+  kept->numbered = std::move(numbered);
+  anchor_region_bytes_ += bytes;
+  std::shared_ptr<const RegionKey> interned = kept->key;
+  anchor_regions_.emplace(anchor, std::move(kept));
+  return interned;
+}
+
+std::vector<std::int16_t> CfgGrammar::RegionRuns(StateId s, std::vector<StateId>& states,
+                                                 std::array<std::uint64_t, 4>& first_exits,
+                                                 std::array<std::uint64_t, 4>& removed,
+                                                 RegionFollow& follow,
+                                                 std::shared_ptr<const RegionKey>* interned) const {
+  RegionBuilder builder(*this, s);
+  std::vector<std::int16_t> table = builder.Build(states, first_exits, removed, follow);
+  if (interned != nullptr) *interned = table.empty() ? nullptr : std::move(builder.interned);
+  return table;
 }
 
 std::vector<std::int16_t> CfgGrammar::RegionPlan(StateId s, std::vector<StateId>& states,
                                                  std::array<std::uint64_t, 4>& first_exits,
                                                  std::array<std::uint64_t, 4>& removed,
-                                                 std::vector<ViewLeaf>& leaves) const {
+                                                 std::vector<ViewLeaf>& leaves,
+                                                 std::shared_ptr<const RegionKey>* interned) const {
   leaves.clear();
   RegionFollow follow;
-  std::vector<std::int16_t> table = RegionTable(s, states, first_exits, removed, follow);
+  std::vector<std::int16_t> table = RegionRuns(s, states, first_exits, removed, follow, interned);
   if (table.empty()) return table;
   if ((follow.bytes[0] | follow.bytes[1] | follow.bytes[2] | follow.bytes[3]) != 0) {
     FollowBesideView(s, follow, states, removed, leaves);
@@ -1755,6 +1853,7 @@ std::vector<std::int16_t> CfgGrammar::RegionPlan(StateId s, std::vector<StateId>
     if (TokensStartingWith(removed) > TokensStartingWith(kept)) {
       states.clear();
       leaves.clear();
+      if (interned != nullptr) interned->reset();
       return {};
     }
   }
@@ -1861,11 +1960,11 @@ int CfgGrammar::RegionUseOfState(StateId s) const {
   std::vector<StateId> states;
   std::array<std::uint64_t, 4> first_exits, removed;
   std::vector<ViewLeaf> leaves;
-  const std::vector<std::int16_t> table = RegionPlan(s, states, first_exits, removed, leaves);
-  if (table.empty() || trie_->Region(table) == nullptr) return 0;
+  const std::vector<std::int16_t> runs = RegionPlan(s, states, first_exits, removed, leaves);
+  if (runs.empty() || trie_->RegionOfRuns(runs) == nullptr) return 0;
   RegionFollow follow;
   std::array<std::uint64_t, 4> exits_again, removed_again;
-  RegionTable(s, states, exits_again, removed_again, follow);
+  RegionRuns(s, states, exits_again, removed_again, follow);
   const bool followed = (follow.bytes[0] | follow.bytes[1] | follow.bytes[2] | follow.bytes[3]) != 0;
   return (removed[0] | removed[1] | removed[2] | removed[3]) != 0 || followed ? 2 : 1;
 }
@@ -2005,13 +2104,21 @@ std::unique_ptr<CfgPosition> CfgGrammar::ComputePosition(const EarleyItem& item,
   std::vector<std::int16_t> table;
   std::array<std::uint64_t, 4> first_exits, removed;
   std::vector<ViewLeaf> leaves;
+  std::shared_ptr<const RegionKey> interned;
   if (!counter && regions) {
-    table = RegionPlan(item.state, region_states, first_exits, removed, leaves);
+    table = RegionPlan(item.state, region_states, first_exits, removed, leaves, &interned);
   }
   FillTrace& trace = CurrentFillTrace();
   bool built = false;
+  // (`table` is in run form. An interned one keeps its view, not looked up again.)
   const TokenTrie::RegionView* view =
-      table.empty() ? nullptr : trie_->Region(table, &built);
+      interned != nullptr ? interned->view.load(std::memory_order_acquire) : nullptr;
+  if (view == nullptr && !table.empty()) {
+    view = trie_->RegionOfRuns(table, &built);
+    if (view != nullptr && interned != nullptr) {
+      interned->view.store(view, std::memory_order_release);
+    }
+  }
   const TokenTrie::CountedView* counted =
       counter && regions ? counted_views_[item.rule] : nullptr;
   ++trace.positions_walked;

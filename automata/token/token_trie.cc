@@ -391,6 +391,41 @@ const TokenTrie::CountedView* TokenTrie::Counted(const std::vector<std::int16_t>
   return it->second.get();
 }
 
+std::vector<std::int16_t> TokenTrie::TableOfRuns(std::span<const std::int16_t> runs) {
+  std::vector<std::int16_t> table;
+  int b = 0;
+  for (std::size_t i = 0; i + 1 < runs.size(); i += 2) {
+    const int last = runs[i + 1];
+    table.insert(table.end(), static_cast<std::size_t>(last - b + 1), runs[i]);
+    b = last == 255 ? 0 : last + 1;
+  }
+  return table;
+}
+
+const TokenTrie::RegionView* TokenTrie::RegionOfRuns(const std::vector<std::int16_t>& runs,
+                                                     bool* built) const {
+  {
+    std::lock_guard<std::mutex> lock(region_mu_);
+    auto f = region_runs_.find(runs);
+    if (f != region_runs_.end()) return f->second;
+  }
+  const std::vector<std::int16_t> table = TableOfRuns(runs);
+  const RegionView* view = Region(table, built);
+  std::lock_guard<std::mutex> lock(region_mu_);
+  // (Kept when regions_ kept the table's answer: not past its budget.)
+  if (regions_.contains(table)) region_runs_.emplace(runs, view);
+  return view;
+}
+
+const TokenTrie::RegionView* TokenTrie::BuiltRegionOfRuns(const std::vector<std::int16_t>& runs) const {
+  {
+    std::lock_guard<std::mutex> lock(region_mu_);
+    auto f = region_runs_.find(runs);
+    if (f != region_runs_.end()) return f->second;
+  }
+  return BuiltRegion(TableOfRuns(runs));
+}
+
 const TokenTrie::RegionView* TokenTrie::BuiltRegion(const std::vector<std::int16_t>& table) const {
   std::lock_guard<std::mutex> lock(region_mu_);
   auto f = regions_.find(table);

@@ -133,6 +133,14 @@ class TokenTrie {
   const RegionView* Region(const std::vector<std::int16_t>& table, bool* built = nullptr) const;
   // The view of `table` if it was built, else null (nothing is built).
   const RegionView* BuiltRegion(const std::vector<std::int16_t>& table) const;
+  // A table in run form: per state, its row as the maximal runs of one entry, each an (entry,
+  // last byte) pair, the state's last run ending at byte 255. A JSON string body's 27 states
+  // are a few hundred entries, where the table is 6,912: a grammar computes the form from its
+  // byte classes without writing the table (CfgGrammar::RegionBuilder), and the trie finds the
+  // view by it, building the table only for a form it has not met (then Region).
+  static std::vector<std::int16_t> TableOfRuns(std::span<const std::int16_t> runs);
+  const RegionView* RegionOfRuns(const std::vector<std::int16_t>& runs, bool* built = nullptr) const;
+  const RegionView* BuiltRegionOfRuns(const std::vector<std::int16_t>& runs) const;
   // A counted unit run over the whole vocabulary once and kept: for a counter rule whose body is
   // a plain byte unit that cannot go on once it has finished (one character of a JSON string:
   // a byte, a UTF-8 sequence or an escape), how many units each token takes. `unit` lists the
@@ -229,6 +237,8 @@ class TokenTrie {
   mutable std::mutex region_mu_;
   mutable std::unordered_map<std::vector<std::int16_t>, std::unique_ptr<RegionView>, TableHash>
       regions_;
+  // Run forms met, with regions_' answer for their table (null: no view, nothing to share).
+  mutable std::unordered_map<std::vector<std::int16_t>, const RegionView*, TableHash> region_runs_;
   mutable std::unordered_map<std::vector<std::int16_t>, std::unique_ptr<CountedView>, TableHash>
       counted_;
   mutable std::once_flag comma_quotes_once_;

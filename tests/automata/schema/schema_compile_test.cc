@@ -1852,6 +1852,53 @@ TEST(RegionViews, StatesOfALoopShareItsView) {
   }
 }
 
+// Every state that enters a string body's loop by its anchor's row (the anchor itself, a state
+// before it that goes where it goes) has the same loop, numbering and table: a grammar builds
+// them once per anchor and later plans take them (CfgGrammar::AnchorRegion). Planned in
+// opposite orders, two grammars of one schema take different states' plans from what they
+// kept; each state's plan (table and cuts) is the same in both, and every position equals a
+// walk of the whole trie.
+TEST(RegionViews, AGrammarPlansEachAnchorsLoopOnce) {
+  const char* text = R"({"type": "object", "properties": {"name": {"type": "string"},
+      "city": {"type": "string", "minLength": 1}, "code": {"type": "string",
+      "pattern": "^[A-Z]{3}$"}, "hex": {"type": "string", "pattern": "^[0-9a-f]{4}-[0-9a-f]+$"},
+      "tags": {"type": "array", "items": {"type": "string", "maxLength": 12}}},
+      "additionalProperties": {"type": "string"}})";
+  for (const char* tokenizer : {"llama3", "qwen2.5"}) {
+    auto forward = testing::CompilerFor(tokenizer).CompileSchema(text);
+    auto backward = testing::CompilerFor(tokenizer).CompileSchema(text);
+    ASSERT_TRUE(forward.ok()) << forward.status().ToString();
+    ASSERT_TRUE(backward.ok()) << backward.status().ToString();
+    const CfgGrammar& f = *CfgOf(**forward);
+    const CfgGrammar& b = *CfgOf(**backward);
+    const std::int32_t n = f.program().num_states;
+    ASSERT_EQ(b.program().num_states, n);
+    std::vector<std::vector<std::int16_t>> tables(n);
+    std::vector<CfgGrammarPeer::RegionCuts> cuts(n);
+    std::int32_t viewed = 0;
+    for (StateId s = 0; s < n; ++s) {
+      tables[s] = CfgGrammarPeer(f).RegionTableOfState(s);
+      cuts[s] = CfgGrammarPeer(f).RegionCutsOfState(s);
+      viewed += !tables[s].empty();
+    }
+    const std::size_t kept = CfgGrammarPeer(f).AnchorRegionsKept();
+    EXPECT_GT(kept, 0u) << tokenizer;
+    // (Several states per anchor: the plans of the others were taken, not built.)
+    EXPECT_LT(static_cast<std::int32_t>(kept) * 2, viewed) << tokenizer;
+    for (StateId s = n - 1; s >= 0; --s) {
+      EXPECT_EQ(CfgGrammarPeer(b).RegionTableOfState(s), tables[s]) << tokenizer << ": state " << s;
+      const CfgGrammarPeer::RegionCuts c = CfgGrammarPeer(b).RegionCutsOfState(s);
+      EXPECT_EQ(c.first_bytes, cuts[s].first_bytes) << tokenizer << ": state " << s;
+      EXPECT_EQ(c.followed, cuts[s].followed) << tokenizer << ": state " << s;
+      EXPECT_EQ(c.prefixes, cuts[s].prefixes) << tokenizer << ": state " << s;
+      auto fast = CfgGrammarPeer(b).FreshPositionOfState(s);
+      auto walked = CfgGrammarPeer(b).TrieWalkedPositionOfState(s);
+      ASSERT_TRUE(fast->SameContent(*walked)) << tokenizer << ": state " << s;
+    }
+    EXPECT_EQ(CfgGrammarPeer(b).AnchorRegionsKept(), kept) << tokenizer;
+  }
+}
+
 // A pattern without anchors is a search: `"[a-z]"` is `.*[a-z].*`, any string once a letter has
 // come. The string body before the match is a loop whose view every token with a lowercase
 // letter leaves, into the loop after it: most of the vocabulary, so the view was unusable and

@@ -258,6 +258,22 @@ Table Narrow() {
   return t;
 }
 
+// A table's run form (TokenTrie::TableOfRuns): per state, (entry, last byte) for each maximal run
+// of one entry, in byte order.
+std::vector<std::int16_t> RunForm(const Table& t) {
+  std::vector<std::int16_t> runs;
+  for (std::size_t q = 0; q < t.size() / 256; ++q) {
+    for (int b = 0; b < 256; ++b) {
+      const std::int16_t e = t[q * 256 + static_cast<std::size_t>(b)];
+      if (b == 255 || t[q * 256 + static_cast<std::size_t>(b) + 1] != e) {
+        runs.push_back(e);
+        runs.push_back(static_cast<std::int16_t>(b));
+      }
+    }
+  }
+  return runs;
+}
+
 void CheckRegions(const std::string& name) {
   auto vocab = Vocabulary::Load(name);
   ASSERT_TRUE(vocab.ok()) << vocab.status().ToString();
@@ -293,7 +309,15 @@ void CheckRegions(const std::string& name) {
       }
       if (d == bytes.size()) inside[id] = 1, ++insides;
     }
+    // The run form names the same table and finds the same view (or none); asking whether it
+    // is built builds nothing.
+    const std::vector<std::int16_t> runs = RunForm(table);
+    EXPECT_EQ(TokenTrie::TableOfRuns(runs), table) << name << ", " << what;
+    EXPECT_EQ(trie.BuiltRegionOfRuns(runs), nullptr) << name << ", " << what;
+    EXPECT_EQ(trie.BuiltRegion(table), nullptr) << name << ", " << what;
     const TokenTrie::RegionView* view = trie.Region(table);
+    EXPECT_EQ(trie.RegionOfRuns(runs), view) << name << ", " << what;
+    EXPECT_EQ(trie.BuiltRegionOfRuns(runs), view) << name << ", " << what;
     if (exits > static_cast<std::int64_t>(trie.num_tokens() / 4)) {
       EXPECT_EQ(view, nullptr) << name << ", " << what << ": " << exits << " tokens leave";
       continue;
