@@ -2144,7 +2144,11 @@ PropertyOrder PropertyOrderOf(std::string_view schema_json) {
 Result<SchemaGrammar> CompileSchemaToGrammar(const Schema& schema,
                                              const SchemaCompileOptions& options) {
   try {
-    Emitter e(schema, options);
+    // (Equal constraints, one automaton within this compile: LexicalOptions::memo.)
+    LexicalOptions::Memo memo;
+    SchemaCompileOptions o = options;
+    o.lexical.memo = &memo;
+    Emitter e(schema, o);
     return e.Run();
   } catch (const std::bad_alloc&) {
     return Status(StatusCode::kResourceLimit, "out of memory compiling the schema");

@@ -1609,14 +1609,15 @@ constexpr std::int64_t kMaxCount = 1 << 30;
 // it (it compares automata by identity) and the lowering shares the big ones with their
 // positions (SharedRanges keys them by the automaton). Failures other than a passed deadline
 // are kept as well (a product past max_dfa_states takes as long to find again). Bounded by
-// kBytes of transition tables; past it, nothing more is kept.
+// kBytes of transition tables; an entry that would pass it empties the cache first (before,
+// nothing more was kept: one schema of 64 MiB of automata, Github_hard o21819, left every later
+// compile of the process without the cache: JsonSchemaStore's rust-toolchain lowered 76% slower
+// and 5 rules bigger, its equal strings no longer one object). Within one compile, equal
+// constraints are one object whatever the cache does (LexicalOptions::memo).
 class LexicalCache {
  public:
   static constexpr std::size_t kBytes = std::size_t{64} << 20;
-  struct Entry {
-    std::shared_ptr<const ByteDfa> dfa;  // null: `error`
-    Status error;
-  };
+  using Entry = LexicalOptions::Memo::Entry;
 
   static std::string Key(const StringConstraint& c, const LexicalOptions& o) {
     std::string k = "s";
@@ -1666,7 +1667,13 @@ class LexicalCache {
   template <typename Build>
   Result<ExprId> Add(Grammar* g, const std::string& key, const LexicalOptions& options,
                      Build build) {
-    std::optional<Entry> kept = Find(key);
+    std::optional<Entry> kept;
+    if (options.memo != nullptr) {
+      if (auto m = options.memo->entries.find(key); m != options.memo->entries.end()) {
+        kept = m->second;
+      }
+    }
+    if (!kept) kept = Find(key);
     if (!kept) {
       Result<ByteDfa> built = build();
       if (!built.ok() && options.deadline.PassedNow()) {
@@ -1680,6 +1687,7 @@ class LexicalCache {
       }
       kept = Keep(key, std::move(e));
     }
+    if (options.memo != nullptr) options.memo->entries.emplace(key, *kept);
     if (kept->dfa == nullptr) return kept->error;
     return g->Add(ByteDfaNode(kept->dfa));
   }
@@ -1696,16 +1704,35 @@ class LexicalCache {
         key.size() + (e.dfa ? e.dfa->next.size() * sizeof(e.dfa->next[0]) + e.dfa->num_states : 0);
     std::lock_guard<std::mutex> lock(mu_);
     if (auto it = entries_.find(key); it != entries_.end()) return it->second;  // (a race)
-    if (bytes_ + bytes > kBytes) return e;
+    if (bytes > budget_) return e;
+    if (bytes_ + bytes > budget_) {
+      entries_.clear();  // (the grammars that hold an automaton keep it alive)
+      bytes_ = 0;
+      ++flushes_;
+    }
     bytes_ += bytes;
     entries_.emplace(key, e);
     return e;
+  }
+
+  std::int64_t flushes() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return flushes_;
+  }
+
+  std::size_t SetBudget(std::size_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    entries_.clear();
+    bytes_ = 0;
+    return std::exchange(budget_, bytes);
   }
 
  private:
   std::mutex mu_;
   std::unordered_map<std::string, Entry> entries_;
   std::size_t bytes_ = 0;
+  std::size_t budget_ = kBytes;
+  std::int64_t flushes_ = 0;
 };
 
 LexicalCache& Lexical() {
@@ -1717,6 +1744,10 @@ Result<ByteDfa> BuildStringConstraintDfa(const StringConstraint& c, const Lexica
 Result<ByteDfa> BuildNumberConstraintDfa(const NumberConstraint& c, const LexicalOptions& options);
 
 }  // namespace
+
+std::int64_t LexicalCacheFlushes() { return Lexical().flushes(); }
+
+std::size_t SetLexicalCacheBytesForTesting(std::size_t bytes) { return Lexical().SetBudget(bytes); }
 
 Result<grammar::ExprId> AddNumberExpr(grammar::Grammar* g, const NumberConstraint& c,
                                       const LexicalOptions& options) {

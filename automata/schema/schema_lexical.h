@@ -16,6 +16,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "automata/regex/regex_compiler.h"
@@ -46,7 +47,29 @@ struct LexicalOptions {
   // Past it, kResourceLimit (polled per automaton state while building; a format automaton
   // that was not finished is not cached).
   CompileDeadline deadline;
+  // One compile's automata by constraint (CompileSchemaToGrammar sets it for the compile):
+  // equal constraints give the same automaton object within the compile whatever the process's
+  // cache (LexicalCache) holds or refuses, so the grammar, which normalisation merges by that
+  // identity, does not depend on what the process compiled before. Null: the process's cache
+  // only.
+  struct Memo;
+  Memo* memo = nullptr;
 };
+
+struct LexicalOptions::Memo {
+  struct Entry {
+    std::shared_ptr<const ByteDfa> dfa;  // null: `error`
+    Status error;
+  };
+  std::unordered_map<std::string, Entry> entries;
+};
+
+// How many times the process's cache of lexical automata (LexicalCache, 64 MiB of transition
+// tables) was emptied to keep a new one.
+std::int64_t LexicalCacheFlushes();
+// Tests: empties the cache and sets its budget (bytes of transition tables); returns the old
+// budget. 0 keeps nothing.
+std::size_t SetLexicalCacheBytesForTesting(std::size_t bytes);
 
 // A bound as written in the schema: the JSON number text of `minimum` etc. (exact decimal).
 struct DecimalBound {

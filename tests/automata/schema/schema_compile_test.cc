@@ -1852,6 +1852,50 @@ TEST(RegionViews, StatesOfALoopShareItsView) {
   }
 }
 
+// Equal constraints in one schema are one automaton, so normalisation merges the rules holding
+// them, whatever the process's cache of lexical automata keeps. Before, a process whose cache
+// was full (64 MiB of automata: one big schema, Github_hard o21819, filled it) built them apart
+// and stopped caching: every later schema compiled to a bigger grammar (JsonSchemaStore's
+// rust-toolchain: 30 rules and 4,398 states instead of 25 and 4,049, lowered 76% slower), and an
+// artifact written by `compile --batch` depended on what the process had compiled before. A
+// cache past its budget is now emptied to keep the new automaton.
+TEST(LexicalCache, AGrammarDoesNotDependOnWhatTheCacheKeeps) {
+  std::string text = R"({"type": "object", "required": ["a", "b", "c", "n", "m"], "properties": {
+      "a": {"type": "string", "pattern": "^[a-z]{2,8}-[0-9]+$"},
+      "b": {"type": "string", "pattern": "^[a-z]{2,8}-[0-9]+$"},
+      "c": {"type": "array", "items": {"type": "string", "pattern": "^[a-z]{2,8}-[0-9]+$"}},
+      "n": {"type": "integer", "minimum": 3, "maximum": 4000},
+      "m": {"type": "integer", "minimum": 3, "maximum": 4000})";
+  // (Distinct automata of a few hundred bytes to a few kilobytes each.)
+  for (int k = 1; k <= 24; ++k) {
+    const std::string n = std::to_string(k);
+    text += ", \"p" + n + "\": {\"type\": \"string\", \"pattern\": \"^[a-z]{" + n + "}-[0-9]{" + n +
+            "}$\"}";
+  }
+  text += "}}";
+  const GrammarCompiler& compiler = testing::CompilerFor("llama3");
+  auto cached = compiler.CompileSchema(text);
+  ASSERT_TRUE(cached.ok()) << cached.status().ToString();
+  const std::size_t budget = SetLexicalCacheBytesForTesting(0);  // keeps nothing
+  auto uncached = compiler.CompileSchema(text);
+  // A budget that holds some of the schema's automata but not all of them: emptied on the way.
+  SetLexicalCacheBytesForTesting(8192);
+  const std::int64_t flushes = LexicalCacheFlushes();
+  auto flushed = compiler.CompileSchema(text);
+  const std::int64_t flushes_after = LexicalCacheFlushes();
+  SetLexicalCacheBytesForTesting(budget);
+  ASSERT_TRUE(uncached.ok()) << uncached.status().ToString();
+  ASSERT_TRUE(flushed.ok()) << flushed.status().ToString();
+  EXPECT_GT(flushes_after, flushes);
+  const CompiledGrammarStats want = (*cached)->Stats();
+  for (const auto* g : {&*uncached, &*flushed}) {
+    const CompiledGrammarStats got = (*g)->Stats();
+    EXPECT_EQ(got.rules, want.rules);
+    EXPECT_EQ(got.dfa_states, want.dfa_states);
+    EXPECT_EQ(got.byte_classes, want.byte_classes);
+  }
+}
+
 // Every state that enters a string body's loop by its anchor's row (the anchor itself, a state
 // before it that goes where it goes) has the same loop, numbering and table: a grammar builds
 // them once per anchor and later plans take them (CfgGrammar::AnchorRegion). Planned in
