@@ -24,7 +24,8 @@ enum : std::uint64_t {
   kTagAcyclic = 0xA1,
   kTagCyclic = 0xC1,
   kTagCounter = 0xC0,
-  kTagRecursion = 0xBA,
+  kTagComponent = 0xBA,
+  kTagRank = 0xBB,
   kTagWholeRule = 0xB7,
   kTagKey = 0x9051,
   kTagSource = 0x5C,
@@ -85,6 +86,61 @@ struct Fingerprinter {
   }
 };
 
+// Tarjan's strongly connected components of the graph whose node v has successors
+// succ[begin[v] .. begin[v + 1]), iteratively (no recursion however long a chain). Calls
+// component(members) once per component, after every component it reaches; `members` holds the
+// component's nodes (in no particular order) and may be reordered by the callee.
+using position_key_detail::SccScratch;
+
+template <typename Component>
+void ForEachComponent(std::int32_t n, const std::vector<std::int32_t>& begin,
+                      const std::vector<std::int32_t>& succ, SccScratch& sc,
+                      Component&& component) {
+  sc.index.assign(n, -1);
+  sc.low.assign(n, 0);
+  sc.on_stack.assign(n, 0);
+  sc.stack.clear();
+  sc.call.clear();
+  std::int32_t counter = 0;
+  auto enter = [&](std::int32_t v) {
+    sc.index[v] = sc.low[v] = counter++;
+    sc.stack.push_back(v);
+    sc.on_stack[v] = 1;
+    sc.call.push_back({v, begin[v]});
+  };
+  for (std::int32_t root = 0; root < n; ++root) {
+    if (sc.index[root] >= 0) continue;
+    enter(root);
+    while (!sc.call.empty()) {
+      auto& [v, next] = sc.call.back();
+      if (next < begin[v + 1]) {
+        const std::int32_t w = succ[next++];
+        if (sc.index[w] < 0) {
+          enter(w);
+        } else if (sc.on_stack[w]) {
+          sc.low[v] = std::min(sc.low[v], sc.index[w]);
+        }
+        continue;
+      }
+      const std::int32_t fv = v;
+      sc.call.pop_back();
+      if (!sc.call.empty()) {
+        sc.low[sc.call.back().first] = std::min(sc.low[sc.call.back().first], sc.low[fv]);
+      }
+      if (sc.low[fv] != sc.index[fv]) continue;
+      sc.members.clear();
+      std::int32_t w;
+      do {
+        w = sc.stack.back();
+        sc.stack.pop_back();
+        sc.on_stack[w] = 0;
+        sc.members.push_back(w);
+      } while (w != fv);
+      component(sc.members);
+    }
+  }
+}
+
 }  // namespace
 
 PositionKeyer::PositionKeyer(const CfgProgram* program) : p_(program) {
@@ -112,8 +168,6 @@ PositionKeyer::PositionKeyer(const CfgProgram* program) : p_(program) {
                                              static_cast<std::int64_t>(p_->nt_edges.size()));
   rule_state_.assign(nr, 0);
   counter_hash_.assign(nr, H{});
-  dependent_.assign(nr, Dependent{});
-  over_bounded_.assign(nr, 0);
   class_bytes_begin_.assign(p_->num_classes + 1, 0);
   for (const auto& r : class_runs_) ++class_bytes_begin_[r[2] + 1];
   for (std::int32_t c = 0; c < p_->num_classes; ++c)
@@ -123,6 +177,56 @@ PositionKeyer::PositionKeyer(const CfgProgram* program) : p_(program) {
   for (const auto& r : class_runs_) {
     class_bytes_[at[r[2]]++] = {static_cast<std::uint8_t>(r[0]), static_cast<std::uint8_t>(r[1])};
   }
+  FindComponents();
+}
+
+void PositionKeyer::FindComponents() {
+  const std::int32_t nr = p_->NumRules();
+  // Each rule's distinct callees.
+  callee_begin_.assign(1, 0);
+  std::vector<std::int32_t> seen(nr, -1);
+  for (std::int32_t r = 0; r < nr; ++r) {
+    auto add = [&](std::int32_t c) {
+      if (seen[c] == r) return;
+      seen[c] = r;
+      callees_.push_back(c);
+    };
+    const CfgProgram::RuleInfo& info = p_->rules[r];
+    if (info.kind == CfgProgram::RuleKind::kCounter) {
+      add(info.child);
+    } else {
+      for (std::int32_t i = rule_begin_[r]; i < rule_begin_[r + 1]; ++i) {
+        const StateId u = rule_states_[i];
+        for (std::int32_t k = p_->nt_begin[u]; k < p_->nt_begin[u + 1]; ++k)
+          add(p_->nt_edges[k].first);
+      }
+    }
+    callee_begin_.push_back(static_cast<std::int32_t>(callees_.size()));
+  }
+  // Components numbered as they are finished, after every component they reach: callees get
+  // lower numbers.
+  rule_comp_.assign(nr, -1);
+  rule_rank_.assign(nr, 0);
+  comp_begin_.assign(1, 0);
+  SccScratch sc;
+  ForEachComponent(nr, callee_begin_, callees_, sc, [&](std::vector<std::int32_t>& members) {
+    const std::int32_t c = static_cast<std::int32_t>(comp_begin_.size()) - 1;
+    std::sort(members.begin(), members.end());
+    std::int64_t work = 0;
+    for (std::size_t i = 0; i < members.size(); ++i) {
+      const std::int32_t r = members[i];
+      rule_comp_[r] = c;
+      rule_rank_[r] = static_cast<std::int32_t>(i);
+      comp_rules_.push_back(r);
+      if (p_->rules[r].kind != CfgProgram::RuleKind::kCounter)
+        work += PassWork(rule_begin_[r + 1] - rule_begin_[r]);
+    }
+    comp_work_.push_back(work);
+    comp_begin_.push_back(static_cast<std::int32_t>(comp_rules_.size()));
+  });
+  const std::size_t nc = comp_work_.size();
+  over_bounded_.assign(nc, 0);
+  comp_mark_.assign(nc, 0);
 }
 
 void PositionKeyer::RunsOf(StateId s, std::vector<Run>& runs) const {
@@ -197,114 +301,151 @@ void PositionKeyer::RunsOf(StateId s, std::vector<Run>& runs) const {
   if (prev != CfgProgram::kDead) runs.push_back({static_cast<std::uint8_t>(lo), 255, prev});
 }
 
-PositionKeyer::H PositionKeyer::RuleHash(std::int32_t rule) {
-  const CfgProgram::RuleInfo& r = p_->rules[rule];
-  if (rule_state_[rule] == 2)
-    return r.kind == CfgProgram::RuleKind::kCounter ? counter_hash_[rule] : hash_[r.start];
-  if (rule_state_[rule] == 1) {
-    const auto at = std::find(rule_stack_.rbegin(), rule_stack_.rend(), rule);
-    const std::int32_t up = static_cast<std::int32_t>(at - rule_stack_.rbegin());
+PositionKeyer::H PositionKeyer::RuleRef(std::int32_t rule) const {
+  if (rule_comp_[rule] == current_comp_) {
     Acc acc;
-    acc.Add(kTagRecursion);
-    acc.Add(static_cast<std::uint64_t>(up));
-    return {acc.a, acc.b, false, static_cast<std::int32_t>(rule_stack_.size()) - 1 - up};
+    acc.Add(kTagRank);
+    acc.Add(static_cast<std::uint64_t>(rule_rank_[rule]));
+    return {acc.a, acc.b, false, true};
   }
-  const std::uint64_t below = stack_ids_.empty() ? 0 : stack_ids_.back();
-  if (dependent_[rule].stack_id != 0 && dependent_[rule].stack_id == below)
-    return dependent_[rule].h;
-  if (aborted_ || work_ > call_limit_) {
-    // This call's bound: give up without keeping anything about the rules in progress.
-    aborted_ = true;
-    return H{0, 0, true};
+  // A callee of another component: hashed before (components are hashed callees first).
+  const CfgProgram::RuleInfo& r = p_->rules[rule];
+  return r.kind == CfgProgram::RuleKind::kCounter ? counter_hash_[rule] : hash_[r.start];
+}
+
+bool PositionKeyer::HashFrom(std::int32_t target, std::int64_t max_work, std::int64_t rule_work) {
+  const std::int32_t tc = rule_comp_[target];
+  const bool bounded = max_work != INT64_MAX;
+  if (bounded && over_bounded_[tc]) return false;
+  // The components to hash: those reachable from the target's and not hashed yet.
+  if (++generation_ == 0) {
+    std::fill(comp_mark_.begin(), comp_mark_.end(), 0);
+    generation_ = 1;
   }
-  if (call_limit_ != INT64_MAX) {
-    // A bounded call (a fill's) does not start a rule it cannot finish: a Pass runs to its end,
-    // so a 2,000-state rule would cost a fill about 1 ms of hashing, many walks' worth. Such a
-    // rule, and the rules calling it, are left to an unbounded call (the background worker's,
-    // or none: their positions are walked, not shared); later bounded calls give up on them at
-    // once instead of hashing their callers again first.
-    const std::int64_t n = r.kind == CfgProgram::RuleKind::kCounter
-                               ? 0
-                               : PassWork(rule_begin_[rule + 1] - rule_begin_[rule]);
-    if (over_bounded_[rule] || work_ + n > call_limit_) {
-      if (over_bounded_[rule] || work_ + n > rule_limit_) {
-        over_bounded_[rule] = 1;
-        for (const std::int32_t caller : rule_stack_) over_bounded_[caller] = 1;
+  todo_.clear();
+  search_.assign(1, tc);
+  comp_mark_[tc] = generation_;
+  std::int64_t total = 0;
+  const std::int64_t rule_limit = rule_work < 0 ? max_work : rule_work;
+  while (!search_.empty()) {
+    const std::int32_t c = search_.back();
+    search_.pop_back();
+    if (bounded && over_bounded_[c]) {
+      over_bounded_[tc] = 1;
+      return false;
+    }
+    todo_.push_back(c);
+    total += comp_work_[c];
+    if (bounded && total > rule_limit) {
+      // More than a whole bound: bounded calls give the target up for good.
+      over_bounded_[tc] = 1;
+      return false;
+    }
+    for (std::int32_t i = comp_begin_[c]; i < comp_begin_[c + 1]; ++i) {
+      const std::int32_t r = comp_rules_[i];
+      for (std::int32_t k = callee_begin_[r]; k < callee_begin_[r + 1]; ++k) {
+        const std::int32_t callee = callees_[k];
+        const std::int32_t cc = rule_comp_[callee];
+        if (comp_mark_[cc] == generation_ || rule_state_[callee] == 2) continue;
+        comp_mark_[cc] = generation_;
+        search_.push_back(cc);
       }
-      aborted_ = true;
-      return H{0, 0, true};
     }
   }
-  if (work_ > budget_) {
-    // Out of budget: no key for this rule, for good (its callers get none either).
-    if (r.kind == CfgProgram::RuleKind::kCounter) {
+  if (bounded && total > max_work) return false;  // put off: a later call has more left
+  // Callees first: components are numbered in that order.
+  std::sort(todo_.begin(), todo_.end());
+  for (const std::int32_t c : todo_) HashComponent(c);
+  return true;
+}
+
+void PositionKeyer::HashComponent(std::int32_t c) {
+  const std::int32_t b = comp_begin_[c], e = comp_begin_[c + 1];
+  auto set_none = [&] {
+    for (std::int32_t i = b; i < e; ++i) {
+      const std::int32_t rule = comp_rules_[i];
       counter_hash_[rule] = H{0, 0, true};
+      for (std::int32_t k = rule_begin_[rule]; k < rule_begin_[rule + 1]; ++k)
+        hash_[rule_states_[k]] = H{0, 0, true};
+      rule_state_[rule] = 2;
+    }
+  };
+  if (work_ + comp_work_[c] > budget_) {
+    // Out of budget: no key for this component, for good (its callers get none either).
+    work_ += comp_work_[c];
+    set_none();
+    return;
+  }
+  current_comp_ = c;
+  // Each rule with calls to its own component described by rank (provisionally).
+  for (std::int32_t i = b; i < e; ++i) {
+    const std::int32_t rule = comp_rules_[i];
+    const CfgProgram::RuleInfo& r = p_->rules[rule];
+    if (r.kind != CfgProgram::RuleKind::kCounter) {
+      Pass(rule);
+      continue;
+    }
+    const H child = RuleRef(r.child);
+    if (child.none) {
+      counter_hash_[rule] = child;
+      continue;
+    }
+    Acc acc;
+    acc.Add(kTagCounter);
+    acc.Add(static_cast<std::uint32_t>(r.min));
+    acc.Add(static_cast<std::uint32_t>(r.max));
+    acc.Add(child.a);
+    acc.Add(child.b);
+    counter_hash_[rule] = {acc.a, acc.b, false, child.rec};
+  }
+  current_comp_ = -1;
+  // The component's hash: its rules' start descriptions in rank order. A state that refers to
+  // the component (`"(" . word ")"` in `word ::= [a-z]+ | "(" word ")"` and in
+  // `item ::= [a-z]* | "(" item ")"` read the same) adds it.
+  bool recursive = false;
+  Acc whole;
+  whole.Add(kTagComponent);
+  whole.Add(static_cast<std::uint64_t>(e - b));
+  for (std::int32_t i = b; i < e; ++i) {
+    const std::int32_t rule = comp_rules_[i];
+    const CfgProgram::RuleInfo& r = p_->rules[rule];
+    const H& h = r.kind == CfgProgram::RuleKind::kCounter ? counter_hash_[rule] : hash_[r.start];
+    recursive |= h.rec;
+    if (h.none) {
+      whole.Add(0);
     } else {
-      for (std::int32_t i = rule_begin_[rule]; i < rule_begin_[rule + 1]; ++i)
-        hash_[rule_states_[i]] = H{0, 0, true};
+      whole.Add(h.a);
+      whole.Add(h.b);
     }
-    rule_state_[rule] = 2;
-    return H{0, 0, true};
   }
-  rule_state_[rule] = 1;
-  rule_stack_.push_back(rule);
-  stack_ids_.push_back(next_stack_id_++);
-  const std::int32_t level = static_cast<std::int32_t>(rule_stack_.size()) - 1;
-  H h;
-  if (r.kind == CfgProgram::RuleKind::kCounter) {
-    const H c = RuleHash(r.child);
-    h = c;
-    if (!c.none) {
+  for (std::int32_t i = b; i < e; ++i) {
+    const std::int32_t rule = comp_rules_[i];
+    rule_state_[rule] = 2;
+    if (!recursive) continue;
+    auto finish = [&](H& x) {
+      if (x.none || !x.rec) return;
       Acc acc;
-      acc.Add(kTagCounter);
-      acc.Add(static_cast<std::uint32_t>(r.min));
-      acc.Add(static_cast<std::uint32_t>(r.max));
-      acc.Add(c.a);
-      acc.Add(c.b);
-      h = {acc.a, acc.b, false, c.lowest};
-    }
-  } else {
-    Pass(rule);
-    h = hash_[r.start];
-    // Kept only if no state of the rule depends on its callers.
-    for (std::int32_t i = rule_begin_[rule]; i < rule_begin_[rule + 1]; ++i) {
-      const H& x = hash_[rule_states_[i]];
-      h.lowest = std::min(h.lowest, x.none ? INT32_MAX : x.lowest);
+      acc.Add(kTagWholeRule);
+      acc.Add(x.a);
+      acc.Add(x.b);
+      acc.Add(whole.a);
+      acc.Add(whole.b);
+      x = {acc.a, acc.b, false, false};
+    };
+    finish(counter_hash_[rule]);
+    for (std::int32_t k = rule_begin_[rule]; k < rule_begin_[rule + 1]; ++k)
+      finish(hash_[rule_states_[k]]);
+  }
+  // A component whose rules' starts have no key: nothing referring to it has one.
+  for (std::int32_t i = b; i < e && recursive; ++i) {
+    const std::int32_t rule = comp_rules_[i];
+    const CfgProgram::RuleInfo& r = p_->rules[rule];
+    const H& h = r.kind == CfgProgram::RuleKind::kCounter ? counter_hash_[rule] : hash_[r.start];
+    if (h.none) {
+      set_none();
+      break;
     }
   }
-  rule_stack_.pop_back();
-  stack_ids_.pop_back();
-  if (aborted_) {
-    rule_state_[rule] = 0;  // hashed again by a later call (what it finished is kept)
-    return H{0, 0, true};
-  }
-  if (h.none || h.lowest >= level) {
-    h.lowest = INT32_MAX;
-    rule_state_[rule] = 2;
-    if (r.kind == CfgProgram::RuleKind::kCounter) {
-      counter_hash_[rule] = h;
-    } else if (!h.none) {
-      // A state that calls its own rule (directly or through others) is described with a
-      // reference to that rule, whose start it may not reach: `"(" . word ")"` in
-      // `word ::= [a-z]+ | "(" word ")"` and in `item ::= [a-z]* | "(" item ")"` read the same.
-      // Its key adds the whole rule (its start's hash, which describes every state).
-      for (std::int32_t i = rule_begin_[rule]; i < rule_begin_[rule + 1]; ++i) {
-        H& x = hash_[rule_states_[i]];
-        if (rule_states_[i] == r.start || x.none || x.lowest == INT32_MAX) continue;
-        Acc acc;
-        acc.Add(kTagWholeRule);
-        acc.Add(x.a);
-        acc.Add(x.b);
-        acc.Add(h.a);
-        acc.Add(h.b);
-        x = {acc.a, acc.b, false, INT32_MAX};
-      }
-    }
-  } else {
-    rule_state_[rule] = 0;
-    dependent_[rule] = {below, h};
-  }
-  return h;
 }
 
 void PositionKeyer::Pass(std::int32_t rule) {
@@ -330,15 +471,7 @@ void PositionKeyer::Pass(std::int32_t rule) {
     return;
   }
   work_ += PassWork(n);
-  if (static_cast<std::size_t>(pass_depth_) == pass_scratch_.size()) {
-    pass_scratch_.push_back(std::make_unique<PassScratch>());
-  }
-  PassScratch& sc = *pass_scratch_[pass_depth_];
-  struct Depth {
-    std::int32_t& d;
-    explicit Depth(std::int32_t& x) : d(x) { ++d; }
-    ~Depth() { --d; }
-  } depth(pass_depth_);
+  PassScratch& sc = scratch_;
   // Each state's byte runs and successors once, as local indices.
   auto local = [&](StateId t) { return local_[t]; };
   PassData& d = sc.d;
@@ -361,66 +494,29 @@ void PositionKeyer::Pass(std::int32_t rule) {
       d.succ.push_back(local(p_->sp_edges[k].second));
     d.succ_begin.push_back(static_cast<std::int32_t>(d.succ.size()));
   }
-  // Tarjan's strongly connected components, iteratively; a component is finished only after
-  // every component it reaches, so its exits are hashed when it is.
-  std::vector<std::int32_t>& index = sc.index;
-  std::vector<std::int32_t>& low = sc.low;
-  std::vector<std::uint8_t>& on_stack = sc.on_stack;
-  std::vector<std::int32_t>& stack = sc.stack;
-  auto& call = sc.call;
+  // A component of states is finished only after every component it reaches, so its exits are
+  // hashed when it is.
   std::vector<StateId>& members = sc.members;
-  index.assign(n, -1);
-  low.assign(n, 0);
-  on_stack.assign(n, 0);
-  stack.clear();
-  call.clear();
-  std::int32_t counter = 0;
-  for (std::int32_t root = 0; root < n; ++root) {
-    if (index[root] >= 0) continue;
-    auto enter = [&](std::int32_t v) {
-      index[v] = low[v] = counter++;
-      stack.push_back(v);
-      on_stack[v] = 1;
-      call.push_back({v, d.succ_begin[v]});
-    };
-    enter(root);
-    while (!call.empty()) {
-      auto& [v, next] = call.back();
-      if (next < d.succ_begin[v + 1]) {
-        const std::int32_t w = d.succ[next++];
-        if (index[w] < 0) {
-          enter(w);
-        } else if (on_stack[w]) {
-          low[v] = std::min(low[v], index[w]);
-        }
-        continue;
-      }
-      const std::int32_t fv = v;
-      call.pop_back();
-      if (!call.empty()) low[call.back().first] = std::min(low[call.back().first], low[fv]);
-      if (low[fv] != index[fv]) continue;
-      members.clear();
-      std::int32_t w;
-      do {
-        w = stack.back();
-        stack.pop_back();
-        on_stack[w] = 0;
-        members.push_back(rule_states_[b + w]);
-      } while (w != fv);
-      const bool self_loop =
-          members.size() == 1 &&
-          std::find(d.succ.begin() + d.succ_begin[fv], d.succ.begin() + d.succ_begin[fv + 1], fv) !=
-              d.succ.begin() + d.succ_begin[fv + 1];
-      if (members.size() == 1 && !self_loop) {
-        hash_[members[0]] = Acyclic(members[0], d);
-      } else if (members.size() > kMaxCycle) {
-        for (StateId m : members) hash_[m] = H{0, 0, true};
-      } else {
-        std::sort(members.begin(), members.end());
-        Cyclic(members, d);
-      }
+  ForEachComponent(n, d.succ_begin, d.succ, sc.scc, [&](std::vector<std::int32_t>& local_members) {
+    const std::int32_t fv = local_members[0];
+    const bool self_loop =
+        local_members.size() == 1 &&
+        std::find(d.succ.begin() + d.succ_begin[fv], d.succ.begin() + d.succ_begin[fv + 1], fv) !=
+            d.succ.begin() + d.succ_begin[fv + 1];
+    if (local_members.size() == 1 && !self_loop) {
+      const StateId u = rule_states_[b + fv];
+      hash_[u] = Acyclic(u, d);
+      return;
     }
-  }
+    members.clear();
+    for (const std::int32_t w : local_members) members.push_back(rule_states_[b + w]);
+    if (members.size() > kMaxCycle) {
+      for (StateId m : members) hash_[m] = H{0, 0, true};
+    } else {
+      std::sort(members.begin(), members.end());
+      Cyclic(members, d);
+    }
+  });
 }
 
 std::span<const PositionKeyer::Run> PositionKeyer::PassData::RunsOf(std::int32_t i) const {
@@ -437,7 +533,7 @@ PositionKeyer::H PositionKeyer::Acyclic(StateId s, const PassData& d) {
   for (const Run& r : runs) {
     const H& t = hash_[r.target];
     if (t.none) return t;
-    out.lowest = std::min(out.lowest, t.lowest);
+    out.rec |= t.rec;
     acc.Add(std::uint64_t{r.lo} << 8 | r.hi);
     acc.Add(t.a);
     acc.Add(t.b);
@@ -453,11 +549,11 @@ PositionKeyer::H PositionKeyer::Acyclic(StateId s, const PassData& d) {
     if (ne > kSmall) big.resize(static_cast<std::size_t>(ne));
     Edge* edges = ne > kSmall ? big.data() : small;
     for (std::int32_t k = p_->nt_begin[s], i = 0; k < p_->nt_begin[s + 1]; ++k, ++i) {
-      const H hr = RuleHash(p_->nt_edges[k].first);
+      const H hr = RuleRef(p_->nt_edges[k].first);
       const H& ht = hash_[p_->nt_edges[k].second];
       if (hr.none) return hr;
       if (ht.none) return ht;
-      out.lowest = std::min({out.lowest, hr.lowest, ht.lowest});
+      out.rec |= hr.rec || ht.rec;
       edges[i] = {hr.a, hr.b, ht.a, ht.b};
     }
     std::sort(edges, edges + ne);
@@ -490,17 +586,14 @@ void PositionKeyer::Cyclic(const std::vector<StateId>& members, const PassData& 
     }
     const H& h = hash_[t];
     if (h.none) return false;
-    out.lowest = std::min(out.lowest, h.lowest);
+    out.rec |= h.rec;
     acc.Add(kTagExit);
     acc.Add(h.a);
     acc.Add(h.b);
     return true;
   };
-  struct Edge {
-    H rule;
-    StateId target;
-  };
-  std::vector<Edge> edges;
+  using Edge = PassScratch::Edge;
+  std::vector<Edge>& edges = scratch_.edges;
   bool none = false;
   for (StateId u : members) {
     if (p_->sp_begin[u] != p_->sp_begin[u + 1]) {
@@ -515,9 +608,9 @@ void PositionKeyer::Cyclic(const std::vector<StateId>& members, const PassData& 
     }
     edges.clear();
     for (std::int32_t k = p_->nt_begin[u]; k < p_->nt_begin[u + 1]; ++k) {
-      const H hr = RuleHash(p_->nt_edges[k].first);
+      const H hr = RuleRef(p_->nt_edges[k].first);
       if (hr.none) none = true;
-      out.lowest = std::min(out.lowest, hr.lowest);
+      out.rec |= hr.rec;
       edges.push_back({hr, p_->nt_edges[k].second});
     }
     if (none) break;
@@ -552,7 +645,7 @@ void PositionKeyer::Cyclic(const std::vector<StateId>& members, const PassData& 
     }
     Acc m = acc;
     m.Add(i);
-    hash_[members[i]] = {m.a, m.b, false, out.lowest};
+    hash_[members[i]] = {m.a, m.b, false, out.rec};
   }
 }
 
@@ -565,13 +658,19 @@ PositionKeyer::PositionKeyer(const PositionKeyer& o, const CfgProgram* program)
       hash_(o.hash_),
       rule_state_(o.rule_state_),
       counter_hash_(o.counter_hash_),
-      dependent_(o.dependent_),
-      next_stack_id_(o.next_stack_id_),
+      callee_begin_(o.callee_begin_),
+      callees_(o.callees_),
+      rule_comp_(o.rule_comp_),
+      rule_rank_(o.rule_rank_),
+      comp_begin_(o.comp_begin_),
+      comp_rules_(o.comp_rules_),
+      comp_work_(o.comp_work_),
+      over_bounded_(o.over_bounded_),
+      comp_mark_(o.comp_mark_.size(), 0),
       class_bytes_begin_(o.class_bytes_begin_),
       class_bytes_(o.class_bytes_),
       work_(o.work_),
-      budget_(o.budget_),
-      over_bounded_(o.over_bounded_) {}
+      budget_(o.budget_) {}
 
 std::int64_t PositionKeyer::Bytes() const {
   return static_cast<std::int64_t>(
@@ -579,7 +678,10 @@ std::int64_t PositionKeyer::Bytes() const {
       (rule_begin_.capacity() + rule_states_.capacity() + local_.capacity() +
        class_bytes_begin_.capacity()) * 4 +
       (hash_.capacity() + counter_hash_.capacity()) * sizeof(H) + rule_state_.capacity() +
-      dependent_.capacity() * sizeof(Dependent) + over_bounded_.capacity() +
+      (callee_begin_.capacity() + callees_.capacity() + rule_comp_.capacity() +
+       rule_rank_.capacity() + comp_begin_.capacity() + comp_rules_.capacity() +
+       comp_mark_.capacity()) * 4 +
+      comp_work_.capacity() * 8 + over_bounded_.capacity() +
       class_bytes_.capacity() * 2);
 }
 
@@ -630,19 +732,7 @@ std::optional<PositionKey> PositionKeyer::Key(StateId s,
                                               const std::array<std::uint64_t, 4>& follow,
                                               std::int64_t max_work, std::int64_t rule_work) {
   const std::int32_t rule = p_->state_rule[s];
-  if (rule_state_[rule] != 2) {
-    if (rule_work < 0) rule_work = max_work;
-    call_limit_ = max_work >= INT64_MAX - work_ ? INT64_MAX : work_ + max_work;
-    rule_limit_ = rule_work >= INT64_MAX - work_ ? INT64_MAX : work_ + rule_work;
-    aborted_ = false;
-    RuleHash(rule);  // at the bottom of the stack: independent
-    call_limit_ = INT64_MAX;
-    rule_limit_ = INT64_MAX;
-    if (aborted_) {
-      aborted_ = false;
-      return std::nullopt;
-    }
-  }
+  if (rule_state_[rule] != 2 && !HashFrom(rule, max_work, rule_work)) return std::nullopt;
   return KnownKey(s, follow);
 }
 

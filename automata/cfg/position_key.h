@@ -13,20 +13,23 @@
 //     hash), the edges sorted; a state on a cycle by the whole component (its members by their
 //     rank in state order, exits by their hashes) and its own rank. Rank order is the lowering's,
 //     the same for the same automaton in two grammars (a different order only misses a match);
-//   - a rule's hash is its start state's; a counter rule's is (min, max, its child's hash); a
-//     call to a rule already being hashed (recursion) is a reference by distance up the stack of
-//     rules being hashed, so the description reads the same in any grammar;
+//   - a rule's hash is its start state's; a counter rule's is (min, max, its child's hash);
+//   - rules that call each other (a strongly connected component of the rule graph: JSON's
+//     value, object and member rules) are hashed together, once: a call to a rule of the same
+//     component is a reference by the rule's rank in the component (rank order is rule order,
+//     the lowering's), and every state whose description holds such a reference adds the
+//     component's hash (its rules' start descriptions in rank order). Which rule is asked first
+//     does not matter, and each state is hashed once whatever the recursion's fan-out;
 //   - the position's key adds r's follow set.
 // Equal descriptions mean isomorphic automata, hence equal positions: equal positions of
 // different grammars (the start of a string value followed by `, "` in two tool schemas, any
 // state of a shared `any value` rule) get equal keys, and different positions get different
 // keys up to a 128-bit hash collision.
 //
-// A rule whose hash refers to a caller (mutual recursion) is hashed again under each caller
-// stack it is met with, which grows exponentially with the recursion's fan-out (Kubernetes'
-// JSONSchemaProps: 700 rules calling each other took seconds). A keyer therefore has a budget
-// of states hashed, a small multiple of the program's size: past it, every rule not hashed yet
-// gets no key (its positions are computed, not shared).
+// Keying a state hashes the components it reaches that are not hashed yet, callees first. A
+// bounded call (a fill's) does that only if all of it fits its bound, and otherwise hashes
+// nothing; a keyer also has a budget of states hashed over its life (a multiple of the program's
+// size, which a pass over every state once stays within: past it, states get no key).
 //
 // No key (the position is always computed) for a state that reaches a special-token edge or a
 // rule of more than kMaxRuleStates states, except a big format automaton copied unchanged from
@@ -40,6 +43,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "automata/cfg/cfg_program.h"
@@ -53,6 +57,15 @@ struct PositionKey {
     std::size_t operator()(const PositionKey& k) const { return static_cast<std::size_t>(k.a); }
   };
 };
+
+namespace position_key_detail {
+// Buffers of a strongly-connected-components pass (position_key.cc's ForEachComponent).
+struct SccScratch {
+  std::vector<std::int32_t> index, low, stack, members;
+  std::vector<std::uint8_t> on_stack;
+  std::vector<std::pair<std::int32_t, std::int32_t>> call;  // (node, next successor)
+};
+}  // namespace position_key_detail
 
 // A 128-bit fingerprint of everything of `program` that a PositionKeyer reads (states,
 // classes, transitions, acceptance, rule and special edges, rule kinds and bounds): programs
@@ -79,11 +92,11 @@ class PositionKeyer {
 
   // The key of DFA state s's position, given its rule's follow set (4 words of 64 bytes each);
   // nullopt when it has none (see above). `max_work` bounds this call's hashing (states hashed):
-  // past it the call gives up and returns nullopt, keeping the rules it finished, so that a later
-  // call goes on from there (a fill asks with a small bound, the background worker with none).
-  // A rule that alone would take more than `rule_work` (default: max_work) is given up for good
-  // by bounded calls; one that fits rule_work but not what is left of max_work (a fill that
-  // hashed for other positions already) is only left for a later call.
+  // when the components still to hash for s take more, the call hashes nothing and returns
+  // nullopt (a fill asks with a small bound, the background worker with none). If they take
+  // more than `rule_work` (default: max_work), bounded calls give s's rule up for good; if they
+  // fit rule_work but not max_work (a fill that hashed for other positions already), it is only
+  // left for a later call.
   std::optional<PositionKey> Key(StateId s, const std::array<std::uint64_t, 4>& follow,
                                  std::int64_t max_work = INT64_MAX, std::int64_t rule_work = -1);
 
@@ -105,9 +118,9 @@ class PositionKeyer {
   struct H {
     std::uint64_t a = 0, b = 0;
     bool none = false;
-    // The lowest level of rule_stack_ this hash refers back to (INT32_MAX: none): a hash that
-    // refers below its own rule's level depends on its callers and is not kept.
-    std::int32_t lowest = INT32_MAX;
+    // The description refers to a rule of the component being hashed (by rank): the final hash
+    // adds the component's.
+    bool rec = false;
   };
   // A rule's states' byte runs and successors (local indices), for one Pass.
   struct PassData {
@@ -117,22 +130,32 @@ class PositionKeyer {
     std::vector<std::int32_t> runs_begin, succ, succ_begin;
     std::span<const Run> RunsOf(std::int32_t local) const;  // by the state's index in its rule
   };
-  // Buffers of one Pass, one per nesting level (a pass hashes the rules it calls first).
+  // Buffers of a Pass.
   struct PassScratch {
     PassData d;
     std::vector<Run> runs;
-    std::vector<std::int32_t> index, low, stack;
-    std::vector<std::uint8_t> on_stack;
-    std::vector<std::pair<std::int32_t, std::int32_t>> call;  // (state, next successor)
+    position_key_detail::SccScratch scc;
     std::vector<StateId> members;
+    struct Edge {
+      H rule;
+      StateId target;
+    };
+    std::vector<Edge> edges;
   };
-  std::vector<std::unique_ptr<PassScratch>> pass_scratch_;
-  std::int32_t pass_depth_ = 0;
-  H RuleHash(std::int32_t rule);
-  // Hashes every state of DFA rule `rule` into hash_ (its callers are on rule_stack_).
+  PassScratch scratch_;
+  // The rule graph's strongly connected components (FindComponents): numbered callees first.
+  void FindComponents();
+  // Hashes, callees first, every component reachable from `target` not hashed yet, if they fit
+  // the call's bounds; false (nothing hashed) when they do not.
+  bool HashFrom(std::int32_t target, std::int64_t max_work, std::int64_t rule_work);
+  void HashComponent(std::int32_t c);
+  // The hash by which a state of the component being hashed refers to a call of `rule`.
+  H RuleRef(std::int32_t rule) const;
+  // Hashes every state of DFA rule `rule` into hash_ (provisionally when they refer to their
+  // component).
   void Pass(std::int32_t rule);
   H Acyclic(StateId s, const PassData& d);
-  // Hashes the members of one strongly connected component (sorted by state number).
+  // Hashes the members of one strongly connected component of states (sorted by state number).
   void Cyclic(const std::vector<StateId>& members, const PassData& d);
   void RunsOf(StateId s, std::vector<Run>& out) const;
 
@@ -144,18 +167,23 @@ class PositionKeyer {
   std::vector<StateId> rule_states_;
   std::vector<std::int32_t> local_;  // per state: its index among its rule's states
   std::vector<H> hash_;  // per state
-  // Per rule: 0 not hashed, 1 being hashed, 2 hashed and independent of its callers.
+  // Per rule: 0 not hashed, 2 hashed.
   std::vector<std::uint8_t> rule_state_;
   std::vector<H> counter_hash_;
-  // Hashes that depend on their callers, valid while the same stack is below them.
-  struct Dependent {
-    std::uint64_t stack_id = 0;
-    H h;
-  };
-  std::vector<Dependent> dependent_;
-  std::vector<std::int32_t> rule_stack_;
-  std::vector<std::uint64_t> stack_ids_;  // a fresh id per push: the stack below is named by it
-  std::uint64_t next_stack_id_ = 1;
+  // The rules each rule calls (distinct): callees_[callee_begin_[r] .. callee_begin_[r + 1]).
+  std::vector<std::int32_t> callee_begin_, callees_;
+  // Components: the rules of component c are comp_rules_[comp_begin_[c] .. comp_begin_[c + 1])
+  // in rule order; rule_comp_[r] is r's component and rule_rank_[r] its rank there; comp_work_
+  // what hashing the component takes (PassWork of its rules).
+  std::vector<std::int32_t> rule_comp_, rule_rank_, comp_begin_, comp_rules_;
+  std::vector<std::int64_t> comp_work_;
+  std::int32_t current_comp_ = -1;  // the component being hashed
+  // Per component: a bounded call found it over its rule_work (given up by bounded calls).
+  std::vector<std::uint8_t> over_bounded_;
+  // HashFrom's search: a mark per component (the call's generation) and the components found.
+  std::vector<std::uint32_t> comp_mark_;
+  std::uint32_t generation_ = 0;
+  std::vector<std::int32_t> todo_, search_;
   // Byte runs of each class: class_bytes_[class_bytes_begin_[c] .. class_bytes_begin_[c + 1]).
   std::vector<std::int32_t> class_bytes_begin_;
   std::vector<std::array<std::uint8_t, 2>> class_bytes_;
@@ -163,11 +191,6 @@ class PositionKeyer {
   std::int64_t budget_ = 0;  // see kBudgetPerState
   // The work of one Pass over a rule of n states.
   static std::int64_t PassWork(std::int64_t n) { return n > kMaxRuleStates ? n / 64 : n; }
-  // Per rule: a bounded Key call gave up on it, or on a rule it calls, before hashing it.
-  std::vector<std::uint8_t> over_bounded_;
-  std::int64_t call_limit_ = INT64_MAX;  // work_ at which the current Key call gives up
-  std::int64_t rule_limit_ = INT64_MAX;  // a rule past it is over_bounded_ (Key's rule_work)
-  bool aborted_ = false;                 // the current Key call gave up
 };
 
 }  // namespace lockstep

@@ -12,6 +12,7 @@
 #include "automata/cfg/cfg_grammar.h"
 #include "automata/cfg/cfg_grammar_peer.h"
 #include "automata/cfg/earley.h"
+#include "automata/cfg/position_key.h"
 #include "lockstep/compiler.h"
 #include "lockstep/matcher.h"
 #include "lockstep/vocabulary.h"
@@ -162,11 +163,11 @@ TEST(FillLimits, MasksStayExactUpToAndPastTheNestingLimit) {
   CompareAlong(*g, "[[[x],[ [x]]],  x]");
 }
 
-TEST(FillLimits, MutuallyRecursiveRulesGetBoundedKeysAndExactMasks) {
-  // Every rule calls every rule: a position's key describes the rules it calls, and a rule whose
-  // description refers back to a caller is described again under each caller stack, which
-  // grows exponentially with the number of rules. The keyer's budget bounds it; states past the
-  // budget get no key (their positions are walked, not shared) and masks do not change.
+TEST(FillLimits, MutuallyRecursiveRulesAreKeyedOnceAndExactly) {
+  // Every rule calls every rule: the 40 rules are one component of the rule graph. Its rules are
+  // hashed together, each state once (a key described each rule again under every stack of
+  // callers, which grew exponentially and ran into the keyer's budget: states past it had no
+  // key). Every state gets a key, whichever state is asked first, and the masks stay exact.
   const int n = 40;
   std::ostringstream text;
   text << "root ::= r0 [ ]{0,64}\n";
@@ -178,9 +179,50 @@ TEST(FillLimits, MutuallyRecursiveRulesGetBoundedKeysAndExactMasks) {
   auto g = Compiler().CompileGrammar(text.str());
   ASSERT_TRUE(g.ok()) << g.status().ToString();
   const CfgGrammar& cfg = *CfgOf(**g);
-  for (StateId s = 0; s < cfg.program().num_states; ++s) (void)CfgGrammarPeer(cfg).KeyOfState(s);
+  const CfgProgram& program = cfg.program();
+  const std::array<std::uint64_t, 4> follow = {1, 2, 3, 4};
+  PositionKeyer forward(&program), backward(&program);
+  std::vector<std::optional<PositionKey>> keys(program.num_states);
+  for (StateId s = 0; s < program.num_states; ++s) keys[s] = forward.Key(s, follow);
+  EXPECT_LE(forward.work(), program.num_states) << "a state was hashed more than once";
+  for (StateId s = program.num_states - 1; s >= 0; --s) {
+    const std::optional<PositionKey> k = backward.Key(s, follow);
+    ASSERT_TRUE(k.has_value()) << "state " << s << " has no key";
+    ASSERT_TRUE(keys[s].has_value()) << "state " << s << " has no key";
+    EXPECT_TRUE(*k == *keys[s]) << "state " << s << "'s key depends on the state asked first";
+  }
+  for (StateId s = 0; s < program.num_states; ++s) (void)CfgGrammarPeer(cfg).KeyOfState(s);
   CompareAlong(*g, "(((((a3)))))  ");
   CompareAlong(*g, "((a39))");
+}
+
+// Two grammars whose mutually recursive rules differ in one rule only: the positions inside the
+// rule they have alike (after "(" in `a`) differ, because what `b` matches differs. Each
+// grammar, compiled after the other, keeps its own masks.
+TEST(FillLimits, MutuallyRecursiveRulesThatDifferGetOtherKeys) {
+  const char* one = "root ::= a{1,3}\na ::= \"x\" | \"(\" b \")\"\nb ::= \"y\" | \"[\" a \"]\"";
+  const char* two = "root ::= a{1,3}\na ::= \"x\" | \"(\" b \")\"\nb ::= \"y\"? | \"[\" a \"]\"";
+  for (const auto& order : {std::pair{one, two}, std::pair{two, one}}) {
+    auto first = Compiler().CompileGrammar(order.first);
+    auto second = Compiler().CompileGrammar(order.second);
+    ASSERT_TRUE(first.ok() && second.ok());
+    for (const auto& g : {*first, *second}) CompareAlong(g, "x([(y)])([");
+    // `()` is a token of Llama-3 and valid after "x" only where b matches empty.
+    const Vocabulary& v = (*first)->vocabulary();
+    TokenId parens = kNoToken;
+    for (TokenId t = 0; t < v.size() && parens == kNoToken; ++t) {
+      if (v.TokenBytes(t) == "()") parens = t;
+    }
+    ASSERT_NE(parens, kNoToken);
+    for (const auto& g : {*first, *second}) {
+      Matcher m(g);
+      ASSERT_TRUE(m.AcceptString("x(["));
+      std::vector<std::uint32_t> mask(CfgOf(*g)->mask_words());
+      ASSERT_TRUE(m.FillNextTokenBitmask(mask));
+      const bool empty_b = (g == *first) == (order.first == two);
+      EXPECT_EQ((mask[parens >> 5] >> (parens & 31)) & 1, empty_b ? 1u : 0u) << order.first;
+    }
+  }
 }
 
 // The JSON string body's view of the trie is built with the compiler: the first string value a

@@ -1406,7 +1406,7 @@ TEST(SharedPositions, APrecomputedProgramLeavesItsPositionsForTheNextCompile) {
 // keyer the first compile left in the vocabulary's store instead of hashing its automata again:
 // while the stored keyer knows a state, and from a copy of it when it does not. Every key must
 // equal the first grammar's, and those of a fresh keyer of the new program asked in the first
-// grammar's order (a recursive rule's description depends on the rule first asked).
+// grammar's order.
 TEST(SharedPositions, KeysOfAProgramCompiledAgainComeFromTheStore) {
   std::vector<std::string> texts = {
       R"({"type": "object", "properties": {"id": {"type": "integer"}, "tags": {"type": "array",
