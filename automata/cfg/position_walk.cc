@@ -54,7 +54,15 @@ class StackWalk {
     }
   };
 
-  explicit StackWalk(const CfgProgram* p) : p_(p) { front_.fill({-1, -1}); }
+  explicit StackWalk(const CfgProgram* p) : p_(p) { front_.fill({-1, -1, 0}); }
+  // For another program's walks: every table is cleared at the next Start, in place (a new
+  // StackWalk is 16 KiB of front cache to fill and copy, and its tables to grow again).
+  void Rebind(const CfgProgram* p) {
+    p_ = p;
+    fresh_walk_ = true;
+    failed = false;
+    ClearCur();
+  }
 
   // Ready for a walk: the tables of earlier walks stay unless they have grown past kKeep* (or
   // Forget was called). Lazily: the next Start clears them.
@@ -114,9 +122,9 @@ class StackWalk {
     // walks of a grammar to hundreds of kilobytes, misses the L1 cache on most of them.
     FrontSlot& front = front_[static_cast<std::size_t>(
         (static_cast<std::uint64_t>(key) * 0x9E3779B97F4A7C15ull) >> (64 - kFrontBits))];
-    if (front.key == key) return front.value;
+    if (front.key == key && front.generation == front_generation_) return front.value;
     const std::int32_t next = StepMemo(sid, b, key);
-    if (!failed) front = {key, next};
+    if (!failed) front = {key, next, front_generation_};
     return next;
   }
   std::int32_t StepMemo(std::int32_t sid, std::uint8_t b, std::int64_t key) {
@@ -241,7 +249,10 @@ class StackWalk {
       start_keys_.assign(256, kNoStart);
       start_vals_.assign(256, -1);
       start_size_ = 0;
-      front_.fill({-1, -1});
+      if (++front_generation_ == 0) {
+        front_.fill({-1, -1, 0});
+        front_generation_ = 1;
+      }
     }
   }
   void GrowStarts() {
@@ -528,8 +539,10 @@ class StackWalk {
   struct FrontSlot {
     std::int64_t key;  // set * 256 + byte, or -1
     std::int32_t value;
+    std::uint32_t generation;  // valid while front_generation_ (0: never)
   };
-  std::array<FrontSlot, std::size_t{1} << kFrontBits> front_;  // (cleared with the memo)
+  std::array<FrontSlot, std::size_t{1} << kFrontBits> front_;
+  std::uint32_t front_generation_ = 1;  // moved on with the memo's clearing
   std::vector<std::int64_t> memo_keys_;  // (set * 256 + byte) -> next set (-1: dead)
   std::vector<std::int32_t> memo_vals_;
   std::size_t memo_size_ = 0;
@@ -588,7 +601,7 @@ struct CfgGrammar::WalkScratch {
     if (serial != owner) {
       owner = serial;
       parsers.clear();
-      stack = StackWalk(program);
+      stack.Rebind(program);
     }
     use_parser = false;
     if (stack.failed) stack.Forget();
