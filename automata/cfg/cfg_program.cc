@@ -1121,15 +1121,43 @@ struct SharedDfa {
 };
 
 constexpr std::int32_t kSharedLoweringStates = 4096;
-constexpr std::size_t kSharedLoweringBytes = std::size_t{64} << 20;  // bound on the DFA cache
+
+struct SharedKeyHash {
+  std::size_t operator()(const std::vector<std::int32_t>& k) const {
+    std::uint64_t h = 0x9e3779b97f4a7c15ull ^ k.size();
+    for (std::int32_t v : k) h = (h ^ static_cast<std::uint32_t>(v)) * 0x100000001b3ull;
+    return static_cast<std::size_t>(h ^ (h >> 29));
+  }
+};
+
+// Both caches, under one lock. Past its budget a cache empties itself to keep the new entry: a
+// cache that kept nothing more (as they did) left a long-running server without sharing for
+// good once it had met enough distinct automata.
+struct LoweringCaches {
+  std::mutex mu;
+  // Big DFA terminals, by automaton (SharedRanges).
+  std::unordered_map<const ByteDfa*, std::shared_ptr<const SharedDfa>> big;
+  std::size_t big_bytes = 0;
+  std::size_t big_budget = std::size_t{64} << 20;
+  std::int64_t big_flushes = 0;
+  std::uint64_t serials = 0;  // never reused: a terminal cached again gets a new one
+  // Shared rules, by their NFA (LowerShared, StoreShared).
+  std::unordered_map<std::vector<std::int32_t>, std::shared_ptr<const SharedDfa>, SharedKeyHash>
+      rules;
+  std::size_t rule_states = 0;
+  std::size_t rule_budget = std::size_t{1} << 16;
+  std::int64_t rule_flushes = 0;
+};
+LoweringCaches& Caches() {
+  static auto* caches = new LoweringCaches;
+  return *caches;
+}
 
 std::shared_ptr<const SharedDfa> SharedRanges(const std::shared_ptr<const ByteDfa>& dfa) {
-  static std::mutex mu;
-  static auto* cache = new std::unordered_map<const ByteDfa*, std::shared_ptr<const SharedDfa>>;
-  static std::size_t cached_bytes = 0;
+  LoweringCaches& c = Caches();
   {
-    std::lock_guard<std::mutex> lock(mu);
-    if (auto it = cache->find(dfa.get()); it != cache->end()) return it->second;
+    std::lock_guard<std::mutex> lock(c.mu);
+    if (auto it = c.big.find(dfa.get()); it != c.big.end()) return it->second;
   }
   auto lowered = std::make_shared<SharedDfa>();
   lowered->owner = dfa;
@@ -1144,30 +1172,48 @@ std::shared_ptr<const SharedDfa> SharedRanges(const std::shared_ptr<const ByteDf
     lowered->nt_begin.push_back(0);
   }
   const std::size_t bytes = lowered->Bytes() + dfa->next.size() * sizeof(StateId);
-  static std::uint64_t serials = 0;
-  std::lock_guard<std::mutex> lock(mu);
-  if (auto it = cache->find(dfa.get()); it != cache->end()) return it->second;
-  if (cached_bytes + bytes <= kSharedLoweringBytes) {
-    lowered->serial = ++serials;
-    cache->emplace(dfa.get(), lowered);
-    cached_bytes += bytes;
+  std::lock_guard<std::mutex> lock(c.mu);
+  if (auto it = c.big.find(dfa.get()); it != c.big.end()) return it->second;
+  if (bytes <= c.big_budget) {
+    if (c.big_bytes + bytes > c.big_budget) {
+      // (The entries dropped free their automata, whose addresses a later one may take: it is
+      // not found under them, as they are gone.)
+      c.big.clear();
+      c.big_bytes = 0;
+      ++c.big_flushes;
+    }
+    lowered->serial = ++c.serials;
+    c.big.emplace(dfa.get(), lowered);
+    c.big_bytes += bytes;
   }
   return lowered;
 }
 
-struct SharedKeyHash {
-  std::size_t operator()(const std::vector<std::int32_t>& k) const {
-    std::uint64_t h = 0x9e3779b97f4a7c15ull ^ k.size();
-    for (std::int32_t v : k) h = (h ^ static_cast<std::uint32_t>(v)) * 0x100000001b3ull;
-    return static_cast<std::size_t>(h ^ (h >> 29));
-  }
-};
-constexpr std::size_t kSharedDfaNfaStates = 4096;       // larger NFAs are not keyed
-constexpr std::size_t kSharedDfaBudgetStates = 1 << 16;  // all cached rule automata together
-std::mutex shared_dfa_mu;
-auto* shared_dfas =
-    new std::unordered_map<std::vector<std::int32_t>, std::shared_ptr<const SharedDfa>, SharedKeyHash>;
-std::size_t shared_dfa_states = 0;
+constexpr std::size_t kSharedDfaNfaStates = 4096;  // larger NFAs are not keyed
+
+}  // namespace
+
+LoweringCacheStats GetLoweringCacheStats() {
+  LoweringCaches& c = Caches();
+  std::lock_guard<std::mutex> lock(c.mu);
+  return {c.big_bytes, c.rule_states, c.big_flushes, c.rule_flushes};
+}
+
+std::pair<std::size_t, std::size_t> SetLoweringCacheBudgetsForTesting(std::size_t big_dfa_bytes,
+                                                                      std::size_t rule_dfa_states) {
+  LoweringCaches& c = Caches();
+  std::lock_guard<std::mutex> lock(c.mu);
+  const std::pair<std::size_t, std::size_t> old = {c.big_budget, c.rule_budget};
+  c.big.clear();
+  c.big_bytes = 0;
+  c.big_budget = big_dfa_bytes;
+  c.rules.clear();
+  c.rule_states = 0;
+  c.rule_budget = rule_dfa_states;
+  return old;
+}
+
+namespace {
 
 void Lowering::AppendShared(std::int32_t rule, const SharedDfa& dfa,
                             std::span<const std::int32_t> refs) {
@@ -1223,8 +1269,9 @@ bool Lowering::LowerShared(std::int32_t rule, std::int32_t nfa_start, std::int32
   shared_keyed_ = true;
   std::shared_ptr<const SharedDfa> hit;
   {
-    std::lock_guard<std::mutex> lock(shared_dfa_mu);
-    if (auto it = shared_dfas->find(key); it != shared_dfas->end()) hit = it->second;
+    LoweringCaches& c = Caches();
+    std::lock_guard<std::mutex> lock(c.mu);
+    if (auto it = c.rules.find(key); it != c.rules.end()) hit = it->second;
   }
   if (!hit) return false;
   AppendShared(rule, *hit, shared_refs_);
@@ -1234,9 +1281,10 @@ bool Lowering::LowerShared(std::int32_t rule, std::int32_t nfa_start, std::int32
 void Lowering::StoreShared(std::size_t first_state) {
   if (!shared_keyed_) return;
   const std::size_t n = dstates_.size() - first_state;
+  LoweringCaches& c = Caches();
   {
-    std::lock_guard<std::mutex> lock(shared_dfa_mu);
-    if (shared_dfa_states + n > kSharedDfaBudgetStates || shared_dfas->count(shared_key_)) return;
+    std::lock_guard<std::mutex> lock(c.mu);
+    if (n > c.rule_budget || c.rules.count(shared_key_)) return;
   }
   auto dfa = std::make_shared<SharedDfa>();
   const auto base = static_cast<std::int32_t>(first_state);  // the start (Determinise's first)
@@ -1252,11 +1300,15 @@ void Lowering::StoreShared(std::size_t first_state) {
     }
     dfa->nt_begin.push_back(static_cast<std::uint32_t>(dfa->nts.size()));
   }
-  std::lock_guard<std::mutex> lock(shared_dfa_mu);
-  if (shared_dfa_states + n <= kSharedDfaBudgetStates &&
-      shared_dfas->emplace(shared_key_, std::move(dfa)).second) {
-    shared_dfa_states += n;
+  std::lock_guard<std::mutex> lock(c.mu);
+  if (n > c.rule_budget || c.rules.count(shared_key_)) return;
+  if (c.rule_states + n > c.rule_budget) {
+    c.rules.clear();
+    c.rule_states = 0;
+    ++c.rule_flushes;
   }
+  c.rules.emplace(shared_key_, std::move(dfa));
+  c.rule_states += n;
 }
 
 void Lowering::CopyDfa(std::int32_t rule, const ByteDfa& dfa,

@@ -300,6 +300,20 @@ struct JsonTextDecoder {
 // kInternal if a counted rule's automaton is not a JSON string.
 Status ComputeLengthTables(CfgProgram* p);
 
+// The process's two caches of lowered rule automata (cfg_program.cc): big DFA terminals (format
+// automata, 64 MiB) and shared rules (65,536 states). A cache past its budget empties itself to
+// keep the new entry, so that a long-running process goes on sharing (a big terminal gets a new
+// `shared_source`, and the positions keyed by it are walked once more).
+struct LoweringCacheStats {
+  std::size_t big_dfa_bytes = 0, rule_dfa_states = 0;  // held now
+  std::int64_t big_dfa_flushes = 0, rule_dfa_flushes = 0;
+};
+LoweringCacheStats GetLoweringCacheStats();
+// Tests: empties both caches and sets their budgets (bytes of big terminals, states of shared
+// rules); returns the old budgets.
+std::pair<std::size_t, std::size_t> SetLoweringCacheBudgetsForTesting(std::size_t big_dfa_bytes,
+                                                                      std::size_t rule_dfa_states);
+
 // Lowers `g` (any front end's IR). kUnsatisfiable if the root derives no string; kInvalidGrammar
 // for a token item the vocabulary does not have (an id out of range, a text that is not one
 // token) or a bad lexeme regex (with the expression's

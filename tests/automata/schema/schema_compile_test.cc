@@ -1896,6 +1896,56 @@ TEST(LexicalCache, AGrammarDoesNotDependOnWhatTheCacheKeeps) {
   }
 }
 
+// The process's caches of lowered automata (big format terminals, shared rules) empty
+// themselves past their budgets instead of keeping nothing more. Before, a terminal met after
+// the 64 MiB of terminals had filled got no `shared_source` for the rest of the process, so no
+// grammar shared its positions with another. The grammars are the same whatever the caches keep.
+TEST(LoweringCache, AFullCacheKeepsTheNewAutomaton) {
+  const GrammarCompiler& compiler = testing::CompilerFor("llama3");
+  auto schema = [](const char* format) {
+    return std::string(R"({"type": "object", "properties": {"x": {"type": "string", "format": ")") +
+           format + R"("}, "n": {"type": "integer", "minimum": 2, "maximum": 70},
+           "f": {"type": "number", "minimum": 0.5}}})";
+  };
+  auto source_of = [](const std::shared_ptr<const CompiledGrammar>& g) {
+    std::uint64_t s = 0;
+    for (const auto& r : CfgOf(*g)->program().rules) s = std::max(s, r.shared_source);
+    return s;
+  };
+  const auto old = SetLoweringCacheBudgetsForTesting(std::size_t{1} << 40, std::size_t{1} << 16);
+  auto email = compiler.CompileSchema(schema("email"));
+  const LoweringCacheStats one = GetLoweringCacheStats();
+  auto host = compiler.CompileSchema(schema("hostname"));
+  const LoweringCacheStats two = GetLoweringCacheStats();
+  ASSERT_TRUE(email.ok()) << email.status().ToString();
+  ASSERT_TRUE(host.ok()) << host.status().ToString();
+  ASSERT_GT(one.big_dfa_bytes, 0u);
+  ASSERT_GT(two.big_dfa_bytes, one.big_dfa_bytes);
+  ASSERT_GT(one.rule_dfa_states, 0u) << "the schema should lower a shared rule";
+  // Each terminal fits alone, the two together do not; the schema's shared rules do not either.
+  SetLoweringCacheBudgetsForTesting(
+      std::max(one.big_dfa_bytes, two.big_dfa_bytes - one.big_dfa_bytes), one.rule_dfa_states - 1);
+  const LoweringCacheStats before = GetLoweringCacheStats();
+  auto email2 = compiler.CompileSchema(schema("email"));
+  auto host2 = compiler.CompileSchema(schema("hostname"));
+  auto host3 = compiler.CompileSchema(schema("hostname"));
+  const LoweringCacheStats after = GetLoweringCacheStats();
+  SetLoweringCacheBudgetsForTesting(old.first, old.second);
+  ASSERT_TRUE(email2.ok() && host2.ok() && host3.ok());
+  EXPECT_GT(after.big_dfa_flushes, before.big_dfa_flushes);
+  EXPECT_GT(after.rule_dfa_flushes, before.rule_dfa_flushes);
+  EXPECT_NE(source_of(*email2), 0u);
+  EXPECT_NE(source_of(*host2), 0u) << "a terminal met past the budget is not shared";
+  EXPECT_NE(source_of(*host2), source_of(*email2));
+  EXPECT_EQ(source_of(*host3), source_of(*host2)) << "the terminal kept is not found again";
+  for (const auto& [want, got] : {std::pair{*email, *email2}, std::pair{*host, *host2},
+                                  std::pair{*host, *host3}}) {
+    EXPECT_EQ(got->Stats().rules, want->Stats().rules);
+    EXPECT_EQ(got->Stats().dfa_states, want->Stats().dfa_states);
+    EXPECT_EQ(got->Stats().byte_classes, want->Stats().byte_classes);
+  }
+}
+
 // Every state that enters a string body's loop by its anchor's row (the anchor itself, a state
 // before it that goes where it goes) has the same loop, numbering and table: a grammar builds
 // them once per anchor and later plans take them (CfgGrammar::AnchorRegion). Planned in
