@@ -208,8 +208,7 @@ void PositionKeyer::FindComponents() {
   rule_comp_.assign(nr, -1);
   rule_rank_.assign(nr, 0);
   comp_begin_.assign(1, 0);
-  SccScratch sc;
-  ForEachComponent(nr, callee_begin_, callees_, sc, [&](std::vector<std::int32_t>& members) {
+  ForEachComponent(nr, callee_begin_, callees_, scratch_.scc, [&](std::vector<std::int32_t>& members) {
     const std::int32_t c = static_cast<std::int32_t>(comp_begin_.size()) - 1;
     std::sort(members.begin(), members.end());
     std::int64_t work = 0;
@@ -301,16 +300,19 @@ void PositionKeyer::RunsOf(StateId s, std::vector<Run>& runs) const {
   if (prev != CfgProgram::kDead) runs.push_back({static_cast<std::uint8_t>(lo), 255, prev});
 }
 
-PositionKeyer::H PositionKeyer::RuleRef(std::int32_t rule) const {
+PositionKeyer::H& PositionKeyer::RuleHash(std::int32_t rule) {
+  const CfgProgram::RuleInfo& r = p_->rules[rule];
+  return r.kind == CfgProgram::RuleKind::kCounter ? counter_hash_[rule] : hash_[r.start];
+}
+
+PositionKeyer::H PositionKeyer::RuleRef(std::int32_t rule) {
   if (rule_comp_[rule] == current_comp_) {
     Acc acc;
     acc.Add(kTagRank);
     acc.Add(static_cast<std::uint64_t>(rule_rank_[rule]));
     return {acc.a, acc.b, false, true};
   }
-  // A callee of another component: hashed before (components are hashed callees first).
-  const CfgProgram::RuleInfo& r = p_->rules[rule];
-  return r.kind == CfgProgram::RuleKind::kCounter ? counter_hash_[rule] : hash_[r.start];
+  return RuleHash(rule);  // another component's, hashed before (callees first)
 }
 
 bool PositionKeyer::HashFrom(std::int32_t target, std::int64_t max_work, std::int64_t rule_work) {
@@ -402,21 +404,25 @@ void PositionKeyer::HashComponent(std::int32_t c) {
   // The component's hash: its rules' start descriptions in rank order. A state that refers to
   // the component (`"(" . word ")"` in `word ::= [a-z]+ | "(" word ")"` and in
   // `item ::= [a-z]* | "(" item ")"` read the same) adds it.
-  bool recursive = false;
+  bool recursive = false, start_none = false;
   Acc whole;
   whole.Add(kTagComponent);
   whole.Add(static_cast<std::uint64_t>(e - b));
   for (std::int32_t i = b; i < e; ++i) {
-    const std::int32_t rule = comp_rules_[i];
-    const CfgProgram::RuleInfo& r = p_->rules[rule];
-    const H& h = r.kind == CfgProgram::RuleKind::kCounter ? counter_hash_[rule] : hash_[r.start];
+    const H& h = RuleHash(comp_rules_[i]);
     recursive |= h.rec;
+    start_none |= h.none;
     if (h.none) {
       whole.Add(0);
     } else {
       whole.Add(h.a);
       whole.Add(h.b);
     }
+  }
+  if (recursive && start_none) {
+    // A component whose rules' starts have no key: nothing referring to it has one.
+    set_none();
+    return;
   }
   for (std::int32_t i = b; i < e; ++i) {
     const std::int32_t rule = comp_rules_[i];
@@ -435,16 +441,6 @@ void PositionKeyer::HashComponent(std::int32_t c) {
     finish(counter_hash_[rule]);
     for (std::int32_t k = rule_begin_[rule]; k < rule_begin_[rule + 1]; ++k)
       finish(hash_[rule_states_[k]]);
-  }
-  // A component whose rules' starts have no key: nothing referring to it has one.
-  for (std::int32_t i = b; i < e && recursive; ++i) {
-    const std::int32_t rule = comp_rules_[i];
-    const CfgProgram::RuleInfo& r = p_->rules[rule];
-    const H& h = r.kind == CfgProgram::RuleKind::kCounter ? counter_hash_[rule] : hash_[r.start];
-    if (h.none) {
-      set_none();
-      break;
-    }
   }
 }
 

@@ -105,8 +105,6 @@ class PositionKeyer {
   // states and rule edges, plus kBudgetBase.
   static constexpr std::int64_t kBudgetPerState = 2;
   static constexpr std::int64_t kBudgetBase = 16384;
-  // Whether the budget ran out (some keys are missing because of it).
-  bool exhausted() const { return work_ > budget_; }
   std::int64_t work() const { return work_; }
   static constexpr std::int32_t kMaxRuleStates = 4096;
 
@@ -149,8 +147,10 @@ class PositionKeyer {
   // the call's bounds; false (nothing hashed) when they do not.
   bool HashFrom(std::int32_t target, std::int64_t max_work, std::int64_t rule_work);
   void HashComponent(std::int32_t c);
+  // A hashed rule's hash: its start state's, or a counter's own.
+  H& RuleHash(std::int32_t rule);
   // The hash by which a state of the component being hashed refers to a call of `rule`.
-  H RuleRef(std::int32_t rule) const;
+  H RuleRef(std::int32_t rule);
   // Hashes every state of DFA rule `rule` into hash_ (provisionally when they refer to their
   // component).
   void Pass(std::int32_t rule);

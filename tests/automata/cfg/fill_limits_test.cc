@@ -208,12 +208,9 @@ TEST(FillLimits, MutuallyRecursiveRulesThatDifferGetOtherKeys) {
     ASSERT_TRUE(first.ok() && second.ok());
     for (const auto& g : {*first, *second}) CompareAlong(g, "x([(y)])([");
     // `()` is a token of Llama-3 and valid after "x" only where b matches empty.
-    const Vocabulary& v = (*first)->vocabulary();
-    TokenId parens = kNoToken;
-    for (TokenId t = 0; t < v.size() && parens == kNoToken; ++t) {
-      if (v.TokenBytes(t) == "()") parens = t;
-    }
+    const TokenId parens = (*first)->vocabulary().FindToken("()");
     ASSERT_NE(parens, kNoToken);
+    ASSERT_EQ((*first)->vocabulary().TokenBytes(parens), "()");
     for (const auto& g : {*first, *second}) {
       Matcher m(g);
       ASSERT_TRUE(m.AcceptString("x(["));
